@@ -1,0 +1,108 @@
+#include "ir/ir.h"
+
+#include <array>
+#include <tuple>
+
+namespace chorus::ir {
+namespace {
+
+struct StepTypeInfo {
+  std::string_view name;
+  bool sends, receives, readsSrc, writesDst, readsDst, reduces;
+};
+
+// Columns: name, sends, receives, reads src, writes dst, reads dst, reduces.
+constexpr std::array<StepTypeInfo, 9> kStepTypes = {{
+    {"s", true, false, true, false, false, false},
+    {"r", false, true, false, true, false, false},
+    {"rcs", true, true, false, true, false, false},
+    {"rrs", true, true, true, false, false, true},
+    {"rrc", false, true, true, true, false, true},
+    {"rrcs", true, true, true, true, false, true},
+    {"cpy", false, false, true, true, false, false},
+    {"re", false, false, true, true, true, true},
+    {"nop", false, false, false, false, false, false},
+}};
+
+const StepTypeInfo& info(StepType t) { return kStepTypes[static_cast<size_t>(t)]; }
+
+}  // namespace
+
+char bufferLetter(Buffer b) { return b == Buffer::kInput ? 'i' : b == Buffer::kOutput ? 'o' : 's'; }
+
+std::optional<Buffer> parseBuffer(std::string_view s) {
+  if (s == "i") return Buffer::kInput;
+  if (s == "o") return Buffer::kOutput;
+  if (s == "s") return Buffer::kScratch;
+  return std::nullopt;
+}
+
+std::string_view protocolName(Protocol p) {
+  switch (p) {
+    case Protocol::kSimple: return "Simple";
+    case Protocol::kLL: return "LL";
+    case Protocol::kLL128: return "LL128";
+  }
+  return "?";
+}
+
+std::optional<Protocol> parseProtocol(std::string_view s) {
+  if (s == "Simple") return Protocol::kSimple;
+  if (s == "LL") return Protocol::kLL;
+  if (s == "LL128") return Protocol::kLL128;
+  return std::nullopt;
+}
+
+std::string_view stepTypeName(StepType t) { return info(t).name; }
+
+std::optional<StepType> parseStepType(std::string_view s) {
+  for (size_t i = 0; i < kStepTypes.size(); ++i) {
+    if (kStepTypes[i].name == s) return static_cast<StepType>(i);
+  }
+  return std::nullopt;
+}
+
+bool sends(StepType t) { return info(t).sends; }
+bool receives(StepType t) { return info(t).receives; }
+bool readsSrc(StepType t) { return info(t).readsSrc; }
+bool writesDst(StepType t) { return info(t).writesDst; }
+bool readsDst(StepType t) { return info(t).readsDst; }
+bool reduces(StepType t) { return info(t).reduces; }
+
+bool Step::operator==(const Step& o) const {
+  return std::tie(type, srcBuf, srcOff, dstBuf, dstOff, count, depTb, depStep, hasDep) ==
+         std::tie(o.type, o.srcBuf, o.srcOff, o.dstBuf, o.dstOff, o.count, o.depTb, o.depStep,
+                  o.hasDep);
+}
+
+bool Threadblock::operator==(const Threadblock& o) const {
+  return std::tie(id, sendPeer, recvPeer, channel, steps) ==
+         std::tie(o.id, o.sendPeer, o.recvPeer, o.channel, o.steps);
+}
+
+bool Rank::operator==(const Rank& o) const {
+  return std::tie(id, inputChunks, outputChunks, scratchChunks, tbs) ==
+         std::tie(o.id, o.inputChunks, o.outputChunks, o.scratchChunks, o.tbs);
+}
+
+bool Algorithm::operator==(const Algorithm& o) const {
+  return std::tie(name, protocol, nchannels, nchunksPerLoop, ngpus, collective, collectiveName,
+                  inplace, outofplace, minBytes, maxBytes, ranks) ==
+         std::tie(o.name, o.protocol, o.nchannels, o.nchunksPerLoop, o.ngpus, o.collective,
+                  o.collectiveName, o.inplace, o.outofplace, o.minBytes, o.maxBytes, o.ranks);
+}
+
+size_t Algorithm::totalSteps() const {
+  size_t n = 0;
+  for (const auto& r : ranks)
+    for (const auto& tb : r.tbs) n += tb.steps.size();
+  return n;
+}
+
+size_t Algorithm::totalThreadblocks() const {
+  size_t n = 0;
+  for (const auto& r : ranks) n += r.tbs.size();
+  return n;
+}
+
+}  // namespace chorus::ir

@@ -1,0 +1,124 @@
+// The Algorithm IR (../shared/docs/IR.md): per rank, threadblocks with at
+// most one send and one receive peer on one channel, each an ordered list of
+// steps with explicit cross-threadblock dependencies. Every front end
+// (MSCCL XML, JSON, the compiler, generators) produces it and every back end
+// (verifier, simulator, runtime, writers) consumes it.
+//
+// Equality (operator==) compares semantics-bearing fields only; source
+// positions are kept for diagnostics and ignored by ==.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/types.h"
+
+namespace chorus::ir {
+
+enum class Buffer : uint8_t { kInput, kOutput, kScratch };
+inline constexpr int kNumBuffers = 3;
+char bufferLetter(Buffer b);  // 'i', 'o', 's'
+std::optional<Buffer> parseBuffer(std::string_view s);
+
+enum class Protocol : uint8_t { kSimple, kLL, kLL128 };
+std::string_view protocolName(Protocol p);  // "Simple", "LL", "LL128"
+std::optional<Protocol> parseProtocol(std::string_view s);
+
+enum class StepType : uint8_t {
+  kSend,                  // s
+  kRecv,                  // r
+  kRecvCopySend,          // rcs
+  kRecvReduceSend,        // rrs
+  kRecvReduceCopy,        // rrc
+  kRecvReduceCopySend,    // rrcs
+  kCopy,                  // cpy
+  kReduce,                // re
+  kNop,                   // nop
+};
+std::string_view stepTypeName(StepType t);  // the XML spelling
+std::optional<StepType> parseStepType(std::string_view s);
+
+// What an instruction does with its operands and connections (IR.md section 2).
+bool sends(StepType t);
+bool receives(StepType t);
+bool readsSrc(StepType t);   // local src operand is read
+bool writesDst(StepType t);  // dst is written
+bool readsDst(StepType t);   // dst is read (re: dst = dst + src)
+bool reduces(StepType t);    // applies the reduction op
+
+// Where an element came from in its source file (1-based; 0 = unknown).
+struct SourcePos {
+  int line = 0;
+  int column = 0;
+};
+
+struct Step {
+  StepType type = StepType::kNop;
+  Buffer srcBuf = Buffer::kInput;
+  int srcOff = -1;
+  Buffer dstBuf = Buffer::kInput;
+  int dstOff = -1;
+  int count = 0;    // cnt
+  int depTb = -1;   // depid
+  int depStep = -1; // deps
+  bool hasDep = false;
+  SourcePos pos;
+
+  bool operator==(const Step& o) const;
+};
+
+struct Threadblock {
+  int id = 0;
+  int sendPeer = -1;
+  int recvPeer = -1;
+  int channel = 0;
+  std::vector<Step> steps;
+  SourcePos pos;
+
+  bool operator==(const Threadblock& o) const;
+};
+
+struct Rank {
+  int id = 0;
+  int inputChunks = 0;
+  int outputChunks = 0;
+  int scratchChunks = 0;
+  std::vector<Threadblock> tbs;
+  SourcePos pos;
+
+  int chunks(Buffer b) const {
+    return b == Buffer::kInput ? inputChunks : b == Buffer::kOutput ? outputChunks : scratchChunks;
+  }
+  bool operator==(const Rank& o) const;
+};
+
+struct Algorithm {
+  std::string name;
+  Protocol protocol = Protocol::kSimple;
+  int nchannels = 1;
+  int nchunksPerLoop = 1;
+  int ngpus = 1;
+  CollectiveKind collective = CollectiveKind::kCustom;
+  std::string collectiveName;  // as written (custom collectives keep their name)
+  bool inplace = false;
+  bool outofplace = true;
+  uint64_t minBytes = 0;
+  uint64_t maxBytes = 0;  // 0 = unlimited
+  std::vector<Rank> ranks;
+
+  // Provenance, not compared.
+  std::string sourceFile;
+  SourcePos pos;
+  // The algo element lacked outofplace/minBytes/maxBytes (older msccl-tools).
+  bool legacyAttributes = false;
+
+  bool operator==(const Algorithm& o) const;
+
+  size_t totalSteps() const;
+  size_t totalThreadblocks() const;
+};
+
+}  // namespace chorus::ir

@@ -1,0 +1,25 @@
+// Structural validation of the IR: every rule of IR.md sections 1, 4 and 6
+// that can be checked on one rank at a time, each with its own diagnostic
+// code. Later stages (matching, semantics) may assume an algorithm that
+// passes validateStructure has well-formed ids, peers, offsets and
+// dependencies.
+#pragma once
+
+#include "core/diagnostic.h"
+#include "ir/ir.h"
+
+namespace chorus::ir {
+
+// Appends E1xx errors to `out`.
+void validateStructure(const Algorithm& algo, DiagnosticList& out);
+
+// MSCCL executor limits (IR.md section 6): W5xx warnings. Repeated findings
+// of one code on one rank are folded into one diagnostic with a count.
+void checkExecutorLimits(const Algorithm& algo, DiagnosticList& out);
+bool isExecutorLimit(DiagCode code);
+
+// A location for rank/tb/step (any may be -1), with the file position of
+// the innermost element given.
+Location siteLocation(const Algorithm& algo, int rank, int tb = -1, int step = -1);
+
+}  // namespace chorus::ir

@@ -1,0 +1,297 @@
+#include "ir/xml_reader.h"
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+#include <pugixml.hpp>
+
+namespace chorus::ir {
+
+LineMap::LineMap(std::string_view text) {
+  starts_.push_back(0);
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\n') starts_.push_back(i + 1);
+  }
+}
+
+SourcePos LineMap::at(size_t offset) const {
+  auto it = std::upper_bound(starts_.begin(), starts_.end(), offset);
+  size_t line = static_cast<size_t>(it - starts_.begin());  // 1-based
+  size_t col = offset - starts_[line - 1] + 1;
+  return SourcePos{static_cast<int>(line), static_cast<int>(col)};
+}
+
+namespace {
+
+// Parsing context for one file: the raw text (to locate attributes), the
+// line map, and where diagnostics go.
+class Reader {
+ public:
+  Reader(std::string_view text, const std::string& file)
+      : text_(text), lines_(text), file_(file) {}
+
+  ReadResult run();
+
+ private:
+  Location locAt(SourcePos p) const {
+    Location l;
+    l.file = file_;
+    l.line = p.line;
+    l.column = p.column;
+    return l;
+  }
+  SourcePos nodePos(const pugi::xml_node& n) const {
+    // offset_debug() points at the element name; report the '<' before it.
+    ptrdiff_t off = n.offset_debug();
+    if (off <= 0) return SourcePos{1, 1};
+    return lines_.at(static_cast<size_t>(off - 1));
+  }
+  // Position of attribute `name` within element `n`'s start tag, or the
+  // element's position when it cannot be found (e.g. entity-expanded names).
+  SourcePos attrPos(const pugi::xml_node& n, const char* name) const {
+    ptrdiff_t off = n.offset_debug();
+    if (off < 0) return SourcePos{1, 1};
+    size_t start = static_cast<size_t>(off);
+    size_t end = text_.find('>', start);
+    if (end == std::string_view::npos) end = text_.size();
+    std::string_view tag = text_.substr(start, end - start);
+    std::string_view key(name);
+    for (size_t p = tag.find(key); p != std::string_view::npos; p = tag.find(key, p + 1)) {
+      bool boundaryBefore = p > 0 && (tag[p - 1] == ' ' || tag[p - 1] == '\t' ||
+                                      tag[p - 1] == '\n' || tag[p - 1] == '\r');
+      size_t q = p + key.size();
+      while (q < tag.size() && (tag[q] == ' ' || tag[q] == '\t' || tag[q] == '\n')) ++q;
+      if (boundaryBefore && q < tag.size() && tag[q] == '=') return lines_.at(start + p);
+    }
+    return nodePos(n);
+  }
+
+  void error(DiagCode code, SourcePos p, std::string msg) {
+    diags_.add(code, locAt(p), std::move(msg));
+  }
+
+  // Integer attribute. Returns nullopt (after a diagnostic) when absent and
+  // required, or malformed. `fallback` is used when absent and not required.
+  template <typename T>
+  std::optional<T> intAttr(const pugi::xml_node& n, const char* name, bool required,
+                           std::optional<T> fallback = std::nullopt) {
+    pugi::xml_attribute a = n.attribute(name);
+    if (!a) {
+      if (required) {
+        error(DiagCode::kMissingAttribute, nodePos(n),
+              std::string("<") + n.name() + "> lacks attribute '" + name + "'");
+      }
+      return fallback;
+    }
+    std::string_view v = a.value();
+    // Tolerate surrounding whitespace, nothing else.
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+    T out{};
+    auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+    if (v.empty() || ec != std::errc() || ptr != v.data() + v.size()) {
+      error(DiagCode::kBadAttribute, attrPos(n, name),
+            std::string("attribute '") + name + "' = \"" + a.value() +
+                "\" is not an integer in range");
+      return std::nullopt;
+    }
+    return out;
+  }
+
+  std::optional<std::string> strAttr(const pugi::xml_node& n, const char* name, bool required) {
+    pugi::xml_attribute a = n.attribute(name);
+    if (!a) {
+      if (required) {
+        error(DiagCode::kMissingAttribute, nodePos(n),
+              std::string("<") + n.name() + "> lacks attribute '" + name + "'");
+      }
+      return std::nullopt;
+    }
+    return std::string(a.value());
+  }
+
+  std::optional<bool> boolAttr(const pugi::xml_node& n, const char* name, bool required) {
+    auto v = intAttr<int>(n, name, required);
+    if (!v) return std::nullopt;
+    if (*v != 0 && *v != 1) {
+      error(DiagCode::kBadAttribute, attrPos(n, name),
+            std::string("attribute '") + name + "' must be 0 or 1, not " + std::to_string(*v));
+      return std::nullopt;
+    }
+    return *v == 1;
+  }
+
+  template <typename E>
+  std::optional<E> enumAttr(const pugi::xml_node& n, const char* name,
+                            std::optional<E> (*parse)(std::string_view), const char* allowed) {
+    auto s = strAttr(n, name, true);
+    if (!s) return std::nullopt;
+    auto e = parse(*s);
+    if (!e) {
+      error(DiagCode::kBadAttribute, attrPos(n, name),
+            std::string("attribute '") + name + "' = \"" + *s + "\" is not one of " + allowed);
+    }
+    return e;
+  }
+
+  void readAlgo(const pugi::xml_node& n, Algorithm& a);
+  void readGpu(const pugi::xml_node& n, Rank& r);
+  void readTb(const pugi::xml_node& n, Threadblock& tb);
+  // Returns the step's declared position (attribute `s`), -1 if unreadable.
+  int readStep(const pugi::xml_node& n, Step& s);
+
+  std::string_view text_;
+  LineMap lines_;
+  std::string file_;
+  DiagnosticList diags_;
+};
+
+ReadResult Reader::run() {
+  ReadResult out;
+  pugi::xml_document doc;
+  pugi::xml_parse_result pr =
+      doc.load_buffer(text_.data(), text_.size(), pugi::parse_default, pugi::encoding_utf8);
+  if (!pr) {
+    error(DiagCode::kXmlSyntax, lines_.at(static_cast<size_t>(std::max<ptrdiff_t>(pr.offset, 0))),
+          std::string("malformed XML: ") + pr.description());
+    out.diagnostics = std::move(diags_);
+    return out;
+  }
+  pugi::xml_node root;
+  for (pugi::xml_node c : doc.children()) {
+    if (c.type() != pugi::node_element) continue;
+    if (root || std::string_view(c.name()) != "algo") {
+      error(DiagCode::kBadStructure, nodePos(c),
+            root ? "more than one top-level element"
+                 : std::string("top-level element is <") + c.name() + ">, expected <algo>");
+      out.diagnostics = std::move(diags_);
+      return out;
+    }
+    root = c;
+  }
+  if (!root) {
+    error(DiagCode::kBadStructure, SourcePos{1, 1}, "no <algo> element");
+    out.diagnostics = std::move(diags_);
+    return out;
+  }
+  Algorithm algo;
+  algo.sourceFile = file_;
+  readAlgo(root, algo);
+  out.diagnostics = std::move(diags_);
+  if (!out.diagnostics.hasErrors()) out.algorithm = std::move(algo);
+  return out;
+}
+
+void Reader::readAlgo(const pugi::xml_node& n, Algorithm& a) {
+  a.pos = nodePos(n);
+  if (auto v = strAttr(n, "name", false)) a.name = *v;
+  if (auto p = enumAttr<Protocol>(n, "proto", parseProtocol, "Simple, LL, LL128")) a.protocol = *p;
+  if (auto v = intAttr<int>(n, "nchannels", true)) a.nchannels = *v;
+  if (auto v = intAttr<int>(n, "nchunksperloop", true)) a.nchunksPerLoop = *v;
+  if (auto c = strAttr(n, "coll", true)) {
+    a.collective = parseCollective(*c);
+    a.collectiveName = a.collective == CollectiveKind::kCustom
+                           ? *c
+                           : std::string(collectiveName(a.collective));
+  }
+  if (auto v = boolAttr(n, "inplace", true)) a.inplace = *v;
+  bool hasOutOfPlace = static_cast<bool>(n.attribute("outofplace"));
+  if (hasOutOfPlace) {
+    if (auto v = boolAttr(n, "outofplace", true)) a.outofplace = *v;
+  } else {
+    a.outofplace = !a.inplace;  // IR.md: missing outofplace means !inplace
+  }
+  auto minB = intAttr<uint64_t>(n, "minBytes", false, uint64_t{0});
+  auto maxB = intAttr<uint64_t>(n, "maxBytes", false, uint64_t{0});
+  a.minBytes = minB.value_or(0);
+  a.maxBytes = maxB.value_or(0);
+  a.legacyAttributes = !hasOutOfPlace || !n.attribute("minBytes") || !n.attribute("maxBytes");
+
+  int gpuElements = 0;
+  for (pugi::xml_node c : n.children()) {
+    if (c.type() != pugi::node_element) continue;
+    if (std::string_view(c.name()) != "gpu") continue;  // unknown elements are ignored
+    Rank r;
+    readGpu(c, r);
+    a.ranks.push_back(std::move(r));
+    ++gpuElements;
+  }
+  if (n.attribute("ngpus")) {
+    if (auto v = intAttr<int>(n, "ngpus", true)) a.ngpus = *v;
+  } else {
+    a.ngpus = gpuElements;
+    diags_.add(DiagCode::kLegacyDialect, locAt(nodePos(n)),
+               "<algo> has no 'ngpus'; taking the number of <gpu> elements (" +
+                   std::to_string(gpuElements) + ")");
+  }
+  std::stable_sort(a.ranks.begin(), a.ranks.end(),
+                   [](const Rank& x, const Rank& y) { return x.id < y.id; });
+}
+
+void Reader::readGpu(const pugi::xml_node& n, Rank& r) {
+  r.pos = nodePos(n);
+  if (auto v = intAttr<int>(n, "id", true)) r.id = *v;
+  if (auto v = intAttr<int>(n, "i_chunks", true)) r.inputChunks = *v;
+  if (auto v = intAttr<int>(n, "o_chunks", true)) r.outputChunks = *v;
+  if (auto v = intAttr<int>(n, "s_chunks", true)) r.scratchChunks = *v;
+  for (auto [name, v] : {std::pair{"i_chunks", r.inputChunks}, std::pair{"o_chunks", r.outputChunks},
+                         std::pair{"s_chunks", r.scratchChunks}}) {
+    if (v < 0) {
+      error(DiagCode::kBadAttribute, attrPos(n, name),
+            std::string("attribute '") + name + "' is negative");
+    }
+  }
+  for (pugi::xml_node c : n.children()) {
+    if (c.type() != pugi::node_element || std::string_view(c.name()) != "tb") continue;
+    Threadblock tb;
+    readTb(c, tb);
+    r.tbs.push_back(std::move(tb));
+  }
+  std::stable_sort(r.tbs.begin(), r.tbs.end(),
+                   [](const Threadblock& x, const Threadblock& y) { return x.id < y.id; });
+}
+
+void Reader::readTb(const pugi::xml_node& n, Threadblock& tb) {
+  tb.pos = nodePos(n);
+  if (auto v = intAttr<int>(n, "id", true)) tb.id = *v;
+  if (auto v = intAttr<int>(n, "send", true)) tb.sendPeer = *v;
+  if (auto v = intAttr<int>(n, "recv", true)) tb.recvPeer = *v;
+  if (auto v = intAttr<int>(n, "chan", true)) tb.channel = *v;
+  for (pugi::xml_node c : n.children()) {
+    if (c.type() != pugi::node_element || std::string_view(c.name()) != "step") continue;
+    Step s;
+    int declared = readStep(c, s);
+    int position = static_cast<int>(tb.steps.size());
+    if (declared >= 0 && declared != position) {
+      error(DiagCode::kStepPosition, attrPos(c, "s"),
+            "tb " + std::to_string(tb.id) + ": step has s=\"" + std::to_string(declared) +
+                "\" but is at position " + std::to_string(position) +
+                " (s must count every step, nops included)");
+    }
+    tb.steps.push_back(s);
+  }
+}
+
+int Reader::readStep(const pugi::xml_node& n, Step& s) {
+  s.pos = nodePos(n);
+  auto pos = intAttr<int>(n, "s", true);
+  if (auto t = enumAttr<StepType>(n, "type", parseStepType, "s, r, rcs, rrs, rrc, rrcs, cpy, re, nop"))
+    s.type = *t;
+  if (auto b = enumAttr<Buffer>(n, "srcbuf", parseBuffer, "i, o, s")) s.srcBuf = *b;
+  if (auto v = intAttr<int>(n, "srcoff", true)) s.srcOff = *v;
+  if (auto b = enumAttr<Buffer>(n, "dstbuf", parseBuffer, "i, o, s")) s.dstBuf = *b;
+  if (auto v = intAttr<int>(n, "dstoff", true)) s.dstOff = *v;
+  if (auto v = intAttr<int>(n, "cnt", true)) s.count = *v;
+  if (auto v = intAttr<int>(n, "depid", true)) s.depTb = *v;
+  if (auto v = intAttr<int>(n, "deps", true)) s.depStep = *v;
+  if (auto v = boolAttr(n, "hasdep", true)) s.hasDep = *v;
+  return pos.value_or(-1);
+}
+
+}  // namespace
+
+ReadResult readXml(std::string_view text, const std::string& fileName) {
+  return Reader(text, fileName).run();
+}
+
+}  // namespace chorus::ir

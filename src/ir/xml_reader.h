@@ -1,0 +1,38 @@
+// Reads an algorithm in MSCCL's XML format (both dialects: the one the
+// current MSCCL executor accepts, and msccl-tools' older output that lacks
+// outofplace/minBytes/maxBytes, may carry redop/nthreads, spells
+// reduce_scatter, or omits ngpus). Every problem is a diagnostic naming
+// file:line:column; the reader never throws and never aborts on bad input.
+//
+// Ranks and threadblocks are stored sorted by id; whether the ids are exactly
+// 0..n-1 is a structural check (validate.h), not the reader's.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/diagnostic.h"
+#include "ir/ir.h"
+
+namespace chorus::ir {
+
+struct ReadResult {
+  std::optional<Algorithm> algorithm;  // set iff no error was found
+  DiagnosticList diagnostics;
+};
+
+// Parses `text`; `fileName` is used in locations only.
+ReadResult readXml(std::string_view text, const std::string& fileName);
+
+// Maps byte offsets in a text to 1-based line:column.
+class LineMap {
+ public:
+  explicit LineMap(std::string_view text);
+  SourcePos at(size_t offset) const;
+
+ private:
+  std::vector<size_t> starts_;
+};
+
+}  // namespace chorus::ir

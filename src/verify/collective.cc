@@ -1,0 +1,210 @@
+#include "verify/collective.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace chorus::verify {
+
+using ir::Buffer;
+using nlohmann::json;
+
+std::optional<PostCondition> readPostCondition(const std::string& path, DiagnosticList& diags) {
+  Location loc;
+  loc.file = path;
+  auto fail = [&](const std::string& msg) {
+    diags.add(DiagCode::kSpecInvalid, loc, msg);
+    return std::nullopt;
+  };
+  std::error_code ec;
+  std::ifstream in(path);
+  if (!std::filesystem::is_regular_file(path, ec) || !in) return fail("cannot read file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json doc = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) return fail("not a JSON object");
+  PostCondition pc;
+  auto intField = [&](const json& o, const char* key, int& out, const std::string& where) {
+    auto it = o.find(key);
+    if (it == o.end() || !it->is_number_integer() || it->get<long long>() < 0 ||
+        it->get<long long>() > (1 << 30)) {
+      fail(where + "'" + key + "' must be a non-negative integer");
+      return false;
+    }
+    out = it->get<int>();
+    return true;
+  };
+  if (auto it = doc.find("collective"); it != doc.end() && it->is_string()) {
+    pc.collective = it->get<std::string>();
+  } else {
+    return fail("missing string 'collective'");
+  }
+  if (!intField(doc, "input_chunks", pc.inputChunks, "") ||
+      !intField(doc, "output_chunks", pc.outputChunks, ""))
+    return std::nullopt;
+  auto post = doc.find("postcondition");
+  if (post == doc.end() || !post->is_array()) return fail("missing array 'postcondition'");
+  for (size_t i = 0; i < post->size(); ++i) {
+    const json& e = (*post)[i];
+    std::string where = "postcondition[" + std::to_string(i) + "]: ";
+    if (!e.is_object()) return fail(where + "not an object");
+    PostCondition::Entry entry;
+    if (!intField(e, "rank", entry.rank, where) || !intField(e, "chunk", entry.chunk, where))
+      return std::nullopt;
+    if (entry.chunk >= pc.outputChunks)
+      return fail(where + "chunk " + std::to_string(entry.chunk) + " >= output_chunks");
+    auto holds = e.find("holds");
+    if (holds == e.end() || !holds->is_array()) return fail(where + "missing array 'holds'");
+    for (const json& h : *holds) {
+      if (!h.is_array() || h.size() != 2 || !h[0].is_number_integer() ||
+          !h[1].is_number_integer() || h[0].get<long long>() < 0 ||
+          h[1].get<long long>() < 0 || h[1].get<long long>() >= pc.inputChunks)
+        return fail(where + "'holds' entries must be [rank, input chunk < input_chunks]");
+      entry.holds.emplace_back(h[0].get<int>(), h[1].get<int>());
+    }
+    pc.entries.push_back(std::move(entry));
+  }
+  return pc;
+}
+
+std::optional<CallModel> CallModel::make(const ir::Algorithm& a, bool inplace,
+                                         const PostCondition* spec, std::string* whyNot,
+                                         DiagCode* whyCode) {
+  CallModel m;
+  *whyCode = DiagCode::kSemanticsUnproven;
+  m.algo_ = &a;
+  m.inplace_ = inplace;
+  m.kind_ = spec ? CollectiveKind::kCustom : a.collective;
+  const int C = a.nchunksPerLoop, N = a.ngpus;
+  auto blocks = [&]() -> bool {
+    if (C % N != 0) {
+      *whyCode = DiagCode::kIndivisible;
+      *whyNot = "nchunksperloop=" + std::to_string(C) + " is not a multiple of ngpus=" +
+                std::to_string(N) + ", as " + a.collectiveName + " needs";
+      return false;
+    }
+    m.perRank_ = C / N;
+    return true;
+  };
+  switch (m.kind_) {
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kReduce:
+      m.in_ = m.out_ = C;
+      m.alias_ = Alias::kSame;
+      break;
+    case CollectiveKind::kAllToAll:
+      if (!blocks()) return std::nullopt;
+      m.in_ = m.out_ = C;
+      m.alias_ = Alias::kSame;
+      break;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kGather:
+      if (!blocks()) return std::nullopt;
+      m.in_ = m.perRank_;
+      m.out_ = C;
+      m.alias_ = Alias::kInputInOutput;
+      break;
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kScatter:
+      if (!blocks()) return std::nullopt;
+      m.in_ = C;
+      m.out_ = m.perRank_;
+      m.alias_ = Alias::kOutputInInput;
+      break;
+    case CollectiveKind::kCustom:
+      if (!spec) {
+        *whyNot = "collective '" + a.collectiveName + "' has no built-in specification";
+        return std::nullopt;
+      }
+      m.spec_ = spec;
+      m.in_ = spec->inputChunks;
+      m.out_ = spec->outputChunks;
+      m.alias_ = Alias::kSame;
+      m.specTable_.assign(N, std::vector<std::vector<std::pair<int, int>>>(m.out_));
+      m.specHas_.assign(N, std::vector<bool>(m.out_, false));
+      for (const auto& e : spec->entries) {
+        if (e.rank >= N) {
+          *whyNot = "post-condition names rank " + std::to_string(e.rank) + " >= ngpus";
+          return std::nullopt;
+        }
+        for (auto [q, k] : e.holds) {
+          if (q >= N) {
+            *whyNot = "post-condition names contribution of rank " + std::to_string(q);
+            return std::nullopt;
+          }
+          m.specTable_[e.rank][e.chunk].emplace_back(q, k);
+        }
+        m.specHas_[e.rank][e.chunk] = true;
+      }
+      break;
+    case CollectiveKind::kSend:
+    case CollectiveKind::kRecv:
+    case CollectiveKind::kAllToAllv:
+      *whyNot = "'" + a.collectiveName +
+                "' depends on per-call counts or peers that the file does not encode";
+      return std::nullopt;
+  }
+  if (!inplace) m.alias_ = Alias::kNone;
+  m.rooted_ = isRooted(m.kind_);
+  return m;
+}
+
+int CallModel::slot(int rank, Buffer b, int idx) const {
+  if (idx < 0) return -1;
+  int main = alias_ == Alias::kNone ? in_ + out_ : std::max(in_, out_);
+  if (b == Buffer::kScratch) {
+    return idx < algo_->ranks[rank].scratchChunks ? main + idx : -1;
+  }
+  bool isIn = b == Buffer::kInput;
+  if (idx >= (isIn ? in_ : out_)) return -1;
+  switch (alias_) {
+    case Alias::kNone: return isIn ? idx : in_ + idx;
+    case Alias::kSame: return idx;
+    case Alias::kInputInOutput: return isIn ? rank * perRank_ + idx : idx;
+    case Alias::kOutputInInput: return isIn ? idx : rank * perRank_ + idx;
+  }
+  return -1;
+}
+
+int CallModel::slotCount(int rank) const {
+  int main = alias_ == Alias::kNone ? in_ + out_ : std::max(in_, out_);
+  return main + algo_->ranks[rank].scratchChunks;
+}
+
+std::optional<std::vector<std::pair<int, int>>> CallModel::expected(int r, int k,
+                                                                     int root) const {
+  const int N = algo_->ngpus, c = perRank_;
+  std::vector<std::pair<int, int>> all;
+  switch (kind_) {
+    case CollectiveKind::kAllReduce:
+      for (int q = 0; q < N; ++q) all.emplace_back(q, k);
+      return all;
+    case CollectiveKind::kAllGather:
+      return std::vector<std::pair<int, int>>{{k / c, k % c}};
+    case CollectiveKind::kReduceScatter:
+      for (int q = 0; q < N; ++q) all.emplace_back(q, r * c + k);
+      return all;
+    case CollectiveKind::kAllToAll:
+      return std::vector<std::pair<int, int>>{{k / c, r * c + k % c}};
+    case CollectiveKind::kBroadcast:
+      return std::vector<std::pair<int, int>>{{root, k}};
+    case CollectiveKind::kReduce:
+      if (r != root) return std::nullopt;
+      for (int q = 0; q < N; ++q) all.emplace_back(q, k);
+      return all;
+    case CollectiveKind::kGather:
+      if (r != root) return std::nullopt;
+      return std::vector<std::pair<int, int>>{{k / c, k % c}};
+    case CollectiveKind::kScatter:
+      return std::vector<std::pair<int, int>>{{root, r * c + k}};
+    case CollectiveKind::kCustom:
+      if (!specHas_[r][k]) return std::nullopt;
+      return specTable_[r][k];
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace chorus::verify

@@ -1,0 +1,190 @@
+#include "verify/graph.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "core/check.h"
+#include "ir/validate.h"
+
+namespace chorus::verify {
+
+using ir::Algorithm;
+
+StepGraph::StepGraph(const Algorithm& algo, DiagnosticList& diags) : algo_(algo) {
+  base_.resize(algo.ranks.size());
+  for (const ir::Rank& r : algo.ranks) {
+    for (const ir::Threadblock& tb : r.tbs) {
+      base_[r.id].push_back(static_cast<NodeId>(rank_.size()));
+      for (size_t s = 0; s < tb.steps.size(); ++s) {
+        rank_.push_back(r.id);
+        tb_.push_back(tb.id);
+        step_.push_back(static_cast<int32_t>(s));
+        globalTb_.push_back(static_cast<int32_t>(totalTbs_));
+      }
+      ++totalTbs_;
+    }
+  }
+  matchedSend_.assign(size(), kNoNode);
+  matchedRecv_.assign(size(), kNoNode);
+  preds_.resize(size());
+  match(diags);
+  order(diags);
+}
+
+std::string StepGraph::describe(NodeId n) const {
+  return describeSite(rank_[n], tb_[n], step_[n]) + " (" +
+         std::string(ir::stepTypeName(step(n).type)) + ")";
+}
+
+void StepGraph::match(DiagnosticList& diags) {
+  // (channel, sender, receiver) -> sending steps in order, receiving steps in order.
+  using Key = std::tuple<int, int, int>;
+  std::map<Key, std::pair<std::vector<NodeId>, std::vector<NodeId>>> conns;
+  for (const ir::Rank& r : algo_.ranks) {
+    for (const ir::Threadblock& tb : r.tbs) {
+      for (size_t s = 0; s < tb.steps.size(); ++s) {
+        NodeId n = node(r.id, tb.id, static_cast<int>(s));
+        ir::StepType t = tb.steps[s].type;
+        if (ir::sends(t)) conns[{tb.channel, r.id, tb.sendPeer}].first.push_back(n);
+        if (ir::receives(t)) conns[{tb.channel, tb.recvPeer, r.id}].second.push_back(n);
+      }
+    }
+  }
+  for (const auto& [key, sides] : conns) {
+    auto [chan, from, to] = key;
+    const auto& [sendsList, recvsList] = sides;
+    size_t paired = std::min(sendsList.size(), recvsList.size());
+    for (size_t k = 0; k < paired; ++k) {
+      NodeId s = sendsList[k], r = recvsList[k];
+      matchedSend_[r] = s;
+      matchedRecv_[s] = r;
+      if (step(s).count != step(r).count) {
+        diags.add(DiagCode::kCountMismatch,
+                  ir::siteLocation(algo_, rank_[r], tb_[r], step_[r]),
+                  "receive #" + std::to_string(k) + " from rank " + std::to_string(from) +
+                      " on channel " + std::to_string(chan) + " has cnt=" +
+                      std::to_string(step(r).count) + " but its send (" + describe(s) +
+                      ") has cnt=" + std::to_string(step(s).count));
+      }
+    }
+    std::string conn = "rank " + std::to_string(from) + " -> rank " + std::to_string(to) +
+                       " on channel " + std::to_string(chan);
+    for (size_t k = paired; k < sendsList.size(); ++k) {
+      fullyMatched_ = false;
+      NodeId s = sendsList[k];
+      diags.add(DiagCode::kUnmatchedSend, ir::siteLocation(algo_, rank_[s], tb_[s], step_[s]),
+                "send #" + std::to_string(k) + " on " + conn + " has no matching receive (" +
+                    std::to_string(recvsList.size()) + " receive(s) for " +
+                    std::to_string(sendsList.size()) + " send(s))");
+    }
+    for (size_t k = paired; k < recvsList.size(); ++k) {
+      fullyMatched_ = false;
+      NodeId r = recvsList[k];
+      diags.add(DiagCode::kUnmatchedRecv, ir::siteLocation(algo_, rank_[r], tb_[r], step_[r]),
+                "receive #" + std::to_string(k) + " on " + conn + " has no matching send (" +
+                    std::to_string(sendsList.size()) + " send(s) for " +
+                    std::to_string(recvsList.size()) + " receive(s))");
+    }
+  }
+}
+
+void StepGraph::order(DiagnosticList& diags) {
+  std::vector<std::vector<NodeId>> succs(size());
+  auto edge = [&](NodeId from, NodeId to) {
+    preds_[to].push_back(from);
+    succs[from].push_back(to);
+  };
+  for (NodeId n = 0; n < static_cast<NodeId>(size()); ++n) {
+    const ir::Step& s = step(n);
+    if (step_[n] > 0) edge(n - 1, n);
+    if (s.depTb >= 0) edge(node(rank_[n], s.depTb, s.depStep), n);
+    if (matchedSend_[n] != kNoNode) edge(matchedSend_[n], n);
+  }
+  // Kahn's algorithm; a FIFO gives a deterministic order.
+  std::vector<int32_t> indeg(size());
+  for (NodeId n = 0; n < static_cast<NodeId>(size()); ++n)
+    indeg[n] = static_cast<int32_t>(preds_[n].size());
+  topo_.clear();
+  topo_.reserve(size());
+  for (NodeId n = 0; n < static_cast<NodeId>(size()); ++n)
+    if (indeg[n] == 0) topo_.push_back(n);
+  for (size_t head = 0; head < topo_.size(); ++head) {
+    for (NodeId m : succs[topo_[head]])
+      if (--indeg[m] == 0) topo_.push_back(m);
+  }
+  if (topo_.size() == size()) return;
+  acyclic_ = false;
+
+  // Every node left has a predecessor that is left, so walking predecessors
+  // from any of them must revisit a node: that loop is a cycle. Report each
+  // distinct cycle found from the remaining nodes in id order (bounded).
+  std::vector<int> seenCycle(size(), 0);
+  int reported = 0;
+  for (NodeId start = 0; start < static_cast<NodeId>(size()) && reported < 8; ++start) {
+    if (indeg[start] == 0 || seenCycle[start]) continue;
+    std::map<NodeId, size_t> at;
+    std::vector<NodeId> path;
+    NodeId cur = start;
+    while (!at.count(cur)) {
+      at[cur] = path.size();
+      path.push_back(cur);
+      NodeId next = kNoNode;
+      for (NodeId p : preds_[cur]) {
+        if (indeg[p] > 0) {
+          next = p;
+          break;
+        }
+      }
+      CHORUS_CHECK(next != kNoNode, "node left by Kahn's algorithm without a waiting predecessor");
+      cur = next;
+    }
+    // path[at[cur]..] is the cycle, in waits-for order; reverse it so it
+    // reads in happens-before order, then rotate to start at its least node.
+    std::vector<NodeId> cycle(path.begin() + static_cast<ptrdiff_t>(at[cur]), path.end());
+    std::reverse(cycle.begin(), cycle.end());
+    std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()), cycle.end());
+    bool fresh = true;
+    for (NodeId n : cycle) fresh = fresh && !seenCycle[n];
+    for (NodeId n : path) seenCycle[n] = 1;
+    if (!fresh) continue;
+    std::string msg = "cycle of " + std::to_string(cycle.size()) + " steps, each waiting for the previous: ";
+    for (size_t i = 0; i < cycle.size(); ++i) {
+      msg += describe(cycle[i]);
+      msg += " -> ";
+    }
+    msg += describe(cycle.front());
+    NodeId first = cycle.front();
+    diags.add(DiagCode::kDeadlock, ir::siteLocation(algo_, rank_[first], tb_[first], step_[first]),
+              msg);
+    ++reported;
+  }
+}
+
+std::pair<int, NodeId> StepGraph::longestChain() const {
+  CHORUS_CHECK(acyclic_, "longest chain needs an acyclic graph");
+  std::vector<int> len(size(), 1);
+  std::pair<int, NodeId> best{0, kNoNode};
+  for (NodeId n : topo_) {
+    for (NodeId p : preds_[n]) len[n] = std::max(len[n], len[p] + 1);
+    if (len[n] > best.first) best = {len[n], n};
+  }
+  return best;
+}
+
+bool StepGraph::computeClocks(size_t maxCells) {
+  CHORUS_CHECK(acyclic_, "happens-before clocks need an acyclic graph");
+  if (totalTbs_ != 0 && size() > maxCells / totalTbs_) return false;
+  clock_.assign(size() * totalTbs_, -1);
+  for (NodeId n : topo_) {
+    int32_t* c = &clock_[static_cast<size_t>(n) * totalTbs_];
+    for (NodeId p : preds_[n]) {
+      const int32_t* pc = &clock_[static_cast<size_t>(p) * totalTbs_];
+      for (size_t g = 0; g < totalTbs_; ++g) c[g] = std::max(c[g], pc[g]);
+    }
+    c[globalTb_[n]] = step_[n];
+  }
+  return true;
+}
+
+}  // namespace chorus::verify

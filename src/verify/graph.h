@@ -1,0 +1,84 @@
+// The cross-rank step graph of an algorithm: one node per step, send/receive
+// pairing per (channel, sender, receiver) in FIFO order, and the
+// happens-before relation built from program order, dependencies and
+// send -> receive edges. Deadlocks are cycles in it; races are conflicting
+// steps it leaves unordered. One slice iteration is modelled: iterations are
+// identical and every edge points within one iteration or forward to the
+// next, so a cycle-free iteration means a cycle-free execution.
+//
+// Assumes the algorithm passed ir::validateStructure.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/diagnostic.h"
+#include "ir/ir.h"
+
+namespace chorus::verify {
+
+using NodeId = int32_t;
+inline constexpr NodeId kNoNode = -1;
+
+class StepGraph {
+ public:
+  // Builds nodes, pairs sends with receives (E201/E202/E203) and checks for
+  // cycles (E204), appending findings to `diags`.
+  StepGraph(const ir::Algorithm& algo, DiagnosticList& diags);
+
+  const ir::Algorithm& algo() const { return algo_; }
+  size_t size() const { return rank_.size(); }
+  NodeId node(int rank, int tb, int step) const { return base_[rank][tb] + step; }
+  int rankOf(NodeId n) const { return rank_[n]; }
+  int tbOf(NodeId n) const { return tb_[n]; }
+  int stepOf(NodeId n) const { return step_[n]; }
+  const ir::Step& step(NodeId n) const {
+    return algo_.ranks[rank_[n]].tbs[tb_[n]].steps[step_[n]];
+  }
+  // Global threadblock index (0..totalTbs-1) of a node.
+  int globalTbOf(NodeId n) const { return globalTb_[n]; }
+  size_t totalTbs() const { return totalTbs_; }
+
+  // The send a receive is paired with, and vice versa (kNoNode if unmatched).
+  NodeId matchedSend(NodeId recv) const { return matchedSend_[recv]; }
+  NodeId matchedRecv(NodeId send) const { return matchedRecv_[send]; }
+
+  bool fullyMatched() const { return fullyMatched_; }
+  bool acyclic() const { return acyclic_; }
+  // A topological order of all nodes (complete only when acyclic()).
+  const std::vector<NodeId>& topoOrder() const { return topo_; }
+  // Up to three happens-before predecessors: previous step, dependency, send.
+  const std::vector<NodeId>& preds(NodeId n) const { return preds_[n]; }
+
+  // Happens-before over steps of any rank, by vector clocks. Requires
+  // acyclic(). Returns false (and computes nothing) when the clocks would
+  // exceed `maxCells` integers.
+  bool computeClocks(size_t maxCells = size_t{1} << 28);
+  // a happens before b (strictly, or a == b). Requires computeClocks().
+  bool happensBefore(NodeId a, NodeId b) const {
+    return clock_[static_cast<size_t>(b) * totalTbs_ + globalTb_[a]] >= step_[a];
+  }
+
+  // The longest happens-before chain, in steps (nops included), and its last
+  // node. Requires acyclic().
+  std::pair<int, NodeId> longestChain() const;
+
+  std::string describe(NodeId n) const;  // "rank 1 tb 2 step 3 (rcs)"
+
+ private:
+  void match(DiagnosticList& diags);
+  void order(DiagnosticList& diags);
+
+  const ir::Algorithm& algo_;
+  std::vector<std::vector<NodeId>> base_;
+  std::vector<int32_t> rank_, tb_, step_, globalTb_;
+  size_t totalTbs_ = 0;
+  std::vector<NodeId> matchedSend_, matchedRecv_;
+  std::vector<std::vector<NodeId>> preds_;
+  std::vector<NodeId> topo_;
+  std::vector<int32_t> clock_;
+  bool fullyMatched_ = true;
+  bool acyclic_ = true;
+};
+
+}  // namespace chorus::verify

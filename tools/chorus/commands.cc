@@ -1,0 +1,322 @@
+// Implementation of the `chorus` subcommands: reading files, running the
+// verifier, and printing what a person (or a script, with --json) needs.
+#include "tools/chorus/commands.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "core/diagnostic.h"
+#include "ir/json_io.h"
+#include "ir/validate.h"
+#include "ir/stats.h"
+#include "ir/xml_writer.h"
+#include "verify/graph.h"
+#include "verify/verifier.h"
+
+namespace chorus::cli {
+namespace {
+
+using nlohmann::json;
+
+enum class Verdict { kOk, kUnproven, kWrong, kUnreadable };
+
+const char* verdictWord(Verdict v) {
+  switch (v) {
+    case Verdict::kOk: return "ok";
+    case Verdict::kUnproven: return "unproven";
+    case Verdict::kWrong: return "WRONG";
+    case Verdict::kUnreadable: return "ERROR";
+  }
+  return "?";
+}
+
+struct FileResult {
+  std::string file;
+  Verdict verdict = Verdict::kUnreadable;
+  std::optional<ir::Algorithm> algo;
+  std::optional<ir::AlgorithmStats> stats;
+  DiagnosticList diagnostics;
+  verify::Report report;
+};
+
+std::string formsText(const ir::Algorithm& a) {
+  if (a.inplace && a.outofplace) return "in+out-of-place";
+  return a.inplace ? "in-place" : "out-of-place";
+}
+
+json diagnosticJson(const Diagnostic& d) {
+  const DiagInfo& info = diagInfo(d.code);
+  json j = {{"code", info.id}, {"name", info.slug}, {"severity", severityName(d.severity)},
+            {"message", d.message}};
+  if (!d.loc.file.empty()) j["file"] = d.loc.file;
+  if (d.loc.line > 0) j["line"] = d.loc.line;
+  if (d.loc.column > 0) j["column"] = d.loc.column;
+  if (d.loc.rank >= 0) j["rank"] = d.loc.rank;
+  if (d.loc.tb >= 0) j["tb"] = d.loc.tb;
+  if (d.loc.step >= 0) j["step"] = d.loc.step;
+  return j;
+}
+
+FileResult verifyFile(const std::string& file, const verify::Options& opts) {
+  FileResult fr;
+  fr.file = file;
+  ir::ReadResult rr = ir::readAlgorithmFile(file);
+  fr.diagnostics = rr.diagnostics;
+  if (!rr.algorithm) {
+    fr.diagnostics.sort();
+    return fr;
+  }
+  fr.algo = std::move(rr.algorithm);
+  fr.stats = ir::computeStats(*fr.algo);
+  fr.report = verify::verifyAlgorithm(*fr.algo, opts);
+  fr.diagnostics.append(fr.report.diagnostics);
+  fr.diagnostics.sort();
+  if (fr.diagnostics.hasErrors()) {
+    fr.verdict = Verdict::kWrong;
+  } else if (!fr.report.semanticsChecked) {
+    fr.verdict = Verdict::kUnproven;
+  } else {
+    fr.verdict = Verdict::kOk;
+  }
+  return fr;
+}
+
+std::vector<std::string> summaryColumns(const FileResult& r) {
+  std::vector<std::string> cols = {verdictWord(r.verdict), r.file};
+  if (!r.algo) return cols;
+  const ir::Algorithm& a = *r.algo;
+  cols.push_back(a.collectiveName);
+  cols.push_back(fmt::format("{} ranks", a.ngpus));
+  cols.push_back(formsText(a));
+  cols.push_back(fmt::format("{} chunks", a.nchunksPerLoop));
+  cols.push_back(std::string(ir::protocolName(a.protocol)));
+  cols.push_back(fmt::format("{} tbs/rank", r.stats->maxTbsPerRank));
+  cols.push_back(fmt::format("max {} steps/tb", r.stats->maxStepsPerTb));
+  if (r.report.root >= 0) cols.push_back(fmt::format("root {}", r.report.root));
+  return cols;
+}
+
+}  // namespace
+
+int runVerify(const VerifyArgs& args) {
+  verify::Options opts;
+  opts.targetMscclExecutor = args.targetMsccl;
+  std::optional<verify::PostCondition> spec;
+  if (!args.spec.empty()) {
+    DiagnosticList specDiags;
+    spec = verify::readPostCondition(args.spec, specDiags);
+    if (!spec) {
+      for (const auto& d : specDiags.items()) std::fprintf(stderr, "%s\n", d.format().c_str());
+      return 2;
+    }
+    opts.spec = &*spec;
+  }
+
+  std::vector<FileResult> results;
+  for (const auto& f : args.files) results.push_back(verifyFile(f, opts));
+
+  int exitCode = 0;
+  for (const auto& r : results) {
+    if (r.verdict == Verdict::kUnreadable) exitCode = 2;
+    else if (r.verdict == Verdict::kWrong && exitCode == 0) exitCode = 1;
+  }
+
+  if (args.json) {
+    json out = json::array();
+    for (const auto& r : results) {
+      json j = {{"file", r.file}, {"verdict", verdictWord(r.verdict)},
+                {"correct", r.verdict == Verdict::kOk}};
+      if (r.algo) {
+        const ir::Algorithm& a = *r.algo;
+        j["name"] = a.name;
+        j["collective"] = a.collectiveName;
+        j["ngpus"] = a.ngpus;
+        j["protocol"] = ir::protocolName(a.protocol);
+        j["nchannels"] = a.nchannels;
+        j["nchunksperloop"] = a.nchunksPerLoop;
+        j["minBytes"] = a.minBytes;
+        j["maxBytes"] = a.maxBytes;
+        j["maxTbsPerRank"] = r.stats->maxTbsPerRank;
+        j["maxStepsPerTb"] = r.stats->maxStepsPerTb;
+        j["semanticsChecked"] = r.report.semanticsChecked;
+        json forms = json::array();
+        for (const auto& f : r.report.forms)
+          forms.push_back({{"form", f.inplace ? "in-place" : "out-of-place"}, {"proven", f.proven}});
+        j["forms"] = forms;
+        if (r.report.root >= 0) j["root"] = r.report.root;
+      }
+      json diags = json::array();
+      for (const auto& d : r.diagnostics.items()) diags.push_back(diagnosticJson(d));
+      j["diagnostics"] = diags;
+      out.push_back(j);
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return exitCode;
+  }
+
+  std::vector<std::vector<std::string>> rows;
+  std::vector<size_t> width;
+  for (const auto& r : results) {
+    rows.push_back(summaryColumns(r));
+    if (width.size() < rows.back().size()) width.resize(rows.back().size(), 0);
+    for (size_t i = 0; i < rows.back().size(); ++i)
+      width[i] = std::max(width[i], rows.back()[i].size());
+  }
+  int counts[4] = {0, 0, 0, 0};
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    ++counts[static_cast<int>(r.verdict)];
+    std::string line;
+    for (size_t c = 0; c < rows[i].size(); ++c) {
+      line += rows[i][c];
+      if (c + 1 < rows[i].size()) line += std::string(width[c] - rows[i][c].size() + 2, ' ');
+    }
+    std::printf("%s\n", line.c_str());
+    int shown = 0;
+    for (const auto& d : r.diagnostics.items()) {
+      if (shown == args.maxDiagnostics) {
+        std::printf("    ... %zu more diagnostic(s); use --max-diagnostics or --json\n",
+                    r.diagnostics.size() - static_cast<size_t>(shown));
+        break;
+      }
+      std::printf("    %s\n", d.format().c_str());
+      ++shown;
+    }
+  }
+  if (results.size() > 1) {
+    std::printf("%zu files: %d ok, %d wrong, %d unreadable, %d unproven\n", results.size(),
+                counts[0], counts[2], counts[3], counts[1]);
+  }
+  return exitCode;
+}
+
+int runShow(const std::string& file) {
+  ir::ReadResult rr = ir::readAlgorithmFile(file);
+  if (!rr.algorithm) {
+    rr.diagnostics.sort();
+    for (const auto& d : rr.diagnostics.items()) std::fprintf(stderr, "%s\n", d.format().c_str());
+    return 2;
+  }
+  const ir::Algorithm& a = *rr.algorithm;
+  ir::AlgorithmStats st = ir::computeStats(a);
+  fmt::print("{}: \"{}\"\n", file, a.name);
+  fmt::print("  collective  {} ({}), {} ranks\n", a.collectiveName, formsText(a), a.ngpus);
+  fmt::print("  protocol    {}, {} channel(s), {} chunks per loop\n", ir::protocolName(a.protocol),
+             a.nchannels, a.nchunksPerLoop);
+  fmt::print("  sizes       {} .. {} bytes\n", a.minBytes,
+             a.maxBytes == 0 ? std::string("unlimited") : std::to_string(a.maxBytes));
+  fmt::print("  totals      {} threadblocks, {} steps\n", a.totalThreadblocks(), a.totalSteps());
+
+  auto setText = [](const std::set<int>& s) {
+    std::string out;
+    for (int v : s) out += (out.empty() ? "" : ",") + std::to_string(v);
+    return out.empty() ? std::string("-") : out;
+  };
+  fmt::print("\n  rank  tbs  steps  by type{:39}channels  sends to  receives from\n", "");
+  for (size_t r = 0; r < st.ranks.size(); ++r) {
+    const ir::RankStats& rs = st.ranks[r];
+    std::string types;
+    for (size_t t = 0; t < rs.stepsByType.size(); ++t) {
+      if (rs.stepsByType[t] == 0) continue;
+      types += fmt::format("{}{} {}", types.empty() ? "" : ", ",
+                           ir::stepTypeName(static_cast<ir::StepType>(t)), rs.stepsByType[t]);
+    }
+    fmt::print("  {:>4}  {:>3}  {:>5}  {:<46} {:<9} {:<9} {}\n", a.ranks[r].id, rs.threadblocks,
+               rs.steps, types, setText(rs.channels), setText(rs.sendPeers),
+               setText(rs.recvPeers));
+  }
+
+  fmt::print("\n  chunks sent per link (row = sender, column = receiver):\n");
+  if (a.ngpus <= 16) {
+    std::string header = "        ";
+    for (int c = 0; c < a.ngpus; ++c) header += fmt::format("{:>6}", c);
+    fmt::print("{}\n", header);
+    for (int s = 0; s < a.ngpus; ++s) {
+      std::string line = fmt::format("  {:>4}  ", s);
+      for (int c = 0; c < a.ngpus; ++c) {
+        auto it = st.chunksPerLink.find({s, c});
+        line += fmt::format("{:>6}", it == st.chunksPerLink.end() ? std::string(".")
+                                                                  : std::to_string(it->second));
+      }
+      fmt::print("{}\n", line);
+    }
+  } else {
+    for (const auto& [link, n] : st.chunksPerLink)
+      fmt::print("    {} -> {}: {}\n", link.first, link.second, n);
+  }
+
+  DiagnosticList d;
+  ir::validateStructure(a, d);
+  if (!d.hasErrors()) {
+    verify::StepGraph g(a, d);
+    if (g.acyclic()) {
+      auto [len, last] = g.longestChain();
+      fmt::print("\n  longest dependency chain: {} steps, ending at {}\n", len,
+                 last == verify::kNoNode ? std::string("-") : g.describe(last));
+    } else {
+      fmt::print("\n  longest dependency chain: none (the steps wait on each other in a cycle)\n");
+    }
+  }
+  verify::Report rep = verify::verifyAlgorithm(a);
+  fmt::print("  verification: {} ({} error(s), {} warning(s); run `chorus verify` for details)\n",
+             rep.correct() ? (rep.semanticsChecked ? "correct" : "unproven") : "WRONG",
+             rep.diagnostics.count(Severity::kError), rep.diagnostics.count(Severity::kWarning));
+  return 0;
+}
+
+int runConvert(const ConvertArgs& args) {
+  std::string to = args.to;
+  if (to.empty()) {
+    auto ends = [&](const char* ext) {
+      std::string e(ext);
+      return args.output.size() >= e.size() &&
+             args.output.compare(args.output.size() - e.size(), e.size(), e) == 0;
+    };
+    if (ends(".json")) to = "json";
+    else if (ends(".xml") || args.output == "-") to = "xml";
+    else {
+      std::fprintf(stderr, "chorus convert: cannot tell the format of '%s'; pass --to xml|json\n",
+                   args.output.c_str());
+      return 2;
+    }
+  }
+  ir::ReadResult rr = ir::readAlgorithmFile(args.input);
+  rr.diagnostics.sort();
+  for (const auto& d : rr.diagnostics.items()) std::fprintf(stderr, "%s\n", d.format().c_str());
+  if (!rr.algorithm) return 2;
+  std::string text = to == "json" ? ir::writeJson(*rr.algorithm) : ir::writeXml(*rr.algorithm);
+  if (args.output == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
+  Status st = ir::writeTextFile(text, args.output);
+  if (!st.isOk()) {
+    std::fprintf(stderr, "chorus convert: %s\n", st.toString().c_str());
+    return 2;
+  }
+  return 0;
+}
+
+int runExplain(const std::string& code) {
+  if (code.empty()) {
+    for (const auto& d : allDiagnostics())
+      fmt::print("{}  {:<24} {:<8} {}\n", d.id, d.slug, severityName(d.severity), d.summary);
+    return 0;
+  }
+  auto c = diagCodeFromId(code);
+  if (!c) {
+    std::fprintf(stderr, "chorus explain: unknown code '%s' (run `chorus explain` for the list)\n",
+                 code.c_str());
+    return 2;
+  }
+  const DiagInfo& d = diagInfo(*c);
+  fmt::print("{} ({}, {}): {}\nSee docs/diagnostics.md for an example and the fix.\n", d.id, d.slug,
+             severityName(d.severity), d.summary);
+  return 0;
+}
+
+}  // namespace chorus::cli
