@@ -115,6 +115,15 @@ void validateStructure(const Algorithm& a, DiagnosticList& out) {
   }
 
   for (const Rank& r : a.ranks) {
+    bool countsOk = true;
+    for (Buffer b : {Buffer::kInput, Buffer::kOutput, Buffer::kScratch}) {
+      if (r.chunks(b) >= 0) continue;
+      out.add(DiagCode::kBadAttribute, siteLocation(a, r.id),
+              std::string(1, bufferLetter(b)) + "_chunks=" + std::to_string(r.chunks(b)) +
+                  " is negative");
+      countsOk = false;
+    }
+    if (!countsOk) continue;
     bool tbIdsOk = true;
     for (size_t t = 0; t < r.tbs.size(); ++t) {
       if (r.tbs[t].id != static_cast<int>(t)) {

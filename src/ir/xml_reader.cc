@@ -234,13 +234,6 @@ void Reader::readGpu(const pugi::xml_node& n, Rank& r) {
   if (auto v = intAttr<int>(n, "i_chunks", true)) r.inputChunks = *v;
   if (auto v = intAttr<int>(n, "o_chunks", true)) r.outputChunks = *v;
   if (auto v = intAttr<int>(n, "s_chunks", true)) r.scratchChunks = *v;
-  for (auto [name, v] : {std::pair{"i_chunks", r.inputChunks}, std::pair{"o_chunks", r.outputChunks},
-                         std::pair{"s_chunks", r.scratchChunks}}) {
-    if (v < 0) {
-      error(DiagCode::kBadAttribute, attrPos(n, name),
-            std::string("attribute '") + name + "' is negative");
-    }
-  }
   for (pugi::xml_node c : n.children()) {
     if (c.type() != pugi::node_element || std::string_view(c.name()) != "tb") continue;
     Threadblock tb;

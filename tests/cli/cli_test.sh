@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# End-to-end checks of the `chorus` command: exit codes, output lines and
+# error locations, as a user sees them. Usage: cli_test.sh CHORUS SRC_DIR MSCCL_DIR
+set -u
+chorus=$1 src=$2 msccl=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0 passes=0
+
+check() {  # check NAME WANT_EXIT PATTERN -- command...
+  local name=$1 want=$2 pattern=$3
+  shift 4
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  if [[ $rc -ne $want ]]; then
+    echo "FAIL $name: exit $rc, wanted $want"; echo "$out" | head -20; fails=$((fails + 1)); return
+  fi
+  if [[ -n $pattern ]] && ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL $name: output lacks /$pattern/"; echo "$out" | head -20; fails=$((fails + 1)); return
+  fi
+  passes=$((passes + 1))
+}
+
+check production 0 '14 files: 14 ok, 0 wrong, 0 unreadable' -- "$chorus" verify "$msccl"/*.xml
+check ap-1pass-line 0 '^ok +.*ap-1pass.xml +allreduce +8 ranks +in-place +32 chunks +LL +32 tbs/rank +max 20 steps/tb$' \
+  -- "$chorus" verify "$msccl/ap-1pass.xml"
+check examples 0 '5 ok' -- "$chorus" verify "$src"/examples/algorithms/*.xml
+check broadcast-root 0 'root 0' -- "$chorus" verify "$src/examples/algorithms/chain_broadcast_4.xml"
+check wrong-exit-1 1 'e301_swapped_offsets.xml:[0-9]+:[0-9]+: error\[E301\]: rank 1' \
+  -- "$chorus" verify "$src/tests/data/bad/e301_swapped_offsets.xml"
+check unreadable-exit-2 2 'e001_truncated.xml:2:40: error\[E001\]' \
+  -- "$chorus" verify "$src/tests/data/bad/e001_truncated.xml"
+check unreadable-wins 2 '' -- "$chorus" verify "$src/tests/data/bad/e301_swapped_offsets.xml" "$tmp/missing.xml"
+check missing-file 2 'E005' -- "$chorus" verify "$tmp/missing.xml"
+check json 1 '"code": "E204"' -- "$chorus" verify --json "$src/tests/data/bad/e204_cross_rank_cycle.xml"
+check custom-unproven 0 'N308' -- "$chorus" verify "$src/tests/data/custom/shift3.xml"
+check custom-spec 0 '^ok ' -- "$chorus" verify --spec "$src/tests/data/custom/shift3.spec.json" "$src/tests/data/custom/shift3.xml"
+check show 0 'longest dependency chain: [0-9]+ steps' -- "$chorus" show "$msccl/r48ll.xml"
+check show-bad 2 'E001' -- "$chorus" show "$src/tests/data/bad/e001_truncated.xml"
+check explain-list 0 'E401 +race' -- "$chorus" explain
+check explain-one 0 'E110 \(offset-range' -- "$chorus" explain offset-range
+check explain-unknown 2 'unknown code' -- "$chorus" explain E999
+check bad-args 2 '' -- "$chorus" verify
+check bad-subcommand 2 '' -- "$chorus" frobnicate
+
+# convert: XML -> JSON -> XML gives the normalized XML; legacy files gain the ten attributes.
+check to-json 0 '' -- "$chorus" convert "$msccl/ap4ll.xml" -o "$tmp/ap4ll.json"
+check from-json 0 '' -- "$chorus" convert "$tmp/ap4ll.json" -o "$tmp/ap4ll.xml"
+check normalize 0 '' -- "$chorus" convert "$msccl/ap4ll.xml" -o "$tmp/ap4ll.norm.xml"
+if cmp -s "$tmp/ap4ll.xml" "$tmp/ap4ll.norm.xml"; then passes=$((passes + 1)); else
+  echo "FAIL json-roundtrip: XML->JSON->XML differs from XML->XML"; fails=$((fails + 1)); fi
+check json-verifies 0 '^ok ' -- "$chorus" verify "$tmp/ap4ll.json"
+sed -e 's/ outofplace="0" minBytes="0" maxBytes="0"//' "$src/tests/data/good_pairs2.xml" > "$tmp/legacy.xml"
+check legacy-warns 0 'warning\[W507\]' -- "$chorus" verify "$tmp/legacy.xml"
+check legacy-convert 0 '' -- "$chorus" convert "$tmp/legacy.xml" -o "$tmp/legacy.out.xml"
+check legacy-fixed 0 '^ok +[^ ]+legacy.out.xml' -- "$chorus" verify --target msccl "$tmp/legacy.out.xml"
+check convert-unknown-ext 2 'pass --to' -- "$chorus" convert "$msccl/ap4ll.xml" -o "$tmp/out.txt"
+check convert-stdout 0 '<algo name="allreduce_pairs"' -- "$chorus" convert "$msccl/ap-1pass.xml" -o -
+
+echo "$passes passed, $fails failed"
+[[ $fails -eq 0 ]]

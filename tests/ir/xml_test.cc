@@ -1,0 +1,189 @@
+#include <gtest/gtest.h>
+
+#include "ir/json_io.h"
+#include "ir/xml_reader.h"
+#include "ir/xml_writer.h"
+#include "tests/support/files.h"
+#include "verify/verifier.h"
+
+namespace chorus::ir {
+namespace {
+
+using chorus::testing::baseName;
+using chorus::testing::mustRead;
+using chorus::testing::productionFiles;
+
+// The minimal valid file: 2-rank in-place allreduce of one chunk.
+constexpr const char* kPairs = R"(<!-- comment before the root -->
+<algo name="p2" proto="Simple" nchannels="1" nchunksperloop="1" ngpus="2" coll="allreduce" inplace="1" outofplace="0" minBytes="0" maxBytes="0">
+  <gpu id="0" i_chunks="1" o_chunks="0" s_chunks="1">
+    <!-- comments may appear anywhere -->
+    <tb id="0" send="1" recv="1" chan="0">
+      <step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+      <step s="1" type="r" srcbuf="i" srcoff="-1" dstbuf="s" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+      <step s="2" type="re" srcbuf="s" srcoff="0" dstbuf="i" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+    </tb>
+  </gpu>
+  <gpu id="1" i_chunks="1" o_chunks="0" s_chunks="1">
+    <tb id="0" send="0" recv="0" chan="0">
+      <step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+      <step s="1" type="r" srcbuf="i" srcoff="-1" dstbuf="s" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+      <step s="2" type="re" srcbuf="s" srcoff="0" dstbuf="i" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+    </tb>
+  </gpu>
+</algo>
+)";
+
+std::string replaceOnce(std::string s, const std::string& from, const std::string& to) {
+  size_t p = s.find(from);
+  EXPECT_NE(p, std::string::npos) << from;
+  if (p != std::string::npos) s.replace(p, from.size(), to);
+  return s;
+}
+
+TEST(XmlReader, ReadsTheMinimalFile) {
+  ReadResult r = readXml(kPairs, "p2.xml");
+  ASSERT_TRUE(r.algorithm) << (r.diagnostics.empty() ? "" : r.diagnostics.items()[0].format());
+  const Algorithm& a = *r.algorithm;
+  EXPECT_EQ(a.ngpus, 2);
+  EXPECT_EQ(a.collective, CollectiveKind::kAllReduce);
+  EXPECT_TRUE(a.inplace);
+  EXPECT_FALSE(a.outofplace);
+  EXPECT_FALSE(a.legacyAttributes);
+  ASSERT_EQ(a.ranks[1].tbs[0].steps.size(), 3u);
+  const Step& s = a.ranks[1].tbs[0].steps[1];
+  EXPECT_EQ(s.type, StepType::kRecv);
+  EXPECT_EQ(s.dstBuf, Buffer::kScratch);
+  EXPECT_EQ(s.pos.line, 14);
+  EXPECT_EQ(s.pos.column, 7);
+  EXPECT_TRUE(verify::verifyAlgorithm(a).correct());
+}
+
+TEST(XmlReader, LegacyDialectDefaults) {
+  // msccl-tools' older output: no outofplace/minBytes/maxBytes, redop and
+  // nthreads present, reduce_scatter spelling accepted, ngpus inferred.
+  std::string t = replaceOnce(kPairs, R"( ngpus="2" coll="allreduce" inplace="1" outofplace="0" minBytes="0" maxBytes="0")",
+                              R"( coll="allreduce" inplace="1" redop="sum" nthreads="512")");
+  ReadResult r = readXml(t, "legacy.xml");
+  ASSERT_TRUE(r.algorithm);
+  EXPECT_EQ(r.algorithm->ngpus, 2);
+  EXPECT_TRUE(r.algorithm->inplace);
+  EXPECT_FALSE(r.algorithm->outofplace);  // missing outofplace means !inplace
+  EXPECT_EQ(r.algorithm->maxBytes, 0u);
+  EXPECT_TRUE(r.algorithm->legacyAttributes);
+  EXPECT_TRUE(r.diagnostics.contains(DiagCode::kLegacyDialect));
+  verify::Report rep = verify::verifyAlgorithm(*r.algorithm);
+  EXPECT_TRUE(rep.correct());
+  EXPECT_TRUE(rep.diagnostics.contains(DiagCode::kLimitAttributes));
+  // Written back, it has all ten attributes and no warning.
+  ReadResult again = readXml(writeXml(*r.algorithm), "again.xml");
+  ASSERT_TRUE(again.algorithm);
+  EXPECT_FALSE(again.algorithm->legacyAttributes);
+  EXPECT_EQ(*again.algorithm, *r.algorithm);
+
+  std::string rs = replaceOnce(kPairs, R"(coll="allreduce")", R"(coll="reduce_scatter")");
+  ReadResult r2 = readXml(rs, "rs.xml");
+  ASSERT_TRUE(r2.algorithm);
+  EXPECT_EQ(r2.algorithm->collective, CollectiveKind::kReduceScatter);
+  EXPECT_EQ(r2.algorithm->collectiveName, "reducescatter");
+}
+
+TEST(XmlReader, IgnoresUnknownElementsAndAttributes) {
+  std::string t = replaceOnce(kPairs, R"(<tb id="0" send="1" recv="1" chan="0">)",
+                              R"(<tb id="0" send="1" recv="1" chan="0" color="blue"><note/>)");
+  ReadResult r = readXml(t, "x.xml");
+  ASSERT_TRUE(r.algorithm);
+  EXPECT_EQ(*r.algorithm, *readXml(kPairs, "p2.xml").algorithm);
+}
+
+struct BadCase {
+  const char* from;
+  const char* to;
+  DiagCode code;
+  int line;
+  int column;
+  const char* mention;
+};
+
+TEST(XmlReader, ErrorsNameLineAndColumn) {
+  const BadCase cases[] = {
+      {R"(cnt="1" depid="-1" deps="-1" hasdep="0"/>
+      <step s="1" type="r")", R"(cnt="1" depid="-1" deps="-1" hasdep="0"/>
+      <step s="1" type="rx")", DiagCode::kBadAttribute, 7, 19, "type"},
+      {R"(<step s="2" type="re" srcbuf="s" srcoff="0")", R"(<step s="2" type="re" srcbuf="s" srcoff="zero")",
+       DiagCode::kBadAttribute, 8, 40, "srcoff"},
+      {R"(<step s="2" type="re")", R"(<step s="3" type="re")", DiagCode::kStepPosition, 8, 13, "position 2"},
+      {R"(<gpu id="1" i_chunks="1" o_chunks="0" s_chunks="1">)", R"(<gpu id="1" i_chunks="1" s_chunks="1">)",
+       DiagCode::kMissingAttribute, 11, 3, "o_chunks"},
+      {R"(hasdep="0"/>
+    </tb>
+  </gpu>
+  <gpu id="1")", R"(hasdep="2"/>
+    </tb>
+  </gpu>
+  <gpu id="1")", DiagCode::kBadAttribute, 8, 102, "0 or 1"},
+      {R"(proto="Simple")", R"(proto="Fast")", DiagCode::kBadAttribute, 2, 17, "proto"},
+      // pugixml reports a mismatched end tag at its name, after "</".
+      {"</algo>", "</alg>", DiagCode::kXmlSyntax, 18, 3, "malformed XML"},
+  };
+  for (const BadCase& c : cases) {
+    ReadResult r = readXml(replaceOnce(kPairs, c.from, c.to), "bad.xml");
+    EXPECT_FALSE(r.algorithm) << c.to;
+    ASSERT_FALSE(r.diagnostics.empty()) << c.to;
+    const Diagnostic& d = r.diagnostics.items()[0];
+    EXPECT_EQ(d.code, c.code) << d.format();
+    EXPECT_EQ(d.loc.file, "bad.xml");
+    EXPECT_EQ(d.loc.line, c.line) << d.format();
+    EXPECT_EQ(d.loc.column, c.column) << d.format();
+    EXPECT_NE(d.message.find(c.mention), std::string::npos) << d.format();
+  }
+}
+
+TEST(XmlReader, EmptyAndForeignInputs) {
+  for (const char* text : {"", "   ", "<algo", "not xml at all", "<?xml version=\"1.0\"?>",
+                           "<gpu id=\"0\"/>", "<algo/><algo/>"}) {
+    ReadResult r = readXml(text, "odd.xml");
+    EXPECT_FALSE(r.algorithm) << text;
+    EXPECT_TRUE(r.diagnostics.hasErrors()) << text;
+  }
+  ReadResult missing = readAlgorithmFile("/nonexistent/file.xml");
+  ASSERT_TRUE(missing.diagnostics.hasErrors());
+  EXPECT_EQ(missing.diagnostics.items()[0].code, DiagCode::kIoFailure);
+  ReadResult dir = readAlgorithmFile("/");
+  EXPECT_EQ(dir.diagnostics.items()[0].code, DiagCode::kIoFailure);
+}
+
+TEST(XmlWriter, WritesAllTenAlgoAttributesAndPositions) {
+  Algorithm a = *readXml(kPairs, "p2.xml").algorithm;
+  std::string out = writeXml(a);
+  for (const char* attr : {"name=", "proto=", "nchannels=", "nchunksperloop=", "ngpus=", "coll=",
+                           "inplace=", "outofplace=", "minBytes=", "maxBytes="}) {
+    EXPECT_NE(out.find(attr), std::string::npos) << attr;
+  }
+  EXPECT_NE(out.find(R"(<step s="2" type="re")"), std::string::npos);
+}
+
+// Reading, writing and reading again gives the same IR and the same verdict,
+// for every production file.
+TEST(XmlRoundTrip, ProductionFilesAreIdentical) {
+  for (const std::string& path : productionFiles()) {
+    SCOPED_TRACE(baseName(path));
+    Algorithm a = mustRead(path);
+    std::string once = writeXml(a);
+    ReadResult r = readXml(once, "rewritten.xml");
+    ASSERT_TRUE(r.algorithm);
+    EXPECT_EQ(*r.algorithm, a);
+    EXPECT_EQ(writeXml(*r.algorithm), once);  // writing is a fixed point
+    verify::Report v1 = verify::verifyAlgorithm(a), v2 = verify::verifyAlgorithm(*r.algorithm);
+    EXPECT_TRUE(v1.correct());
+    EXPECT_EQ(v1.correct(), v2.correct());
+    ASSERT_EQ(v1.diagnostics.size(), v2.diagnostics.size());
+    for (size_t i = 0; i < v1.diagnostics.size(); ++i) {
+      EXPECT_EQ(v1.diagnostics.items()[i].code, v2.diagnostics.items()[i].code);
+      EXPECT_EQ(v1.diagnostics.items()[i].message, v2.diagnostics.items()[i].message);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace chorus::ir

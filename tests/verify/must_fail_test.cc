@@ -1,0 +1,96 @@
+// The must-fail corpus (tests/data/bad): each file declares, in a comment
+// `<!-- expect: CODE ... -->`, exactly the diagnostic codes (errors and
+// warnings) the verifier must report. Together the files cover every error
+// code a file can produce.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "ir/json_io.h"
+#include "tests/support/files.h"
+#include "verify/verifier.h"
+
+namespace chorus::verify {
+namespace {
+
+std::set<std::string> expectedCodes(const std::string& text) {
+  std::smatch m;
+  std::set<std::string> out;
+  if (!std::regex_search(text, m, std::regex("expect:([A-Z0-9 ]*)-->"))) return out;
+  std::istringstream in(m[1].str());
+  for (std::string code; in >> code;) out.insert(code);
+  return out;
+}
+
+std::set<std::string> reportedCodes(const std::string& path) {
+  ir::ReadResult rr = ir::readAlgorithmFile(path);
+  DiagnosticList all = rr.diagnostics;
+  if (rr.algorithm) all.append(verifyAlgorithm(*rr.algorithm).diagnostics);
+  std::set<std::string> out;
+  for (const auto& d : all.items())
+    if (d.severity != Severity::kNote) out.insert(d.id());
+  return out;
+}
+
+TEST(MustFail, EachFileReportsExactlyItsCodes) {
+  auto files = chorus::testing::sourceFiles("tests/data/bad", ".xml");
+  ASSERT_GE(files.size(), 30u);
+  for (const auto& path : files) {
+    SCOPED_TRACE(chorus::testing::baseName(path));
+    std::set<std::string> want = expectedCodes(chorus::testing::readText(path));
+    ASSERT_FALSE(want.empty()) << "no expect: comment";
+    EXPECT_EQ(reportedCodes(path), want);
+  }
+}
+
+TEST(MustFail, CorpusCoversEveryFileErrorCode) {
+  std::set<std::string> covered;
+  for (const auto& path : chorus::testing::sourceFiles("tests/data/bad", ".xml"))
+    for (const auto& c : expectedCodes(chorus::testing::readText(path))) covered.insert(c);
+  // Codes that no algorithm file can produce have their own tests: E005 (I/O,
+  // xml_test), E309 (post-condition files, spec_test).
+  const std::set<std::string> elsewhere = {"E005", "E309"};
+  for (const auto& d : allDiagnostics()) {
+    if (d.severity != Severity::kError || elsewhere.count(d.id)) continue;
+    EXPECT_TRUE(covered.count(d.id)) << d.id << " (" << d.slug << ") has no must-fail file";
+  }
+}
+
+TEST(MustFail, CorrectBasesVerify) {
+  // Each must-fail file is a small mutation of one of these; they must pass,
+  // so that the mutation is what fails.
+  auto files = chorus::testing::sourceFiles("tests/data", ".xml");
+  ASSERT_GE(files.size(), 6u);
+  for (const auto& path : files) {
+    SCOPED_TRACE(chorus::testing::baseName(path));
+    EXPECT_TRUE(reportedCodes(path).empty());
+  }
+}
+
+TEST(MustFail, DeadlockNamesTheCycle) {
+  ir::Algorithm a = chorus::testing::mustRead(std::string(CHORUS_SOURCE_DIR) +
+                                              "/tests/data/bad/e204_cross_rank_cycle.xml");
+  Report rep = verifyAlgorithm(a);
+  ASSERT_EQ(rep.diagnostics.size(), 1u);
+  const std::string& m = rep.diagnostics.items()[0].message;
+  for (const char* site : {"rank 0 tb 0 step 0 (r)", "rank 0 tb 0 step 1 (s)",
+                           "rank 1 tb 0 step 0 (r)", "rank 1 tb 0 step 1 (s)"})
+    EXPECT_NE(m.find(site), std::string::npos) << m;
+}
+
+TEST(MustFail, WrongResultNamesRankChunkAndContents) {
+  ir::Algorithm a = chorus::testing::mustRead(std::string(CHORUS_SOURCE_DIR) +
+                                              "/tests/data/bad/e301_swapped_offsets.xml");
+  Report rep = verifyAlgorithm(a);
+  ASSERT_FALSE(rep.diagnostics.empty());
+  const Diagnostic& d = rep.diagnostics.items()[0];
+  EXPECT_EQ(d.code, DiagCode::kWrongResult);
+  EXPECT_EQ(d.loc.rank, 1);
+  EXPECT_NE(d.message.find("o[0] holds in0[2]"), std::string::npos) << d.message;
+  EXPECT_NE(d.message.find("should hold in0[1]"), std::string::npos) << d.message;
+}
+
+}  // namespace
+}  // namespace chorus::verify
