@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define CHORUS_CHECK(cond, msg)                                                         \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      std::fprintf(stderr, "chorus internal error at %s:%d: check '%s' failed: %s\n",   \
-                   __FILE__, __LINE__, #cond, msg);                                     \
-      std::abort();                                                                     \
-    }                                                                                   \
+#define CHORUS_CHECK(cond, msg)                                                                 \
+  do {                                                                                          \
+    if (!(cond)) {                                                                              \
+      std::fprintf(stderr, "chorus internal error at %s:%d: check '%s' failed: %s\n", __FILE__, \
+                   __LINE__, #cond, msg);                                                       \
+      std::abort();                                                                             \
+    }                                                                                           \
   } while (0)

@@ -33,9 +33,12 @@ std::optional<DiagCode> diagCodeFromId(std::string_view id) {
 
 const char* severityName(Severity s) {
   switch (s) {
-    case Severity::kNote: return "note";
-    case Severity::kWarning: return "warning";
-    case Severity::kError: return "error";
+    case Severity::kNote:
+      return "note";
+    case Severity::kWarning:
+      return "warning";
+    case Severity::kError:
+      return "error";
   }
   return "?";
 }
@@ -101,10 +104,8 @@ void DiagnosticList::sort() {
 bool DiagnosticList::hasErrors() const { return count(Severity::kError) > 0; }
 
 size_t DiagnosticList::count(Severity s) const {
-  return static_cast<size_t>(
-      std::count_if(items_.begin(), items_.end(), [s](const Diagnostic& d) {
-        return d.severity == s;
-      }));
+  return static_cast<size_t>(std::count_if(items_.begin(), items_.end(),
+                                           [s](const Diagnostic& d) { return d.severity == s; }));
 }
 
 bool DiagnosticList::contains(DiagCode code) const {

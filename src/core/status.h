@@ -4,9 +4,9 @@
 // boundaries; functions return these instead.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
-#include <variant>
 
 #include "core/check.h"
 
@@ -45,37 +45,35 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {
-    CHORUS_CHECK(!std::get<Status>(v_).isOk(), "Result built from an ok Status");
+  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(Status status) : status_(std::move(status)) {
+    CHORUS_CHECK(!status_.isOk(), "Result built from an ok Status");
   }
 
-  bool isOk() const { return std::holds_alternative<T>(v_); }
-  const Status& status() const {
-    static const Status kOkStatus;
-    return isOk() ? kOkStatus : std::get<Status>(v_);
-  }
+  bool isOk() const { return value_.has_value(); }
+  const Status& status() const { return status_; }
   T& value() & {
     CHORUS_CHECK(isOk(), "value() on an error Result");
-    return std::get<T>(v_);
+    return *value_;
   }
   const T& value() const& {
     CHORUS_CHECK(isOk(), "value() on an error Result");
-    return std::get<T>(v_);
+    return *value_;
   }
   T&& value() && {
     CHORUS_CHECK(isOk(), "value() on an error Result");
-    return std::get<T>(std::move(v_));
+    return std::move(*value_);
   }
 
  private:
-  std::variant<T, Status> v_;
+  Status status_;  // ok when value_ is set
+  std::optional<T> value_;
 };
 
-#define CHORUS_RETURN_IF_ERROR(expr)    \
-  do {                                  \
-    ::chorus::Status _st = (expr);      \
-    if (!_st.isOk()) return _st;        \
+#define CHORUS_RETURN_IF_ERROR(expr) \
+  do {                               \
+    ::chorus::Status _st = (expr);   \
+    if (!_st.isOk()) return _st;     \
   } while (0)
 
 }  // namespace chorus

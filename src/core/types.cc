@@ -30,8 +30,7 @@ constexpr std::array<TypeInfo, kNumDataTypes> kTypes = {{
     {DataType::kFp8E5M2, "fp8e5m2", 1, true},
 }};
 
-constexpr std::array<std::string_view, kNumReduceOps> kOps = {"sum", "prod", "max", "min",
-                                                               "avg"};
+constexpr std::array<std::string_view, kNumReduceOps> kOps = {"sum", "prod", "max", "min", "avg"};
 
 struct CollInfo {
   CollectiveKind kind;
@@ -57,8 +56,8 @@ constexpr std::array<CollInfo, 11> kColls = {{
 struct MiniFloat {
   int expBits;
   int manBits;
-  bool hasInf;       // all-ones exponent with zero mantissa means infinity
-  bool saturate;     // overflow -> maxFinite instead of infinity
+  bool hasInf;    // all-ones exponent with zero mantissa means infinity
+  bool saturate;  // overflow -> maxFinite instead of infinity
   double maxFinite;
   uint32_t nanCode;  // magnitude bits of the canonical NaN
 

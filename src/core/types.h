@@ -11,8 +11,18 @@
 namespace chorus {
 
 enum class DataType {
-  kInt8, kUint8, kInt32, kUint32, kInt64, kUint64,
-  kFloat16, kBfloat16, kFloat32, kFloat64, kFp8E4M3, kFp8E5M2,
+  kInt8,
+  kUint8,
+  kInt32,
+  kUint32,
+  kInt64,
+  kUint64,
+  kFloat16,
+  kBfloat16,
+  kFloat32,
+  kFloat64,
+  kFp8E4M3,
+  kFp8E5M2,
 };
 inline constexpr int kNumDataTypes = 12;
 
@@ -27,8 +37,17 @@ std::string_view reduceOpName(ReduceOp op);
 std::optional<ReduceOp> parseReduceOp(std::string_view name);
 
 enum class CollectiveKind {
-  kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast, kReduce,
-  kSend, kRecv, kGather, kScatter, kAllToAllv,
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kBroadcast,
+  kReduce,
+  kSend,
+  kRecv,
+  kGather,
+  kScatter,
+  kAllToAllv,
   kCustom,  // any other name: semantics come from a user specification
 };
 std::string_view collectiveName(CollectiveKind k);  // canonical MSCCL spelling

@@ -39,9 +39,12 @@ std::optional<Buffer> parseBuffer(std::string_view s) {
 
 std::string_view protocolName(Protocol p) {
   switch (p) {
-    case Protocol::kSimple: return "Simple";
-    case Protocol::kLL: return "LL";
-    case Protocol::kLL128: return "LL128";
+    case Protocol::kSimple:
+      return "Simple";
+    case Protocol::kLL:
+      return "LL";
+    case Protocol::kLL128:
+      return "LL128";
   }
   return "?";
 }

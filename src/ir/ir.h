@@ -28,15 +28,15 @@ std::string_view protocolName(Protocol p);  // "Simple", "LL", "LL128"
 std::optional<Protocol> parseProtocol(std::string_view s);
 
 enum class StepType : uint8_t {
-  kSend,                  // s
-  kRecv,                  // r
-  kRecvCopySend,          // rcs
-  kRecvReduceSend,        // rrs
-  kRecvReduceCopy,        // rrc
-  kRecvReduceCopySend,    // rrcs
-  kCopy,                  // cpy
-  kReduce,                // re
-  kNop,                   // nop
+  kSend,                // s
+  kRecv,                // r
+  kRecvCopySend,        // rcs
+  kRecvReduceSend,      // rrs
+  kRecvReduceCopy,      // rrc
+  kRecvReduceCopySend,  // rrcs
+  kCopy,                // cpy
+  kReduce,              // re
+  kNop,                 // nop
 };
 std::string_view stepTypeName(StepType t);  // the XML spelling
 std::optional<StepType> parseStepType(std::string_view s);
@@ -61,9 +61,9 @@ struct Step {
   int srcOff = -1;
   Buffer dstBuf = Buffer::kInput;
   int dstOff = -1;
-  int count = 0;    // cnt
-  int depTb = -1;   // depid
-  int depStep = -1; // deps
+  int count = 0;     // cnt
+  int depTb = -1;    // depid
+  int depStep = -1;  // deps
   bool hasDep = false;
   SourcePos pos;
 

@@ -54,7 +54,8 @@ std::string writeJson(const Algorithm& a) {
               {"minBytes", a.minBytes},
               {"maxBytes", a.maxBytes},
               {"ranks", std::move(ranks)}};
-  return doc.dump(1) + "\n";
+  // Invalid UTF-8 (possible in an IR built by hand) is replaced, never thrown.
+  return doc.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 Status writeJsonFile(const Algorithm& a, const std::string& path) {
@@ -75,7 +76,8 @@ class JsonReader {
   }
 
   template <typename T>
-  bool num(const json& obj, const std::string& path, const char* key, T& out, bool required = true) {
+  bool num(const json& obj, const std::string& path, const char* key, T& out,
+           bool required = true) {
     auto it = obj.find(key);
     if (it == obj.end()) {
       if (required) fail(path, DiagCode::kMissingAttribute, std::string("missing '") + key + "'");
@@ -270,7 +272,8 @@ ReadResult readAlgorithmFile(const std::string& path) {
     ReadResult r;
     Location l;
     l.file = path;
-    r.diagnostics.add(DiagCode::kIoFailure, l, "cannot read file (missing, unreadable or not a regular file)");
+    r.diagnostics.add(DiagCode::kIoFailure, l,
+                      "cannot read file (missing, unreadable or not a regular file)");
     return r;
   }
   size_t first = text->find_first_not_of(" \t\r\n");

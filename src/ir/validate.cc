@@ -23,8 +23,8 @@ void checkOperand(const Algorithm& a, const Rank& r, const Threadblock& tb, int 
                   const char* role, Buffer buf, int off, int cnt, DiagnosticList& out) {
   if (off < 0) {
     out.add(DiagCode::kUnusedOperand, siteLocation(a, r.id, tb.id, si),
-            std::string(stepTypeName(tb.steps[si].type)) + " uses its " + role +
-                " operand but " + role + "off is " + std::to_string(off));
+            std::string(stepTypeName(tb.steps[si].type)) + " uses its " + role + " operand but " +
+                role + "off is " + std::to_string(off));
     return;
   }
   int declared = r.chunks(buf);
@@ -45,8 +45,8 @@ void validatePeer(const Algorithm& a, const Rank& r, const Threadblock& tb, cons
             std::string(dir) + " peer is the rank itself");
   } else if (peer < 0 || peer >= a.ngpus) {
     out.add(DiagCode::kPeerRange, siteLocation(a, r.id, tb.id),
-            std::string(dir) + " peer " + std::to_string(peer) + " is not a rank (ngpus=" +
-                std::to_string(a.ngpus) + ")");
+            std::string(dir) + " peer " + std::to_string(peer) +
+                " is not a rank (ngpus=" + std::to_string(a.ngpus) + ")");
   }
 }
 
@@ -96,8 +96,8 @@ void validateStructure(const Algorithm& a, DiagnosticList& out) {
       Location l = siteLocation(a, -1);
       l.line = r.pos.line;
       l.column = r.pos.column;
-      out.add(DiagCode::kRankIds, l, "gpu id " + std::to_string(r.id) + " is outside 0.." +
-                                         std::to_string(a.ngpus - 1));
+      out.add(DiagCode::kRankIds, l,
+              "gpu id " + std::to_string(r.id) + " is outside 0.." + std::to_string(a.ngpus - 1));
     } else if (i > 0 && a.ranks[i - 1].id == r.id) {
       Location l = siteLocation(a, -1);
       l.line = r.pos.line;
@@ -241,8 +241,7 @@ void checkExecutorLimits(const Algorithm& a, DiagnosticList& out) {
   }
   if (a.nchannels > kMsccLMaxChannels) {
     out.add(DiagCode::kLimitChannels, top,
-            "nchannels=" + std::to_string(a.nchannels) + " > " +
-                std::to_string(kMsccLMaxChannels));
+            "nchannels=" + std::to_string(a.nchannels) + " > " + std::to_string(kMsccLMaxChannels));
   }
   for (const Rank& r : a.ranks) {
     std::map<int, std::pair<int, int>> perChannel;  // channel -> (#send tbs, #recv tbs)

@@ -23,12 +23,32 @@ SourcePos LineMap::at(size_t offset) const {
 
 namespace {
 
+// pugixml does not validate encodings; names travel on to JSON and logs.
+bool isValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (len == 0 || i + static_cast<size_t>(len) > s.size()) return false;
+    uint32_t cp = len == 1 ? c : c & (0x7f >> len);
+    for (int k = 1; k < len; ++k) {
+      auto cc = static_cast<unsigned char>(s[i + static_cast<size_t>(k)]);
+      if ((cc >> 6) != 0x2) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    // Reject overlong forms, surrogates and code points past U+10FFFF.
+    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return false;
+    i += static_cast<size_t>(len);
+  }
+  return true;
+}
+
 // Parsing context for one file: the raw text (to locate attributes), the
 // line map, and where diagnostics go.
 class Reader {
  public:
-  Reader(std::string_view text, const std::string& file)
-      : text_(text), lines_(text), file_(file) {}
+  Reader(std::string_view text, const std::string& file) : text_(text), lines_(text), file_(file) {}
 
   ReadResult run();
 
@@ -107,6 +127,11 @@ class Reader {
       }
       return std::nullopt;
     }
+    if (!isValidUtf8(a.value())) {
+      error(DiagCode::kBadAttribute, attrPos(n, name),
+            std::string("attribute '") + name + "' is not valid UTF-8");
+      return std::nullopt;
+    }
     return std::string(a.value());
   }
 
@@ -136,7 +161,7 @@ class Reader {
 
   void readAlgo(const pugi::xml_node& n, Algorithm& a);
   void readGpu(const pugi::xml_node& n, Rank& r);
-  void readTb(const pugi::xml_node& n, Threadblock& tb);
+  void readTb(const pugi::xml_node& n, int rank, Threadblock& tb);
   // Returns the step's declared position (attribute `s`), -1 if unreadable.
   int readStep(const pugi::xml_node& n, Step& s);
 
@@ -190,9 +215,8 @@ void Reader::readAlgo(const pugi::xml_node& n, Algorithm& a) {
   if (auto v = intAttr<int>(n, "nchunksperloop", true)) a.nchunksPerLoop = *v;
   if (auto c = strAttr(n, "coll", true)) {
     a.collective = parseCollective(*c);
-    a.collectiveName = a.collective == CollectiveKind::kCustom
-                           ? *c
-                           : std::string(collectiveName(a.collective));
+    a.collectiveName =
+        a.collective == CollectiveKind::kCustom ? *c : std::string(collectiveName(a.collective));
   }
   if (auto v = boolAttr(n, "inplace", true)) a.inplace = *v;
   bool hasOutOfPlace = static_cast<bool>(n.attribute("outofplace"));
@@ -237,14 +261,14 @@ void Reader::readGpu(const pugi::xml_node& n, Rank& r) {
   for (pugi::xml_node c : n.children()) {
     if (c.type() != pugi::node_element || std::string_view(c.name()) != "tb") continue;
     Threadblock tb;
-    readTb(c, tb);
+    readTb(c, r.id, tb);
     r.tbs.push_back(std::move(tb));
   }
   std::stable_sort(r.tbs.begin(), r.tbs.end(),
                    [](const Threadblock& x, const Threadblock& y) { return x.id < y.id; });
 }
 
-void Reader::readTb(const pugi::xml_node& n, Threadblock& tb) {
+void Reader::readTb(const pugi::xml_node& n, int rank, Threadblock& tb) {
   tb.pos = nodePos(n);
   if (auto v = intAttr<int>(n, "id", true)) tb.id = *v;
   if (auto v = intAttr<int>(n, "send", true)) tb.sendPeer = *v;
@@ -257,8 +281,8 @@ void Reader::readTb(const pugi::xml_node& n, Threadblock& tb) {
     int position = static_cast<int>(tb.steps.size());
     if (declared >= 0 && declared != position) {
       error(DiagCode::kStepPosition, attrPos(c, "s"),
-            "tb " + std::to_string(tb.id) + ": step has s=\"" + std::to_string(declared) +
-                "\" but is at position " + std::to_string(position) +
+            "rank " + std::to_string(rank) + " tb " + std::to_string(tb.id) + ": step has s=\"" +
+                std::to_string(declared) + "\" but is at position " + std::to_string(position) +
                 " (s must count every step, nops included)");
     }
     tb.steps.push_back(s);
@@ -268,7 +292,8 @@ void Reader::readTb(const pugi::xml_node& n, Threadblock& tb) {
 int Reader::readStep(const pugi::xml_node& n, Step& s) {
   s.pos = nodePos(n);
   auto pos = intAttr<int>(n, "s", true);
-  if (auto t = enumAttr<StepType>(n, "type", parseStepType, "s, r, rcs, rrs, rrc, rrcs, cpy, re, nop"))
+  if (auto t =
+          enumAttr<StepType>(n, "type", parseStepType, "s, r, rcs, rrs, rrc, rrcs, cpy, re, nop"))
     s.type = *t;
   if (auto b = enumAttr<Buffer>(n, "srcbuf", parseBuffer, "i, o, s")) s.srcBuf = *b;
   if (auto v = intAttr<int>(n, "srcoff", true)) s.srcOff = *v;

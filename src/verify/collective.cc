@@ -58,8 +58,8 @@ std::optional<PostCondition> readPostCondition(const std::string& path, Diagnost
     if (holds == e.end() || !holds->is_array()) return fail(where + "missing array 'holds'");
     for (const json& h : *holds) {
       if (!h.is_array() || h.size() != 2 || !h[0].is_number_integer() ||
-          !h[1].is_number_integer() || h[0].get<long long>() < 0 ||
-          h[1].get<long long>() < 0 || h[1].get<long long>() >= pc.inputChunks)
+          !h[1].is_number_integer() || h[0].get<long long>() < 0 || h[1].get<long long>() < 0 ||
+          h[1].get<long long>() >= pc.inputChunks)
         return fail(where + "'holds' entries must be [rank, input chunk < input_chunks]");
       entry.holds.emplace_back(h[0].get<int>(), h[1].get<int>());
     }
@@ -80,8 +80,9 @@ std::optional<CallModel> CallModel::make(const ir::Algorithm& a, bool inplace,
   auto blocks = [&]() -> bool {
     if (C % N != 0) {
       *whyCode = DiagCode::kIndivisible;
-      *whyNot = "nchunksperloop=" + std::to_string(C) + " is not a multiple of ngpus=" +
-                std::to_string(N) + ", as " + a.collectiveName + " needs";
+      *whyNot = "nchunksperloop=" + std::to_string(C) +
+                " is not a multiple of ngpus=" + std::to_string(N) + ", as " + a.collectiveName +
+                " needs";
       return false;
     }
     m.perRank_ = C / N;
@@ -160,12 +161,30 @@ int CallModel::slot(int rank, Buffer b, int idx) const {
   bool isIn = b == Buffer::kInput;
   if (idx >= (isIn ? in_ : out_)) return -1;
   switch (alias_) {
-    case Alias::kNone: return isIn ? idx : in_ + idx;
-    case Alias::kSame: return idx;
-    case Alias::kInputInOutput: return isIn ? rank * perRank_ + idx : idx;
-    case Alias::kOutputInInput: return isIn ? idx : rank * perRank_ + idx;
+    case Alias::kNone:
+      return isIn ? idx : in_ + idx;
+    case Alias::kSame:
+      return idx;
+    case Alias::kInputInOutput:
+      return isIn ? rank * perRank_ + idx : idx;
+    case Alias::kOutputInInput:
+      return isIn ? idx : rank * perRank_ + idx;
   }
   return -1;
+}
+
+std::string CallModel::outputName(int rank, int k) const {
+  auto name = [](char b, int idx) { return std::string(1, b) + "[" + std::to_string(idx) + "]"; };
+  switch (alias_) {
+    case Alias::kSame:
+      return name(algo_->ranks[rank].outputChunks > 0 ? 'o' : 'i', k);
+    case Alias::kOutputInInput:
+      return name('i', rank * perRank_ + k);
+    case Alias::kNone:
+    case Alias::kInputInOutput:
+      break;
+  }
+  return name('o', k);
 }
 
 int CallModel::slotCount(int rank) const {
@@ -173,8 +192,7 @@ int CallModel::slotCount(int rank) const {
   return main + algo_->ranks[rank].scratchChunks;
 }
 
-std::optional<std::vector<std::pair<int, int>>> CallModel::expected(int r, int k,
-                                                                     int root) const {
+std::optional<std::vector<std::pair<int, int>>> CallModel::expected(int r, int k, int root) const {
   const int N = algo_->ngpus, c = perRank_;
   std::vector<std::pair<int, int>> all;
   switch (kind_) {

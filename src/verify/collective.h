@@ -54,6 +54,10 @@ class CallModel {
   int inputSlot(int rank, int k) const { return slot(rank, ir::Buffer::kInput, k); }
   int outputSlot(int rank, int k) const { return slot(rank, ir::Buffer::kOutput, k); }
 
+  // How the algorithm addresses output chunk `k` of `rank`: "o[3]", or for an
+  // in-place call whose output lives in the input buffer, "i[3]".
+  std::string outputName(int rank, int k) const;
+
   // Whether the post-condition depends on a root rank.
   bool rooted() const { return rooted_; }
   // The contributions (rank, input chunk) output chunk `k` of `rank` must

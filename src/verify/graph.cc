@@ -60,12 +60,11 @@ void StepGraph::match(DiagnosticList& diags) {
       matchedSend_[r] = s;
       matchedRecv_[s] = r;
       if (step(s).count != step(r).count) {
-        diags.add(DiagCode::kCountMismatch,
-                  ir::siteLocation(algo_, rank_[r], tb_[r], step_[r]),
+        diags.add(DiagCode::kCountMismatch, ir::siteLocation(algo_, rank_[r], tb_[r], step_[r]),
                   "receive #" + std::to_string(k) + " from rank " + std::to_string(from) +
-                      " on channel " + std::to_string(chan) + " has cnt=" +
-                      std::to_string(step(r).count) + " but its send (" + describe(s) +
-                      ") has cnt=" + std::to_string(step(s).count));
+                      " on channel " + std::to_string(chan) +
+                      " has cnt=" + std::to_string(step(r).count) + " but its send (" +
+                      describe(s) + ") has cnt=" + std::to_string(step(s).count));
       }
     }
     std::string conn = "rank " + std::to_string(from) + " -> rank " + std::to_string(to) +
@@ -148,7 +147,8 @@ void StepGraph::order(DiagnosticList& diags) {
     for (NodeId n : cycle) fresh = fresh && !seenCycle[n];
     for (NodeId n : path) seenCycle[n] = 1;
     if (!fresh) continue;
-    std::string msg = "cycle of " + std::to_string(cycle.size()) + " steps, each waiting for the previous: ";
+    std::string msg =
+        "cycle of " + std::to_string(cycle.size()) + " steps, each waiting for the previous: ";
     for (size_t i = 0; i < cycle.size(); ++i) {
       msg += describe(cycle[i]);
       msg += " -> ";

@@ -32,9 +32,7 @@ class StepGraph {
   int rankOf(NodeId n) const { return rank_[n]; }
   int tbOf(NodeId n) const { return tb_[n]; }
   int stepOf(NodeId n) const { return step_[n]; }
-  const ir::Step& step(NodeId n) const {
-    return algo_.ranks[rank_[n]].tbs[tb_[n]].steps[step_[n]];
-  }
+  const ir::Step& step(NodeId n) const { return algo_.ranks[rank_[n]].tbs[tb_[n]].steps[step_[n]]; }
   // Global threadblock index (0..totalTbs-1) of a node.
   int globalTbOf(NodeId n) const { return globalTb_[n]; }
   size_t totalTbs() const { return totalTbs_; }

@@ -87,19 +87,26 @@ class SymbolicRun {
     for (int i = 0; i < st.count; ++i) {
       Value v;
       switch (st.type) {
-        case ir::StepType::kSend: v = read(n, srcBuf, srcOff + i); break;
+        case ir::StepType::kSend:
+          v = read(n, srcBuf, srcOff + i);
+          break;
         case ir::StepType::kRecv:
-        case ir::StepType::kRecvCopySend: v = (*in)[i]; break;
+        case ir::StepType::kRecvCopySend:
+          v = (*in)[i];
+          break;
         case ir::StepType::kRecvReduceSend:
         case ir::StepType::kRecvReduceCopy:
         case ir::StepType::kRecvReduceCopySend:
           v = Value::sum((*in)[i], read(n, srcBuf, srcOff + i));
           break;
-        case ir::StepType::kCopy: v = read(n, srcBuf, srcOff + i); break;
+        case ir::StepType::kCopy:
+          v = read(n, srcBuf, srcOff + i);
+          break;
         case ir::StepType::kReduce:
           v = Value::sum(read(n, st.dstBuf, st.dstOff + i), read(n, srcBuf, srcOff + i));
           break;
-        case ir::StepType::kNop: break;
+        case ir::StepType::kNop:
+          break;
       }
       if (ir::writesDst(st.type)) write(n, st.dstBuf, st.dstOff + i, v);
       if (ir::sends(st.type)) out.push_back(std::move(v));
@@ -169,13 +176,16 @@ std::vector<Finding> compare(const StepGraph& g, const CallModel& m, const Symbo
       bool foreign = got.garbage || std::any_of(extra.begin(), extra.end(), [&](uint32_t t) {
                        return !std::binary_search(w.begin(), w.end(), t);
                      });
-      if (!foreign && !twice.empty()) code = DiagCode::kDuplicateContribution;
-      else if (!foreign && !missing.empty()) code = DiagCode::kMissingContribution;
-      std::string what = "o[" + std::to_string(k) + "]";
-      std::string holds = got.garbage ? (got.terms.empty() ? "uninitialized data"
-                                                            : "uninitialized data + " +
-                                                                  listTerms(got.terms, inChunks))
-                                      : listTerms(got.terms, inChunks);
+      if (!foreign && !twice.empty())
+        code = DiagCode::kDuplicateContribution;
+      else if (!foreign && !missing.empty())
+        code = DiagCode::kMissingContribution;
+      std::string what = m.outputName(r, k);
+      std::string holds =
+          got.garbage
+              ? (got.terms.empty() ? "uninitialized data"
+                                   : "uninitialized data + " + listTerms(got.terms, inChunks))
+              : listTerms(got.terms, inChunks);
       std::string msg = form + ": output chunk " + what + " holds " + holds + "; it should hold " +
                         listTerms(w, inChunks);
       std::vector<uint32_t> foreignTerms;
@@ -196,15 +206,16 @@ std::vector<Finding> compare(const StepGraph& g, const CallModel& m, const Symbo
       for (int k = 0; k < m.inputChunks(); ++k) {
         int slot = m.inputSlot(r, k);
         const Value& got = run.at(r, slot);
-        if (!got.garbage && got.terms.size() == 1 && got.terms[0] == uint32_t(r * m.inputChunks() + k))
+        if (!got.garbage && got.terms.size() == 1 &&
+            got.terms[0] == uint32_t(r * m.inputChunks() + k))
           continue;
         NodeId writer = run.lastWriter(r, slot);
-        out.push_back(Finding{
-            DiagCode::kInputModified,
-            writer == kNoNode ? ir::siteLocation(a, r)
-                              : ir::siteLocation(a, r, g.tbOf(writer), g.stepOf(writer)),
-            form + ": input chunk i[" + std::to_string(k) +
-                "] is overwritten; an out-of-place call must leave its input intact"});
+        out.push_back(
+            Finding{DiagCode::kInputModified,
+                    writer == kNoNode ? ir::siteLocation(a, r)
+                                      : ir::siteLocation(a, r, g.tbOf(writer), g.stepOf(writer)),
+                    form + ": input chunk i[" + std::to_string(k) +
+                        "] is overwritten; an out-of-place call must leave its input intact"});
       }
     }
   }
@@ -243,7 +254,8 @@ SemanticsResult checkSemantics(const StepGraph& g, const CallModel& m, Diagnosti
   int bestRoot = -1;
   int roots = m.rooted() ? a.ngpus : 1;
   for (int root = 0; root < roots; ++root) {
-    auto f = compare(g, m, run, root, m.rooted() ? form + " (root " + std::to_string(root) + ")" : form);
+    auto f =
+        compare(g, m, run, root, m.rooted() ? form + " (root " + std::to_string(root) + ")" : form);
     if (bestRoot < 0 || f.size() < best.size()) {
       best = std::move(f);
       bestRoot = root;
@@ -283,8 +295,9 @@ SemanticsResult checkSemantics(const StepGraph& g, const CallModel& m, Diagnosti
                   form + ": " + std::string(ir::stepTypeName(st.type)) + " reduces with src " +
                       bufferLetter(st.srcBuf) + "[" + std::to_string(st.srcOff) +
                       "], the sender's chunk (the msccl-tools remote-operand mistake); the "
-                      "local operand is " + bufferLetter(op.first) + "[" +
-                      std::to_string(op.second) + "], and with it the algorithm is correct");
+                      "local operand is " +
+                      bufferLetter(op.first) + "[" + std::to_string(op.second) +
+                      "], and with it the algorithm is correct");
       }
     }
   }
@@ -334,8 +347,7 @@ void checkRaces(const StepGraph& g, const CallModel& m, DiagnosticList& diags) {
           auto verb = [&](const Access& z) { return z.write ? "writes" : "reads"; };
           const Access& al = x.node == later ? x : y;
           const Access& ae = x.node == later ? y : x;
-          diags.add(DiagCode::kRace,
-                    ir::siteLocation(a, r, g.tbOf(later), g.stepOf(later)),
+          diags.add(DiagCode::kRace, ir::siteLocation(a, r, g.tbOf(later), g.stepOf(later)),
                     form + ": " + g.describe(later) + " " + verb(al) + " a chunk that " +
                         g.describe(earlier) + " " + verb(ae) +
                         ", and no dependency or message orders the two");

@@ -32,11 +32,11 @@ Report verifyAlgorithm(const ir::Algorithm& algo, const Options& options) {
         CallModel::make(algo, form.inplace, options.spec, &whyNot, &whyCode);
     if (!model) {
       bool indivisible = whyCode == DiagCode::kIndivisible;
-      d.add(whyCode,
-            ir::siteLocation(algo, -1),
-            whyNot + (indivisible ? "" : "; structure, matching and deadlock were checked, "
-                                         "the result is not proven (give a post-condition with "
-                                         "--spec)"));
+      d.add(whyCode, ir::siteLocation(algo, -1),
+            whyNot + (indivisible ? ""
+                                  : "; structure, matching and deadlock were checked, "
+                                    "the result is not proven (give a post-condition with "
+                                    "--spec)"));
       if (indivisible) break;
       continue;
     }

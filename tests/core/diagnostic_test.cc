@@ -1,9 +1,10 @@
+#include "core/diagnostic.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 
-#include "core/diagnostic.h"
 #include "core/status.h"
 
 namespace chorus {

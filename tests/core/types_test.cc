@@ -1,9 +1,9 @@
+#include "core/types.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
-
-#include "core/types.h"
 
 namespace chorus {
 namespace {
@@ -44,10 +44,10 @@ TEST(Half, KnownValues) {
   EXPECT_EQ(floatToHalf(1.0f), 0x3c00);
   EXPECT_EQ(floatToHalf(-2.0f), 0xc000);
   EXPECT_EQ(floatToHalf(65504.0f), 0x7bff);
-  EXPECT_EQ(floatToHalf(65519.0f), 0x7bff);  // below the midpoint to 65536
-  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00);  // ties to even -> infinity
-  EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
-  EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -25)), 0x0000);  // tie rounds to even (zero)
+  EXPECT_EQ(floatToHalf(65519.0f), 0x7bff);                          // below the midpoint to 65536
+  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00);                          // ties to even -> infinity
+  EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -24)), 0x0001);             // smallest subnormal
+  EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -25)), 0x0000);             // tie rounds to even (zero)
   EXPECT_EQ(floatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3c00);      // tie -> even
   EXPECT_EQ(floatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);  // tie -> even (up)
   EXPECT_EQ(floatToHalf(std::numeric_limits<float>::infinity()), 0x7c00);
@@ -57,8 +57,8 @@ TEST(Half, KnownValues) {
 
 TEST(Bfloat16, KnownValues) {
   EXPECT_EQ(floatToBfloat16(1.0f), 0x3f80);
-  EXPECT_EQ(floatToBfloat16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);      // tie -> even
-  EXPECT_EQ(floatToBfloat16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);  // tie -> even (up)
+  EXPECT_EQ(floatToBfloat16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);        // tie -> even
+  EXPECT_EQ(floatToBfloat16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);    // tie -> even (up)
   EXPECT_EQ(floatToBfloat16(std::numeric_limits<float>::max()), 0x7f80);  // rounds to inf
   EXPECT_EQ(bfloat16ToFloat(0xc040), -3.0f);
 }
@@ -96,8 +96,10 @@ TEST(NarrowFloats, ExhaustiveRoundTrip) {
   exhaustiveRoundTrip(16, floatToBfloat16, bfloat16ToFloat, "bf16");
   exhaustiveRoundTrip(8, floatToFp8E4M3, fp8E4M3ToFloat, "e4m3");
   // e5m2 infinities saturate on the way back, so skip them.
-  exhaustiveRoundTrip(8, [](float f) { return std::isinf(f) ? (std::signbit(f) ? 0xfc : 0x7c) : floatToFp8E5M2(f); },
-                      fp8E5M2ToFloat, "e5m2");
+  exhaustiveRoundTrip(
+      8,
+      [](float f) { return std::isinf(f) ? (std::signbit(f) ? 0xfc : 0x7c) : floatToFp8E5M2(f); },
+      fp8E5M2ToFloat, "e5m2");
 }
 
 TEST(NarrowFloats, MidpointsRoundToEven) {

@@ -13,7 +13,8 @@ using chorus::testing::mustRead;
 
 TEST(Json, RoundTripsEveryProductionAndExampleFile) {
   auto files = chorus::testing::productionFiles();
-  for (const auto& f : chorus::testing::sourceFiles("examples/algorithms", ".xml")) files.push_back(f);
+  for (const auto& f : chorus::testing::sourceFiles("examples/algorithms", ".xml"))
+    files.push_back(f);
   for (const std::string& path : files) {
     SCOPED_TRACE(baseName(path));
     Algorithm a = mustRead(path);

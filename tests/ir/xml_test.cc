@@ -62,8 +62,9 @@ TEST(XmlReader, ReadsTheMinimalFile) {
 TEST(XmlReader, LegacyDialectDefaults) {
   // msccl-tools' older output: no outofplace/minBytes/maxBytes, redop and
   // nthreads present, reduce_scatter spelling accepted, ngpus inferred.
-  std::string t = replaceOnce(kPairs, R"( ngpus="2" coll="allreduce" inplace="1" outofplace="0" minBytes="0" maxBytes="0")",
-                              R"( coll="allreduce" inplace="1" redop="sum" nthreads="512")");
+  std::string t = replaceOnce(
+      kPairs, R"( ngpus="2" coll="allreduce" inplace="1" outofplace="0" minBytes="0" maxBytes="0")",
+      R"( coll="allreduce" inplace="1" redop="sum" nthreads="512")");
   ReadResult r = readXml(t, "legacy.xml");
   ASSERT_TRUE(r.algorithm);
   EXPECT_EQ(r.algorithm->ngpus, 2);
@@ -108,20 +109,26 @@ struct BadCase {
 TEST(XmlReader, ErrorsNameLineAndColumn) {
   const BadCase cases[] = {
       {R"(cnt="1" depid="-1" deps="-1" hasdep="0"/>
-      <step s="1" type="r")", R"(cnt="1" depid="-1" deps="-1" hasdep="0"/>
-      <step s="1" type="rx")", DiagCode::kBadAttribute, 7, 19, "type"},
-      {R"(<step s="2" type="re" srcbuf="s" srcoff="0")", R"(<step s="2" type="re" srcbuf="s" srcoff="zero")",
-       DiagCode::kBadAttribute, 8, 40, "srcoff"},
-      {R"(<step s="2" type="re")", R"(<step s="3" type="re")", DiagCode::kStepPosition, 8, 13, "position 2"},
-      {R"(<gpu id="1" i_chunks="1" o_chunks="0" s_chunks="1">)", R"(<gpu id="1" i_chunks="1" s_chunks="1">)",
-       DiagCode::kMissingAttribute, 11, 3, "o_chunks"},
+      <step s="1" type="r")",
+       R"(cnt="1" depid="-1" deps="-1" hasdep="0"/>
+      <step s="1" type="rx")",
+       DiagCode::kBadAttribute, 7, 19, "type"},
+      {R"(<step s="2" type="re" srcbuf="s" srcoff="0")",
+       R"(<step s="2" type="re" srcbuf="s" srcoff="zero")", DiagCode::kBadAttribute, 8, 40,
+       "srcoff"},
+      {R"(<step s="2" type="re")", R"(<step s="3" type="re")", DiagCode::kStepPosition, 8, 13,
+       "position 2"},
+      {R"(<gpu id="1" i_chunks="1" o_chunks="0" s_chunks="1">)",
+       R"(<gpu id="1" i_chunks="1" s_chunks="1">)", DiagCode::kMissingAttribute, 11, 3, "o_chunks"},
       {R"(hasdep="0"/>
     </tb>
   </gpu>
-  <gpu id="1")", R"(hasdep="2"/>
+  <gpu id="1")",
+       R"(hasdep="2"/>
     </tb>
   </gpu>
-  <gpu id="1")", DiagCode::kBadAttribute, 8, 102, "0 or 1"},
+  <gpu id="1")",
+       DiagCode::kBadAttribute, 8, 102, "0 or 1"},
       {R"(proto="Simple")", R"(proto="Fast")", DiagCode::kBadAttribute, 2, 17, "proto"},
       // pugixml reports a mismatched end tag at its name, after "</".
       {"</algo>", "</alg>", DiagCode::kXmlSyntax, 18, 3, "malformed XML"},
@@ -151,6 +158,19 @@ TEST(XmlReader, EmptyAndForeignInputs) {
   EXPECT_EQ(missing.diagnostics.items()[0].code, DiagCode::kIoFailure);
   ReadResult dir = readAlgorithmFile("/");
   EXPECT_EQ(dir.diagnostics.items()[0].code, DiagCode::kIoFailure);
+}
+
+TEST(XmlReader, RejectsInvalidUtf8InNames) {
+  // Found by the fuzzer: a name with a stray continuation byte reached the
+  // JSON writer, which cannot encode it.
+  std::string t = replaceOnce(kPairs, R"(name="p2")", "name=\"p\xad" "2\"");
+  ReadResult r = readXml(t, "utf8.xml");
+  EXPECT_FALSE(r.algorithm);
+  ASSERT_FALSE(r.diagnostics.empty());
+  EXPECT_EQ(r.diagnostics.items()[0].code, DiagCode::kBadAttribute);
+  EXPECT_EQ(r.diagnostics.items()[0].loc.column, 7);
+  std::string ok = replaceOnce(kPairs, R"(name="p2")", "name=\"p\xc3\xa9" "2\"");  // é
+  EXPECT_TRUE(readXml(ok, "utf8.xml").algorithm);
 }
 
 TEST(XmlWriter, WritesAllTenAlgoAttributesAndPositions) {

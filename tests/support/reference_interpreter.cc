@@ -19,11 +19,16 @@ uint64_t mix(uint64_t x) {  // splitmix64
 
 const char* outcomeName(Outcome o) {
   switch (o) {
-    case Outcome::kCorrect: return "correct";
-    case Outcome::kWrongResult: return "wrong result";
-    case Outcome::kDeadlock: return "deadlock";
-    case Outcome::kInvalid: return "invalid";
-    case Outcome::kUnsupported: return "unsupported";
+    case Outcome::kCorrect:
+      return "correct";
+    case Outcome::kWrongResult:
+      return "wrong result";
+    case Outcome::kDeadlock:
+      return "deadlock";
+    case Outcome::kInvalid:
+      return "invalid";
+    case Outcome::kUnsupported:
+      return "unsupported";
   }
   return "?";
 }
@@ -35,13 +40,25 @@ InterpretResult interpret(const ir::Algorithm& a, bool inplace, uint64_t seed) {
   int in = 0, out = 0;
   int c = 0;
   switch (a.collective) {
-    case CollectiveKind::kAllReduce: in = out = C; break;
-    case CollectiveKind::kAllToAll: in = out = C; break;
-    case CollectiveKind::kAllGather: in = C / N; out = C; break;
-    case CollectiveKind::kReduceScatter: in = C; out = C / N; break;
-    default: return {Outcome::kUnsupported, "collective"};
+    case CollectiveKind::kAllReduce:
+      in = out = C;
+      break;
+    case CollectiveKind::kAllToAll:
+      in = out = C;
+      break;
+    case CollectiveKind::kAllGather:
+      in = C / N;
+      out = C;
+      break;
+    case CollectiveKind::kReduceScatter:
+      in = C;
+      out = C / N;
+      break;
+    default:
+      return {Outcome::kUnsupported, "collective"};
   }
-  if (a.collective != CollectiveKind::kAllReduce && C % N) return {Outcome::kInvalid, "indivisible"};
+  if (a.collective != CollectiveKind::kAllReduce && C % N)
+    return {Outcome::kInvalid, "indivisible"};
   c = C / N;
 
   // Memory: per rank, a map from (buffer, index) to a cell in `mem`.
@@ -66,7 +83,9 @@ InterpretResult interpret(const ir::Algorithm& a, bool inplace, uint64_t seed) {
         return &mem[r][static_cast<size_t>(idx)];
     }
   };
-  auto inputValue = [&](int r, int k) { return mix(seed * 7919 + static_cast<uint64_t>(r) * 65537 + k); };
+  auto inputValue = [&](int r, int k) {
+    return mix(seed * 7919 + static_cast<uint64_t>(r) * 65537 + k);
+  };
   for (int r = 0; r < N; ++r) {
     if (a.ranks[r].id != r || a.ranks[r].scratchChunks < 0) return {Outcome::kInvalid, "ranks"};
     mem[r].resize(static_cast<size_t>(in + out + a.ranks[r].scratchChunks));
@@ -116,20 +135,32 @@ InterpretResult interpret(const ir::Algorithm& a, bool inplace, uint64_t seed) {
             uint64_t v = 0;
             uint64_t* src = ir::readsSrc(s.type) ? cell(r, s.srcBuf, s.srcOff + i) : nullptr;
             uint64_t* dst = (ir::writesDst(s.type) || ir::readsDst(s.type))
-                                ? cell(r, s.dstBuf, s.dstOff + i) : nullptr;
+                                ? cell(r, s.dstBuf, s.dstOff + i)
+                                : nullptr;
             if (ir::readsSrc(s.type) && !src) return {Outcome::kInvalid, "src out of buffer"};
             if ((ir::writesDst(s.type) || ir::readsDst(s.type)) && !dst)
               return {Outcome::kInvalid, "dst out of buffer"};
             switch (s.type) {
-              case ir::StepType::kSend: v = *src; break;
+              case ir::StepType::kSend:
+                v = *src;
+                break;
               case ir::StepType::kRecv:
-              case ir::StepType::kRecvCopySend: v = incoming[i]; break;
+              case ir::StepType::kRecvCopySend:
+                v = incoming[i];
+                break;
               case ir::StepType::kRecvReduceSend:
               case ir::StepType::kRecvReduceCopy:
-              case ir::StepType::kRecvReduceCopySend: v = incoming[i] + *src; break;
-              case ir::StepType::kCopy: v = *src; break;
-              case ir::StepType::kReduce: v = *dst + *src; break;
-              case ir::StepType::kNop: break;
+              case ir::StepType::kRecvReduceCopySend:
+                v = incoming[i] + *src;
+                break;
+              case ir::StepType::kCopy:
+                v = *src;
+                break;
+              case ir::StepType::kReduce:
+                v = *dst + *src;
+                break;
+              case ir::StepType::kNop:
+                break;
             }
             if (ir::writesDst(s.type)) *dst = v;
             outgoing.push_back(v);
@@ -159,15 +190,21 @@ InterpretResult interpret(const ir::Algorithm& a, bool inplace, uint64_t seed) {
         case CollectiveKind::kAllReduce:
           for (int q = 0; q < N; ++q) want += inputValue(q, k);
           break;
-        case CollectiveKind::kAllGather: want = inputValue(k / c, k % c); break;
+        case CollectiveKind::kAllGather:
+          want = inputValue(k / c, k % c);
+          break;
         case CollectiveKind::kReduceScatter:
           for (int q = 0; q < N; ++q) want += inputValue(q, r * c + k);
           break;
-        case CollectiveKind::kAllToAll: want = inputValue(k / c, r * c + k % c); break;
-        default: break;
+        case CollectiveKind::kAllToAll:
+          want = inputValue(k / c, r * c + k % c);
+          break;
+        default:
+          break;
       }
       if (*cell(r, Buffer::kOutput, k) != want)
-        return {Outcome::kWrongResult, "rank " + std::to_string(r) + " output " + std::to_string(k)};
+        return {Outcome::kWrongResult,
+                "rank " + std::to_string(r) + " output " + std::to_string(k)};
     }
     if (!inplace) {
       for (int k = 0; k < in; ++k)

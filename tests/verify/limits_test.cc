@@ -43,13 +43,16 @@ ir::Algorithm allPairs(int n, int per, int cnt, int nchannels = 1) {
       ir::Threadblock tb;
       tb.id = static_cast<int>(rank.tbs.size());
       if (p == r) {
-        tb.steps.push_back(step(StepType::kCopy, Buffer::kInput, r * per, Buffer::kOutput, r * per, per));
+        tb.steps.push_back(
+            step(StepType::kCopy, Buffer::kInput, r * per, Buffer::kOutput, r * per, per));
       } else {
         tb.sendPeer = tb.recvPeer = p;
         for (int k = 0; k < per; k += cnt)
-          tb.steps.push_back(step(StepType::kSend, Buffer::kInput, p * per + k, Buffer::kOutput, -1, cnt));
+          tb.steps.push_back(
+              step(StepType::kSend, Buffer::kInput, p * per + k, Buffer::kOutput, -1, cnt));
         for (int k = 0; k < per; k += cnt)
-          tb.steps.push_back(step(StepType::kRecv, Buffer::kInput, -1, Buffer::kOutput, p * per + k, cnt));
+          tb.steps.push_back(
+              step(StepType::kRecv, Buffer::kInput, -1, Buffer::kOutput, p * per + k, cnt));
       }
       rank.tbs.push_back(std::move(tb));
     }

@@ -37,11 +37,16 @@ int pick(std::mt19937_64& rng, int n) { return static_cast<int>(rng() % static_c
 
 int mutateInt(std::mt19937_64& rng, int v, int hi) {
   switch (pick(rng, 5)) {
-    case 0: return v + 1;
-    case 1: return v - 1;
-    case 2: return -1;
-    case 3: return 0;
-    default: return pick(rng, std::max(1, hi));
+    case 0:
+      return v + 1;
+    case 1:
+      return v - 1;
+    case 2:
+      return -1;
+    case 3:
+      return 0;
+    default:
+      return pick(rng, std::max(1, hi));
   }
 }
 
@@ -67,22 +72,40 @@ std::string mutate(ir::Algorithm& a, std::mt19937_64& rng) {
   if (tb.steps.empty()) return "none";
   ir::Step& s = tb.steps[pick(rng, static_cast<int>(tb.steps.size()))];
   switch (pick(rng, 9)) {
-    case 0: s.type = static_cast<ir::StepType>(pick(rng, 9)); return "type";
-    case 1: s.srcBuf = static_cast<ir::Buffer>(pick(rng, 3)); return "srcbuf";
-    case 2: s.srcOff = mutateInt(rng, s.srcOff, hi); return "srcoff";
-    case 3: s.dstBuf = static_cast<ir::Buffer>(pick(rng, 3)); return "dstbuf";
-    case 4: s.dstOff = mutateInt(rng, s.dstOff, hi); return "dstoff";
-    case 5: s.count = mutateInt(rng, s.count, 3); return "cnt";
-    case 6: s.depTb = mutateInt(rng, s.depTb, static_cast<int>(r.tbs.size())); return "depid";
-    case 7: s.depStep = mutateInt(rng, s.depStep, 4); return "deps";
-    default: s.hasDep = !s.hasDep; return "hasdep";
+    case 0:
+      s.type = static_cast<ir::StepType>(pick(rng, 9));
+      return "type";
+    case 1:
+      s.srcBuf = static_cast<ir::Buffer>(pick(rng, 3));
+      return "srcbuf";
+    case 2:
+      s.srcOff = mutateInt(rng, s.srcOff, hi);
+      return "srcoff";
+    case 3:
+      s.dstBuf = static_cast<ir::Buffer>(pick(rng, 3));
+      return "dstbuf";
+    case 4:
+      s.dstOff = mutateInt(rng, s.dstOff, hi);
+      return "dstoff";
+    case 5:
+      s.count = mutateInt(rng, s.count, 3);
+      return "cnt";
+    case 6:
+      s.depTb = mutateInt(rng, s.depTb, static_cast<int>(r.tbs.size()));
+      return "depid";
+    case 7:
+      s.depStep = mutateInt(rng, s.depStep, 4);
+      return "deps";
+    default:
+      s.hasDep = !s.hasDep;
+      return "hasdep";
   }
 }
 
 // Replaces one attribute value in the XML text with something odd.
 std::string mutateText(const std::string& xml, std::mt19937_64& rng) {
-  static const char* kValues[] = {"-1", "0", "1", "7", "99999999999", "x", "", "i", "o", "s",
-                                  "nop", "rrc", "-2147483649", "1e3", " 3"};
+  static const char* kValues[] = {"-1", "0", "1",   "7",   "99999999999", "x",   "",  "i",
+                                  "o",  "s", "nop", "rrc", "-2147483649", "1e3", " 3"};
   std::vector<size_t> starts;
   for (size_t p = xml.find("=\""); p != std::string::npos; p = xml.find("=\"", p + 1))
     starts.push_back(p + 2);
@@ -97,7 +120,10 @@ void judge(const ir::Algorithm& m, Tally& t) {
   Report rep = verifyAlgorithm(m);  // must not crash (ASan/UBSan builds check more)
   bool changed = !computesCorrectly(m);
   ++t.total;
-  if (rep.correct()) ++t.accepted; else ++t.rejected;
+  if (rep.correct())
+    ++t.accepted;
+  else
+    ++t.rejected;
   if (changed) ++t.changed;
   if (changed && rep.correct()) {
     ++t.changedAndAccepted;
@@ -107,7 +133,8 @@ void judge(const ir::Algorithm& m, Tally& t) {
 
 TEST(Mutation, VerifierRejectsEveryMutationThatChangesTheResult) {
   std::vector<ir::Algorithm> bases;
-  for (const auto& f : chorus::testing::productionFiles()) bases.push_back(chorus::testing::mustRead(f));
+  for (const auto& f : chorus::testing::productionFiles())
+    bases.push_back(chorus::testing::mustRead(f));
   for (const auto& f : chorus::testing::sourceFiles("tests/data", ".xml"))
     bases.push_back(chorus::testing::mustRead(f));
   for (const auto& f : chorus::testing::sourceFiles("examples/algorithms", ".xml")) {
@@ -121,7 +148,8 @@ TEST(Mutation, VerifierRejectsEveryMutationThatChangesTheResult) {
   std::mt19937_64 rng(20261122);
   Tally ir, text;
   for (int i = 0; i < n; ++i) {
-    const ir::Algorithm& base = bases[static_cast<size_t>(pick(rng, static_cast<int>(bases.size())))];
+    const ir::Algorithm& base =
+        bases[static_cast<size_t>(pick(rng, static_cast<int>(bases.size())))];
     if (i % 4 == 3) {
       // Through the reader: a mangled attribute value.
       ir::ReadResult rr = ir::readXml(mutateText(ir::writeXml(base), rng), "mutant.xml");

@@ -47,7 +47,8 @@ const std::map<std::string, Expected>& expectations() {
 
 TEST(Production, AllFourteenFilesArePresent) {
   std::vector<std::string> names;
-  for (const auto& f : chorus::testing::productionFiles()) names.push_back(chorus::testing::baseName(f));
+  for (const auto& f : chorus::testing::productionFiles())
+    names.push_back(chorus::testing::baseName(f));
   ASSERT_EQ(names.size(), expectations().size());
   for (const auto& n : names) EXPECT_TRUE(expectations().count(n)) << n;
 }

@@ -11,8 +11,8 @@
 
 #include "core/diagnostic.h"
 #include "ir/json_io.h"
-#include "ir/validate.h"
 #include "ir/stats.h"
+#include "ir/validate.h"
 #include "ir/xml_writer.h"
 #include "verify/graph.h"
 #include "verify/verifier.h"
@@ -26,10 +26,14 @@ enum class Verdict { kOk, kUnproven, kWrong, kUnreadable };
 
 const char* verdictWord(Verdict v) {
   switch (v) {
-    case Verdict::kOk: return "ok";
-    case Verdict::kUnproven: return "unproven";
-    case Verdict::kWrong: return "WRONG";
-    case Verdict::kUnreadable: return "ERROR";
+    case Verdict::kOk:
+      return "ok";
+    case Verdict::kUnproven:
+      return "unproven";
+    case Verdict::kWrong:
+      return "WRONG";
+    case Verdict::kUnreadable:
+      return "ERROR";
   }
   return "?";
 }
@@ -50,7 +54,9 @@ std::string formsText(const ir::Algorithm& a) {
 
 json diagnosticJson(const Diagnostic& d) {
   const DiagInfo& info = diagInfo(d.code);
-  json j = {{"code", info.id}, {"name", info.slug}, {"severity", severityName(d.severity)},
+  json j = {{"code", info.id},
+            {"name", info.slug},
+            {"severity", severityName(d.severity)},
             {"message", d.message}};
   if (!d.loc.file.empty()) j["file"] = d.loc.file;
   if (d.loc.line > 0) j["line"] = d.loc.line;
@@ -121,14 +127,17 @@ int runVerify(const VerifyArgs& args) {
 
   int exitCode = 0;
   for (const auto& r : results) {
-    if (r.verdict == Verdict::kUnreadable) exitCode = 2;
-    else if (r.verdict == Verdict::kWrong && exitCode == 0) exitCode = 1;
+    if (r.verdict == Verdict::kUnreadable)
+      exitCode = 2;
+    else if (r.verdict == Verdict::kWrong && exitCode == 0)
+      exitCode = 1;
   }
 
   if (args.json) {
     json out = json::array();
     for (const auto& r : results) {
-      json j = {{"file", r.file}, {"verdict", verdictWord(r.verdict)},
+      json j = {{"file", r.file},
+                {"verdict", verdictWord(r.verdict)},
                 {"correct", r.verdict == Verdict::kOk}};
       if (r.algo) {
         const ir::Algorithm& a = *r.algo;
@@ -145,7 +154,8 @@ int runVerify(const VerifyArgs& args) {
         j["semanticsChecked"] = r.report.semanticsChecked;
         json forms = json::array();
         for (const auto& f : r.report.forms)
-          forms.push_back({{"form", f.inplace ? "in-place" : "out-of-place"}, {"proven", f.proven}});
+          forms.push_back(
+              {{"form", f.inplace ? "in-place" : "out-of-place"}, {"proven", f.proven}});
         j["forms"] = forms;
         if (r.report.root >= 0) j["root"] = r.report.root;
       }
@@ -213,7 +223,10 @@ int runShow(const std::string& file) {
 
   auto setText = [](const std::set<int>& s) {
     std::string out;
-    for (int v : s) out += (out.empty() ? "" : ",") + std::to_string(v);
+    for (int v : s) {
+      if (!out.empty()) out += ',';
+      out += std::to_string(v);
+    }
     return out.empty() ? std::string("-") : out;
   };
   fmt::print("\n  rank  tbs  steps  by type{:39}channels  sends to  receives from\n", "");
@@ -226,8 +239,7 @@ int runShow(const std::string& file) {
                            ir::stepTypeName(static_cast<ir::StepType>(t)), rs.stepsByType[t]);
     }
     fmt::print("  {:>4}  {:>3}  {:>5}  {:<46} {:<9} {:<9} {}\n", a.ranks[r].id, rs.threadblocks,
-               rs.steps, types, setText(rs.channels), setText(rs.sendPeers),
-               setText(rs.recvPeers));
+               rs.steps, types, setText(rs.channels), setText(rs.sendPeers), setText(rs.recvPeers));
   }
 
   fmt::print("\n  chunks sent per link (row = sender, column = receiver):\n");
@@ -239,8 +251,8 @@ int runShow(const std::string& file) {
       std::string line = fmt::format("  {:>4}  ", s);
       for (int c = 0; c < a.ngpus; ++c) {
         auto it = st.chunksPerLink.find({s, c});
-        line += fmt::format("{:>6}", it == st.chunksPerLink.end() ? std::string(".")
-                                                                  : std::to_string(it->second));
+        line += fmt::format(
+            "{:>6}", it == st.chunksPerLink.end() ? std::string(".") : std::to_string(it->second));
       }
       fmt::print("{}\n", line);
     }
@@ -276,8 +288,10 @@ int runConvert(const ConvertArgs& args) {
       return args.output.size() >= e.size() &&
              args.output.compare(args.output.size() - e.size(), e.size(), e) == 0;
     };
-    if (ends(".json")) to = "json";
-    else if (ends(".xml") || args.output == "-") to = "xml";
+    if (ends(".json"))
+      to = "json";
+    else if (ends(".xml") || args.output == "-")
+      to = "xml";
     else {
       std::fprintf(stderr, "chorus convert: cannot tell the format of '%s'; pass --to xml|json\n",
                    args.output.c_str());

@@ -10,7 +10,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "chorus 0.1.0");
 
   chorus::cli::VerifyArgs verify;
-  auto* v = app.add_subcommand("verify", "prove algorithm files correct, or say where they are wrong");
+  auto* v =
+      app.add_subcommand("verify", "prove algorithm files correct, or say where they are wrong");
   v->add_option("files", verify.files, "algorithm files (MSCCL XML or Chorus JSON)")->required();
   v->add_flag("--json", verify.json, "print machine-readable results");
   v->add_flag("--target-msccl,--msccl", verify.targetMsccl,
