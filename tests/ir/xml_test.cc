@@ -163,13 +163,17 @@ TEST(XmlReader, EmptyAndForeignInputs) {
 TEST(XmlReader, RejectsInvalidUtf8InNames) {
   // Found by the fuzzer: a name with a stray continuation byte reached the
   // JSON writer, which cannot encode it.
-  std::string t = replaceOnce(kPairs, R"(name="p2")", "name=\"p\xad" "2\"");
+  std::string t = replaceOnce(kPairs, R"(name="p2")",
+                              "name=\"p\xad"
+                              "2\"");
   ReadResult r = readXml(t, "utf8.xml");
   EXPECT_FALSE(r.algorithm);
   ASSERT_FALSE(r.diagnostics.empty());
   EXPECT_EQ(r.diagnostics.items()[0].code, DiagCode::kBadAttribute);
   EXPECT_EQ(r.diagnostics.items()[0].loc.column, 7);
-  std::string ok = replaceOnce(kPairs, R"(name="p2")", "name=\"p\xc3\xa9" "2\"");  // é
+  std::string ok = replaceOnce(kPairs, R"(name="p2")",
+                               "name=\"p\xc3\xa9"
+                               "2\"");  // é
   EXPECT_TRUE(readXml(ok, "utf8.xml").algorithm);
 }
 
