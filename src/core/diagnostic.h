@@ -80,7 +80,7 @@ namespace chorus {
   X(kLimitDepTb, "W505", "limit-dep-tb", kWarning, "a dependency names a tb id above 127")        \
   X(kLimitSteps, "W506", "limit-steps", kWarning, "a threadblock has more than 64 steps")         \
   X(kLimitAttributes, "W507", "limit-attributes", kWarning,                                       \
-    "the algo element lacks attributes the current executor requires")
+    "the algo element lacks attributes, or names a coll, the current executor refuses")
 
 enum class DiagCode {
 #define CHORUS_DIAG_ENUM(e, code, slug, sev, summary) e,

@@ -112,7 +112,7 @@ struct Algorithm {
   // Provenance, not compared.
   std::string sourceFile;
   SourcePos pos;
-  // The algo element lacked outofplace/minBytes/maxBytes (older msccl-tools).
+  // The algo element lacked ngpus/outofplace/minBytes/maxBytes (older msccl-tools).
   bool legacyAttributes = false;
 
   bool operator==(const Algorithm& o) const;

@@ -236,8 +236,13 @@ void checkExecutorLimits(const Algorithm& a, DiagnosticList& out) {
   Location top = siteLocation(a, -1);
   if (a.legacyAttributes) {
     out.add(DiagCode::kLimitAttributes, top,
-            "<algo> lacks outofplace, minBytes or maxBytes; the current MSCCL executor refuses "
-            "such files (chorus convert writes all ten attributes)");
+            "<algo> lacks ngpus, outofplace, minBytes or maxBytes; the current MSCCL executor "
+            "refuses such files (chorus convert writes all ten attributes)");
+  }
+  if (a.collective == CollectiveKind::kCustom) {
+    out.add(DiagCode::kLimitAttributes, top,
+            "coll=\"" + a.collectiveName +
+                "\" is not a collective the MSCCL executor knows; it refuses the file");
   }
   if (a.nchannels > kMsccLMaxChannels) {
     out.add(DiagCode::kLimitChannels, top,

@@ -244,6 +244,7 @@ void Reader::readAlgo(const pugi::xml_node& n, Algorithm& a) {
     if (auto v = intAttr<int>(n, "ngpus", true)) a.ngpus = *v;
   } else {
     a.ngpus = gpuElements;
+    a.legacyAttributes = true;
     diags_.add(DiagCode::kLegacyDialect, locAt(nodePos(n)),
                "<algo> has no 'ngpus'; taking the number of <gpu> elements (" +
                    std::to_string(gpuElements) + ")");

@@ -25,6 +25,11 @@ TEST(Spec, WithoutSpecOnlyStructureIsChecked) {
   EXPECT_TRUE(r.correct());
   EXPECT_FALSE(r.semanticsChecked);
   EXPECT_TRUE(r.diagnostics.contains(DiagCode::kSemanticsUnproven));
+  // The MSCCL executor refuses collectives it does not know.
+  EXPECT_TRUE(r.diagnostics.contains(DiagCode::kLimitAttributes));
+  Options strict;
+  strict.targetMscclExecutor = true;
+  EXPECT_FALSE(verifyAlgorithm(a, strict).correct());
 }
 
 TEST(Spec, ASpecProvesIt) {
