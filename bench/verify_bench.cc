@@ -5,21 +5,14 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "core/io.h"
 #include "ir/xml_reader.h"
 #include "verify/verifier.h"
 
 namespace {
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void parse(benchmark::State& state, const std::string& text) {
   for (auto _ : state) {
@@ -62,7 +55,12 @@ int main(int argc, char** argv) {
   static std::vector<std::string> texts;
   texts.reserve(files.size());
   for (const auto& f : files) {
-    texts.push_back(slurp(f));
+    chorus::Result<std::string> text = chorus::readTextFile(f);
+    if (!text.isOk()) {
+      std::fprintf(stderr, "%s\n", text.status().toString().c_str());
+      return 1;
+    }
+    texts.push_back(std::move(text).value());
     std::string name = std::filesystem::path(f).filename().string();
     const std::string* t = &texts.back();
     benchmark::RegisterBenchmark(("parse/" + name).c_str(), [t](benchmark::State& s) {

@@ -1,11 +1,9 @@
 #include "ir/json_io.h"
 
 #include <cctype>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "core/io.h"
 #include "ir/xml_writer.h"
 
 namespace chorus::ir {
@@ -230,17 +228,6 @@ class JsonReader {
   DiagnosticList diags_;
 };
 
-std::optional<std::string> slurp(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return std::nullopt;
-  return ss.str();
-}
-
 }  // namespace
 
 ReadResult readJson(std::string_view text, const std::string& fileName) {
@@ -267,18 +254,18 @@ ReadResult readJson(std::string_view text, const std::string& fileName) {
 }
 
 ReadResult readAlgorithmFile(const std::string& path) {
-  auto text = slurp(path);
-  if (!text) {
+  Result<std::string> text = readTextFile(path);
+  if (!text.isOk()) {
     ReadResult r;
     Location l;
     l.file = path;
-    r.diagnostics.add(DiagCode::kIoFailure, l,
-                      "cannot read file (missing, unreadable or not a regular file)");
+    r.diagnostics.add(DiagCode::kIoFailure, l, "cannot read file: " + text.status().message());
     return r;
   }
-  size_t first = text->find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && (*text)[first] == '{') return readJson(*text, path);
-  return readXml(*text, path);
+  const std::string& t = text.value();
+  size_t first = t.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && t[first] == '{') return readJson(t, path);
+  return readXml(t, path);
 }
 
 }  // namespace chorus::ir

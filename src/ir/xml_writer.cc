@@ -1,8 +1,9 @@
 #include "ir/xml_writer.h"
 
-#include <fstream>
 #include <pugixml.hpp>
 #include <sstream>
+
+#include "core/io.h"
 
 namespace chorus::ir {
 namespace {
@@ -59,15 +60,6 @@ std::string writeXml(const Algorithm& a) {
   std::ostringstream out;
   doc.save(out, "  ", pugi::format_indent | pugi::format_no_declaration, pugi::encoding_utf8);
   return out.str();
-}
-
-Status writeTextFile(const std::string& text, const std::string& path) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) return Status(StatusCode::kIoError, "cannot open '" + path + "' for writing");
-  f << text;
-  f.flush();
-  if (!f) return Status(StatusCode::kIoError, "writing '" + path + "' failed");
-  return Status::ok();
 }
 
 Status writeXmlFile(const Algorithm& a, const std::string& path) {

@@ -13,7 +13,4 @@ namespace chorus::ir {
 std::string writeXml(const Algorithm& algo);
 Status writeXmlFile(const Algorithm& algo, const std::string& path);
 
-// Writes `text` to `path` (shared by the writers).
-Status writeTextFile(const std::string& text, const std::string& path);
-
 }  // namespace chorus::ir

@@ -1,9 +1,8 @@
 #include "verify/collective.h"
 
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "core/io.h"
 
 namespace chorus::verify {
 
@@ -17,12 +16,9 @@ std::optional<PostCondition> readPostCondition(const std::string& path, Diagnost
     diags.add(DiagCode::kSpecInvalid, loc, msg);
     return std::nullopt;
   };
-  std::error_code ec;
-  std::ifstream in(path);
-  if (!std::filesystem::is_regular_file(path, ec) || !in) return fail("cannot read file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json doc = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  Result<std::string> text = readTextFile(path);
+  if (!text.isOk()) return fail("cannot read file: " + text.status().message());
+  json doc = json::parse(text.value(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) return fail("not a JSON object");
   PostCondition pc;
   auto intField = [&](const json& o, const char* key, int& out, const std::string& where) {

@@ -4,9 +4,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "core/io.h"
 #include "ir/json_io.h"
 
 namespace chorus::testing {
@@ -36,10 +35,9 @@ std::vector<std::string> sourceFiles(const std::string& dir, const std::string& 
 }
 
 std::string readText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  Result<std::string> text = readTextFile(path);
+  if (!text.isOk()) ADD_FAILURE() << text.status().toString();
+  return text.isOk() ? text.value() : std::string();
 }
 
 std::string baseName(const std::string& path) { return fs::path(path).filename().string(); }

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 
+#include "core/io.h"
 #include "tests/support/files.h"
 #include "verify/verifier.h"
 
@@ -15,7 +15,7 @@ const std::string kDir = std::string(CHORUS_SOURCE_DIR) + "/tests/data/custom/";
 
 std::string writeTemp(const std::string& name, const std::string& text) {
   auto path = std::filesystem::temp_directory_path() / ("chorus_spec_test_" + name);
-  std::ofstream(path) << text;
+  EXPECT_TRUE(writeTextFile(text, path.string()).isOk());
   return path.string();
 }
 

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "core/diagnostic.h"
+#include "core/io.h"
 #include "ir/json_io.h"
 #include "ir/stats.h"
 #include "ir/validate.h"
@@ -307,7 +308,7 @@ int runConvert(const ConvertArgs& args) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
   }
-  Status st = ir::writeTextFile(text, args.output);
+  Status st = writeTextFile(text, args.output);
   if (!st.isOk()) {
     std::fprintf(stderr, "chorus convert: %s\n", st.toString().c_str());
     return 2;
