@@ -1,6 +1,7 @@
 #include "ir/validate.h"
 
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -248,15 +249,17 @@ void checkExecutorLimits(const Algorithm& a, DiagnosticList& out) {
     out.add(DiagCode::kLimitChannels, top,
             "nchannels=" + std::to_string(a.nchannels) + " > " + std::to_string(kMsccLMaxChannels));
   }
+  // First finding per code, and how many more there are (and on how many ranks).
+  std::map<DiagCode, std::pair<Location, std::string>> first;
+  std::map<DiagCode, int> more;
+  std::map<DiagCode, std::set<int>> ranksWith;
+  auto note = [&](DiagCode c, Location l, std::string msg) {
+    ranksWith[c].insert(l.rank);
+    if (first.emplace(c, std::pair{std::move(l), std::move(msg)}).second) return;
+    ++more[c];
+  };
   for (const Rank& r : a.ranks) {
     std::map<int, std::pair<int, int>> perChannel;  // channel -> (#send tbs, #recv tbs)
-    // First finding per code on this rank, and how many more there are.
-    std::map<DiagCode, std::pair<Location, std::string>> first;
-    std::map<DiagCode, int> more;
-    auto note = [&](DiagCode c, Location l, std::string msg) {
-      if (first.emplace(c, std::pair{std::move(l), std::move(msg)}).second) return;
-      ++more[c];
-    };
     for (const Threadblock& tb : r.tbs) {
       if (tb.sendPeer >= 0) ++perChannel[tb.channel].first;
       if (tb.recvPeer >= 0) ++perChannel[tb.channel].second;
@@ -290,11 +293,14 @@ void checkExecutorLimits(const Algorithm& a, DiagnosticList& out) {
                  std::to_string(kMscclMaxTbsPerChannel) + " each)");
       }
     }
-    for (auto& [code, lm] : first) {
-      std::string msg = lm.second;
-      if (more[code] > 0) msg += " (and " + std::to_string(more[code]) + " more on this rank)";
-      out.add(code, lm.first, msg);
+  }
+  for (auto& [code, lm] : first) {
+    std::string msg = lm.second;
+    if (more[code] > 0) {
+      msg += " (and " + std::to_string(more[code]) + " more on " +
+             std::to_string(ranksWith[code].size()) + " rank(s))";
     }
+    out.add(code, lm.first, msg);
   }
 }
 

@@ -14,7 +14,7 @@ namespace chorus::ir {
 void validateStructure(const Algorithm& algo, DiagnosticList& out);
 
 // MSCCL executor limits (IR.md section 6): W5xx warnings. Repeated findings
-// of one code on one rank are folded into one diagnostic with a count.
+// of one code are folded into one diagnostic (the first) with a count.
 void checkExecutorLimits(const Algorithm& algo, DiagnosticList& out);
 bool isExecutorLimit(DiagCode code);
 
