@@ -47,6 +47,8 @@ namespace chorus {
     "ngpus, nchannels, nchunksperloop or the call forms are unusable")                            \
   X(kUnusedOperand, "E116", "bad-operand", kError,                                                \
     "an operand the instruction uses has no chunk (offset -1)")                                   \
+  X(kFusionHazard, "E117", "fusion-hazard", kError,                                               \
+    "a fusable run of re steps reads the chunk it writes")                                        \
   /* Matching and deadlock. */                                                                    \
   X(kUnmatchedSend, "E201", "unmatched-send", kError, "a send has no matching receive")           \
   X(kUnmatchedRecv, "E202", "unmatched-recv", kError, "a receive has no matching send")           \

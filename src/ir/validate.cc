@@ -51,6 +51,31 @@ void validatePeer(const Algorithm& a, const Rank& r, const Threadblock& tb, cons
   }
 }
 
+// IR.md section 2: consecutive re steps with the same dstbuf, dstoff,
+// srcbuf and cnt and no dependency of their own may run fused as one
+// multi-source reduction. Fused, every source is read before the
+// destination is written; one by one, a later step reads what an earlier one
+// wrote. The two agree unless a later step's source overlaps the destination.
+void checkFusedReduceRuns(const Algorithm& a, const Rank& r, const Threadblock& tb,
+                          DiagnosticList& out) {
+  const auto& steps = tb.steps;
+  for (size_t i = 1; i < steps.size(); ++i) {
+    const Step& head = steps[i - 1];
+    const Step& s = steps[i];
+    bool fusable = head.type == StepType::kReduce && s.type == StepType::kReduce && s.depTb == -1 &&
+                   !head.hasDep && s.dstBuf == head.dstBuf && s.dstOff == head.dstOff &&
+                   s.srcBuf == head.srcBuf && s.count == head.count;
+    if (!fusable || s.srcBuf != s.dstBuf || s.count <= 0) continue;
+    bool overlap = s.srcOff < s.dstOff + s.count && s.dstOff < s.srcOff + s.count;
+    if (!overlap) continue;
+    out.add(DiagCode::kFusionHazard, siteLocation(a, r.id, tb.id, static_cast<int>(i)),
+            "re reads " + operand(s.srcBuf, s.srcOff, s.count) +
+                ", which the fusable run it belongs to writes; fused (as the MSCCL executor may "
+                "run it) and one by one give different results. Add a dependency or separate "
+                "the steps");
+  }
+}
+
 }  // namespace
 
 Location siteLocation(const Algorithm& a, int rank, int tb, int step) {
@@ -81,6 +106,10 @@ void validateStructure(const Algorithm& a, DiagnosticList& out) {
   if (a.nchannels < 1) out.add(DiagCode::kBadAlgoAttribute, top, "nchannels must be at least 1");
   if (a.nchunksPerLoop < 1)
     out.add(DiagCode::kBadAlgoAttribute, top, "nchunksperloop must be at least 1");
+  if (a.maxBytes != 0 && a.minBytes > a.maxBytes)
+    out.add(DiagCode::kBadAlgoAttribute, top,
+            "minBytes=" + std::to_string(a.minBytes) + " > maxBytes=" + std::to_string(a.maxBytes) +
+                ": no call size selects this algorithm");
   if (!a.inplace && !a.outofplace)
     out.add(DiagCode::kBadAlgoAttribute, top,
             "inplace=0 and outofplace=0: no call form can use this algorithm");
@@ -163,6 +192,7 @@ void validateStructure(const Algorithm& a, DiagnosticList& out) {
         }
       }
 
+      checkFusedReduceRuns(a, r, tb, out);
       int nopRun = 0;
       for (int si = 0; si < static_cast<int>(tb.steps.size()); ++si) {
         const Step& s = tb.steps[si];
