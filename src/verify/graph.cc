@@ -172,17 +172,22 @@ std::pair<int, NodeId> StepGraph::longestChain() const {
   return best;
 }
 
-bool StepGraph::computeClocks(size_t maxCells) {
+bool StepGraph::computeClocks(const std::vector<int>& tracked, size_t maxCells) {
   CHORUS_CHECK(acyclic_, "happens-before clocks need an acyclic graph");
-  if (totalTbs_ != 0 && size() > maxCells / totalTbs_) return false;
-  clock_.assign(size() * totalTbs_, -1);
+  tracked_ = tracked.size();
+  if (tracked_ != 0 && size() > maxCells / tracked_) return false;
+  trackedIndex_.assign(totalTbs_, -1);
+  for (size_t i = 0; i < tracked.size(); ++i) trackedIndex_[tracked[i]] = static_cast<int32_t>(i);
+  clock_.assign(size() * tracked_, -1);
+  if (tracked_ == 0) return true;
   for (NodeId n : topo_) {
-    int32_t* c = &clock_[static_cast<size_t>(n) * totalTbs_];
+    int32_t* c = &clock_[static_cast<size_t>(n) * tracked_];
     for (NodeId p : preds_[n]) {
-      const int32_t* pc = &clock_[static_cast<size_t>(p) * totalTbs_];
-      for (size_t g = 0; g < totalTbs_; ++g) c[g] = std::max(c[g], pc[g]);
+      const int32_t* pc = &clock_[static_cast<size_t>(p) * tracked_];
+      for (size_t g = 0; g < tracked_; ++g) c[g] = std::max(c[g], pc[g]);
     }
-    c[globalTb_[n]] = step_[n];
+    int32_t col = trackedIndex_[globalTb_[n]];
+    if (col >= 0) c[col] = step_[n];
   }
   return true;
 }

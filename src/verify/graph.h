@@ -48,13 +48,18 @@ class StepGraph {
   // Up to three happens-before predecessors: previous step, dependency, send.
   const std::vector<NodeId>& preds(NodeId n) const { return preds_[n]; }
 
-  // Happens-before over steps of any rank, by vector clocks. Requires
-  // acyclic(). Returns false (and computes nothing) when the clocks would
-  // exceed `maxCells` integers.
-  bool computeClocks(size_t maxCells = size_t{1} << 28);
-  // a happens before b (strictly, or a == b). Requires computeClocks().
+  // Happens-before by vector clocks restricted to the threadblocks in
+  // `tracked` (global tb indices): only steps of those threadblocks can be
+  // the first argument of happensBefore(). Tracking only threadblocks that
+  // take part in a potential conflict keeps the clocks small. Requires
+  // acyclic(). Returns false (computing nothing) when the clocks would exceed
+  // `maxCells` integers.
+  bool computeClocks(const std::vector<int>& tracked, size_t maxCells = size_t{1} << 28);
+  // a happens before b, or a == b. Requires computeClocks() with tbOf(a)'s
+  // threadblock tracked.
   bool happensBefore(NodeId a, NodeId b) const {
-    return clock_[static_cast<size_t>(b) * totalTbs_ + globalTb_[a]] >= step_[a];
+    int32_t col = trackedIndex_[globalTb_[a]];
+    return clock_[static_cast<size_t>(b) * tracked_ + static_cast<size_t>(col)] >= step_[a];
   }
 
   // The longest happens-before chain, in steps (nops included), and its last
@@ -75,6 +80,8 @@ class StepGraph {
   std::vector<std::vector<NodeId>> preds_;
   std::vector<NodeId> topo_;
   std::vector<int32_t> clock_;
+  std::vector<int32_t> trackedIndex_;  // global tb -> clock column, or -1
+  size_t tracked_ = 0;
   bool fullyMatched_ = true;
   bool acyclic_ = true;
 };

@@ -1,6 +1,7 @@
 #include "verify/semantics.h"
 
 #include <algorithm>
+#include <memory>
 #include <set>
 
 #include "ir/validate.h"
@@ -14,18 +15,32 @@ constexpr int kMaxReportsPerKind = 16;
 
 // A symbolic chunk value: the multiset of input contributions (sorted ids
 // rank * inputChunks + chunk), or garbage (uninitialized data mixed in).
-struct Value {
-  std::vector<uint32_t> terms;
-  bool garbage = true;
-
-  static Value input(uint32_t id) { return Value{{id}, false}; }
-  static Value sum(const Value& a, const Value& b) {
-    Value v;
-    v.garbage = a.garbage || b.garbage;
-    v.terms.resize(a.terms.size() + b.terms.size());
-    std::merge(a.terms.begin(), a.terms.end(), b.terms.begin(), b.terms.end(), v.terms.begin());
-    return v;
+// Values are immutable and shared: copies, sends and receives share one
+// term list, so an allgather phase does not multiply memory by the rank
+// count; only a reduction builds a new list.
+class Value {
+ public:
+  Value() = default;  // uninitialized data
+  static Value input(uint32_t id) {
+    return Value(std::make_shared<const std::vector<uint32_t>>(1, id), false);
   }
+  static Value sum(const Value& a, const Value& b) {
+    auto terms = std::make_shared<std::vector<uint32_t>>(a.terms().size() + b.terms().size());
+    std::merge(a.terms().begin(), a.terms().end(), b.terms().begin(), b.terms().end(),
+               terms->begin());
+    return Value(std::move(terms), a.garbage_ || b.garbage_);
+  }
+  const std::vector<uint32_t>& terms() const {
+    static const std::vector<uint32_t> kNone;
+    return terms_ ? *terms_ : kNone;
+  }
+  bool garbage() const { return garbage_; }
+
+ private:
+  Value(std::shared_ptr<const std::vector<uint32_t>> t, bool garbage)
+      : terms_(std::move(t)), garbage_(garbage) {}
+  std::shared_ptr<const std::vector<uint32_t>> terms_;
+  bool garbage_ = true;
 };
 
 // Replacement local operand for a reducing receive (remote-operand probe).
@@ -160,20 +175,21 @@ std::vector<Finding> compare(const StepGraph& g, const CallModel& m, const Symbo
       std::sort(w.begin(), w.end());
       int slot = m.outputSlot(r, k);
       const Value& got = run.at(r, slot);
-      if (!got.garbage && got.terms == w) continue;
+      const std::vector<uint32_t>& terms = got.terms();
+      if (!got.garbage() && terms == w) continue;
       std::vector<uint32_t> extra, missing, twice;
-      std::set_difference(got.terms.begin(), got.terms.end(), w.begin(), w.end(),
+      std::set_difference(terms.begin(), terms.end(), w.begin(), w.end(),
                           std::back_inserter(extra));
-      std::set_difference(w.begin(), w.end(), got.terms.begin(), got.terms.end(),
+      std::set_difference(w.begin(), w.end(), terms.begin(), terms.end(),
                           std::back_inserter(missing));
-      for (size_t i = 1; i < got.terms.size(); ++i)
-        if (got.terms[i] == got.terms[i - 1] && (twice.empty() || twice.back() != got.terms[i]))
-          twice.push_back(got.terms[i]);
+      for (size_t i = 1; i < terms.size(); ++i)
+        if (terms[i] == terms[i - 1] && (twice.empty() || twice.back() != terms[i]))
+          twice.push_back(terms[i]);
       DiagCode code = DiagCode::kWrongResult;
       std::vector<uint32_t> uniqueExtra;
       std::set_difference(extra.begin(), extra.end(), twice.begin(), twice.end(),
                           std::back_inserter(uniqueExtra));
-      bool foreign = got.garbage || std::any_of(extra.begin(), extra.end(), [&](uint32_t t) {
+      bool foreign = got.garbage() || std::any_of(extra.begin(), extra.end(), [&](uint32_t t) {
                        return !std::binary_search(w.begin(), w.end(), t);
                      });
       if (!foreign && !twice.empty())
@@ -182,10 +198,9 @@ std::vector<Finding> compare(const StepGraph& g, const CallModel& m, const Symbo
         code = DiagCode::kMissingContribution;
       std::string what = m.outputName(r, k);
       std::string holds =
-          got.garbage
-              ? (got.terms.empty() ? "uninitialized data"
-                                   : "uninitialized data + " + listTerms(got.terms, inChunks))
-              : listTerms(got.terms, inChunks);
+          got.garbage() ? (terms.empty() ? "uninitialized data"
+                                         : "uninitialized data + " + listTerms(terms, inChunks))
+                        : listTerms(terms, inChunks);
       std::string msg = form + ": output chunk " + what + " holds " + holds + "; it should hold " +
                         listTerms(w, inChunks);
       std::vector<uint32_t> foreignTerms;
@@ -206,8 +221,8 @@ std::vector<Finding> compare(const StepGraph& g, const CallModel& m, const Symbo
       for (int k = 0; k < m.inputChunks(); ++k) {
         int slot = m.inputSlot(r, k);
         const Value& got = run.at(r, slot);
-        if (!got.garbage && got.terms.size() == 1 &&
-            got.terms[0] == uint32_t(r * m.inputChunks() + k))
+        if (!got.garbage() && got.terms().size() == 1 &&
+            got.terms()[0] == uint32_t(r * m.inputChunks() + k))
           continue;
         NodeId writer = run.lastWriter(r, slot);
         out.push_back(
@@ -304,15 +319,16 @@ SemanticsResult checkSemantics(const StepGraph& g, const CallModel& m, Diagnosti
   return result;
 }
 
-void checkRaces(const StepGraph& g, const CallModel& m, DiagnosticList& diags) {
+bool checkRaces(StepGraph& g, const CallModel& m, DiagnosticList& diags) {
   const auto& a = g.algo();
   std::string form = m.inplace() ? "in-place" : "out-of-place";
   struct Access {
     NodeId node;
     bool write;
   };
-  std::set<std::pair<NodeId, NodeId>> reported;
-  size_t suppressed = 0;
+  // Candidate pairs: same rank and chunk slot, different threadblocks, at
+  // least one write. Only their threadblocks need happens-before clocks.
+  std::vector<std::pair<Access, Access>> candidates;
   for (int r = 0; r < a.ngpus; ++r) {
     std::vector<std::vector<Access>> bySlot(m.slotCount(r));
     for (const ir::Threadblock& tb : a.ranks[r].tbs) {
@@ -330,35 +346,46 @@ void checkRaces(const StepGraph& g, const CallModel& m, DiagnosticList& diags) {
         if (ir::writesDst(st.type)) touch(st.dstBuf, st.dstOff, true);
       }
     }
-    for (int s = 0; s < static_cast<int>(bySlot.size()); ++s) {
-      const auto& acc = bySlot[s];
-      for (size_t i = 0; i < acc.size(); ++i) {
-        for (size_t j = i + 1; j < acc.size(); ++j) {
-          const Access &x = acc[i], &y = acc[j];
-          if (!(x.write || y.write) || g.tbOf(x.node) == g.tbOf(y.node)) continue;
-          if (g.happensBefore(x.node, y.node) || g.happensBefore(y.node, x.node)) continue;
-          auto key = std::minmax(x.node, y.node);
-          if (!reported.insert(key).second) continue;
-          if (reported.size() > kMaxReportsPerKind) {
-            ++suppressed;
-            continue;
-          }
-          NodeId later = key.second, earlier = key.first;
-          auto verb = [&](const Access& z) { return z.write ? "writes" : "reads"; };
-          const Access& al = x.node == later ? x : y;
-          const Access& ae = x.node == later ? y : x;
-          diags.add(DiagCode::kRace, ir::siteLocation(a, r, g.tbOf(later), g.stepOf(later)),
-                    form + ": " + g.describe(later) + " " + verb(al) + " a chunk that " +
-                        g.describe(earlier) + " " + verb(ae) +
-                        ", and no dependency or message orders the two");
-        }
-      }
+    for (const auto& acc : bySlot) {
+      for (size_t i = 0; i < acc.size(); ++i)
+        for (size_t j = i + 1; j < acc.size(); ++j)
+          if ((acc[i].write || acc[j].write) && g.tbOf(acc[i].node) != g.tbOf(acc[j].node))
+            candidates.emplace_back(acc[i], acc[j]);
     }
+  }
+  if (candidates.empty()) return true;
+  std::vector<char> isTracked(g.totalTbs(), 0);
+  for (const auto& [x, y] : candidates)
+    isTracked[g.globalTbOf(x.node)] = isTracked[g.globalTbOf(y.node)] = 1;
+  std::vector<int> tracked;
+  for (size_t t = 0; t < isTracked.size(); ++t)
+    if (isTracked[t]) tracked.push_back(static_cast<int>(t));
+  if (!g.computeClocks(tracked)) return false;
+
+  std::set<std::pair<NodeId, NodeId>> reported;
+  size_t suppressed = 0;
+  for (const auto& [x, y] : candidates) {
+    if (g.happensBefore(x.node, y.node) || g.happensBefore(y.node, x.node)) continue;
+    auto key = std::minmax(x.node, y.node);
+    if (!reported.insert(key).second) continue;
+    if (reported.size() > kMaxReportsPerKind) {
+      ++suppressed;
+      continue;
+    }
+    NodeId later = key.second, earlier = key.first;
+    const Access& al = x.node == later ? x : y;
+    const Access& ae = x.node == later ? y : x;
+    auto verb = [](const Access& z) { return z.write ? "writes" : "reads"; };
+    diags.add(DiagCode::kRace, ir::siteLocation(a, g.rankOf(later), g.tbOf(later), g.stepOf(later)),
+              form + ": " + g.describe(later) + " " + verb(al) + " a chunk that " +
+                  g.describe(earlier) + " " + verb(ae) +
+                  ", and no dependency or message orders the two");
   }
   if (suppressed > 0) {
     diags.add(DiagCode::kRace, ir::siteLocation(a, -1),
               form + ": " + std::to_string(suppressed) + " more race(s) not shown");
   }
+  return true;
 }
 
 }  // namespace chorus::verify

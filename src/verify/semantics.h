@@ -29,7 +29,8 @@ SemanticsResult checkSemantics(const StepGraph& g, const CallModel& model, Diagn
 
 // Reports E401 for each pair of steps on one rank, unordered by
 // happens-before, that touch the same chunk slot with at least one write.
-// Requires g.computeClocks() to have succeeded.
-void checkRaces(const StepGraph& g, const CallModel& model, DiagnosticList& diags);
+// Computes the graph's clocks for the threadblocks involved; returns false
+// (checking nothing) when they would be too large. Requires g.acyclic().
+bool checkRaces(StepGraph& g, const CallModel& model, DiagnosticList& diags);
 
 }  // namespace chorus::verify
