@@ -14,6 +14,8 @@ const char* statusCodeName(StatusCode code) {
       return "I/O error";
     case StatusCode::kParseError:
       return "parse error";
+    case StatusCode::kDeadlock:
+      return "deadlock";
     case StatusCode::kUnsupported:
       return "unsupported";
     case StatusCode::kInternal:

@@ -19,6 +19,7 @@ enum class StatusCode {
   kIoError,          // reading or writing failed
   kParseError,       // input could not be parsed (details in diagnostics)
   kUnsupported,      // valid request that this build cannot serve
+  kDeadlock,         // ranks wait on each other; the message says who waits for what
   kInternal,         // a bug in Chorus
 };
 

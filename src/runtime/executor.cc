@@ -1,0 +1,290 @@
+#include "runtime/executor.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+#include "runtime/reduce.h"
+
+namespace chorus::runtime {
+
+using ir::Buffer;
+using ir::StepType;
+
+Result<std::shared_ptr<const VerifiedAlgorithm>> VerifiedAlgorithm::make(ir::Algorithm algo) {
+  verify::Report report = verify::verifyAlgorithm(algo);
+  if (!report.correct()) {
+    std::string first;
+    for (const auto& d : report.diagnostics.items()) {
+      if (d.severity == Severity::kError) {
+        first = d.format();
+        break;
+      }
+    }
+    return Status(StatusCode::kInvalidArgument,
+                  "the verifier rejects '" + algo.name + "': " + first);
+  }
+  auto va = std::make_shared<VerifiedAlgorithm>();
+  va->algo_ = std::move(algo);
+  va->root_ = report.root;
+  return std::shared_ptr<const VerifiedAlgorithm>(std::move(va));
+}
+
+size_t defaultSliceBytes(ir::Protocol p) {
+  switch (p) {
+    case ir::Protocol::kSimple:
+      return size_t{2} << 20;
+    case ir::Protocol::kLL:
+      return size_t{32} << 10;
+    case ir::Protocol::kLL128:
+      return 576000;
+  }
+  return size_t{2} << 20;
+}
+
+namespace {
+
+// How many ranks' worth of `count` the collective's buffers span (IR.md 3).
+size_t sizeMultiplier(const ir::Algorithm& a) {
+  switch (a.collective) {
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
+      return static_cast<size_t>(a.ngpus);
+    default:
+      return 1;
+  }
+}
+
+// Elements of the input and output buffer of one rank.
+std::pair<size_t, size_t> bufferElems(const ir::Algorithm& a, size_t count) {
+  size_t n = static_cast<size_t>(a.ngpus);
+  switch (a.collective) {
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kGather:
+      return {count, count * n};
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kScatter:
+      return {count * n, count};
+    case CollectiveKind::kAllToAll:
+      return {count * n, count * n};
+    default:
+      return {count, count};
+  }
+}
+
+bool isInPlace(const ir::Algorithm& a, const CallArgs& c, int rank, size_t esz) {
+  auto send = reinterpret_cast<uintptr_t>(c.sendbuff);
+  auto recv = reinterpret_cast<uintptr_t>(c.recvbuff);
+  size_t shift = static_cast<size_t>(rank) * c.count * esz;
+  switch (a.collective) {
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kGather:
+      return send == recv + shift;
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kScatter:
+      return recv == send + shift;
+    default:
+      return send == recv;
+  }
+}
+
+Status bad(const std::string& msg) { return Status(StatusCode::kInvalidArgument, msg); }
+
+}  // namespace
+
+Result<Geometry> planCall(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls,
+                          size_t sliceBytes) {
+  const ir::Algorithm& a = va.algo();
+  if (static_cast<int>(calls.size()) != a.ngpus) {
+    return bad("algorithm '" + a.name + "' is for " + std::to_string(a.ngpus) +
+               " ranks, the call has " + std::to_string(calls.size()));
+  }
+  const CallArgs& c0 = calls[0];
+  for (size_t r = 1; r < calls.size(); ++r) {
+    const CallArgs& c = calls[r];
+    if (c.count != c0.count || c.type != c0.type || c.op != c0.op) {
+      return bad("rank " + std::to_string(r) + " calls with count " + std::to_string(c.count) +
+                 ", " + std::string(dataTypeName(c.type)) + ", " + std::string(reduceOpName(c.op)) +
+                 " but rank 0 with count " + std::to_string(c0.count) + ", " +
+                 std::string(dataTypeName(c0.type)) + ", " + std::string(reduceOpName(c0.op)));
+    }
+  }
+  Geometry g;
+  g.elemSize = dataTypeSize(c0.type);
+  g.totalElems = c0.count * sizeMultiplier(a);
+  auto nchunks = static_cast<size_t>(a.nchunksPerLoop);
+  if (g.totalElems % nchunks != 0) {
+    return bad("count " + std::to_string(c0.count) + " (" + std::to_string(g.totalElems) +
+               " elements in all) does not split into the " + std::to_string(nchunks) +
+               " equal chunks algorithm '" + a.name + "' uses");
+  }
+  g.chunkElems = g.totalElems / nchunks;
+  auto [inElems, outElems] = bufferElems(a, c0.count);
+  for (int r = 0; r < a.ngpus; ++r) {
+    const CallArgs& c = calls[static_cast<size_t>(r)];
+    if (c0.count > 0 && (c.sendbuff == nullptr || c.recvbuff == nullptr))
+      return bad("rank " + std::to_string(r) + " passes a null buffer");
+    bool inplace = isInPlace(a, c, r, g.elemSize);
+    if (r == 0) g.inplace = inplace;
+    if (inplace != g.inplace) return bad("ranks disagree on whether the call is in place");
+    if (!inplace && c0.count > 0) {
+      auto s = reinterpret_cast<uintptr_t>(c.sendbuff);
+      auto o = reinterpret_cast<uintptr_t>(c.recvbuff);
+      if (s < o + outElems * g.elemSize && o < s + inElems * g.elemSize)
+        return bad("rank " + std::to_string(r) +
+                   ": send and receive buffers overlap without being an in-place call");
+    }
+  }
+  if (g.inplace ? !a.inplace : !a.outofplace) {
+    return bad(std::string("algorithm '") + a.name + "' does not serve " +
+               (g.inplace ? "in-place" : "out-of-place") + " calls");
+  }
+  if (sliceBytes == 0) sliceBytes = defaultSliceBytes(a.protocol);
+  g.sliceElems = std::max<size_t>(1, sliceBytes / g.elemSize);
+  g.iterations = (g.chunkElems + g.sliceElems - 1) / g.sliceElems;
+  return g;
+}
+
+RankExecutor::RankExecutor(const VerifiedAlgorithm& va, int rank, const CallArgs& call,
+                           const Geometry& g, std::vector<SendPort*> sendPorts,
+                           std::vector<RecvPort*> recvPorts, void* scratch)
+    : algo_(va.algo()),
+      rank_(va.algo().ranks[static_cast<size_t>(rank)]),
+      call_(call),
+      g_(g),
+      sendPorts_(std::move(sendPorts)),
+      recvPorts_(std::move(recvPorts)),
+      tbs_(rank_.tbs.size()) {
+  // The verifier proved that out-of-place algorithms never write their input
+  // (E304), so writing through this pointer only happens in place.
+  base_[static_cast<int>(Buffer::kInput)] =
+      const_cast<unsigned char*>(static_cast<const unsigned char*>(call.sendbuff));
+  base_[static_cast<int>(Buffer::kOutput)] = static_cast<unsigned char*>(call.recvbuff);
+  base_[static_cast<int>(Buffer::kScratch)] = static_cast<unsigned char*>(scratch);
+  for (size_t t = 0; t < tbs_.size(); ++t) {
+    if (rank_.tbs[t].steps.empty() || g_.iterations == 0) {
+      tbs_[t].iter = g_.iterations;
+      ++doneTbs_;
+    }
+  }
+}
+
+unsigned char* RankExecutor::chunkPtr(Buffer b, int chunk, size_t iter) const {
+  return base_[static_cast<int>(b)] +
+         (static_cast<size_t>(chunk) * g_.chunkElems + iter * g_.sliceElems) * g_.elemSize;
+}
+
+bool RankExecutor::tryStep(int t) {
+  TbState& st = tbs_[static_cast<size_t>(t)];
+  const ir::Threadblock& tb = rank_.tbs[static_cast<size_t>(t)];
+  if (st.iter >= g_.iterations) return false;
+  const ir::Step& s = tb.steps[static_cast<size_t>(st.pc)];
+  if (s.depTb >= 0) {
+    const ir::Threadblock& dep = rank_.tbs[static_cast<size_t>(s.depTb)];
+    uint64_t need = st.iter * dep.steps.size() + static_cast<uint64_t>(s.depStep) + 1;
+    if (tbs_[static_cast<size_t>(s.depTb)].completed < need) return false;
+  }
+  size_t n = std::min(g_.sliceElems, g_.chunkElems - st.iter * g_.sliceElems);
+  size_t chunkBytes = n * g_.elemSize;
+  size_t msgBytes = static_cast<size_t>(s.count) * chunkBytes;
+  const unsigned char* in = nullptr;
+  if (ir::receives(s.type)) {
+    size_t got = 0;
+    in = static_cast<const unsigned char*>(recvPorts_[static_cast<size_t>(t)]->tryPeek(&got));
+    if (in == nullptr) return false;
+    CHORUS_CHECK(got == msgBytes, "message size differs from the receiving step's (verifier bug)");
+  }
+  unsigned char* out = nullptr;
+  if (ir::sends(s.type)) {
+    out = static_cast<unsigned char*>(sendPorts_[static_cast<size_t>(t)]->tryAcquire(msgBytes));
+    if (out == nullptr) return false;
+  }
+  for (int k = 0; k < s.count; ++k) {
+    size_t at = static_cast<size_t>(k) * chunkBytes;
+    unsigned char* src = s.srcOff >= 0 ? chunkPtr(s.srcBuf, s.srcOff + k, st.iter) : nullptr;
+    unsigned char* dst = s.dstOff >= 0 ? chunkPtr(s.dstBuf, s.dstOff + k, st.iter) : nullptr;
+    switch (s.type) {
+      case StepType::kSend:
+        std::memcpy(out + at, src, chunkBytes);
+        break;
+      case StepType::kRecv:
+        std::memcpy(dst, in + at, chunkBytes);
+        break;
+      case StepType::kRecvCopySend:
+        std::memcpy(dst, in + at, chunkBytes);
+        std::memcpy(out + at, in + at, chunkBytes);
+        break;
+      case StepType::kRecvReduceSend:
+        reduce(call_.type, call_.op, out + at, in + at, src, n);
+        break;
+      case StepType::kRecvReduceCopy:
+        reduce(call_.type, call_.op, dst, in + at, src, n);
+        break;
+      case StepType::kRecvReduceCopySend:
+        reduce(call_.type, call_.op, dst, in + at, src, n);
+        std::memcpy(out + at, dst, chunkBytes);
+        break;
+      case StepType::kCopy:
+        if (dst != src) std::memmove(dst, src, chunkBytes);
+        break;
+      case StepType::kReduce:
+        reduce(call_.type, call_.op, dst, dst, src, n);
+        break;
+      case StepType::kNop:
+        break;
+    }
+  }
+  if (in != nullptr) recvPorts_[static_cast<size_t>(t)]->release();
+  if (out != nullptr) sendPorts_[static_cast<size_t>(t)]->commit(msgBytes);
+  ++st.completed;
+  if (++st.pc == static_cast<int>(tb.steps.size())) {
+    st.pc = 0;
+    if (++st.iter == g_.iterations) ++doneTbs_;
+  }
+  return true;
+}
+
+Progress RankExecutor::advance() {
+  if (done()) return Progress::kDone;
+  bool moved = false;
+  for (int t = 0; t < static_cast<int>(tbs_.size()); ++t) {
+    while (tryStep(t)) moved = true;
+  }
+  return moved ? Progress::kProgress : Progress::kBlocked;
+}
+
+std::string RankExecutor::blockedOn(int t) const {
+  const TbState& st = tbs_[static_cast<size_t>(t)];
+  const ir::Threadblock& tb = rank_.tbs[static_cast<size_t>(t)];
+  const ir::Step& s = tb.steps[static_cast<size_t>(st.pc)];
+  if (s.depTb >= 0) {
+    const ir::Threadblock& dep = rank_.tbs[static_cast<size_t>(s.depTb)];
+    uint64_t need = st.iter * dep.steps.size() + static_cast<uint64_t>(s.depStep) + 1;
+    if (tbs_[static_cast<size_t>(s.depTb)].completed < need)
+      return "tb " + std::to_string(s.depTb) + " step " + std::to_string(s.depStep);
+  }
+  if (ir::receives(s.type)) {
+    size_t bytes = 0;
+    if (recvPorts_[static_cast<size_t>(t)]->tryPeek(&bytes) == nullptr)
+      return "a message from rank " + std::to_string(tb.recvPeer) + " on channel " +
+             std::to_string(tb.channel);
+  }
+  return "a free slot to rank " + std::to_string(tb.sendPeer) + " on channel " +
+         std::to_string(tb.channel);
+}
+
+std::vector<std::string> RankExecutor::waiting() const {
+  std::vector<std::string> out;
+  for (int t = 0; t < static_cast<int>(tbs_.size()); ++t) {
+    const TbState& st = tbs_[static_cast<size_t>(t)];
+    if (st.iter >= g_.iterations) continue;
+    const ir::Step& s = rank_.tbs[static_cast<size_t>(t)].steps[static_cast<size_t>(st.pc)];
+    out.push_back("tb " + std::to_string(t) + " step " + std::to_string(st.pc) + " (" +
+                  std::string(ir::stepTypeName(s.type)) + ", iteration " + std::to_string(st.iter) +
+                  "): waiting for " + blockedOn(t));
+  }
+  return out;
+}
+
+}  // namespace chorus::runtime

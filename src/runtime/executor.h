@@ -1,0 +1,109 @@
+// The executor: interprets one rank's part of a verified algorithm with the
+// exact semantics of IR.md: chunk geometry (section 3), slice iterations,
+// dependencies within an iteration (section 4), every instruction
+// (section 2), in-place and out-of-place calls, scratch buffers.
+//
+// It is a steppable state machine: advance() runs every threadblock of the
+// rank as far as it can without blocking and reports whether anything moved.
+// Drivers decide who advances when: the deterministic driver (driver.h) runs
+// all ranks in one thread in a seeded order; a threaded driver will run the
+// same executors on worker threads.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/types.h"
+#include "ir/ir.h"
+#include "runtime/transport.h"
+#include "verify/verifier.h"
+
+namespace chorus::runtime {
+
+// An algorithm the verifier has proven; the runtime runs nothing else.
+class VerifiedAlgorithm {
+ public:
+  // kInvalidArgument quoting the verifier's first error if it is rejected.
+  static Result<std::shared_ptr<const VerifiedAlgorithm>> make(ir::Algorithm algo);
+  const ir::Algorithm& algo() const { return algo_; }
+  int root() const { return root_; }  // rooted collectives; -1 otherwise
+
+ private:
+  ir::Algorithm algo_;
+  int root_ = -1;
+};
+
+// One rank's arguments, as in NCCL: element count per the collective's
+// convention (allgather: send count; reducescatter: receive count; alltoall:
+// count per peer), host buffers.
+struct CallArgs {
+  const void* sendbuff = nullptr;
+  void* recvbuff = nullptr;
+  size_t count = 0;
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+};
+
+// Sizes shared by all ranks of one call (IR.md section 3).
+struct Geometry {
+  size_t elemSize = 0;
+  size_t totalElems = 0;  // T = count x m
+  size_t chunkElems = 0;  // S = T / nchunksperloop
+  size_t sliceElems = 0;  // elements of each chunk per iteration
+  size_t iterations = 0;  // ceil(S / sliceElems)
+  bool inplace = false;
+};
+
+// Default slice sizes in bytes (MSCCL's): Simple 2 MiB, LL 32 KiB, LL128 576,000.
+size_t defaultSliceBytes(ir::Protocol p);
+
+// Checks one call against the algorithm and computes its geometry. Errors
+// (kInvalidArgument) name what is wrong: mismatched arguments across ranks,
+// a count not divisible by the chunking, null buffers, a call form (in-place
+// or not) the algorithm does not allow. `sliceBytes` 0 = protocol default.
+Result<Geometry> planCall(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls,
+                          size_t sliceBytes);
+
+enum class Progress { kProgress, kBlocked, kDone };
+
+class RankExecutor {
+ public:
+  // `sendPorts[t]` / `recvPorts[t]`: the ports of threadblock t's send and
+  // receive peers (nullptr where it has none). `scratch` holds s_chunks
+  // chunks. All pointers must outlive the executor.
+  RankExecutor(const VerifiedAlgorithm& va, int rank, const CallArgs& call, const Geometry& g,
+               std::vector<SendPort*> sendPorts, std::vector<RecvPort*> recvPorts, void* scratch);
+
+  // Runs every threadblock as far as it can without blocking. kProgress if
+  // any step ran (the rank may have finished), kBlocked if none could, kDone
+  // if nothing was left to run.
+  Progress advance();
+  bool done() const { return doneTbs_ == static_cast<int>(tbs_.size()); }
+  // For deadlock reports: one line per unfinished threadblock,
+  // "tb 2 step 5 (rrs, iteration 0): waiting for a message from rank 3 on channel 1".
+  std::vector<std::string> waiting() const;
+
+ private:
+  struct TbState {
+    size_t iter = 0;         // slice iteration
+    int pc = 0;              // step within the iteration
+    uint64_t completed = 0;  // steps completed over all iterations
+  };
+  bool tryStep(int t);
+  unsigned char* chunkPtr(ir::Buffer b, int chunk, size_t iter) const;
+  std::string blockedOn(int t) const;
+
+  const ir::Algorithm& algo_;
+  const ir::Rank& rank_;
+  CallArgs call_;
+  Geometry g_;
+  std::vector<SendPort*> sendPorts_;
+  std::vector<RecvPort*> recvPorts_;
+  unsigned char* base_[ir::kNumBuffers];
+  std::vector<TbState> tbs_;
+  int doneTbs_ = 0;
+};
+
+}  // namespace chorus::runtime

@@ -1,0 +1,37 @@
+// The transport boundary: how an executor moves one step's message to the
+// peer threadblock on a (channel, sender, receiver) connection. The executor
+// only sees these two ports; the in-process transport implements them today,
+// shared memory and TCP will implement them for ranks in other processes and
+// hosts (issue 4).
+//
+// Both ports are non-blocking so the executor stays a steppable state
+// machine: a port that cannot make progress says so and the executor reports
+// "blocked". Slots are bounded: a sender that runs ahead of its receiver by
+// `slots` messages is blocked until the receiver releases one (backpressure).
+#pragma once
+
+#include <cstddef>
+
+namespace chorus::runtime {
+
+class SendPort {
+ public:
+  virtual ~SendPort() = default;
+  // A slot of at least `bytes` to write the next message into, or nullptr if
+  // all slots are full. The message is not visible until commit().
+  virtual void* tryAcquire(size_t bytes) = 0;
+  // Publishes the acquired slot with `bytes` of payload.
+  virtual void commit(size_t bytes) = 0;
+};
+
+class RecvPort {
+ public:
+  virtual ~RecvPort() = default;
+  // The oldest unreleased message, or nullptr if none has arrived. `bytes`
+  // receives its size. The memory stays valid until release().
+  virtual const void* tryPeek(size_t* bytes) = 0;
+  // Frees the message returned by tryPeek() for the sender to reuse.
+  virtual void release() = 0;
+};
+
+}  // namespace chorus::runtime
