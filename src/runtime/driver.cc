@@ -1,10 +1,14 @@
 #include "runtime/driver.h"
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <random>
+#include <thread>
 #include <tuple>
 
 #include "runtime/local_transport.h"
@@ -19,56 +23,97 @@ bool reducesToOutput(CollectiveKind k) {
          k == CollectiveKind::kReduce;
 }
 
-}  // namespace
+// Everything one call needs on every rank: connections, scratch, executors
+// and (for the threaded driver) one doorbell per rank.
+struct Session {
+  std::map<std::tuple<int, int, int>, std::unique_ptr<LocalConnection>> conns;
+  std::vector<std::vector<unsigned char>> scratch;
+  std::vector<std::unique_ptr<Doorbell>> bells;
+  std::vector<std::unique_ptr<RankExecutor>> ranks;
+};
 
-Status runDeterministic(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls,
-                        const DeterministicOptions& options) {
+Result<std::unique_ptr<Session>> prepare(const VerifiedAlgorithm& va,
+                                         const std::vector<CallArgs>& calls, size_t sliceBytes,
+                                         int slots, bool withBells) {
   const ir::Algorithm& a = va.algo();
-  Result<Geometry> plan = planCall(va, calls, options.sliceBytes);
+  Result<Geometry> plan = planCall(va, calls, sliceBytes);
   if (!plan.isOk()) return plan.status();
   const Geometry& g = plan.value();
-  ReduceOp op = calls[0].op;
-  if (op == ReduceOp::kAvg && !reducesToOutput(a.collective)) {
+  if (calls[0].op == ReduceOp::kAvg && !reducesToOutput(a.collective)) {
     return Status(StatusCode::kInvalidArgument,
                   "avg needs a reducing collective, not " + a.collectiveName);
   }
-  if (options.slots < 1) return Status(StatusCode::kInvalidArgument, "slots must be >= 1");
+  if (slots < 1) return Status(StatusCode::kInvalidArgument, "slots must be >= 1");
+
+  auto s = std::make_unique<Session>();
+  if (withBells)
+    for (int r = 0; r < a.ngpus; ++r) s->bells.push_back(std::make_unique<Doorbell>());
+  auto bell = [&](int r) { return withBells ? s->bells[static_cast<size_t>(r)].get() : nullptr; };
 
   // One connection per (channel, sender, receiver), sized for the largest
   // message any step sends on it in one iteration.
-  using Key = std::tuple<int, int, int>;
-  std::map<Key, size_t> largest;
+  std::map<std::tuple<int, int, int>, size_t> largest;
   size_t sliceChunkBytes = std::min(g.sliceElems, g.chunkElems) * g.elemSize;
   for (const ir::Rank& r : a.ranks)
     for (const ir::Threadblock& tb : r.tbs)
-      for (const ir::Step& s : tb.steps)
-        if (ir::sends(s.type)) {
+      for (const ir::Step& st : tb.steps)
+        if (ir::sends(st.type)) {
           size_t& l = largest[{tb.channel, r.id, tb.sendPeer}];
-          l = std::max(l, static_cast<size_t>(s.count) * sliceChunkBytes);
+          l = std::max(l, static_cast<size_t>(st.count) * sliceChunkBytes);
         }
-  std::map<Key, std::unique_ptr<LocalConnection>> conns;
-  for (const auto& [key, bytes] : largest)
-    conns[key] = std::make_unique<LocalConnection>(options.slots, bytes);
+  for (const auto& [key, bytes] : largest) {
+    auto c = std::make_unique<LocalConnection>(slots, bytes);
+    c->setDoorbells(bell(std::get<1>(key)), bell(std::get<2>(key)));
+    s->conns[key] = std::move(c);
+  }
 
-  std::vector<std::vector<unsigned char>> scratch(a.ranks.size());
-  std::vector<std::unique_ptr<RankExecutor>> ranks;
+  s->scratch.resize(a.ranks.size());
   for (const ir::Rank& r : a.ranks) {
     std::vector<SendPort*> sendPorts;
     std::vector<RecvPort*> recvPorts;
     for (const ir::Threadblock& tb : r.tbs) {
-      auto s = conns.find({tb.channel, r.id, tb.sendPeer});
-      auto v = conns.find({tb.channel, tb.recvPeer, r.id});
-      sendPorts.push_back(tb.sendPeer >= 0 && s != conns.end() ? &s->second->sender() : nullptr);
-      recvPorts.push_back(tb.recvPeer >= 0 && v != conns.end() ? &v->second->receiver() : nullptr);
+      auto out = s->conns.find({tb.channel, r.id, tb.sendPeer});
+      auto in = s->conns.find({tb.channel, tb.recvPeer, r.id});
+      sendPorts.push_back(out != s->conns.end() ? &out->second->sender() : nullptr);
+      recvPorts.push_back(in != s->conns.end() ? &in->second->receiver() : nullptr);
     }
-    scratch[static_cast<size_t>(r.id)].resize(static_cast<size_t>(r.scratchChunks) * g.chunkElems *
-                                              g.elemSize);
-    ranks.push_back(std::make_unique<RankExecutor>(va, r.id, calls[static_cast<size_t>(r.id)], g,
-                                                   std::move(sendPorts), std::move(recvPorts),
-                                                   scratch[static_cast<size_t>(r.id)].data()));
+    auto& scratch = s->scratch[static_cast<size_t>(r.id)];
+    scratch.resize(static_cast<size_t>(r.scratchChunks) * g.chunkElems * g.elemSize);
+    s->ranks.push_back(std::make_unique<RankExecutor>(va, r.id, calls[static_cast<size_t>(r.id)], g,
+                                                      std::move(sendPorts), std::move(recvPorts),
+                                                      scratch.data()));
   }
+  return s;
+}
 
-  std::vector<int> order(ranks.size());
+Status deadlock(const Session& s, const std::string& why) {
+  std::string msg = why;
+  for (size_t r = 0; r < s.ranks.size(); ++r)
+    for (const std::string& w : s.ranks[r]->waiting())
+      msg += "\n  rank " + std::to_string(r) + " " + w;
+  return Status(StatusCode::kDeadlock, msg);
+}
+
+// avg: the reduced outputs divided by the number of ranks.
+void finishAverage(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls) {
+  const ir::Algorithm& a = va.algo();
+  if (calls[0].op != ReduceOp::kAvg) return;
+  for (int r = 0; r < a.ngpus; ++r) {
+    if (a.collective == CollectiveKind::kReduce && r != va.root()) continue;
+    // allreduce, reduce and reducescatter outputs all hold `count` elements.
+    divideInPlace(calls[0].type, calls[static_cast<size_t>(r)].recvbuff, calls[0].count, a.ngpus);
+  }
+}
+
+}  // namespace
+
+Status runDeterministic(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls,
+                        const DeterministicOptions& options) {
+  auto prepared = prepare(va, calls, options.sliceBytes, options.slots, /*withBells=*/false);
+  if (!prepared.isOk()) return prepared.status();
+  Session& s = *prepared.value();
+
+  std::vector<int> order(s.ranks.size());
   std::iota(order.begin(), order.end(), 0);
   if (options.order == DeterministicOptions::Order::kReverse)
     std::reverse(order.begin(), order.end());
@@ -78,28 +123,96 @@ Status runDeterministic(const VerifiedAlgorithm& va, const std::vector<CallArgs>
       std::shuffle(order.begin(), order.end(), rng);
     bool moved = false, allDone = true;
     for (int r : order) {
-      RankExecutor& x = *ranks[static_cast<size_t>(r)];
+      RankExecutor& x = *s.ranks[static_cast<size_t>(r)];
       moved = (x.advance() == Progress::kProgress) || moved;
       allDone = allDone && x.done();
     }
     if (allDone) break;
     if (!moved) {
-      std::string msg = "no rank can make progress (" + std::to_string(options.slots) +
-                        " slot(s) per connection):";
-      for (size_t r = 0; r < ranks.size(); ++r)
-        for (const std::string& w : ranks[r]->waiting())
-          msg += "\n  rank " + std::to_string(r) + " " + w;
-      return Status(StatusCode::kDeadlock, msg);
+      return deadlock(s, "no rank can make progress (" + std::to_string(options.slots) +
+                             " slot(s) per connection):");
     }
   }
+  finishAverage(va, calls);
+  return Status::ok();
+}
 
-  if (op == ReduceOp::kAvg) {
-    size_t outElems = calls[0].count;  // allreduce, reduce and reducescatter outputs
-    for (int r = 0; r < a.ngpus; ++r) {
-      if (a.collective == CollectiveKind::kReduce && r != va.root()) continue;
-      divideInPlace(calls[0].type, calls[static_cast<size_t>(r)].recvbuff, outElems, a.ngpus);
+Status runThreaded(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls,
+                   const ThreadedOptions& options) {
+  auto prepared = prepare(va, calls, options.sliceBytes, options.slots, /*withBells=*/true);
+  if (!prepared.isOk()) return prepared.status();
+  Session& s = *prepared.value();
+  const size_t n = s.ranks.size();
+
+  std::atomic<bool> abort{false};
+  std::mutex finishMutex;
+  std::condition_variable finishedCv;
+  size_t finished = 0;  // guarded by finishMutex
+  std::atomic<uint64_t> progress{0};
+  // 0 running, 1 waiting on its doorbell, 2 finished.
+  std::vector<std::atomic<int>> state(n);
+  for (auto& st : state) st.store(0);
+
+  auto worker = [&](size_t r) {
+    RankExecutor& x = *s.ranks[r];
+    Doorbell& bell = *s.bells[r];
+    while (!abort.load(std::memory_order_acquire)) {
+      uint32_t seen = bell.value();  // read before trying: no lost wake-up
+      Progress p = x.advance();
+      if (x.done()) break;
+      if (p == Progress::kProgress) {
+        progress.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      // Blocked: yield a few times (a peer may be about to deliver), then
+      // sleep until a peer rings. Never spin: ranks outnumber cores.
+      for (int i = 0; i < options.yieldsBeforeSleep && bell.value() == seen; ++i)
+        std::this_thread::yield();
+      if (bell.value() != seen) continue;
+      state[r].store(1, std::memory_order_release);
+      bell.wait(seen);
+      state[r].store(0, std::memory_order_release);
+    }
+    state[r].store(2, std::memory_order_release);
+    std::lock_guard<std::mutex> lock(finishMutex);
+    if (++finished == n) finishedCv.notify_one();
+  };
+
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (size_t r = 0; r < n; ++r) threads.emplace_back(worker, r);
+
+  // Watchdog: if no rank moved between two checks and every unfinished rank
+  // is asleep, nothing can wake them: a deadlock.
+  bool deadlocked = false;
+  uint64_t last = progress.load();
+  int quiet = 0;
+  for (;;) {
+    {
+      // Returns at once when the last rank finishes; otherwise every period.
+      std::unique_lock<std::mutex> lock(finishMutex);
+      if (finishedCv.wait_for(lock, std::chrono::milliseconds(options.watchdogMs),
+                              [&] { return finished == n; }))
+        break;
+    }
+    bool allAsleep = true;
+    for (auto& st : state) allAsleep = allAsleep && st.load(std::memory_order_acquire) != 0;
+    uint64_t now = progress.load();
+    quiet = (now == last && allAsleep) ? quiet + 1 : 0;
+    last = now;
+    if (quiet >= 2) {
+      deadlocked = true;
+      abort.store(true, std::memory_order_release);
+      for (auto& b : s.bells) b->ring();
+      break;
     }
   }
+  for (auto& t : threads) t.join();
+  if (deadlocked) {
+    return deadlock(s, "ranks wait on each other (" + std::to_string(options.slots) +
+                           " slot(s) per connection):");
+  }
+  finishAverage(va, calls);
   return Status::ok();
 }
 

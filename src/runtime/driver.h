@@ -2,6 +2,8 @@
 // driver runs every rank in the calling thread in a seeded order (the order
 // tests use to explore interleavings reproducibly) and reports a deadlock,
 // with what each threadblock waits for, when a full sweep makes no progress.
+// The threaded driver runs each rank on its own thread; a blocked rank
+// sleeps on a doorbell that its peers ring, so it never spins.
 #pragma once
 
 #include <cstdint>
@@ -24,5 +26,17 @@ struct DeterministicOptions {
 // (see planCall), kDeadlock (with each rank's waiting threadblocks).
 Status runDeterministic(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls,
                         const DeterministicOptions& options = {});
+
+struct ThreadedOptions {
+  size_t sliceBytes = 0;       // 0 = the protocol's default
+  int slots = 8;               // messages in flight per connection
+  int yieldsBeforeSleep = 16;  // yields of a blocked rank before it sleeps
+  int watchdogMs = 50;         // deadlock check period (two quiet checks = deadlock)
+};
+
+// Runs one call with one thread per rank; returns when all ranks finish.
+// Errors as runDeterministic.
+Status runThreaded(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls,
+                   const ThreadedOptions& options = {});
 
 }  // namespace chorus::runtime

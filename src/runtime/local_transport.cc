@@ -33,6 +33,7 @@ void LocalConnection::Sender::commit(size_t bytes) {
   uint64_t head = c_.head_.load(std::memory_order_relaxed);
   c_.sizes_[head % static_cast<uint64_t>(c_.slots_)] = bytes;
   c_.head_.store(head + 1, std::memory_order_release);
+  if (c_.receiverBell_ != nullptr) c_.receiverBell_->ring();
 }
 
 const void* LocalConnection::Receiver::tryPeek(size_t* bytes) {
@@ -46,6 +47,7 @@ const void* LocalConnection::Receiver::tryPeek(size_t* bytes) {
 void LocalConnection::Receiver::release() {
   uint64_t tail = c_.tail_.load(std::memory_order_relaxed);
   c_.tail_.store(tail + 1, std::memory_order_release);
+  if (c_.senderBell_ != nullptr) c_.senderBell_->ring();
 }
 
 }  // namespace chorus::runtime

@@ -119,13 +119,16 @@ std::string mutateText(const std::string& xml, std::mt19937_64& rng) {
 void judge(const ir::Algorithm& m, Tally& t) {
   Report rep = verifyAlgorithm(m);  // must not crash (ASan/UBSan builds check more)
   bool changed = !computesCorrectly(m);
+  // Accepted = proven correct. A mutant that renames the collective is
+  // "unproven" (no errors, semantics not checked), which is not acceptance.
+  bool accepted = rep.correct() && rep.semanticsChecked;
   ++t.total;
-  if (rep.correct())
+  if (accepted)
     ++t.accepted;
   else
     ++t.rejected;
   if (changed) ++t.changed;
-  if (changed && rep.correct()) {
+  if (changed && accepted) {
     ++t.changedAndAccepted;
     ADD_FAILURE() << "accepted a mutation that computes a wrong result:\n" << ir::writeXml(m);
   }

@@ -1,0 +1,70 @@
+// The threaded driver: the same data checks with one thread per rank, tight
+// slots to exercise backpressure and wake-ups, and a deadlock that must be
+// reported rather than hang. Label `threads`: run under TSan.
+#include <gtest/gtest.h>
+
+#include "runtime/driver.h"
+#include "tests/support/collective_check.h"
+#include "tests/support/files.h"
+
+namespace chorus::runtime {
+namespace {
+
+using chorus::testing::Case;
+using chorus::testing::load;
+using chorus::testing::runAndCheck;
+using chorus::testing::unitCount;
+
+TEST(ThreadedExecutor, ProductionFiles) {
+  for (const auto& path : chorus::testing::productionFiles()) {
+    SCOPED_TRACE(chorus::testing::baseName(path));
+    auto va = load(path);
+    ASSERT_TRUE(va);
+    for (size_t sliceBytes : {size_t{4}, size_t{0}}) {
+      Case c;
+      c.count = unitCount(va->algo()) * 3;
+      c.inplace = va->algo().inplace;
+      c.options.sliceBytes = sliceBytes;
+      c.options.slots = 2;  // tight: exercises backpressure and wake-ups
+      c.threaded = true;
+      runAndCheck(*va, c);
+    }
+  }
+}
+
+TEST(ThreadedExecutor, TypesAndOps) {
+  auto va = load(std::string(CHORUS_MSCCL_DIR) + "/r48ll.xml");
+  ASSERT_TRUE(va);
+  for (DataType t :
+       {DataType::kFloat32, DataType::kFloat16, DataType::kInt64, DataType::kBfloat16}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
+      Case c;
+      c.type = t;
+      c.op = op;
+      c.count = unitCount(va->algo()) * 4;
+      c.inplace = true;
+      c.options.sliceBytes = 2 * dataTypeSize(t);
+      c.threaded = true;
+      runAndCheck(*va, c);
+    }
+  }
+}
+
+TEST(ThreadedExecutor, DeadlockIsReportedNotHung) {
+  auto va = VerifiedAlgorithm::make(chorus::testing::mustRead(
+      std::string(CHORUS_SOURCE_DIR) + "/tests/data/runtime_send_twice_first.xml"));
+  ASSERT_TRUE(va.isOk());
+  std::vector<float> in0(4, 1), in1(4, 2), out0(4), out1(4);
+  std::vector<CallArgs> calls = {{in0.data(), out0.data(), 2, DataType::kFloat32, ReduceOp::kSum},
+                                 {in1.data(), out1.data(), 2, DataType::kFloat32, ReduceOp::kSum}};
+  ThreadedOptions one;
+  one.slots = 1;
+  one.watchdogMs = 10;
+  Status st = runThreaded(*va.value(), calls, one);
+  EXPECT_EQ(st.code(), StatusCode::kDeadlock);
+  EXPECT_NE(st.message().find("waiting for a free slot to rank"), std::string::npos)
+      << st.message();
+}
+
+}  // namespace
+}  // namespace chorus::runtime

@@ -1,0 +1,29 @@
+// Runs a collective through the runtime with data distinct per rank and
+// chunk and exact in every type, and checks every output element bit for
+// bit against the collective's closed form (nccl-tests style).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "runtime/driver.h"
+
+namespace chorus::testing {
+
+struct Case {
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  size_t count = 0;
+  bool inplace = false;
+  runtime::DeterministicOptions options;
+  bool threaded = false;  // run with runThreaded (same slices and slots)
+};
+
+// Loads and verifies an algorithm file (ADD_FAILURE and nullptr if it fails).
+std::shared_ptr<const runtime::VerifiedAlgorithm> load(const std::string& path);
+// The smallest count whose total splits into the algorithm's chunks.
+size_t unitCount(const ir::Algorithm& a);
+// Runs `va` for `c` on fresh buffers and checks every output element.
+void runAndCheck(const runtime::VerifiedAlgorithm& va, const Case& c);
+
+}  // namespace chorus::testing
