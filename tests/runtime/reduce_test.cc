@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/types.h"
+#include "tests/support/reference_ops.h"
 
 namespace chorus::runtime {
 namespace {
@@ -169,40 +170,6 @@ uint64_t encodeRef(DataType t, float f) {
 }
 
 template <typename T>
-T refCombine(ReduceOp op, T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg:
-        return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-      case ReduceOp::kProd:
-        return static_cast<T>(static_cast<uint64_t>(static_cast<U>(a)) * static_cast<U>(b));
-      case ReduceOp::kMax:
-        return std::max(a, b);
-      case ReduceOp::kMin:
-        return std::min(a, b);
-    }
-  } else {
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg:
-        return a + b;
-      case ReduceOp::kProd:
-        return a * b;
-      // A NaN operand (quiet or signaling) is ignored unless both are NaN,
-      // as documented in reduce.h (glibc's fmax returns NaN for a
-      // signaling NaN, so it is not the reference).
-      case ReduceOp::kMax:
-        return std::isnan(a) ? b : std::isnan(b) ? a : (a < b ? b : a);
-      case ReduceOp::kMin:
-        return std::isnan(a) ? b : std::isnan(b) ? a : (b < a ? b : a);
-    }
-  }
-  return T{};
-}
-
-template <typename T>
 void checkPlain(DataType t) {
   std::mt19937_64 rng(static_cast<uint64_t>(t) + 1);
   const size_t n = 1037;  // not a multiple of any vector width
@@ -214,7 +181,7 @@ void checkPlain(DataType t) {
     reduce(t, op, out.data(), a.data(), b.data(), n);
     reduce(t, op, inplace.data(), inplace.data(), b.data(), n);  // dst aliases a
     for (size_t i = 0; i < n; ++i) {
-      T want = refCombine(op, a[i], b[i]);
+      T want = chorus::testing::referenceCombine(op, a[i], b[i]);
       ASSERT_EQ(std::memcmp(&out[i], &want, sizeof(T)), 0) << i;
       ASSERT_EQ(std::memcmp(&inplace[i], &want, sizeof(T)), 0) << i;
     }
@@ -236,7 +203,7 @@ void checkNarrow(DataType t) {
     reduce(t, op, out.data(), a.data(), b.data(), n);
     for (size_t i = 0; i < n; ++i) {
       float fa = decodeRef(t, a[i]), fb = decodeRef(t, b[i]);
-      uint64_t want = encodeRef(t, refCombine(op, fa, fb));
+      uint64_t want = encodeRef(t, chorus::testing::referenceCombine(op, fa, fb));
       if (std::isnan(decodeRef(t, want))) {
         ASSERT_TRUE(std::isnan(decodeRef(t, out[i]))) << i;
       } else {

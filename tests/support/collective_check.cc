@@ -7,6 +7,7 @@
 
 #include "core/types.h"
 #include "tests/support/files.h"
+#include "tests/support/reference_ops.h"
 
 namespace chorus::testing {
 
@@ -91,21 +92,6 @@ double inputValue(DataType t, ReduceOp op, int r, size_t e) {
     default:
       return 1.0 + r + 8.0 * static_cast<double>(e % 97);
   }
-}
-
-double combine(ReduceOp op, double a, double b) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAvg:
-      return a + b;
-    case ReduceOp::kProd:
-      return a * b;
-    case ReduceOp::kMax:
-      return std::max(a, b);
-    case ReduceOp::kMin:
-      return std::min(a, b);
-  }
-  return 0;
 }
 
 // The value a reduced element must hold, in the type's own arithmetic for avg.
@@ -195,14 +181,15 @@ void runAndCheck(const VerifiedAlgorithm& va, const Case& c) {
       switch (a.collective) {
         case CollectiveKind::kAllReduce: {
           v = inputValue(c.type, c.op, 0, e);
-          for (int q = 1; q < n; ++q) v = combine(c.op, v, inputValue(c.type, c.op, q, e));
+          for (int q = 1; q < n; ++q) v = referenceCombine(c.op, v, inputValue(c.type, c.op, q, e));
           storeReduced(c.type, c.op, want.data(), e, v, n);
           break;
         }
         case CollectiveKind::kReduceScatter: {
           size_t at = static_cast<size_t>(r) * count + e;
           v = inputValue(c.type, c.op, 0, at);
-          for (int q = 1; q < n; ++q) v = combine(c.op, v, inputValue(c.type, c.op, q, at));
+          for (int q = 1; q < n; ++q)
+            v = referenceCombine(c.op, v, inputValue(c.type, c.op, q, at));
           storeReduced(c.type, c.op, want.data(), e, v, n);
           break;
         }
