@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "core/check.h"
 #include "runtime/reduce.h"
@@ -42,10 +43,7 @@ size_t defaultSliceBytes(ir::Protocol p) {
   return size_t{2} << 20;
 }
 
-namespace {
-
-// How many ranks' worth of `count` the collective's buffers span (IR.md 3).
-size_t sizeMultiplier(const ir::Algorithm& a) {
+size_t countMultiplier(const ir::Algorithm& a) {
   switch (a.collective) {
     case CollectiveKind::kAllGather:
     case CollectiveKind::kReduceScatter:
@@ -55,6 +53,13 @@ size_t sizeMultiplier(const ir::Algorithm& a) {
       return 1;
   }
 }
+
+size_t countQuantum(const ir::Algorithm& a) {
+  auto c = static_cast<size_t>(a.nchunksPerLoop);
+  return c / std::gcd(c, countMultiplier(a));
+}
+
+namespace {
 
 // Elements of the input and output buffer of one rank.
 std::pair<size_t, size_t> bufferElems(const ir::Algorithm& a, size_t count) {
@@ -112,7 +117,7 @@ Result<Geometry> planCall(const VerifiedAlgorithm& va, const std::vector<CallArg
   }
   Geometry g;
   g.elemSize = dataTypeSize(c0.type);
-  g.totalElems = c0.count * sizeMultiplier(a);
+  g.totalElems = c0.count * countMultiplier(a);
   auto nchunks = static_cast<size_t>(a.nchunksPerLoop);
   if (g.totalElems % nchunks != 0) {
     return bad("count " + std::to_string(c0.count) + " (" + std::to_string(g.totalElems) +

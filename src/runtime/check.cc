@@ -1,0 +1,239 @@
+#include "runtime/check.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+namespace chorus::runtime {
+namespace {
+
+// Typed element access through doubles (every value used is a small integer).
+void store(DataType t, void* base, size_t i, double v) {
+  auto* p = static_cast<unsigned char*>(base);
+  auto asInt = static_cast<int64_t>(v);
+  switch (t) {
+    case DataType::kInt8:
+      reinterpret_cast<int8_t*>(p)[i] = static_cast<int8_t>(asInt);
+      break;
+    case DataType::kUint8:
+      reinterpret_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(asInt);
+      break;
+    case DataType::kInt32:
+      reinterpret_cast<int32_t*>(p)[i] = static_cast<int32_t>(asInt);
+      break;
+    case DataType::kUint32:
+      reinterpret_cast<uint32_t*>(p)[i] = static_cast<uint32_t>(asInt);
+      break;
+    case DataType::kInt64:
+      reinterpret_cast<int64_t*>(p)[i] = asInt;
+      break;
+    case DataType::kUint64:
+      reinterpret_cast<uint64_t*>(p)[i] = static_cast<uint64_t>(asInt);
+      break;
+    case DataType::kFloat32:
+      reinterpret_cast<float*>(p)[i] = static_cast<float>(v);
+      break;
+    case DataType::kFloat64:
+      reinterpret_cast<double*>(p)[i] = v;
+      break;
+    case DataType::kFloat16:
+      reinterpret_cast<uint16_t*>(p)[i] = floatToHalf(static_cast<float>(v));
+      break;
+    case DataType::kBfloat16:
+      reinterpret_cast<uint16_t*>(p)[i] = floatToBfloat16(static_cast<float>(v));
+      break;
+    case DataType::kFp8E4M3:
+      p[i] = floatToFp8E4M3(static_cast<float>(v));
+      break;
+    case DataType::kFp8E5M2:
+      p[i] = floatToFp8E5M2(static_cast<float>(v));
+      break;
+  }
+}
+
+uint64_t bitsAt(DataType t, const void* base, size_t i) {
+  uint64_t out = 0;
+  size_t sz = dataTypeSize(t);
+  std::memcpy(&out, static_cast<const unsigned char*>(base) + i * sz, sz);
+  return out;
+}
+
+// Input element e of rank r: small integers, distinct per rank and chunk,
+// chosen so every reduction of up to 8 ranks is exact in type t.
+double inputValue(DataType t, ReduceOp op, int r, size_t e) {
+  if (op == ReduceOp::kProd) return 1.0 + static_cast<double>((static_cast<size_t>(r) + e) % 2);
+  switch (t) {
+    case DataType::kFp8E4M3:
+    case DataType::kFp8E5M2:
+      return static_cast<double>((static_cast<size_t>(r) + e) % 2);
+    case DataType::kBfloat16:
+      return 1.0 + r + 8.0 * static_cast<double>(e % 3);
+    case DataType::kInt8:
+    case DataType::kUint8:
+      return 1.0 + r + 8.0 * static_cast<double>(e % 13);  // < 128
+    case DataType::kFloat16:
+      return 1.0 + r + 8.0 * static_cast<double>(e % 31);
+    default:
+      return 1.0 + r + 8.0 * static_cast<double>(e % 97);
+  }
+}
+
+double combine(ReduceOp op, double a, double b) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      return a + b;
+    case ReduceOp::kProd:
+      return a * b;
+    case ReduceOp::kMax:
+      return std::max(a, b);
+    case ReduceOp::kMin:
+      return std::min(a, b);
+  }
+  return 0;
+}
+
+// What a reduced element holds, in the type's own arithmetic for avg: the
+// sum wraps to the integer width and truncates, or divides in float.
+void storeReduced(DataType t, ReduceOp op, void* base, size_t i, double v, int n) {
+  if (op != ReduceOp::kAvg) return store(t, base, i, v);
+  if (!isFloatingPoint(t)) {
+    auto wrapped = static_cast<int64_t>(v);
+    switch (t) {
+      case DataType::kInt8:
+        wrapped = static_cast<int8_t>(wrapped);
+        break;
+      case DataType::kUint8:
+        wrapped = static_cast<uint8_t>(wrapped);
+        break;
+      case DataType::kInt32:
+        wrapped = static_cast<int32_t>(wrapped);
+        break;
+      case DataType::kUint32:
+        wrapped = static_cast<uint32_t>(wrapped);
+        break;
+      default:
+        break;
+    }
+    return store(t, base, i, static_cast<double>(wrapped / n));
+  }
+  store(t, base, i, static_cast<double>(static_cast<float>(v) / static_cast<float>(n)));
+}
+
+}  // namespace
+
+Result<CollectiveData> CollectiveData::make(const VerifiedAlgorithm& va, size_t count,
+                                            DataType type, ReduceOp op, bool inplace) {
+  const ir::Algorithm& a = va.algo();
+  switch (a.collective) {
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kReduce:
+      break;
+    default:
+      return Status(StatusCode::kUnsupported,
+                    "no closed-form check for collective '" + a.collectiveName + "'");
+  }
+  CollectiveData d;
+  d.va_ = &va;
+  d.count_ = count;
+  d.type_ = type;
+  d.op_ = op;
+  d.inplace_ = inplace;
+  auto n = static_cast<size_t>(a.ngpus);
+  d.inElems_ = d.outElems_ = count;
+  if (a.collective == CollectiveKind::kAllGather) d.outElems_ = count * n;
+  if (a.collective == CollectiveKind::kReduceScatter) d.inElems_ = count * n;
+  if (a.collective == CollectiveKind::kAllToAll) d.inElems_ = d.outElems_ = count * n;
+  size_t esz = dataTypeSize(type), big = std::max(d.inElems_, d.outElems_);
+  d.send_.resize(n);
+  d.recv_.resize(n);
+  d.calls_.resize(n);
+  for (size_t r = 0; r < n; ++r) {
+    d.recv_[r].assign(std::max<size_t>(1, big * esz), 0);
+    CallArgs& c = d.calls_[r];
+    c.count = count;
+    c.type = type;
+    c.op = op;
+    unsigned char* rb = d.recv_[r].data();
+    if (inplace) {
+      // NCCL's in-place conventions: the input is a view of the output
+      // (allgather) or the output a view of the input (reducescatter).
+      size_t at = a.collective == CollectiveKind::kAllGather ? r * count : 0;
+      c.sendbuff = rb + at * esz;
+      c.recvbuff = a.collective == CollectiveKind::kReduceScatter ? rb + r * count * esz : rb;
+    } else {
+      d.send_[r].assign(std::max<size_t>(1, d.inElems_ * esz), 0);
+      c.sendbuff = d.send_[r].data();
+      c.recvbuff = rb;
+    }
+  }
+  d.reset();
+  return d;
+}
+
+void CollectiveData::reset() {
+  for (size_t r = 0; r < calls_.size(); ++r) {
+    std::memset(recv_[r].data(), 0xEE, recv_[r].size());  // poison no correct result holds
+    // The input buffer is ours (send_ or a view of recv_).
+    auto* in = const_cast<unsigned char*>(static_cast<const unsigned char*>(calls_[r].sendbuff));
+    for (size_t e = 0; e < inElems_; ++e)
+      store(type_, in, e, inputValue(type_, op_, static_cast<int>(r), e));
+  }
+}
+
+size_t CollectiveData::countWrong(std::string* first) const {
+  const ir::Algorithm& a = va_->algo();
+  const int n = a.ngpus;
+  std::vector<unsigned char> want(dataTypeSize(type_));
+  size_t wrong = 0;
+  auto reduceAll = [&](size_t at) {
+    double v = inputValue(type_, op_, 0, at);
+    for (int q = 1; q < n; ++q) v = combine(op_, v, inputValue(type_, op_, q, at));
+    return v;
+  };
+  for (int r = 0; r < n; ++r) {
+    if (a.collective == CollectiveKind::kReduce && r != va_->root()) continue;
+    const void* out = calls_[static_cast<size_t>(r)].recvbuff;
+    for (size_t e = 0; e < outElems_; ++e) {
+      switch (a.collective) {
+        case CollectiveKind::kAllReduce:
+        case CollectiveKind::kReduce:
+          storeReduced(type_, op_, want.data(), 0, reduceAll(e), n);
+          break;
+        case CollectiveKind::kReduceScatter:
+          storeReduced(type_, op_, want.data(), 0, reduceAll(static_cast<size_t>(r) * count_ + e),
+                       n);
+          break;
+        case CollectiveKind::kAllGather:
+          store(type_, want.data(), 0,
+                inputValue(type_, op_, static_cast<int>(e / count_), e % count_));
+          break;
+        case CollectiveKind::kAllToAll:
+          store(type_, want.data(), 0,
+                inputValue(type_, op_, static_cast<int>(e / count_),
+                           static_cast<size_t>(r) * count_ + e % count_));
+          break;
+        case CollectiveKind::kBroadcast:
+          store(type_, want.data(), 0, inputValue(type_, op_, va_->root(), e));
+          break;
+        default:
+          return 0;
+      }
+      uint64_t got = bitsAt(type_, out, e), exp = bitsAt(type_, want.data(), 0);
+      if (got == exp) continue;
+      if (wrong++ == 0 && first != nullptr) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "rank %d element %zu: got 0x%llx, want 0x%llx", r, e,
+                      static_cast<unsigned long long>(got), static_cast<unsigned long long>(exp));
+        *first = buf;
+      }
+    }
+  }
+  return wrong;
+}
+
+}  // namespace chorus::runtime

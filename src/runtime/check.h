@@ -1,0 +1,44 @@
+// Data for checking a collective end to end, as nccl-tests does: buffers for
+// one call on every rank, inputs that are small integers distinct per rank
+// and per chunk (so a misplaced chunk shows) and exact in every data type for
+// up to 8 ranks (so float results compare bit for bit), and the closed-form
+// expected output of each collective. Used by tests and by `chorus run
+// --check` / `chorus perf --check`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "runtime/executor.h"
+
+namespace chorus::runtime {
+
+class CollectiveData {
+ public:
+  // Buffers for `count` elements of `type` per the collective's convention,
+  // in place or not. kUnsupported for collectives without a closed form here
+  // (custom, send/recv, gather/scatter, alltoallv).
+  static Result<CollectiveData> make(const VerifiedAlgorithm& va, size_t count, DataType type,
+                                     ReduceOp op, bool inplace);
+
+  // One CallArgs per rank, pointing into buffers this object owns.
+  const std::vector<CallArgs>& calls() const { return calls_; }
+  // Rewrites the inputs and fills outputs with a poison no correct result has.
+  void reset();
+  // Output elements that differ from the closed form; `first` (optional)
+  // describes the first, e.g. "rank 3 element 17: got 0x41200000, want 0x41300000".
+  size_t countWrong(std::string* first = nullptr) const;
+
+ private:
+  const VerifiedAlgorithm* va_ = nullptr;
+  size_t count_ = 0;
+  DataType type_ = DataType::kFloat32;
+  ReduceOp op_ = ReduceOp::kSum;
+  bool inplace_ = false;
+  size_t inElems_ = 0, outElems_ = 0;
+  std::vector<std::vector<unsigned char>> send_, recv_;
+  std::vector<CallArgs> calls_;
+};
+
+}  // namespace chorus::runtime
