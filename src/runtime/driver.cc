@@ -25,12 +25,19 @@ bool reducesToOutput(CollectiveKind k) {
 
 // Everything one call needs on every rank: connections, scratch, executors
 // and (for the threaded driver) one doorbell per rank.
+}  // namespace
+
 struct Session {
+  Geometry geometry;
+  bool dirty = false;  // a previous run stopped midway: connections hold messages
+  int slots = 0;
   std::map<std::tuple<int, int, int>, std::unique_ptr<LocalConnection>> conns;
   std::vector<std::vector<unsigned char>> scratch;
   std::vector<std::unique_ptr<Doorbell>> bells;
   std::vector<std::unique_ptr<RankExecutor>> ranks;
 };
+
+namespace {
 
 Result<std::unique_ptr<Session>> prepare(const VerifiedAlgorithm& va,
                                          const std::vector<CallArgs>& calls, size_t sliceBytes,
@@ -46,6 +53,8 @@ Result<std::unique_ptr<Session>> prepare(const VerifiedAlgorithm& va,
   if (slots < 1) return Status(StatusCode::kInvalidArgument, "slots must be >= 1");
 
   auto s = std::make_unique<Session>();
+  s->geometry = g;
+  s->slots = slots;
   if (withBells)
     for (int r = 0; r < a.ngpus; ++r) s->bells.push_back(std::make_unique<Doorbell>());
   auto bell = [&](int r) { return withBells ? s->bells[static_cast<size_t>(r)].get() : nullptr; };
@@ -107,11 +116,37 @@ void finishAverage(const VerifiedAlgorithm& va, const std::vector<CallArgs>& cal
 
 }  // namespace
 
-Status runDeterministic(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls,
-                        const DeterministicOptions& options) {
-  auto prepared = prepare(va, calls, options.sliceBytes, options.slots, /*withBells=*/false);
+Result<std::unique_ptr<PreparedCall>> PreparedCall::make(const VerifiedAlgorithm& va,
+                                                         const std::vector<CallArgs>& calls,
+                                                         size_t sliceBytes, int slots) {
+  auto prepared = prepare(va, calls, sliceBytes, slots, /*withBells=*/true);
   if (!prepared.isOk()) return prepared.status();
-  Session& s = *prepared.value();
+  std::unique_ptr<PreparedCall> pc(new PreparedCall());
+  pc->va_ = &va;
+  pc->calls_ = calls;
+  pc->s_ = std::move(prepared).value();
+  return pc;
+}
+
+PreparedCall::~PreparedCall() = default;
+
+const Geometry& PreparedCall::geometry() const { return s_->geometry; }
+
+Status PreparedCall::finish(Status st) {
+  if (!st.isOk()) {
+    s_->dirty = true;
+    return st;
+  }
+  finishAverage(*va_, calls_);
+  return st;
+}
+
+Status PreparedCall::runDeterministic(const DeterministicOptions& options) {
+  Session& s = *s_;
+  if (s.dirty)
+    for (auto& [key, c] : s.conns) c->reset();
+  s.dirty = false;
+  for (auto& x : s.ranks) x->reset();
 
   std::vector<int> order(s.ranks.size());
   std::iota(order.begin(), order.end(), 0);
@@ -129,21 +164,20 @@ Status runDeterministic(const VerifiedAlgorithm& va, const std::vector<CallArgs>
     }
     if (allDone) break;
     if (!moved) {
-      return deadlock(s, "no rank can make progress (" + std::to_string(options.slots) +
-                             " slot(s) per connection):");
+      return finish(deadlock(s, "no rank can make progress (" + std::to_string(s.slots) +
+                                    " slot(s) per connection):"));
     }
   }
-  finishAverage(va, calls);
-  return Status::ok();
+  return finish(Status::ok());
 }
 
-Status runThreaded(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls,
-                   const ThreadedOptions& options) {
-  auto prepared = prepare(va, calls, options.sliceBytes, options.slots, /*withBells=*/true);
-  if (!prepared.isOk()) return prepared.status();
-  Session& s = *prepared.value();
+Status PreparedCall::runThreaded(const ThreadedOptions& options) {
+  Session& s = *s_;
+  if (s.dirty)
+    for (auto& [key, c] : s.conns) c->reset();
+  s.dirty = false;
+  for (auto& x : s.ranks) x->reset();
   const size_t n = s.ranks.size();
-
   std::atomic<bool> abort{false};
   std::mutex finishMutex;
   std::condition_variable finishedCv;
@@ -209,11 +243,24 @@ Status runThreaded(const VerifiedAlgorithm& va, const std::vector<CallArgs>& cal
   }
   for (auto& t : threads) t.join();
   if (deadlocked) {
-    return deadlock(s, "ranks wait on each other (" + std::to_string(options.slots) +
-                           " slot(s) per connection):");
+    return finish(deadlock(
+        s, "ranks wait on each other (" + std::to_string(s.slots) + " slot(s) per connection):"));
   }
-  finishAverage(va, calls);
-  return Status::ok();
+  return finish(Status::ok());
+}
+
+Status runDeterministic(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls,
+                        const DeterministicOptions& options) {
+  auto pc = PreparedCall::make(va, calls, options.sliceBytes, options.slots);
+  if (!pc.isOk()) return pc.status();
+  return pc.value()->runDeterministic(options);
+}
+
+Status runThreaded(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls,
+                   const ThreadedOptions& options) {
+  auto pc = PreparedCall::make(va, calls, options.sliceBytes, options.slots);
+  if (!pc.isOk()) return pc.status();
+  return pc.value()->runThreaded(options);
 }
 
 }  // namespace chorus::runtime

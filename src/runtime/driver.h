@@ -22,20 +22,48 @@ struct DeterministicOptions {
   int slots = 8;          // messages in flight per connection
 };
 
-// Runs one call: calls[r] is rank r's arguments. Errors: kInvalidArgument
-// (see planCall), kDeadlock (with each rank's waiting threadblocks).
-Status runDeterministic(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls,
-                        const DeterministicOptions& options = {});
-
 struct ThreadedOptions {
-  size_t sliceBytes = 0;       // 0 = the protocol's default
-  int slots = 8;               // messages in flight per connection
   int yieldsBeforeSleep = 16;  // yields of a blocked rank before it sleeps
   int watchdogMs = 50;         // deadlock check period (two quiet checks = deadlock)
+  size_t sliceBytes = 0;       // for the one-shot runThreaded() only
+  int slots = 8;               // for the one-shot runThreaded() only
 };
 
-// Runs one call with one thread per rank; returns when all ranks finish.
-// Errors as runDeterministic.
+struct Session;
+
+// Everything one call needs on every rank, built once and reused for every
+// repetition of the same call: connections (preallocated, prefaulted slots),
+// scratch buffers and executors. Building it touches all its memory; running
+// it allocates nothing. The buffers in `calls` must outlive it.
+class PreparedCall {
+ public:
+  // Errors: kInvalidArgument (see planCall; avg on a non-reducing collective).
+  static Result<std::unique_ptr<PreparedCall>> make(const VerifiedAlgorithm& va,
+                                                    const std::vector<CallArgs>& calls,
+                                                    size_t sliceBytes = 0, int slots = 8);
+  ~PreparedCall();
+  PreparedCall(const PreparedCall&) = delete;
+  PreparedCall& operator=(const PreparedCall&) = delete;
+
+  const Geometry& geometry() const;
+  // Runs the call once with the deterministic driver (order and seed from
+  // `options`; its sliceBytes and slots are fixed at make()).
+  Status runDeterministic(const DeterministicOptions& options = {});
+  // Runs the call once with one thread per rank.
+  Status runThreaded(const ThreadedOptions& options = {});
+
+ private:
+  PreparedCall() = default;
+  Status finish(Status st);
+  const VerifiedAlgorithm* va_ = nullptr;
+  std::vector<CallArgs> calls_;
+  std::unique_ptr<Session> s_;
+};
+
+// One-shot conveniences: prepare, run once. Errors as PreparedCall plus
+// kDeadlock (with each rank's waiting threadblocks).
+Status runDeterministic(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls,
+                        const DeterministicOptions& options = {});
 Status runThreaded(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls,
                    const ThreadedOptions& options = {});
 

@@ -167,7 +167,13 @@ RankExecutor::RankExecutor(const VerifiedAlgorithm& va, int rank, const CallArgs
       const_cast<unsigned char*>(static_cast<const unsigned char*>(call.sendbuff));
   base_[static_cast<int>(Buffer::kOutput)] = static_cast<unsigned char*>(call.recvbuff);
   base_[static_cast<int>(Buffer::kScratch)] = static_cast<unsigned char*>(scratch);
+  reset();
+}
+
+void RankExecutor::reset() {
+  doneTbs_ = 0;
   for (size_t t = 0; t < tbs_.size(); ++t) {
+    tbs_[t] = TbState{};
     if (rank_.tbs[t].steps.empty() || g_.iterations == 0) {
       tbs_[t].iter = g_.iterations;
       ++doneTbs_;

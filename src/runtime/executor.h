@@ -88,6 +88,8 @@ class RankExecutor {
   // if nothing was left to run.
   Progress advance();
   bool done() const { return doneTbs_ == static_cast<int>(tbs_.size()); }
+  // Back to the start of the call, to run it again on the same buffers.
+  void reset();
   // For deadlock reports: one line per unfinished threadblock,
   // "tb 2 step 5 (rrs, iteration 0): waiting for a message from rank 3 on channel 1".
   std::vector<std::string> waiting() const;

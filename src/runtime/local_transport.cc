@@ -21,6 +21,11 @@ uint64_t LocalConnection::inFlight() const {
   return head_.load(std::memory_order_acquire) - tail_.load(std::memory_order_acquire);
 }
 
+void LocalConnection::reset() {
+  head_.store(0, std::memory_order_relaxed);
+  tail_.store(0, std::memory_order_relaxed);
+}
+
 void* LocalConnection::Sender::tryAcquire(size_t bytes) {
   CHORUS_CHECK(bytes <= c_.slotBytes_, "message larger than the connection's slots");
   uint64_t head = c_.head_.load(std::memory_order_relaxed);

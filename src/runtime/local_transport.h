@@ -50,6 +50,9 @@ class LocalConnection {
   size_t slotBytes() const { return slotBytes_; }
   // Messages committed and not yet released (for diagnostics).
   uint64_t inFlight() const;
+  // Drops every message (after an aborted call). Not thread-safe: no sender
+  // or receiver may be active.
+  void reset();
 
  private:
   class Sender final : public SendPort {

@@ -58,5 +58,16 @@ check legacy-fixed 0 '^ok +[^ ]+legacy.out.xml' -- "$chorus" verify --target msc
 check convert-unknown-ext 2 'pass --to' -- "$chorus" convert "$msccl/ap4ll.xml" -o "$tmp/out.txt"
 check convert-stdout 0 '<algo name="allreduce_pairs"' -- "$chorus" convert "$msccl/ap-1pass.xml" -o -
 
+# run: real data on CPU ranks, checked.
+check run-check 0 'check +0 wrong element' -- "$chorus" run "$msccl/ap4ll.xml" --check -n 2 -w 0
+check run-deterministic 0 'check +0 wrong element' -- "$chorus" run "$msccl/a2a4ll.xml" --check \
+  --driver deterministic --order reverse -b 64K --slice-bytes 64 -n 2 -w 0
+check run-types 0 'check +0 wrong element' -- "$chorus" run "$src/examples/algorithms/ring_allreduce_5_outofplace.xml" \
+  --check --dtype bf16 --op max -b 1M -n 2 -w 0
+check run-bad-dtype 2 "unknown data type 'fp7'" -- "$chorus" run "$msccl/ap4ll.xml" --dtype fp7
+check run-wrong-form 2 'does not serve out-of-place calls' -- "$chorus" run "$msccl/ap4ll.xml" --outofplace
+check run-too-small 2 'below the smallest call' -- "$chorus" run "$msccl/ap4ll.xml" -b 16
+check run-rejected 2 'the verifier rejects' -- "$chorus" run "$src/tests/data/bad/e301_swapped_offsets.xml"
+
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

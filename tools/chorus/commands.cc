@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -15,6 +16,8 @@
 #include "ir/stats.h"
 #include "ir/validate.h"
 #include "ir/xml_writer.h"
+#include "runtime/check.h"
+#include "runtime/driver.h"
 #include "verify/graph.h"
 #include "verify/verifier.h"
 
@@ -314,6 +317,112 @@ int runConvert(const ConvertArgs& args) {
     return 2;
   }
   return 0;
+}
+
+namespace {
+
+// nccl-tests' bus bandwidth factor: what each rank's links must carry
+// relative to the message size.
+double busFactor(CollectiveKind k, int n) {
+  double dn = n;
+  switch (k) {
+    case CollectiveKind::kAllReduce:
+      return 2 * (dn - 1) / dn;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
+      return (dn - 1) / dn;
+    default:
+      return 1;
+  }
+}
+
+}  // namespace
+
+int runRun(const RunArgs& args) {
+  auto fail = [](const std::string& msg) {
+    std::fprintf(stderr, "chorus run: %s\n", msg.c_str());
+    return 2;
+  };
+  auto type = parseDataType(args.dtype);
+  if (!type) return fail("unknown data type '" + args.dtype + "'");
+  auto op = parseReduceOp(args.op);
+  if (!op) return fail("unknown reduction op '" + args.op + "'");
+  ir::ReadResult rr = ir::readAlgorithmFile(args.file);
+  if (!rr.algorithm) {
+    rr.diagnostics.sort();
+    for (const auto& d : rr.diagnostics.items()) std::fprintf(stderr, "%s\n", d.format().c_str());
+    return 2;
+  }
+  auto va = runtime::VerifiedAlgorithm::make(std::move(*rr.algorithm));
+  if (!va.isOk()) return fail(va.status().message());
+  const ir::Algorithm& a = va.value()->algo();
+
+  if (args.inplace && args.outofplace) return fail("--inplace and --outofplace exclude each other");
+  bool inplace = args.inplace || (!args.outofplace && !a.outofplace);
+  size_t esz = dataTypeSize(*type), m = runtime::countMultiplier(a);
+  size_t quantum = runtime::countQuantum(a);
+  size_t count = args.count;
+  if (count == 0) {
+    count = args.bytes / (esz * m) / quantum * quantum;
+    if (count == 0)
+      return fail("--bytes " + std::to_string(args.bytes) +
+                  " is below the smallest call this "
+                  "algorithm can serve (" +
+                  std::to_string(quantum * esz * m) + " bytes)");
+  }
+  auto data = runtime::CollectiveData::make(*va.value(), count, *type, *op, inplace);
+  if (!data.isOk()) return fail(data.status().message());
+  const auto& calls = data.value().calls();
+  // Prepared once (connections, scratch, executors; all memory touched now),
+  // then run for every warm-up and timed call without allocating.
+  auto prepared = runtime::PreparedCall::make(*va.value(), calls, args.sliceBytes, args.slots);
+  if (!prepared.isOk()) return fail(prepared.status().message());
+  runtime::PreparedCall& call = *prepared.value();
+  const runtime::Geometry& geometry = call.geometry();
+
+  runtime::DeterministicOptions det;
+  det.order = args.order == "rr"        ? runtime::DeterministicOptions::Order::kRoundRobin
+              : args.order == "reverse" ? runtime::DeterministicOptions::Order::kReverse
+                                        : runtime::DeterministicOptions::Order::kRandom;
+  det.seed = args.seed;
+  auto once = [&]() {
+    return args.driver == "deterministic" ? call.runDeterministic(det) : call.runThreaded();
+  };
+
+  size_t bytes = count * esz * m;
+  fmt::print("algorithm  {} ({}): {}, {} ranks, {}, {}\n", a.name, args.file, a.collectiveName,
+             a.ngpus, inplace ? "in-place" : "out-of-place", ir::protocolName(a.protocol));
+  fmt::print("call       count {} {} {} ({} bytes), {} iteration(s) of {} elements per chunk\n",
+             count, dataTypeName(*type), reduceOpName(*op), bytes, geometry.iterations,
+             geometry.sliceElems);
+  fmt::print("driver     {}, {} slot(s) per connection\n",
+             args.driver == "deterministic" ? "deterministic (one thread, " + args.order + " order)"
+                                            : std::to_string(a.ngpus) + " threads",
+             args.slots);
+  for (int i = 0; i < args.warmup; ++i) {
+    Status st = once();
+    if (!st.isOk()) return fail(st.toString());
+  }
+  double total = 0;
+  for (int i = 0; i < args.iters; ++i) {
+    data.value().reset();
+    auto t0 = std::chrono::steady_clock::now();
+    Status st = once();
+    total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!st.isOk()) return fail(st.toString());
+  }
+  double secs = total / args.iters;
+  double algbw = static_cast<double>(bytes) / secs / 1e9;
+  fmt::print(
+      "time       {:.1f} us per call (mean of {}, after {} warm-up)   algbw {:.3f} GB/s   "
+      "busbw {:.3f} GB/s\n",
+      secs * 1e6, args.iters, args.warmup, algbw, algbw * busFactor(a.collective, a.ngpus));
+  if (!args.check) return 0;
+  std::string first;
+  size_t wrong = data.value().countWrong(&first);
+  fmt::print("check      {} wrong element(s){}\n", wrong, wrong ? " (first: " + first + ")" : "");
+  return wrong == 0 ? 0 : 1;
 }
 
 int runExplain(const std::string& code) {

@@ -1,6 +1,7 @@
 // The `chorus` subcommands. Each returns the process exit code.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,25 @@ struct ConvertArgs {
   std::string to;      // "xml" | "json" | "" (from the output's extension)
 };
 int runConvert(const ConvertArgs& args);
+
+struct RunArgs {
+  std::string file;
+  size_t bytes = 1 << 20;  // nccl-tests "size"; count = bytes / (type size x m)
+  size_t count = 0;        // overrides bytes when set
+  std::string dtype = "fp32";
+  std::string op = "sum";
+  bool inplace = false, outofplace = false;
+  bool check = false;
+  std::string driver = "threads";  // or "deterministic"
+  std::string order = "random";    // deterministic driver: rr, reverse, random
+  uint64_t seed = 1;
+  size_t sliceBytes = 0;
+  int slots = 8;
+  int iters = 20, warmup = 5;
+};
+// Runs one algorithm file on CPU ranks (threads of this process).
+// Exit: 0 ok, 1 wrong results (--check), 2 bad input or a failed run.
+int runRun(const RunArgs& args);
 
 // Lists diagnostic codes, or explains one.
 int runExplain(const std::string& code);

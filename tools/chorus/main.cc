@@ -5,7 +5,7 @@
 #include "tools/chorus/commands.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"Chorus: programmable collective communication (verify, show, convert)"};
+  CLI::App app{"Chorus: programmable collective communication"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "chorus 0.1.0");
 
@@ -35,6 +35,31 @@ int main(int argc, char** argv) {
   c->add_option("--to", convert.to, "output format (default: from the output's extension)")
       ->check(CLI::IsMember({"xml", "json"}));
 
+  chorus::cli::RunArgs run;
+  auto* r = app.add_subcommand("run", "run an algorithm file on CPU ranks (threads) and time it");
+  r->add_option("file", run.file, "algorithm file (MSCCL XML or Chorus JSON)")->required();
+  r->add_option("--bytes,-b", run.bytes,
+                "message size as nccl-tests counts it: 4K, 64M (default 1M)")
+      ->transform(CLI::AsSizeValue(false));
+  r->add_option("--count,-c", run.count, "elements per rank (overrides --bytes)");
+  r->add_option("--dtype,-d", run.dtype,
+                "int8 uint8 int32 uint32 int64 uint64 fp16 bf16 fp32 fp64 fp8e4m3 fp8e5m2");
+  r->add_option("--op,-o", run.op, "sum prod max min avg");
+  r->add_flag("--inplace", run.inplace, "in-place call");
+  r->add_flag("--outofplace", run.outofplace, "out-of-place call");
+  r->add_flag("--check", run.check, "check every output element; exit 1 if any is wrong");
+  r->add_option("--driver", run.driver, "threads (one per rank) or deterministic (one thread)")
+      ->check(CLI::IsMember({"threads", "deterministic"}));
+  r->add_option("--order", run.order, "deterministic driver's rank order")
+      ->check(CLI::IsMember({"rr", "reverse", "random"}));
+  r->add_option("--seed", run.seed, "seed of the random order");
+  r->add_option("--slice-bytes", run.sliceBytes, "slice size per chunk (default: the protocol's)")
+      ->transform(CLI::AsSizeValue(false));
+  r->add_option("--slots", run.slots, "messages in flight per connection")
+      ->check(CLI::PositiveNumber);
+  r->add_option("--iters,-n", run.iters, "timed calls")->check(CLI::PositiveNumber);
+  r->add_option("--warmup,-w", run.warmup, "untimed calls first")->check(CLI::NonNegativeNumber);
+
   std::string code;
   auto* e = app.add_subcommand("explain", "list diagnostic codes, or explain one");
   e->add_option("code", code, "a code such as E110 or its name (offset-range)");
@@ -51,5 +76,6 @@ int main(int argc, char** argv) {
   if (*s) return chorus::cli::runShow(showFile);
   if (*c) return chorus::cli::runConvert(convert);
   if (*e) return chorus::cli::runExplain(code);
+  if (*r) return chorus::cli::runRun(run);
   return 2;
 }
