@@ -35,6 +35,62 @@ struct Session {
   std::vector<std::vector<unsigned char>> scratch;
   std::vector<std::unique_ptr<Doorbell>> bells;
   std::vector<std::unique_ptr<RankExecutor>> ranks;
+
+  // Persistent rank threads, started by the first threaded run and parked
+  // on `start` between runs: a call costs wake-ups, not thread creation.
+  std::vector<std::thread> workers;
+  Doorbell start;  // rung once per run (and at shutdown)
+  std::atomic<bool> shutdown{false};
+  std::atomic<bool> abort{false};
+  std::atomic<uint64_t> progress{0};
+  std::unique_ptr<std::atomic<int>[]> state;  // per rank: 0 running, 1 asleep, 2 finished
+  int yieldsBeforeSleep = 16;                 // set by each run before `start` rings
+  std::mutex finishMutex;
+  std::condition_variable finishedCv;
+  size_t finished = 0;  // guarded by finishMutex
+
+  ~Session() {
+    if (workers.empty()) return;
+    shutdown.store(true, std::memory_order_release);
+    start.ring();
+    for (auto& t : workers) t.join();
+  }
+
+  // One rank's part of one run: advance until done, sleeping on the rank's
+  // doorbell while blocked, until the run finishes or is aborted.
+  void runRank(size_t r) {
+    RankExecutor& x = *ranks[r];
+    Doorbell& bell = *bells[r];
+    while (!abort.load(std::memory_order_acquire)) {
+      uint32_t seen = bell.value();  // read before trying: no lost wake-up
+      Progress p = x.advance();
+      if (x.done()) break;
+      if (p == Progress::kProgress) {
+        progress.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      // Blocked: yield a few times (a peer may be about to deliver), then
+      // sleep until a peer rings. Never spin: ranks outnumber cores.
+      for (int i = 0; i < yieldsBeforeSleep && bell.value() == seen; ++i) std::this_thread::yield();
+      if (bell.value() != seen) continue;
+      state[r].store(1, std::memory_order_release);
+      bell.wait(seen);
+      state[r].store(0, std::memory_order_release);
+    }
+    state[r].store(2, std::memory_order_release);
+    std::lock_guard<std::mutex> lock(finishMutex);
+    if (++finished == ranks.size()) finishedCv.notify_one();
+  }
+
+  void workerMain(size_t r) {
+    uint32_t served = 0;  // the value of `start` when this thread was created
+    for (;;) {
+      start.wait(served);
+      served = start.value();
+      if (shutdown.load(std::memory_order_acquire)) return;
+      runRank(r);
+    }
+  }
 };
 
 namespace {
@@ -178,70 +234,44 @@ Status PreparedCall::runThreaded(const ThreadedOptions& options) {
   s.dirty = false;
   for (auto& x : s.ranks) x->reset();
   const size_t n = s.ranks.size();
-  std::atomic<bool> abort{false};
-  std::mutex finishMutex;
-  std::condition_variable finishedCv;
-  size_t finished = 0;  // guarded by finishMutex
-  std::atomic<uint64_t> progress{0};
-  // 0 running, 1 waiting on its doorbell, 2 finished.
-  std::vector<std::atomic<int>> state(n);
-  for (auto& st : state) st.store(0);
-
-  auto worker = [&](size_t r) {
-    RankExecutor& x = *s.ranks[r];
-    Doorbell& bell = *s.bells[r];
-    while (!abort.load(std::memory_order_acquire)) {
-      uint32_t seen = bell.value();  // read before trying: no lost wake-up
-      Progress p = x.advance();
-      if (x.done()) break;
-      if (p == Progress::kProgress) {
-        progress.fetch_add(1, std::memory_order_relaxed);
-        continue;
-      }
-      // Blocked: yield a few times (a peer may be about to deliver), then
-      // sleep until a peer rings. Never spin: ranks outnumber cores.
-      for (int i = 0; i < options.yieldsBeforeSleep && bell.value() == seen; ++i)
-        std::this_thread::yield();
-      if (bell.value() != seen) continue;
-      state[r].store(1, std::memory_order_release);
-      bell.wait(seen);
-      state[r].store(0, std::memory_order_release);
-    }
-    state[r].store(2, std::memory_order_release);
-    std::lock_guard<std::mutex> lock(finishMutex);
-    if (++finished == n) finishedCv.notify_one();
-  };
-
-  std::vector<std::thread> threads;
-  threads.reserve(n);
-  for (size_t r = 0; r < n; ++r) threads.emplace_back(worker, r);
+  if (s.workers.empty()) {
+    s.state = std::make_unique<std::atomic<int>[]>(n);
+    s.workers.reserve(n);
+    for (size_t r = 0; r < n; ++r) s.workers.emplace_back([&s, r] { s.workerMain(r); });
+  }
+  {
+    std::lock_guard<std::mutex> lock(s.finishMutex);
+    s.finished = 0;
+  }
+  for (size_t r = 0; r < n; ++r) s.state[r].store(0, std::memory_order_relaxed);
+  s.abort.store(false, std::memory_order_relaxed);
+  s.progress.store(0, std::memory_order_relaxed);
+  s.yieldsBeforeSleep = options.yieldsBeforeSleep;
+  s.start.ring();  // release: the resets above happen before the ranks run
 
   // Watchdog: if no rank moved between two checks and every unfinished rank
   // is asleep, nothing can wake them: a deadlock.
   bool deadlocked = false;
-  uint64_t last = progress.load();
+  uint64_t last = 0;
   int quiet = 0;
-  for (;;) {
-    {
-      // Returns at once when the last rank finishes; otherwise every period.
-      std::unique_lock<std::mutex> lock(finishMutex);
-      if (finishedCv.wait_for(lock, std::chrono::milliseconds(options.watchdogMs),
-                              [&] { return finished == n; }))
-        break;
-    }
+  std::unique_lock<std::mutex> lock(s.finishMutex);
+  while (!s.finishedCv.wait_for(lock, std::chrono::milliseconds(options.watchdogMs),
+                                [&] { return s.finished == n; })) {
     bool allAsleep = true;
-    for (auto& st : state) allAsleep = allAsleep && st.load(std::memory_order_acquire) != 0;
-    uint64_t now = progress.load();
+    for (size_t r = 0; r < n; ++r)
+      allAsleep = allAsleep && s.state[r].load(std::memory_order_acquire) != 0;
+    uint64_t now = s.progress.load();
     quiet = (now == last && allAsleep) ? quiet + 1 : 0;
     last = now;
     if (quiet >= 2) {
       deadlocked = true;
-      abort.store(true, std::memory_order_release);
+      s.abort.store(true, std::memory_order_release);
       for (auto& b : s.bells) b->ring();
+      s.finishedCv.wait(lock, [&] { return s.finished == n; });
       break;
     }
   }
-  for (auto& t : threads) t.join();
+  lock.unlock();
   if (deadlocked) {
     return finish(deadlock(
         s, "ranks wait on each other (" + std::to_string(s.slots) + " slot(s) per connection):"));

@@ -159,26 +159,6 @@ TEST(Executor, BadCallsGetClearErrors) {
   EXPECT_NE(st.message().find("avg needs a reducing collective"), std::string::npos);
 }
 
-TEST(Executor, PreparedCallRunsRepeatedlyWithBothDrivers) {
-  auto va = load(std::string(CHORUS_MSCCL_DIR) + "/r48ll.xml");
-  ASSERT_TRUE(va);
-  auto data = CollectiveData::make(*va, countQuantum(va->algo()) * 5, DataType::kFloat32,
-                                   ReduceOp::kSum, /*inplace=*/true);
-  ASSERT_TRUE(data.isOk());
-  auto pc = PreparedCall::make(*va, data.value().calls(), /*sliceBytes=*/8, /*slots=*/2);
-  ASSERT_TRUE(pc.isOk()) << pc.status().toString();
-  for (int i = 0; i < 6; ++i) {
-    data.value().reset();  // in place: the previous result replaced the input
-    DeterministicOptions o;
-    o.order = DeterministicOptions::Order::kRandom;
-    o.seed = static_cast<uint64_t>(i);
-    Status st = i % 2 ? pc.value()->runThreaded() : pc.value()->runDeterministic(o);
-    ASSERT_TRUE(st.isOk()) << st.toString();
-    std::string first;
-    EXPECT_EQ(data.value().countWrong(&first), 0u) << "repetition " << i << ": " << first;
-  }
-}
-
 TEST(Executor, RefusesWhatTheVerifierRejectsQuotingIt) {
   ir::Algorithm bad = chorus::testing::mustRead(std::string(CHORUS_SOURCE_DIR) +
                                                 "/tests/data/bad/e301_swapped_offsets.xml");

@@ -3,6 +3,7 @@
 // reported rather than hang. Label `threads`: run under TSan.
 #include <gtest/gtest.h>
 
+#include "runtime/check.h"
 #include "runtime/driver.h"
 #include "tests/support/collective_check.h"
 #include "tests/support/files.h"
@@ -49,6 +50,45 @@ TEST(ThreadedExecutor, TypesAndOps) {
     }
   }
 }
+
+TEST(ThreadedExecutor, PreparedCallRunsRepeatedlyWithBothDrivers) {
+  auto va = load(std::string(CHORUS_MSCCL_DIR) + "/r48ll.xml");
+  ASSERT_TRUE(va);
+  auto data = CollectiveData::make(*va, countQuantum(va->algo()) * 5, DataType::kFloat32,
+                                   ReduceOp::kSum, /*inplace=*/true);
+  ASSERT_TRUE(data.isOk());
+  auto pc = PreparedCall::make(*va, data.value().calls(), /*sliceBytes=*/8, /*slots=*/2);
+  ASSERT_TRUE(pc.isOk()) << pc.status().toString();
+  for (int i = 0; i < 6; ++i) {
+    data.value().reset();  // in place: the previous result replaced the input
+    DeterministicOptions o;
+    o.order = DeterministicOptions::Order::kRandom;
+    o.seed = static_cast<uint64_t>(i);
+    Status st = i % 2 ? pc.value()->runThreaded() : pc.value()->runDeterministic(o);
+    ASSERT_TRUE(st.isOk()) << st.toString();
+    std::string first;
+    EXPECT_EQ(data.value().countWrong(&first), 0u) << "repetition " << i << ": " << first;
+  }
+}
+
+TEST(ThreadedExecutor, PersistentThreadsSurviveADeadlockAndShutDown) {
+  auto va = VerifiedAlgorithm::make(chorus::testing::mustRead(
+      std::string(CHORUS_SOURCE_DIR) + "/tests/data/runtime_send_twice_first.xml"));
+  ASSERT_TRUE(va.isOk());
+  std::vector<float> in0(4, 1), in1(4, 2), out0(4), out1(4);
+  std::vector<CallArgs> calls = {{in0.data(), out0.data(), 2, DataType::kFloat32, ReduceOp::kSum},
+                                 {in1.data(), out1.data(), 2, DataType::kFloat32, ReduceOp::kSum}};
+  auto pc = PreparedCall::make(*va.value(), calls, 0, /*slots=*/1);
+  ASSERT_TRUE(pc.isOk());
+  ThreadedOptions fast;
+  fast.watchdogMs = 10;
+  for (int i = 0; i < 3; ++i) {
+    Status st = pc.value()->runThreaded(fast);
+    EXPECT_EQ(st.code(), StatusCode::kDeadlock) << "run " << i;
+  }
+  // The deterministic driver on the same prepared call, after aborted runs.
+  EXPECT_EQ(pc.value()->runDeterministic().code(), StatusCode::kDeadlock);
+}  // PreparedCall's destructor stops and joins the parked threads
 
 TEST(ThreadedExecutor, DeadlockIsReportedNotHung) {
   auto va = VerifiedAlgorithm::make(chorus::testing::mustRead(
