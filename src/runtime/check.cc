@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <tuple>
 
 namespace chorus::runtime {
 namespace {
@@ -144,10 +145,7 @@ Result<CollectiveData> CollectiveData::make(const VerifiedAlgorithm& va, size_t 
   d.op_ = op;
   d.inplace_ = inplace;
   auto n = static_cast<size_t>(a.ngpus);
-  d.inElems_ = d.outElems_ = count;
-  if (a.collective == CollectiveKind::kAllGather) d.outElems_ = count * n;
-  if (a.collective == CollectiveKind::kReduceScatter) d.inElems_ = count * n;
-  if (a.collective == CollectiveKind::kAllToAll) d.inElems_ = d.outElems_ = count * n;
+  std::tie(d.inElems_, d.outElems_) = bufferElems(a, count);
   size_t esz = dataTypeSize(type), big = std::max(d.inElems_, d.outElems_);
   d.send_.resize(n);
   d.recv_.resize(n);

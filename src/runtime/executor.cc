@@ -59,9 +59,6 @@ size_t countQuantum(const ir::Algorithm& a) {
   return c / std::gcd(c, countMultiplier(a));
 }
 
-namespace {
-
-// Elements of the input and output buffer of one rank.
 std::pair<size_t, size_t> bufferElems(const ir::Algorithm& a, size_t count) {
   size_t n = static_cast<size_t>(a.ngpus);
   switch (a.collective) {
@@ -77,6 +74,8 @@ std::pair<size_t, size_t> bufferElems(const ir::Algorithm& a, size_t count) {
       return {count, count};
   }
 }
+
+namespace {
 
 bool isInPlace(const ir::Algorithm& a, const CallArgs& c, int rank, size_t esz) {
   auto send = reinterpret_cast<uintptr_t>(c.sendbuff);

@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -62,6 +63,10 @@ size_t countMultiplier(const ir::Algorithm& a);
 // The smallest count whose total splits into the algorithm's chunks; every
 // valid count is a multiple of it.
 size_t countQuantum(const ir::Algorithm& a);
+
+// Elements of one rank's input and output buffer for a call of `count`
+// (allgather/gather output and reducescatter/scatter input span all ranks).
+std::pair<size_t, size_t> bufferElems(const ir::Algorithm& a, size_t count);
 
 // Default slice sizes in bytes (MSCCL's): Simple 2 MiB, LL 32 KiB, LL128 576,000.
 size_t defaultSliceBytes(ir::Protocol p);
