@@ -14,6 +14,10 @@ const char* statusCodeName(StatusCode code) {
       return "I/O error";
     case StatusCode::kParseError:
       return "parse error";
+    case StatusCode::kTimeout:
+      return "timeout";
+    case StatusCode::kAborted:
+      return "aborted";
     case StatusCode::kDeadlock:
       return "deadlock";
     case StatusCode::kUnsupported:

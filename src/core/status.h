@@ -20,6 +20,8 @@ enum class StatusCode {
   kParseError,       // input could not be parsed (details in diagnostics)
   kUnsupported,      // valid request that this build cannot serve
   kDeadlock,         // ranks wait on each other; the message says who waits for what
+  kTimeout,          // a wait outlasted its deadline (a peer stopped answering)
+  kAborted,          // the operation was stopped by an abort
   kInternal,         // a bug in Chorus
 };
 

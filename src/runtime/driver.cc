@@ -3,15 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <numeric>
 #include <random>
 #include <thread>
-#include <tuple>
 
-#include "runtime/local_transport.h"
 #include "runtime/reduce.h"
 
 namespace chorus::runtime {
@@ -23,18 +20,21 @@ bool reducesToOutput(CollectiveKind k) {
          k == CollectiveKind::kReduce;
 }
 
-// Everything one call needs on every rank: connections, scratch, executors
-// and (for the threaded driver) one doorbell per rank.
+enum RankState : int { kRunning = 0, kAsleep = 1, kFinished = 2 };
+
 }  // namespace
 
+// Everything one call needs on every rank: the fabric (shared with other
+// calls of the same algorithm), scratch, executors, and for the threaded
+// driver persistent rank threads.
 struct Session {
   Geometry geometry;
   bool dirty = false;  // a previous run stopped midway: connections hold messages
-  int slots = 0;
-  std::map<std::tuple<int, int, int>, std::unique_ptr<LocalConnection>> conns;
+  std::shared_ptr<LocalFabric> fabric;
   std::vector<std::vector<unsigned char>> scratch;
-  std::vector<std::unique_ptr<Doorbell>> bells;
   std::vector<std::unique_ptr<RankExecutor>> ranks;
+  std::unique_ptr<std::atomic<int>[]> state;  // per rank, RankState (for the watchdog)
+  std::atomic<uint64_t> progress{0};
 
   // Persistent rank threads, started by the first threaded run and parked
   // on `start` between runs: a call costs wake-ups, not thread creation.
@@ -42,9 +42,7 @@ struct Session {
   Doorbell start;  // rung once per run (and at shutdown)
   std::atomic<bool> shutdown{false};
   std::atomic<bool> abort{false};
-  std::atomic<uint64_t> progress{0};
-  std::unique_ptr<std::atomic<int>[]> state;  // per rank: 0 running, 1 asleep, 2 finished
-  int yieldsBeforeSleep = 16;                 // set by each run before `start` rings
+  RankRunOptions workerOptions;  // set by each run before `start` rings
   std::mutex finishMutex;
   std::condition_variable finishedCv;
   size_t finished = 0;  // guarded by finishMutex
@@ -56,31 +54,7 @@ struct Session {
     for (auto& t : workers) t.join();
   }
 
-  // One rank's part of one run: advance until done, sleeping on the rank's
-  // doorbell while blocked, until the run finishes or is aborted.
-  void runRank(size_t r) {
-    RankExecutor& x = *ranks[r];
-    Doorbell& bell = *bells[r];
-    while (!abort.load(std::memory_order_acquire)) {
-      uint32_t seen = bell.value();  // read before trying: no lost wake-up
-      Progress p = x.advance();
-      if (x.done()) break;
-      if (p == Progress::kProgress) {
-        progress.fetch_add(1, std::memory_order_relaxed);
-        continue;
-      }
-      // Blocked: yield a few times (a peer may be about to deliver), then
-      // sleep until a peer rings. Never spin: ranks outnumber cores.
-      for (int i = 0; i < yieldsBeforeSleep && bell.value() == seen; ++i) std::this_thread::yield();
-      if (bell.value() != seen) continue;
-      state[r].store(1, std::memory_order_release);
-      bell.wait(seen);
-      state[r].store(0, std::memory_order_release);
-    }
-    state[r].store(2, std::memory_order_release);
-    std::lock_guard<std::mutex> lock(finishMutex);
-    if (++finished == ranks.size()) finishedCv.notify_one();
-  }
+  Status runRank(size_t r, const RankRunOptions& o);
 
   void workerMain(size_t r) {
     uint32_t served = 0;  // the value of `start` when this thread was created
@@ -88,16 +62,66 @@ struct Session {
       start.wait(served);
       served = start.value();
       if (shutdown.load(std::memory_order_acquire)) return;
-      runRank(r);
+      (void)runRank(r, workerOptions);  // the watchdog reports deadlocks
+      std::lock_guard<std::mutex> lock(finishMutex);
+      if (++finished == ranks.size()) finishedCv.notify_one();
     }
   }
 };
+
+// One rank's part of one run: advance until done, sleeping on the rank's
+// doorbell while blocked; then wait for the messages it lent by reference.
+Status Session::runRank(size_t r, const RankRunOptions& o) {
+  RankExecutor& x = *ranks[r];
+  Doorbell& bell = fabric->bell(static_cast<int>(r));
+  x.reset();
+  state[r].store(kRunning, std::memory_order_release);
+  auto lastProgress = std::chrono::steady_clock::now();
+  Status result;
+  for (;;) {
+    if (o.abort != nullptr && o.abort->load(std::memory_order_acquire)) {
+      result = Status(StatusCode::kAborted, "rank " + std::to_string(r) + ": call aborted");
+      break;
+    }
+    uint32_t seen = bell.value();  // read before trying: no lost wake-up
+    Progress p = x.advance();
+    bool finishedRank = x.done() && x.sendsDrained();
+    if (finishedRank) break;
+    if (p == Progress::kProgress) {
+      progress.fetch_add(1, std::memory_order_relaxed);
+      lastProgress = std::chrono::steady_clock::now();
+      continue;
+    }
+    // Blocked: yield a few times (a peer may be about to deliver), then
+    // sleep until a peer rings. Never spin: ranks outnumber cores.
+    for (int i = 0; i < o.yieldsBeforeSleep && bell.value() == seen; ++i) std::this_thread::yield();
+    if (bell.value() != seen) continue;
+    if (o.timeoutMs >= 0) {
+      auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - lastProgress)
+                        .count();
+      if (waited >= o.timeoutMs) {
+        std::string msg =
+            "rank " + std::to_string(r) + ": no progress for " + std::to_string(waited) + " ms";
+        for (const std::string& w : x.waiting()) msg += "\n  " + w;
+        result = Status(StatusCode::kTimeout, msg);
+        break;
+      }
+    }
+    state[r].store(kAsleep, std::memory_order_release);
+    // Sleep in bounded naps so aborts and timeouts are noticed.
+    bell.wait(seen, o.abort != nullptr || o.timeoutMs >= 0 ? 50 : -1);
+    state[r].store(kRunning, std::memory_order_release);
+  }
+  state[r].store(kFinished, std::memory_order_release);
+  return result;
+}
 
 namespace {
 
 Result<std::unique_ptr<Session>> prepare(const VerifiedAlgorithm& va,
                                          const std::vector<CallArgs>& calls, size_t sliceBytes,
-                                         int slots, bool withBells) {
+                                         int slots, std::shared_ptr<LocalFabric> fabric) {
   const ir::Algorithm& a = va.algo();
   Result<Geometry> plan = planCall(va, calls, sliceBytes);
   if (!plan.isOk()) return plan.status();
@@ -110,37 +134,21 @@ Result<std::unique_ptr<Session>> prepare(const VerifiedAlgorithm& va,
 
   auto s = std::make_unique<Session>();
   s->geometry = g;
-  s->slots = slots;
-  if (withBells)
-    for (int r = 0; r < a.ngpus; ++r) s->bells.push_back(std::make_unique<Doorbell>());
-  auto bell = [&](int r) { return withBells ? s->bells[static_cast<size_t>(r)].get() : nullptr; };
-
-  // One connection per (channel, sender, receiver), sized for the largest
-  // message any step sends on it in one iteration.
-  std::map<std::tuple<int, int, int>, size_t> largest;
-  size_t sliceChunkBytes = std::min(g.sliceElems, g.chunkElems) * g.elemSize;
-  for (const ir::Rank& r : a.ranks)
-    for (const ir::Threadblock& tb : r.tbs)
-      for (const ir::Step& st : tb.steps)
-        if (ir::sends(st.type)) {
-          size_t& l = largest[{tb.channel, r.id, tb.sendPeer}];
-          l = std::max(l, static_cast<size_t>(st.count) * sliceChunkBytes);
-        }
-  for (const auto& [key, bytes] : largest) {
-    auto c = std::make_unique<LocalConnection>(slots, bytes);
-    c->setDoorbells(bell(std::get<1>(key)), bell(std::get<2>(key)));
-    s->conns[key] = std::move(c);
-  }
+  size_t unit = std::max<size_t>(1, std::min(g.sliceElems, g.chunkElems) * g.elemSize);
+  if (fabric == nullptr || fabric->unitBytes() < unit || fabric->slots() != slots)
+    fabric = std::make_shared<LocalFabric>(a, unit, slots);
+  s->fabric = std::move(fabric);
+  s->state = std::make_unique<std::atomic<int>[]>(static_cast<size_t>(a.ngpus));
 
   s->scratch.resize(a.ranks.size());
   for (const ir::Rank& r : a.ranks) {
     std::vector<SendPort*> sendPorts;
     std::vector<RecvPort*> recvPorts;
     for (const ir::Threadblock& tb : r.tbs) {
-      auto out = s->conns.find({tb.channel, r.id, tb.sendPeer});
-      auto in = s->conns.find({tb.channel, tb.recvPeer, r.id});
-      sendPorts.push_back(out != s->conns.end() ? &out->second->sender() : nullptr);
-      recvPorts.push_back(in != s->conns.end() ? &in->second->receiver() : nullptr);
+      LocalConnection* out = s->fabric->find(tb.channel, r.id, tb.sendPeer);
+      LocalConnection* in = s->fabric->find(tb.channel, tb.recvPeer, r.id);
+      sendPorts.push_back(out != nullptr ? &out->sender() : nullptr);
+      recvPorts.push_back(in != nullptr ? &in->receiver() : nullptr);
     }
     auto& scratch = s->scratch[static_cast<size_t>(r.id)];
     scratch.resize(static_cast<size_t>(r.scratchChunks) * g.chunkElems * g.elemSize);
@@ -159,23 +167,22 @@ Status deadlock(const Session& s, const std::string& why) {
   return Status(StatusCode::kDeadlock, msg);
 }
 
-// avg: the reduced outputs divided by the number of ranks.
-void finishAverage(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls) {
+// avg: rank r's reduced output divided by the number of ranks.
+void finishAverage(const VerifiedAlgorithm& va, const CallArgs& call, int r) {
   const ir::Algorithm& a = va.algo();
-  if (calls[0].op != ReduceOp::kAvg) return;
-  for (int r = 0; r < a.ngpus; ++r) {
-    if (a.collective == CollectiveKind::kReduce && r != va.root()) continue;
-    // allreduce, reduce and reducescatter outputs all hold `count` elements.
-    divideInPlace(calls[0].type, calls[static_cast<size_t>(r)].recvbuff, calls[0].count, a.ngpus);
-  }
+  if (call.op != ReduceOp::kAvg) return;
+  if (a.collective == CollectiveKind::kReduce && r != va.root()) return;
+  // allreduce, reduce and reducescatter outputs all hold `count` elements.
+  divideInPlace(call.type, call.recvbuff, call.count, a.ngpus);
 }
 
 }  // namespace
 
 Result<std::unique_ptr<PreparedCall>> PreparedCall::make(const VerifiedAlgorithm& va,
                                                          const std::vector<CallArgs>& calls,
-                                                         size_t sliceBytes, int slots) {
-  auto prepared = prepare(va, calls, sliceBytes, slots, /*withBells=*/true);
+                                                         size_t sliceBytes, int slots,
+                                                         std::shared_ptr<LocalFabric> fabric) {
+  auto prepared = prepare(va, calls, sliceBytes, slots, std::move(fabric));
   if (!prepared.isOk()) return prepared.status();
   std::unique_ptr<PreparedCall> pc(new PreparedCall());
   pc->va_ = &va;
@@ -188,20 +195,37 @@ PreparedCall::~PreparedCall() = default;
 
 const Geometry& PreparedCall::geometry() const { return s_->geometry; }
 
+const std::shared_ptr<LocalFabric>& PreparedCall::fabric() const { return s_->fabric; }
+
+int PreparedCall::refSteps() const {
+  int n = 0;
+  for (const auto& x : s_->ranks) n += x->refSteps();
+  return n;
+}
+
+void PreparedCall::recover() {
+  s_->fabric->reset();
+  s_->dirty = false;
+}
+
 Status PreparedCall::finish(Status st) {
   if (!st.isOk()) {
     s_->dirty = true;
     return st;
   }
-  finishAverage(*va_, calls_);
+  for (size_t r = 0; r < calls_.size(); ++r) finishAverage(*va_, calls_[r], static_cast<int>(r));
+  return st;
+}
+
+Status PreparedCall::runRank(int r, const RankRunOptions& options) {
+  Status st = s_->runRank(static_cast<size_t>(r), options);
+  if (st.isOk()) finishAverage(*va_, calls_[static_cast<size_t>(r)], r);
   return st;
 }
 
 Status PreparedCall::runDeterministic(const DeterministicOptions& options) {
   Session& s = *s_;
-  if (s.dirty)
-    for (auto& [key, c] : s.conns) c->reset();
-  s.dirty = false;
+  if (s.dirty) recover();
   for (auto& x : s.ranks) x->reset();
 
   std::vector<int> order(s.ranks.size());
@@ -220,7 +244,7 @@ Status PreparedCall::runDeterministic(const DeterministicOptions& options) {
     }
     if (allDone) break;
     if (!moved) {
-      return finish(deadlock(s, "no rank can make progress (" + std::to_string(s.slots) +
+      return finish(deadlock(s, "no rank can make progress (" + std::to_string(s.fabric->slots()) +
                                     " slot(s) per connection):"));
     }
   }
@@ -229,13 +253,9 @@ Status PreparedCall::runDeterministic(const DeterministicOptions& options) {
 
 Status PreparedCall::runThreaded(const ThreadedOptions& options) {
   Session& s = *s_;
-  if (s.dirty)
-    for (auto& [key, c] : s.conns) c->reset();
-  s.dirty = false;
-  for (auto& x : s.ranks) x->reset();
+  if (s.dirty) recover();
   const size_t n = s.ranks.size();
   if (s.workers.empty()) {
-    s.state = std::make_unique<std::atomic<int>[]>(n);
     s.workers.reserve(n);
     for (size_t r = 0; r < n; ++r) s.workers.emplace_back([&s, r] { s.workerMain(r); });
   }
@@ -243,15 +263,16 @@ Status PreparedCall::runThreaded(const ThreadedOptions& options) {
     std::lock_guard<std::mutex> lock(s.finishMutex);
     s.finished = 0;
   }
-  for (size_t r = 0; r < n; ++r) s.state[r].store(0, std::memory_order_relaxed);
+  for (size_t r = 0; r < n; ++r) s.state[r].store(kRunning, std::memory_order_relaxed);
   s.abort.store(false, std::memory_order_relaxed);
   s.progress.store(0, std::memory_order_relaxed);
-  s.yieldsBeforeSleep = options.yieldsBeforeSleep;
-  s.start.ring();  // release: the resets above happen before the ranks run
+  s.workerOptions = RankRunOptions{};
+  s.workerOptions.yieldsBeforeSleep = options.yieldsBeforeSleep;
+  s.workerOptions.abort = &s.abort;
+  s.start.ring();  // release: the settings above happen before the ranks run
 
   // Watchdog: if no rank moved between two checks and every unfinished rank
   // is asleep, nothing can wake them: a deadlock.
-  bool deadlocked = false;
   uint64_t last = 0;
   int quiet = 0;
   std::unique_lock<std::mutex> lock(s.finishMutex);
@@ -259,23 +280,24 @@ Status PreparedCall::runThreaded(const ThreadedOptions& options) {
                                 [&] { return s.finished == n; })) {
     bool allAsleep = true;
     for (size_t r = 0; r < n; ++r)
-      allAsleep = allAsleep && s.state[r].load(std::memory_order_acquire) != 0;
+      allAsleep = allAsleep && s.state[r].load(std::memory_order_acquire) != kRunning;
     uint64_t now = s.progress.load();
     quiet = (now == last && allAsleep) ? quiet + 1 : 0;
     last = now;
     if (quiet >= 2) {
-      deadlocked = true;
+      // Describe the deadlock before the ranks leave their positions.
+      lock.unlock();
+      Status st = deadlock(s, "ranks wait on each other (" + std::to_string(s.fabric->slots()) +
+                                  " slot(s) per connection):");
       s.abort.store(true, std::memory_order_release);
-      for (auto& b : s.bells) b->ring();
+      s.fabric->ringAll();
+      lock.lock();
       s.finishedCv.wait(lock, [&] { return s.finished == n; });
-      break;
+      lock.unlock();
+      return finish(st);
     }
   }
   lock.unlock();
-  if (deadlocked) {
-    return finish(deadlock(
-        s, "ranks wait on each other (" + std::to_string(s.slots) + " slot(s) per connection):"));
-  }
   return finish(Status::ok());
 }
 

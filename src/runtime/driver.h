@@ -6,11 +6,14 @@
 // sleeps on a doorbell that its peers ring, so it never spins.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/status.h"
 #include "runtime/executor.h"
+#include "runtime/local_transport.h"
 
 namespace chorus::runtime {
 
@@ -20,6 +23,13 @@ struct DeterministicOptions {
   uint64_t seed = 1;      // for kRandom: a new permutation of ranks every sweep
   size_t sliceBytes = 0;  // 0 = the protocol's default (IR.md section 3)
   int slots = 8;          // messages in flight per connection
+};
+
+// How one rank runs on the calling thread (PreparedCall::runRank).
+struct RankRunOptions {
+  int yieldsBeforeSleep = 16;                // yields of a blocked rank before it sleeps
+  int timeoutMs = -1;                        // kTimeout after this long without progress; < 0: none
+  const std::atomic<bool>* abort = nullptr;  // kAborted once another thread sets it
 };
 
 struct ThreadedOptions {
@@ -38,9 +48,12 @@ struct Session;
 class PreparedCall {
  public:
   // Errors: kInvalidArgument (see planCall; avg on a non-reducing collective).
+  // `fabric`: connections to reuse (nullptr, or one whose slots are too
+  // small for this call's slices: a new one is made; see fabric()).
   static Result<std::unique_ptr<PreparedCall>> make(const VerifiedAlgorithm& va,
                                                     const std::vector<CallArgs>& calls,
-                                                    size_t sliceBytes = 0, int slots = 8);
+                                                    size_t sliceBytes = 0, int slots = 8,
+                                                    std::shared_ptr<LocalFabric> fabric = nullptr);
   ~PreparedCall();
   PreparedCall(const PreparedCall&) = delete;
   PreparedCall& operator=(const PreparedCall&) = delete;
@@ -51,6 +64,18 @@ class PreparedCall {
   Status runDeterministic(const DeterministicOptions& options = {});
   // Runs the call once with one thread per rank.
   Status runThreaded(const ThreadedOptions& options = {});
+  // Runs rank r's part of one run on the calling thread; every rank's
+  // runRank must be called (from different threads) for the run to finish.
+  // Returns once r is done and every message it sent by reference has been
+  // consumed. A rank that has not started the previous run's successor may
+  // not be reset under a peer: callers start a run only when all ranks have
+  // finished the previous one. After an error the connections hold stale
+  // messages: call recover() with no rank running before the next run.
+  Status runRank(int r, const RankRunOptions& options);
+  void recover();
+  const std::shared_ptr<LocalFabric>& fabric() const;
+  // Steps sent by reference (one copy per hop) across all ranks.
+  int refSteps() const;
 
  private:
   PreparedCall() = default;

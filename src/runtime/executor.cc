@@ -166,7 +166,95 @@ RankExecutor::RankExecutor(const VerifiedAlgorithm& va, int rank, const CallArgs
       const_cast<unsigned char*>(static_cast<const unsigned char*>(call.sendbuff));
   base_[static_cast<int>(Buffer::kOutput)] = static_cast<unsigned char*>(call.recvbuff);
   base_[static_cast<int>(Buffer::kScratch)] = static_cast<unsigned char*>(scratch);
+  planRefs();
   reset();
+}
+
+namespace {
+
+// The bytes a chunk range occupies at iteration 0 (other iterations shift
+// every range alike, so overlap at iteration 0 is overlap at every one).
+struct Region {
+  uintptr_t lo = 0, hi = 0;
+  bool overlaps(const Region& o) const { return lo < o.hi && o.lo < hi; }
+};
+
+}  // namespace
+
+bool RankExecutor::happensBefore(int wTb, int wStep, int sTb, int sStep) const {
+  if (wTb == sTb) return wStep < sStep;
+  // Walk back from the send over program order and dependencies within one
+  // iteration. Bounded: past the budget, answer "not shown" (the message is
+  // then copied, which is always safe).
+  constexpr size_t kBudget = 4096;
+  std::vector<std::pair<int, int>> stack{{sTb, sStep}};
+  std::vector<std::vector<uint8_t>> seen(rank_.tbs.size());
+  for (size_t t = 0; t < rank_.tbs.size(); ++t) seen[t].assign(rank_.tbs[t].steps.size(), 0);
+  size_t visited = 0;
+  while (!stack.empty()) {
+    auto [t, i] = stack.back();
+    stack.pop_back();
+    if (++visited > kBudget) return false;
+    // Everything before (t, i) in its tb precedes it; its dependency too.
+    for (int j = i; j >= 0; --j) {
+      if (seen[static_cast<size_t>(t)][static_cast<size_t>(j)]) break;
+      seen[static_cast<size_t>(t)][static_cast<size_t>(j)] = 1;
+      if (t == wTb && j <= wStep) return true;
+      const ir::Step& st = rank_.tbs[static_cast<size_t>(t)].steps[static_cast<size_t>(j)];
+      if (st.depTb >= 0) stack.emplace_back(st.depTb, st.depStep);
+    }
+  }
+  return false;
+}
+
+void RankExecutor::planRefs() {
+  byRef_.assign(rank_.tbs.size(), {});
+  size_t chunkBytes = g_.chunkElems * g_.elemSize;
+  auto region = [&](Buffer b, int off, int cnt) {
+    auto lo = reinterpret_cast<uintptr_t>(base_[static_cast<int>(b)]) +
+              static_cast<size_t>(off) * chunkBytes;
+    return Region{lo, lo + static_cast<size_t>(cnt) * chunkBytes};
+  };
+  for (size_t t = 0; t < rank_.tbs.size(); ++t) {
+    const auto& steps = rank_.tbs[t].steps;
+    byRef_[t].assign(steps.size(), 0);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const ir::Step& s = steps[i];
+      // The message is the step's src (s) or its freshly written dst (rcs,
+      // rrcs); rrs computes into the slot.
+      bool fromSrc = s.type == StepType::kSend;
+      if (!fromSrc && s.type != StepType::kRecvCopySend && s.type != StepType::kRecvReduceCopySend)
+        continue;
+      if (chunkBytes == 0) continue;
+      Region msg =
+          fromSrc ? region(s.srcBuf, s.srcOff, s.count) : region(s.dstBuf, s.dstOff, s.count);
+      bool stable = true;
+      for (size_t u = 0; u < rank_.tbs.size() && stable; ++u) {
+        const auto& other = rank_.tbs[u].steps;
+        for (size_t j = 0; j < other.size() && stable; ++j) {
+          const ir::Step& w = other[j];
+          if (!ir::writesDst(w.type) || (u == t && j == i)) continue;
+          if (!region(w.dstBuf, w.dstOff, w.count).overlaps(msg)) continue;
+          stable = happensBefore(static_cast<int>(u), static_cast<int>(j), static_cast<int>(t),
+                                 static_cast<int>(i));
+        }
+      }
+      byRef_[t][i] = stable ? 1 : 0;
+    }
+  }
+}
+
+bool RankExecutor::sendsDrained() const {
+  for (SendPort* p : sendPorts_)
+    if (p != nullptr && !p->drained()) return false;
+  return true;
+}
+
+int RankExecutor::refSteps() const {
+  int n = 0;
+  for (const auto& tb : byRef_)
+    for (uint8_t b : tb) n += b;
+  return n;
 }
 
 void RankExecutor::reset() {
@@ -206,9 +294,30 @@ bool RankExecutor::tryStep(int t) {
     CHORUS_CHECK(got == msgBytes, "message size differs from the receiving step's (verifier bug)");
   }
   unsigned char* out = nullptr;
+  // By reference: the message is `count` contiguous slices of this rank's
+  // memory (one chunk, or whole chunks when a chunk is one slice).
+  bool byRef = byRef_[static_cast<size_t>(t)][static_cast<size_t>(st.pc)] != 0 &&
+               (s.count == 1 || g_.iterations == 1);
   if (ir::sends(s.type)) {
     out = static_cast<unsigned char*>(sendPorts_[static_cast<size_t>(t)]->tryAcquire(msgBytes));
     if (out == nullptr) return false;
+  }
+  if (byRef) {
+    unsigned char* msg = s.type == StepType::kSend ? chunkPtr(s.srcBuf, s.srcOff, st.iter)
+                                                   : chunkPtr(s.dstBuf, s.dstOff, st.iter);
+    for (int k = 0; k < s.count; ++k) {
+      size_t at = static_cast<size_t>(k) * chunkBytes;
+      unsigned char* src = s.srcOff >= 0 ? chunkPtr(s.srcBuf, s.srcOff + k, st.iter) : nullptr;
+      unsigned char* dst = chunkPtr(s.dstBuf, s.dstOff + k, st.iter);
+      if (s.type == StepType::kRecvCopySend)
+        std::memcpy(dst, in + at, chunkBytes);
+      else if (s.type == StepType::kRecvReduceCopySend)
+        reduce(call_.type, call_.op, dst, in + at, src, n);
+    }
+    if (in != nullptr) recvPorts_[static_cast<size_t>(t)]->release();
+    bool posted = sendPorts_[static_cast<size_t>(t)]->tryPostRef(msg, msgBytes);
+    CHORUS_CHECK(posted, "a slot acquired for a message went missing");
+    return finishStep(t);
   }
   for (int k = 0; k < s.count; ++k) {
     size_t at = static_cast<size_t>(k) * chunkBytes;
@@ -247,6 +356,12 @@ bool RankExecutor::tryStep(int t) {
   }
   if (in != nullptr) recvPorts_[static_cast<size_t>(t)]->release();
   if (out != nullptr) sendPorts_[static_cast<size_t>(t)]->commit(msgBytes);
+  return finishStep(t);
+}
+
+bool RankExecutor::finishStep(int t) {
+  TbState& st = tbs_[static_cast<size_t>(t)];
+  const ir::Threadblock& tb = rank_.tbs[static_cast<size_t>(t)];
   ++st.completed;
   if (++st.pc == static_cast<int>(tb.steps.size())) {
     st.pc = 0;

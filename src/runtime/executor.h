@@ -95,6 +95,12 @@ class RankExecutor {
   bool done() const { return doneTbs_ == static_cast<int>(tbs_.size()); }
   // Back to the start of the call, to run it again on the same buffers.
   void reset();
+  // True when every message this rank sent has been released by its
+  // receiver: messages sent by reference point into this rank's buffers, so
+  // a rank's call may only return once this holds.
+  bool sendsDrained() const;
+  // Sending steps that travel by reference (one copy per hop), for tests.
+  int refSteps() const;
   // For deadlock reports: one line per unfinished threadblock,
   // "tb 2 step 5 (rrs, iteration 0): waiting for a message from rank 3 on channel 1".
   std::vector<std::string> waiting() const;
@@ -106,8 +112,11 @@ class RankExecutor {
     uint64_t completed = 0;  // steps completed over all iterations
   };
   bool tryStep(int t);
+  bool finishStep(int t);
   unsigned char* chunkPtr(ir::Buffer b, int chunk, size_t iter) const;
   std::string blockedOn(int t) const;
+  void planRefs();
+  bool happensBefore(int wTb, int wStep, int sTb, int sStep) const;
 
   const ir::Algorithm& algo_;
   const ir::Rank& rank_;
@@ -117,6 +126,9 @@ class RankExecutor {
   std::vector<RecvPort*> recvPorts_;
   unsigned char* base_[ir::kNumBuffers];
   std::vector<TbState> tbs_;
+  // byRef_[t][i]: step i of tb t sends its message by reference: nothing on
+  // this rank writes that memory after the step during the call.
+  std::vector<std::vector<uint8_t>> byRef_;
   int doneTbs_ = 0;
 };
 

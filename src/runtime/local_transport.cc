@@ -1,16 +1,50 @@
 #include "runtime/local_transport.h"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
 #include <cstring>
+#include <ctime>
 
 #include "core/check.h"
 
 namespace chorus::runtime {
 
+namespace {
+
+// std::atomic<uint32_t> has the layout of a uint32_t on Linux (lock-free).
+long futex(const std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts) {
+  return syscall(SYS_futex, reinterpret_cast<const uint32_t*>(addr), op, val, ts, nullptr, 0);
+}
+
+}  // namespace
+
+void Doorbell::ring() {
+  v_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) != 0)
+    futex(&v_, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr);
+}
+
+void Doorbell::wait(uint32_t seen, int timeoutMs) const {
+  // Register before the final check: ring() either sees a sleeper or its
+  // increment is visible here (both sides are sequentially consistent).
+  sleepers_.fetch_add(1, std::memory_order_seq_cst);
+  if (v_.load(std::memory_order_seq_cst) == seen) {
+    timespec ts{timeoutMs / 1000, static_cast<long>(timeoutMs % 1000) * 1000000L};
+    futex(&v_, FUTEX_WAIT_PRIVATE, seen, timeoutMs < 0 ? nullptr : &ts);
+  }
+  sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
 LocalConnection::LocalConnection(int slots, size_t slotBytes)
     : slots_(slots),
       slotBytes_(slotBytes),
       storage_(new unsigned char[static_cast<size_t>(slots) * (slotBytes == 0 ? 1 : slotBytes)]),
-      sizes_(static_cast<size_t>(slots), 0) {
+      sizes_(static_cast<size_t>(slots), 0),
+      refs_(static_cast<size_t>(slots), nullptr) {
   CHORUS_CHECK(slots > 0, "a connection needs at least one slot");
   // Touch every page now: first touch is expensive and must not happen on
   // the critical path of a collective.
@@ -26,6 +60,14 @@ void LocalConnection::reset() {
   tail_.store(0, std::memory_order_relaxed);
 }
 
+void LocalConnection::publish(uint64_t head, size_t bytes, const void* ref) {
+  size_t slot = head % static_cast<uint64_t>(slots_);
+  sizes_[slot] = bytes;
+  refs_[slot] = ref;
+  head_.store(head + 1, std::memory_order_release);
+  if (receiverBell_ != nullptr) receiverBell_->ring();
+}
+
 void* LocalConnection::Sender::tryAcquire(size_t bytes) {
   CHORUS_CHECK(bytes <= c_.slotBytes_, "message larger than the connection's slots");
   uint64_t head = c_.head_.load(std::memory_order_relaxed);
@@ -35,10 +77,19 @@ void* LocalConnection::Sender::tryAcquire(size_t bytes) {
 }
 
 void LocalConnection::Sender::commit(size_t bytes) {
+  c_.publish(c_.head_.load(std::memory_order_relaxed), bytes, nullptr);
+}
+
+bool LocalConnection::Sender::tryPostRef(const void* data, size_t bytes) {
   uint64_t head = c_.head_.load(std::memory_order_relaxed);
-  c_.sizes_[head % static_cast<uint64_t>(c_.slots_)] = bytes;
-  c_.head_.store(head + 1, std::memory_order_release);
-  if (c_.receiverBell_ != nullptr) c_.receiverBell_->ring();
+  if (head - c_.tail_.load(std::memory_order_acquire) >= static_cast<uint64_t>(c_.slots_))
+    return false;
+  c_.publish(head, bytes, data);
+  return true;
+}
+
+bool LocalConnection::Sender::drained() const {
+  return c_.tail_.load(std::memory_order_acquire) == c_.head_.load(std::memory_order_relaxed);
 }
 
 const void* LocalConnection::Receiver::tryPeek(size_t* bytes) {
@@ -46,6 +97,7 @@ const void* LocalConnection::Receiver::tryPeek(size_t* bytes) {
   if (c_.head_.load(std::memory_order_acquire) == tail) return nullptr;
   size_t slot = tail % static_cast<uint64_t>(c_.slots_);
   *bytes = c_.sizes_[slot];
+  if (c_.refs_[slot] != nullptr) return c_.refs_[slot];
   return c_.storage_.get() + slot * c_.slotBytes_;
 }
 
@@ -53,6 +105,40 @@ void LocalConnection::Receiver::release() {
   uint64_t tail = c_.tail_.load(std::memory_order_relaxed);
   c_.tail_.store(tail + 1, std::memory_order_release);
   if (c_.senderBell_ != nullptr) c_.senderBell_->ring();
+}
+
+LocalFabric::LocalFabric(const ir::Algorithm& a, size_t unitBytes, int slots)
+    : unitBytes_(unitBytes), slots_(slots) {
+  for (int r = 0; r < a.ngpus; ++r) bells_.push_back(std::make_unique<Doorbell>());
+  // One connection per (channel, sender, receiver), sized for the largest
+  // message any step sends on it in one iteration.
+  std::map<std::tuple<int, int, int>, int> largest;
+  for (const ir::Rank& r : a.ranks)
+    for (const ir::Threadblock& tb : r.tbs)
+      for (const ir::Step& st : tb.steps)
+        if (ir::sends(st.type)) {
+          int& l = largest[{tb.channel, r.id, tb.sendPeer}];
+          l = std::max(l, st.count);
+        }
+  for (const auto& [key, cnt] : largest) {
+    auto c = std::make_unique<LocalConnection>(slots, static_cast<size_t>(cnt) * unitBytes);
+    c->setDoorbells(bells_[static_cast<size_t>(std::get<1>(key))].get(),
+                    bells_[static_cast<size_t>(std::get<2>(key))].get());
+    conns_[key] = std::move(c);
+  }
+}
+
+LocalConnection* LocalFabric::find(int channel, int from, int to) const {
+  auto it = conns_.find({channel, from, to});
+  return it == conns_.end() ? nullptr : it->second.get();
+}
+
+void LocalFabric::ringAll() {
+  for (auto& b : bells_) b->ring();
+}
+
+void LocalFabric::reset() {
+  for (auto& [key, c] : conns_) c->reset();
 }
 
 }  // namespace chorus::runtime

@@ -2,33 +2,37 @@
 // single producer / single consumer, safe for the sender and receiver to run
 // on different threads (acquire/release on the head and tail indices). All
 // memory is allocated and touched once at construction; nothing is allocated
-// per message.
+// per message. Sender and receiver share an address space, so a message may
+// also travel by reference (one copy per hop instead of two).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
+#include "ir/ir.h"
 #include "runtime/transport.h"
 
 namespace chorus::runtime {
 
 // Wakes a thread that waits for something to change: peers ring it after
-// every message they commit to, or slot they free for, its owner. Waiting
-// uses C++20 atomic wait (a futex on Linux): no spinning.
+// every message they commit to, or slot they free for, its owner. Waiting is
+// a futex wait (no spinning); ring() only enters the kernel when someone
+// sleeps.
 class Doorbell {
  public:
   uint32_t value() const { return v_.load(std::memory_order_acquire); }
-  void ring() {
-    v_.fetch_add(1, std::memory_order_release);
-    v_.notify_all();
-  }
-  // Returns once the value differs from `seen` (at once if it already does).
-  void wait(uint32_t seen) const { v_.wait(seen, std::memory_order_acquire); }
+  void ring();
+  // Returns once the value differs from `seen` (at once if it already does)
+  // or after `timeoutMs` (< 0: no timeout). Spurious returns are allowed.
+  void wait(uint32_t seen, int timeoutMs = -1) const;
 
  private:
   std::atomic<uint32_t> v_{0};
+  mutable std::atomic<uint32_t> sleepers_{0};
 };
 
 class LocalConnection {
@@ -60,6 +64,8 @@ class LocalConnection {
     explicit Sender(LocalConnection& c) : c_(c) {}
     void* tryAcquire(size_t bytes) override;
     void commit(size_t bytes) override;
+    bool tryPostRef(const void* data, size_t bytes) override;
+    bool drained() const override;
 
    private:
     LocalConnection& c_;
@@ -73,17 +79,42 @@ class LocalConnection {
    private:
     LocalConnection& c_;
   };
+  void publish(uint64_t head, size_t bytes, const void* ref);
 
   const int slots_;
   const size_t slotBytes_;
   std::unique_ptr<unsigned char[]> storage_;
   std::vector<size_t> sizes_;
+  std::vector<const void*> refs_;  // non-null: the message is the sender's memory
   std::atomic<uint64_t> head_{0};  // next message to commit (sender)
   std::atomic<uint64_t> tail_{0};  // next message to release (receiver)
   Doorbell* senderBell_ = nullptr;
   Doorbell* receiverBell_ = nullptr;
   Sender sender_{*this};
   Receiver receiver_{*this};
+};
+
+// Every connection of one algorithm for ranks in this process, and one
+// doorbell per rank. Slots hold `unitBytes` per chunk of the largest message
+// on each connection, so one fabric serves every call whose slice of a chunk
+// fits (calls of any size reuse it; only a larger slice needs a new one).
+class LocalFabric {
+ public:
+  LocalFabric(const ir::Algorithm& a, size_t unitBytes, int slots);
+  size_t unitBytes() const { return unitBytes_; }
+  int slots() const { return slots_; }
+  // nullptr if the algorithm has no such connection.
+  LocalConnection* find(int channel, int from, int to) const;
+  Doorbell& bell(int rank) { return *bells_[static_cast<size_t>(rank)]; }
+  void ringAll();
+  // Drops in-flight messages after a failed call (no rank may be running).
+  void reset();
+
+ private:
+  size_t unitBytes_;
+  int slots_;
+  std::map<std::tuple<int, int, int>, std::unique_ptr<LocalConnection>> conns_;
+  std::vector<std::unique_ptr<Doorbell>> bells_;
 };
 
 }  // namespace chorus::runtime

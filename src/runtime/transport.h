@@ -22,13 +22,21 @@ class SendPort {
   virtual void* tryAcquire(size_t bytes) = 0;
   // Publishes the acquired slot with `bytes` of payload.
   virtual void commit(size_t bytes) = 0;
+  // One-copy path: publishes a reference to `bytes` at `data` instead of a
+  // copy; the receiver reads (or reduces from) the sender's memory directly.
+  // The caller guarantees the memory stays unchanged until drained(). False
+  // if all slots are full or the transport cannot share memory with the peer.
+  virtual bool tryPostRef(const void* data, size_t bytes) = 0;
+  // True when the receiver has released every message sent so far.
+  virtual bool drained() const = 0;
 };
 
 class RecvPort {
  public:
   virtual ~RecvPort() = default;
   // The oldest unreleased message, or nullptr if none has arrived. `bytes`
-  // receives its size. The memory stays valid until release().
+  // receives its size. The memory (a slot, or the sender's buffer for a
+  // message posted by reference) stays valid until release().
   virtual const void* tryPeek(size_t* bytes) = 0;
   // Frees the message returned by tryPeek() for the sender to reuse.
   virtual void release() = 0;

@@ -1,0 +1,343 @@
+#include "synth/classic.h"
+
+#include <utility>
+
+namespace chorus::synth {
+
+using ir::Buffer;
+using ir::StepType;
+
+namespace {
+
+constexpr Buffer kI = Buffer::kInput;
+constexpr Buffer kO = Buffer::kOutput;
+constexpr Buffer kS = Buffer::kScratch;
+
+int mod(int a, int n) { return ((a % n) + n) % n; }
+
+// A chunk reference: buffer and first chunk index.
+struct Ref {
+  Buffer buf;
+  int off;
+};
+
+// Builds an algorithm tb by tb. Steps name their local operands; for steps
+// that have only one (s reads src, r writes dst) the other is set equal, as
+// msccl-tools writes them.
+class Builder {
+ public:
+  Builder(std::string name, CollectiveKind coll, int n, int nchunks, int inChunks, int outChunks,
+          int scratchChunks = 0) {
+    a_.name = std::move(name);
+    a_.collective = coll;
+    a_.collectiveName = std::string(collectiveName(coll));
+    a_.ngpus = n;
+    a_.nchunksPerLoop = nchunks;
+    a_.nchannels = 1;
+    a_.protocol = ir::Protocol::kSimple;
+    a_.inplace = true;
+    a_.outofplace = true;
+    for (int r = 0; r < n; ++r) {
+      ir::Rank rank;
+      rank.id = r;
+      rank.inputChunks = inChunks;
+      rank.outputChunks = outChunks;
+      rank.scratchChunks = scratchChunks;
+      a_.ranks.push_back(std::move(rank));
+    }
+  }
+
+  // Adds a threadblock to `rank`; returns its id.
+  int tb(int rank, int sendPeer, int recvPeer) {
+    auto& tbs = a_.ranks[static_cast<size_t>(rank)].tbs;
+    ir::Threadblock t;
+    t.id = static_cast<int>(tbs.size());
+    t.sendPeer = sendPeer;
+    t.recvPeer = recvPeer;
+    tbs.push_back(std::move(t));
+    return tbs.back().id;
+  }
+
+  // Appends a step; returns its index within the tb.
+  int step(int rank, int tb, StepType type, Ref src, Ref dst, int cnt = 1,
+           std::pair<int, int> dep = {-1, -1}) {
+    ir::Threadblock& t = a_.ranks[static_cast<size_t>(rank)].tbs[static_cast<size_t>(tb)];
+    ir::Step s;
+    s.type = type;
+    s.srcBuf = src.buf;
+    s.srcOff = src.off;
+    s.dstBuf = dst.buf;
+    s.dstOff = dst.off;
+    s.count = cnt;
+    s.depTb = dep.first;
+    s.depStep = dep.second;
+    t.steps.push_back(s);
+    return static_cast<int>(t.steps.size()) - 1;
+  }
+  int send(int rank, int tb, Ref src, int cnt = 1, std::pair<int, int> dep = {-1, -1}) {
+    return step(rank, tb, StepType::kSend, src, src, cnt, dep);
+  }
+  int recv(int rank, int tb, Ref dst, int cnt = 1, std::pair<int, int> dep = {-1, -1}) {
+    return step(rank, tb, StepType::kRecv, dst, dst, cnt, dep);
+  }
+
+  ir::Algorithm finish() && {
+    // hasdep marks every step another step waits for (IR.md section 4).
+    for (ir::Rank& r : a_.ranks)
+      for (ir::Threadblock& t : r.tbs)
+        for (ir::Step& s : t.steps)
+          if (s.depTb >= 0)
+            r.tbs[static_cast<size_t>(s.depTb)].steps[static_cast<size_t>(s.depStep)].hasDep = true;
+    return std::move(a_);
+  }
+
+ private:
+  ir::Algorithm a_;
+};
+
+// A rank alone: out-of-place calls copy input to output.
+ir::Algorithm single(std::string name, CollectiveKind coll) {
+  Builder b(std::move(name), coll, 1, 1, 1, 1);
+  int t = b.tb(0, -1, -1);
+  b.step(0, t, StepType::kCopy, {kI, 0}, {kO, 0});
+  return std::move(b).finish();
+}
+
+}  // namespace
+
+ir::Algorithm ringAllReduce(int n) {
+  if (n == 1) return single("ring_allreduce", CollectiveKind::kAllReduce);
+  Builder b("ring_allreduce", CollectiveKind::kAllReduce, n, n, n, n);
+  for (int r = 0; r < n; ++r) {
+    int t = b.tb(r, mod(r + 1, n), mod(r - 1, n));
+    // Reduce-scatter: at step k rank r passes on chunk r-k; it finishes
+    // chunk r+1 at step n-1.
+    b.send(r, t, {kI, r});
+    for (int k = 1; k < n - 1; ++k) {
+      int c = mod(r - k, n);
+      b.step(r, t, StepType::kRecvReduceSend, {kI, c}, {kI, c});
+    }
+    int fin = mod(r + 1, n);
+    b.step(r, t, StepType::kRecvReduceCopySend, {kI, fin}, {kO, fin});
+    // Allgather: receive the finished chunks r, r-1, ..., r+2.
+    for (int j = 0; j < n - 1; ++j) {
+      int c = mod(r - j, n);
+      if (j < n - 2)
+        b.step(r, t, StepType::kRecvCopySend, {kO, c}, {kO, c});
+      else
+        b.recv(r, t, {kO, c});
+    }
+  }
+  return std::move(b).finish();
+}
+
+ir::Algorithm chainAllReduce(int n) {
+  if (n == 1) return single("chain_allreduce", CollectiveKind::kAllReduce);
+  Builder b("chain_allreduce", CollectiveKind::kAllReduce, n, 1, 1, 1);
+  for (int r = 0; r < n; ++r) {
+    int t = b.tb(r, r + 1 < n ? r + 1 : r - 1, r > 0 ? r - 1 : r + 1);
+    if (r == 0) {
+      b.send(r, t, {kI, 0});
+      b.recv(r, t, {kO, 0});
+    } else if (r < n - 1) {
+      // Up: partial sums to r+1 on tb t; down: the result from r+1 on tb d.
+      b.step(r, t, StepType::kRecvReduceSend, {kI, 0}, {kI, 0});
+      int d = b.tb(r, r - 1, r + 1);
+      b.step(r, d, StepType::kRecvCopySend, {kO, 0}, {kO, 0});
+    } else {
+      b.step(r, t, StepType::kRecvReduceCopySend, {kI, 0}, {kO, 0});
+    }
+  }
+  return std::move(b).finish();
+}
+
+ir::Algorithm halvingDoublingAllReduce(int n) {
+  if (n == 1) return single("halving_doubling_allreduce", CollectiveKind::kAllReduce);
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  Builder b("halving_doubling_allreduce", CollectiveKind::kAllReduce, n, p, p, p);
+  for (int r = 0; r < n; ++r) {
+    if (r >= p) {
+      // An extra rank: its data goes to partner r-p, the result comes back.
+      int t = b.tb(r, r - p, r - p);
+      b.send(r, t, {kI, 0}, p);
+      b.recv(r, t, {kO, 0}, p);
+      continue;
+    }
+    bool folds = r + p < n;
+    int fold = folds ? b.tb(r, r + p, r + p) : -1;
+    std::pair<int, int> last{-1, -1};  // the step the next one waits for
+    Buffer cur = kI;                   // where this rank's partial sums are
+    if (folds) {
+      int s = b.step(r, fold, StepType::kRecvReduceCopy, {kI, 0}, {kO, 0}, p);
+      last = {fold, s};
+      cur = kO;
+    }
+    // Halving: distance d = p/2 ... 1, one tb per partner.
+    std::vector<int> tbOf;
+    std::vector<std::pair<int, int>> ranges;  // (lo, len) before each step
+    int lo = 0, len = p;
+    for (int d = p / 2; d >= 1; d /= 2) {
+      int q = r ^ d;
+      int t = b.tb(r, q, q);
+      tbOf.push_back(t);
+      ranges.emplace_back(lo, len);
+      int half = len / 2;
+      int keep = (r & d) == 0 ? lo : lo + half;
+      int give = (r & d) == 0 ? lo + half : lo;
+      b.send(r, t, {cur, give}, half, last);
+      int s = b.step(r, t, StepType::kRecvReduceCopy, {cur, keep}, {kO, keep}, half);
+      last = {t, s};
+      cur = kO;
+      lo = keep;
+      len = half;
+    }
+    // Doubling: distance 1 ... p/2 on the same tbs, in reverse.
+    for (size_t k = tbOf.size(); k-- > 0;) {
+      int t = tbOf[k];
+      int d = p >> (k + 1);
+      // The partner owns the other half of the range this step rebuilds.
+      int plo = (r & d) == 0 ? lo + len : lo - len;
+      b.send(r, t, {kO, lo}, len, last.first == t ? std::pair{-1, -1} : last);
+      int s = b.recv(r, t, {kO, plo}, len);
+      last = {t, s};
+      lo = std::min(lo, plo);
+      len *= 2;
+      (void)ranges;
+    }
+    if (folds) b.send(r, fold, {kO, 0}, p, last);
+  }
+  return std::move(b).finish();
+}
+
+ir::Algorithm ringAllGather(int n) {
+  if (n == 1) return single("ring_allgather", CollectiveKind::kAllGather);
+  Builder b("ring_allgather", CollectiveKind::kAllGather, n, n, 1, n);
+  for (int r = 0; r < n; ++r) {
+    int t = b.tb(r, mod(r + 1, n), mod(r - 1, n));
+    b.step(r, t, StepType::kCopy, {kI, 0}, {kO, r});
+    b.send(r, t, {kI, 0});
+    for (int j = 1; j < n; ++j) {
+      int c = mod(r - j, n);
+      if (j < n - 1)
+        b.step(r, t, StepType::kRecvCopySend, {kO, c}, {kO, c});
+      else
+        b.recv(r, t, {kO, c});
+    }
+  }
+  return std::move(b).finish();
+}
+
+ir::Algorithm ringReduceScatter(int n) {
+  if (n == 1) return single("ring_reducescatter", CollectiveKind::kReduceScatter);
+  Builder b("ring_reducescatter", CollectiveKind::kReduceScatter, n, n, n, 1);
+  for (int r = 0; r < n; ++r) {
+    int t = b.tb(r, mod(r + 1, n), mod(r - 1, n));
+    // At step k rank r passes on chunk r-1-k; chunk r ends here last.
+    b.send(r, t, {kI, mod(r - 1, n)});
+    for (int k = 1; k < n - 1; ++k) {
+      int c = mod(r - 1 - k, n);
+      b.step(r, t, StepType::kRecvReduceSend, {kI, c}, {kI, c});
+    }
+    b.step(r, t, StepType::kRecvReduceCopy, {kI, r}, {kO, 0});
+  }
+  return std::move(b).finish();
+}
+
+ir::Algorithm pairwiseAllToAll(int n) {
+  if (n == 1) return single("pairwise_alltoall", CollectiveKind::kAllToAll);
+  // In place, chunk c of the buffer is both what goes to rank c and where
+  // rank c's data lands: receive into scratch, copy after chunk c has left.
+  Builder b("pairwise_alltoall", CollectiveKind::kAllToAll, n, n, n, n, n);
+  for (int r = 0; r < n; ++r) {
+    std::vector<int> tbs(static_cast<size_t>(n), -1);
+    for (int k = 1; k < n; ++k) tbs[static_cast<size_t>(k)] = b.tb(r, mod(r + k, n), mod(r - k, n));
+    b.step(r, tbs[1], StepType::kCopy, {kI, r}, {kO, r});
+    for (int k = 1; k < n; ++k) b.send(r, tbs[static_cast<size_t>(k)], {kI, mod(r + k, n)});
+    for (int k = 1; k < n; ++k) {
+      int t = tbs[static_cast<size_t>(k)];
+      int from = mod(r - k, n);
+      b.recv(r, t, {kS, from});
+      // Chunk `from` leaves this rank on the tb of round n-k (step 0, or
+      // step 1 on tb 1 which starts with the local copy).
+      int sender = tbs[static_cast<size_t>(n - k)];
+      std::pair<int, int> dep{sender, n - k == 1 ? 1 : 0};
+      if (sender == t) dep = {-1, -1};  // same tb: program order suffices
+      b.step(r, t, StepType::kCopy, {kS, from}, {kO, from}, 1, dep);
+    }
+  }
+  return std::move(b).finish();
+}
+
+ir::Algorithm chainBroadcast(int n, int root) {
+  if (n == 1) return single("chain_broadcast", CollectiveKind::kBroadcast);
+  Builder b("chain_broadcast", CollectiveKind::kBroadcast, n, 1, 1, 1);
+  for (int k = 0; k < n; ++k) {
+    int r = mod(root + k, n);
+    int next = k + 1 < n ? mod(r + 1, n) : -1;
+    int t = b.tb(r, next, k > 0 ? mod(r - 1, n) : -1);
+    if (k == 0) {
+      b.step(r, t, StepType::kCopy, {kI, 0}, {kO, 0});
+      b.send(r, t, {kI, 0});
+    } else if (next >= 0) {
+      b.step(r, t, StepType::kRecvCopySend, {kO, 0}, {kO, 0});
+    } else {
+      b.recv(r, t, {kO, 0});
+    }
+  }
+  return std::move(b).finish();
+}
+
+ir::Algorithm chainReduce(int n, int root) {
+  if (n == 1) return single("chain_reduce", CollectiveKind::kReduce);
+  Builder b("chain_reduce", CollectiveKind::kReduce, n, 1, 1, 1);
+  // Partial sums flow root+1 -> root+2 -> ... -> root.
+  for (int k = 1; k <= n; ++k) {
+    int r = mod(root + k, n);
+    int prev = k > 1 ? mod(r - 1, n) : -1;
+    int t = b.tb(r, r == root ? -1 : mod(r + 1, n), prev);
+    if (k == 1)
+      b.send(r, t, {kI, 0});
+    else if (r != root)
+      b.step(r, t, StepType::kRecvReduceSend, {kI, 0}, {kI, 0});
+    else
+      b.step(r, t, StepType::kRecvReduceCopy, {kI, 0}, {kO, 0});
+  }
+  return std::move(b).finish();
+}
+
+const std::vector<ClassicInfo>& classicAlgorithms() {
+  static const std::vector<ClassicInfo> all = {
+      {"ring_allreduce", CollectiveKind::kAllReduce,
+       "reduce-scatter + allgather around a ring; n chunks, 2(n-1) steps"},
+      {"halving_doubling_allreduce", CollectiveKind::kAllReduce,
+       "recursive halving then doubling; 2 log2 n steps (+2 for non-powers of two)"},
+      {"chain_allreduce", CollectiveKind::kAllReduce,
+       "reduce up a chain, broadcast back down; 1 chunk, any count"},
+      {"ring_allgather", CollectiveKind::kAllGather, "ring; n-1 steps"},
+      {"ring_reducescatter", CollectiveKind::kReduceScatter, "ring; n-1 steps"},
+      {"pairwise_alltoall", CollectiveKind::kAllToAll,
+       "round k: send to r+k, receive from r-k; n-1 concurrent rounds"},
+      {"chain_broadcast", CollectiveKind::kBroadcast, "pipelined chain from the root"},
+      {"chain_reduce", CollectiveKind::kReduce, "pipelined chain ending at the root"},
+  };
+  return all;
+}
+
+Result<ir::Algorithm> makeClassic(std::string_view name, int n, int root) {
+  if (n < 1) return Status(StatusCode::kInvalidArgument, "world size must be >= 1");
+  if (root < 0 || root >= n)
+    return Status(StatusCode::kInvalidArgument,
+                  "root " + std::to_string(root) + " is not a rank of " + std::to_string(n));
+  if (name == "ring_allreduce") return ringAllReduce(n);
+  if (name == "halving_doubling_allreduce") return halvingDoublingAllReduce(n);
+  if (name == "chain_allreduce") return chainAllReduce(n);
+  if (name == "ring_allgather") return ringAllGather(n);
+  if (name == "ring_reducescatter") return ringReduceScatter(n);
+  if (name == "pairwise_alltoall") return pairwiseAllToAll(n);
+  if (name == "chain_broadcast") return chainBroadcast(n, root);
+  if (name == "chain_reduce") return chainReduce(n, root);
+  return Status(StatusCode::kNotFound, "no built-in algorithm named '" + std::string(name) + "'");
+}
+
+}  // namespace chorus::synth

@@ -1,0 +1,52 @@
+// Classic collective algorithms as IR generators: the built-ins the runtime
+// falls back to when no algorithm file matches a call (IR.md section 7). They
+// are ordinary IR and go through the verifier and the executor like any file.
+//
+// Every generator takes any world size n >= 1 (non-powers of two included)
+// and returns an algorithm that serves both in-place and out-of-place calls
+// unless its comment says otherwise.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "core/types.h"
+#include "ir/ir.h"
+
+namespace chorus::synth {
+
+// Ring allreduce: reduce-scatter then allgather around r -> r+1, n chunks,
+// 2(n-1) steps. Bandwidth-optimal; the large-message choice.
+ir::Algorithm ringAllReduce(int n);
+// Recursive halving-doubling allreduce (Rabenseifner): reduce-scatter by
+// halving, allgather by doubling, 2 log2(p) steps over the largest power of
+// two p <= n; the n - p extra ranks fold their data into a partner first and
+// get the result back last. p chunks. The small-message choice.
+ir::Algorithm halvingDoublingAllReduce(int n);
+// Chain allreduce with one chunk: reduce along 0 -> 1 -> ... -> n-1, then
+// broadcast back down the chain. Serves any count (used for the remainder of
+// a count that the chunked algorithms cannot split).
+ir::Algorithm chainAllReduce(int n);
+// Ring allgather and ring reduce-scatter, n chunks, n-1 steps.
+ir::Algorithm ringAllGather(int n);
+ir::Algorithm ringReduceScatter(int n);
+// Pairwise alltoall: in round k rank r sends to r+k and receives from r-k.
+// In-place calls receive into scratch and copy once the slot's data has left.
+ir::Algorithm pairwiseAllToAll(int n);
+// Pipelined chain broadcast / reduce rooted at `root` (slices pipeline it).
+ir::Algorithm chainBroadcast(int n, int root);
+ir::Algorithm chainReduce(int n, int root);
+
+// The built-ins by name, for `--algo NAME` and `chorus gen`-style listing.
+struct ClassicInfo {
+  std::string name;  // "ring_allreduce", ...
+  CollectiveKind collective;
+  std::string summary;
+};
+const std::vector<ClassicInfo>& classicAlgorithms();
+// kNotFound for an unknown name; kInvalidArgument for n < 1 or a bad root.
+Result<ir::Algorithm> makeClassic(std::string_view name, int n, int root = 0);
+
+}  // namespace chorus::synth
