@@ -75,13 +75,11 @@ std::pair<size_t, size_t> bufferElems(const ir::Algorithm& a, size_t count) {
   }
 }
 
-namespace {
-
-bool isInPlace(const ir::Algorithm& a, const CallArgs& c, int rank, size_t esz) {
+bool isInPlaceCall(CollectiveKind coll, const CallArgs& c, int rank) {
   auto send = reinterpret_cast<uintptr_t>(c.sendbuff);
   auto recv = reinterpret_cast<uintptr_t>(c.recvbuff);
-  size_t shift = static_cast<size_t>(rank) * c.count * esz;
-  switch (a.collective) {
+  size_t shift = static_cast<size_t>(rank) * c.count * dataTypeSize(c.type);
+  switch (coll) {
     case CollectiveKind::kAllGather:
     case CollectiveKind::kGather:
       return send == recv + shift;
@@ -92,6 +90,8 @@ bool isInPlace(const ir::Algorithm& a, const CallArgs& c, int rank, size_t esz) 
       return send == recv;
   }
 }
+
+namespace {
 
 Status bad(const std::string& msg) { return Status(StatusCode::kInvalidArgument, msg); }
 
@@ -129,7 +129,7 @@ Result<Geometry> planCall(const VerifiedAlgorithm& va, const std::vector<CallArg
     const CallArgs& c = calls[static_cast<size_t>(r)];
     if (c0.count > 0 && (c.sendbuff == nullptr || c.recvbuff == nullptr))
       return bad("rank " + std::to_string(r) + " passes a null buffer");
-    bool inplace = isInPlace(a, c, r, g.elemSize);
+    bool inplace = isInPlaceCall(a.collective, c, r);
     if (r == 0) g.inplace = inplace;
     if (inplace != g.inplace) return bad("ranks disagree on whether the call is in place");
     if (!inplace && c0.count > 0) {

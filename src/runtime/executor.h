@@ -68,6 +68,11 @@ size_t countQuantum(const ir::Algorithm& a);
 // (allgather/gather output and reducescatter/scatter input span all ranks).
 std::pair<size_t, size_t> bufferElems(const ir::Algorithm& a, size_t count);
 
+// Whether rank `rank`'s call of a `coll` collective is in place: NCCL's rule
+// (allgather: send == recv + rank x count; reducescatter: recv == send +
+// rank x count; otherwise send == recv).
+bool isInPlaceCall(CollectiveKind coll, const CallArgs& c, int rank);
+
 // Default slice sizes in bytes (MSCCL's): Simple 2 MiB, LL 32 KiB, LL128 576,000.
 size_t defaultSliceBytes(ir::Protocol p);
 

@@ -1,0 +1,161 @@
+/*
+ * Chorus C API. Shaped like nccl.h: replace the `nccl` prefix with `chorus`
+ * and an NCCL program compiles against it. Today's backend runs ranks as
+ * threads of one process on host memory; the stream arguments are reserved
+ * for the CUDA backend and must be NULL.
+ *
+ * Calls are blocking on the host: each rank's call returns when that rank's
+ * part of the collective is done. Drive ranks either from one thread per
+ * rank, or from one thread with chorusGroupStart/chorusGroupEnd around one
+ * call per rank (as with NCCL on several GPUs).
+ *
+ * Every function returns a chorusResult_t; chorusGetLastError() says what
+ * went wrong in words. No function throws or aborts on bad input.
+ */
+#ifndef CHORUS_CHORUS_H_
+#define CHORUS_CHORUS_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CHORUS_MAJOR 0
+#define CHORUS_MINOR 1
+#define CHORUS_PATCH 0
+/* As NCCL_VERSION_CODE: major * 10000 + minor * 100 + patch. */
+#define CHORUS_VERSION_CODE (CHORUS_MAJOR * 10000 + CHORUS_MINOR * 100 + CHORUS_PATCH)
+
+typedef struct chorusComm* chorusComm_t;
+
+#define CHORUS_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[CHORUS_UNIQUE_ID_BYTES];
+} chorusUniqueId;
+
+/* Same values as ncclResult_t; chorusTimeout is Chorus's own. */
+typedef enum {
+  chorusSuccess = 0,
+  chorusUnhandledCudaError = 1,
+  chorusSystemError = 2,
+  chorusInternalError = 3,
+  chorusInvalidArgument = 4,
+  chorusInvalidUsage = 5,
+  chorusRemoteError = 6,
+  chorusInProgress = 7,
+  chorusTimeout = 8,
+  chorusNumResults = 9
+} chorusResult_t;
+
+/* Same values as ncclRedOp_t. */
+typedef enum {
+  chorusSum = 0,
+  chorusProd = 1,
+  chorusMax = 2,
+  chorusMin = 3,
+  chorusAvg = 4,
+  chorusNumOps = 5
+} chorusRedOp_t;
+
+/* Same values as ncclDataType_t. */
+typedef enum {
+  chorusInt8 = 0,
+  chorusChar = 0,
+  chorusUint8 = 1,
+  chorusInt32 = 2,
+  chorusInt = 2,
+  chorusUint32 = 3,
+  chorusInt64 = 4,
+  chorusUint64 = 5,
+  chorusFloat16 = 6,
+  chorusHalf = 6,
+  chorusFloat32 = 7,
+  chorusFloat = 7,
+  chorusFloat64 = 8,
+  chorusDouble = 8,
+  chorusBfloat16 = 9,
+  chorusFloat8e4m3 = 10,
+  chorusFloat8e5m2 = 11,
+  chorusNumTypes = 12
+} chorusDataType_t;
+
+/* Reserved for the CUDA backend (a cudaStream_t there); pass NULL. */
+typedef void* chorusStream_t;
+
+/* An algorithm file loaded with chorusLoadAlgo. */
+typedef int chorusAlgoHandle_t;
+
+chorusResult_t chorusGetVersion(int* version);
+const char* chorusGetErrorString(chorusResult_t result);
+/* The last error of the calling thread, in words ("" if none). `comm` may be
+ * NULL. The string stays valid until the thread's next Chorus call. */
+const char* chorusGetLastError(chorusComm_t comm);
+
+/* Communicators. */
+chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId);
+/* Collective over `nranks` callers with the same id: rank r of nranks. Ranks
+ * in one process (threads) join through the id; blocks until all joined. */
+chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks, chorusUniqueId commId, int rank);
+/* `ndev` ranks as threads of this process; comm[i] is rank i. `devlist` is
+ * ignored on host (may be NULL). */
+chorusResult_t chorusCommInitAll(chorusComm_t* comm, int ndev, const int* devlist);
+chorusResult_t chorusCommDestroy(chorusComm_t comm);
+/* Stops every pending call of the communicator's ranks (they return
+ * chorusRemoteError), then destroys `comm`. */
+chorusResult_t chorusCommAbort(chorusComm_t comm);
+/* An error that ended the communicator (a timeout, an abort). */
+chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResult_t* asyncError);
+chorusResult_t chorusCommCount(const chorusComm_t comm, int* count);
+chorusResult_t chorusCommUserRank(const chorusComm_t comm, int* rank);
+
+/* Collectives, as in NCCL. Counts follow NCCL: allgather takes the send
+ * count, reducescatter the receive count, alltoall the count per peer. */
+chorusResult_t chorusAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                               chorusDataType_t datatype, chorusRedOp_t op, chorusComm_t comm,
+                               chorusStream_t stream);
+chorusResult_t chorusBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                               chorusDataType_t datatype, int root, chorusComm_t comm,
+                               chorusStream_t stream);
+chorusResult_t chorusReduce(const void* sendbuff, void* recvbuff, size_t count,
+                            chorusDataType_t datatype, chorusRedOp_t op, int root,
+                            chorusComm_t comm, chorusStream_t stream);
+chorusResult_t chorusAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                               chorusDataType_t datatype, chorusComm_t comm, chorusStream_t stream);
+chorusResult_t chorusReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                   chorusDataType_t datatype, chorusRedOp_t op, chorusComm_t comm,
+                                   chorusStream_t stream);
+chorusResult_t chorusAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                              chorusDataType_t datatype, chorusComm_t comm, chorusStream_t stream);
+
+/* Point to point. A send completes when the matching receive (same peers,
+ * FIFO order) has taken the data; put both sides of an exchange in a group. */
+chorusResult_t chorusSend(const void* sendbuff, size_t count, chorusDataType_t datatype, int peer,
+                          chorusComm_t comm, chorusStream_t stream);
+chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataType_t datatype, int peer,
+                          chorusComm_t comm, chorusStream_t stream);
+
+/* Groups: calls between start and end are issued together at the end; the
+ * end returns when all of them are done. Groups nest. */
+chorusResult_t chorusGroupStart(void);
+chorusResult_t chorusGroupEnd(void);
+
+/* Algorithm files. chorusLoadAlgo reads and verifies a file (MSCCL XML or
+ * Chorus JSON) and refuses one the verifier rejects; chorusRunAlgo runs it
+ * explicitly, at any count its chunking allows (the collective is the
+ * file's; counts follow the collective's convention). `rank` is accepted for
+ * MSCCL compatibility and ignored. */
+chorusResult_t chorusLoadAlgo(const char* algoFilePath, chorusAlgoHandle_t* handle, int rank);
+chorusResult_t chorusRunAlgo(const void* sendbuff, void* recvbuff, size_t count,
+                             chorusDataType_t datatype, chorusRedOp_t op, int root,
+                             chorusAlgoHandle_t handle, chorusComm_t comm, chorusStream_t stream);
+chorusResult_t chorusUnloadAlgo(chorusAlgoHandle_t handle);
+/* Adds a file to automatic selection for communicators created afterwards,
+ * after the files from CHORUS_ALGO_DIR, MSCCL_ALGO_DIR and MSCCL_XML_FILES. */
+chorusResult_t chorusRegisterAlgoFile(const char* algoFilePath);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* CHORUS_CHORUS_H_ */

@@ -1,0 +1,565 @@
+// The C API over worlds. The one conversion point from internal Status to
+// chorusResult_t is apiCall(): it also records the calling thread's last
+// error and stops every exception at the C boundary.
+#include <chrono>
+#include <cstring>
+#include <latch>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "api/world.h"
+#include "chorus/chorus.h"
+#include "core/log.h"
+#include "runtime/selection.h"
+
+namespace chorus::api {
+namespace {
+
+thread_local std::string lastError;
+
+chorusResult_t toResult(StatusCode c) {
+  switch (c) {
+    case StatusCode::kOk:
+      return chorusSuccess;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kParseError:
+      return chorusInvalidArgument;
+    case StatusCode::kUnsupported:
+      return chorusInvalidUsage;
+    case StatusCode::kIoError:
+      return chorusSystemError;
+    case StatusCode::kTimeout:
+      return chorusTimeout;
+    case StatusCode::kAborted:
+      return chorusRemoteError;
+    case StatusCode::kDeadlock:
+    case StatusCode::kInternal:
+      return chorusInternalError;
+  }
+  return chorusInternalError;
+}
+
+template <class F>
+chorusResult_t apiCall(const char* fn, F&& f) noexcept {
+  try {
+    Status st = f();
+    if (st.isOk()) return chorusSuccess;
+    lastError = std::string(fn) + ": " + st.message();
+    logLine(LogLevel::kInfo, lastError);
+    return toResult(st.code());
+  } catch (const std::bad_alloc&) {
+    lastError = std::string(fn) + ": out of memory";
+    return chorusSystemError;
+  } catch (const std::exception& e) {
+    lastError = std::string(fn) + ": internal error: " + e.what();
+    return chorusInternalError;
+  } catch (...) {
+    lastError = std::string(fn) + ": internal error";
+    return chorusInternalError;
+  }
+}
+
+Status bad(std::string msg) { return Status(StatusCode::kInvalidArgument, std::move(msg)); }
+
+struct CommState {
+  std::shared_ptr<World> world;
+  int rank = 0;
+};
+
+// Handles are ids, never reused, so a destroyed communicator is recognized
+// instead of dereferenced.
+struct Handles {
+  std::mutex mu;
+  uintptr_t next = 1;
+  std::map<uintptr_t, std::shared_ptr<CommState>> comms;
+  int nextAlgo = 1;
+  std::map<int, std::shared_ptr<const runtime::VerifiedAlgorithm>> algos;
+};
+Handles& handles() {
+  static Handles* h = new Handles();  // lives for the process: threads may outlive statics
+  return *h;
+}
+
+chorusComm_t newComm(std::shared_ptr<World> w, int rank) {
+  Handles& h = handles();
+  std::lock_guard<std::mutex> lock(h.mu);
+  uintptr_t id = h.next++;
+  h.comms[id] = std::make_shared<CommState>(CommState{std::move(w), rank});
+  return reinterpret_cast<chorusComm_t>(id);
+}
+
+Result<std::shared_ptr<CommState>> lookup(chorusComm_t comm) {
+  if (comm == nullptr) return bad("communicator is NULL");
+  Handles& h = handles();
+  std::lock_guard<std::mutex> lock(h.mu);
+  auto it = h.comms.find(reinterpret_cast<uintptr_t>(comm));
+  if (it == h.comms.end())
+    return bad("communicator " + std::to_string(reinterpret_cast<uintptr_t>(comm)) +
+               " is not live (destroyed, aborted, or never created)");
+  return it->second;
+}
+
+Result<DataType> toType(chorusDataType_t t) {
+  switch (t) {
+    case chorusInt8:
+      return DataType::kInt8;
+    case chorusUint8:
+      return DataType::kUint8;
+    case chorusInt32:
+      return DataType::kInt32;
+    case chorusUint32:
+      return DataType::kUint32;
+    case chorusInt64:
+      return DataType::kInt64;
+    case chorusUint64:
+      return DataType::kUint64;
+    case chorusFloat16:
+      return DataType::kFloat16;
+    case chorusFloat32:
+      return DataType::kFloat32;
+    case chorusFloat64:
+      return DataType::kFloat64;
+    case chorusBfloat16:
+      return DataType::kBfloat16;
+    case chorusFloat8e4m3:
+      return DataType::kFp8E4M3;
+    case chorusFloat8e5m2:
+      return DataType::kFp8E5M2;
+    default:
+      return bad("unknown data type " + std::to_string(static_cast<int>(t)));
+  }
+}
+
+Result<ReduceOp> toOp(chorusRedOp_t op) {
+  switch (op) {
+    case chorusSum:
+      return ReduceOp::kSum;
+    case chorusProd:
+      return ReduceOp::kProd;
+    case chorusMax:
+      return ReduceOp::kMax;
+    case chorusMin:
+      return ReduceOp::kMin;
+    case chorusAvg:
+      return ReduceOp::kAvg;
+    default:
+      return bad("unknown reduction op " + std::to_string(static_cast<int>(op)));
+  }
+}
+
+// Calls between GroupStart and GroupEnd, per thread.
+struct Group {
+  int depth = 0;
+  std::vector<std::pair<std::shared_ptr<CommState>, Op>> ops;
+  Status firstError;  // a call rejected while grouping
+};
+thread_local Group group;
+
+// Posts every op, runs the collectives (on this thread if there is one,
+// else on the ranks' helper threads), waits for sends and receives.
+Status runOps(std::vector<std::pair<std::shared_ptr<CommState>, Op>> ops) {
+  std::vector<std::pair<World*, std::shared_ptr<Ticket>>> colls, p2p;
+  for (auto& [cs, op] : ops) {
+    bool isColl = op.kind == Op::Kind::kCollective;
+    auto t = cs->world->post(cs->rank, std::move(op));
+    (isColl ? colls : p2p).emplace_back(cs->world.get(), t);
+  }
+  Status first;
+  auto keep = [&first](const Status& s) {
+    if (first.isOk() && !s.isOk()) first = s;
+  };
+  if (colls.size() == 1) {
+    keep(colls[0].first->complete(colls[0].second));
+  } else if (!colls.empty()) {
+    std::latch done(static_cast<std::ptrdiff_t>(colls.size()));
+    std::vector<Status> results(colls.size());
+    for (size_t i = 0; i < colls.size(); ++i) {
+      colls[i].first->dispatch(colls[i].second, [&results, &done, i](Status s) {
+        results[i] = std::move(s);
+        done.count_down();
+      });
+    }
+    done.wait();
+    for (const Status& s : results) keep(s);
+  }
+  for (auto& [w, t] : p2p) keep(w->complete(t));
+  return first;
+}
+
+Status issue(chorusComm_t comm, Op op, chorusDataType_t type, chorusStream_t stream) {
+  if (stream != nullptr)
+    return Status(StatusCode::kUnsupported, "streams need the CUDA backend; pass NULL on host");
+  auto cs = lookup(comm);
+  if (!cs.isOk()) return cs.status();
+  auto t = toType(type);
+  if (!t.isOk()) return t.status();
+  op.args.type = t.value();
+  if (group.depth > 0) {
+    group.ops.emplace_back(cs.value(), std::move(op));
+    return Status::ok();
+  }
+  std::vector<std::pair<std::shared_ptr<CommState>, Op>> one;
+  one.emplace_back(cs.value(), std::move(op));
+  return runOps(std::move(one));
+}
+
+Op collective(CollectiveKind k, const void* send, void* recv, size_t count) {
+  Op op;
+  op.kind = Op::Kind::kCollective;
+  op.collective = k;
+  op.args.sendbuff = send;
+  op.args.recvbuff = recv;
+  op.args.count = count;
+  return op;
+}
+
+Status withOp(chorusRedOp_t redop, Op& op) {
+  auto o = toOp(redop);
+  if (!o.isOk()) return o.status();
+  op.args.op = o.value();
+  return Status::ok();
+}
+
+// The in-process rendezvous of chorusCommInitRank.
+struct Pending {
+  int nranks = 0;
+  std::shared_ptr<World> world;
+  std::vector<bool> joined;
+  int count = 0;
+};
+std::mutex pendingMu;
+std::condition_variable pendingCv;
+std::map<std::string, std::shared_ptr<Pending>>& pendings() {
+  static auto* p = new std::map<std::string, std::shared_ptr<Pending>>();
+  return *p;
+}
+
+constexpr char kLocalIdTag[] = "chorus-local:";
+
+}  // namespace
+}  // namespace chorus::api
+
+using namespace chorus;       // NOLINT: the C entry points below
+using namespace chorus::api;  // NOLINT
+
+extern "C" {
+
+chorusResult_t chorusGetVersion(int* version) {
+  return apiCall("chorusGetVersion", [&] {
+    if (version == nullptr) return bad("version is NULL");
+    *version = CHORUS_VERSION_CODE;
+    return Status::ok();
+  });
+}
+
+const char* chorusGetErrorString(chorusResult_t result) {
+  switch (result) {
+    case chorusSuccess:
+      return "no error";
+    case chorusUnhandledCudaError:
+      return "unhandled cuda error";
+    case chorusSystemError:
+      return "unhandled system error (out of memory, a failed system call)";
+    case chorusInternalError:
+      return "internal error - please report this issue";
+    case chorusInvalidArgument:
+      return "invalid argument";
+    case chorusInvalidUsage:
+      return "invalid usage";
+    case chorusRemoteError:
+      return "remote process exited or there was a network error; or the communicator was aborted";
+    case chorusInProgress:
+      return "operation in progress";
+    case chorusTimeout:
+      return "timeout: a peer did not answer in time (CHORUS_TIMEOUT_S)";
+    default:
+      return "unknown result code";
+  }
+}
+
+const char* chorusGetLastError(chorusComm_t) { return lastError.c_str(); }
+
+chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId) {
+  return apiCall("chorusGetUniqueId", [&] {
+    if (uniqueId == nullptr) return bad("uniqueId is NULL");
+    std::memset(uniqueId->internal, 0, sizeof(uniqueId->internal));
+    std::random_device rd;
+    std::string id = kLocalIdTag;
+    for (int i = 0; i < 4; ++i) id += std::to_string(rd()) + ".";
+    std::memcpy(uniqueId->internal, id.data(), std::min(id.size(), sizeof(uniqueId->internal) - 1));
+    return Status::ok();
+  });
+}
+
+chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks, chorusUniqueId commId, int rank) {
+  return apiCall("chorusCommInitRank", [&]() -> Status {
+    if (comm == nullptr) return bad("comm is NULL");
+    *comm = nullptr;
+    if (nranks < 1) return bad("nranks must be >= 1, got " + std::to_string(nranks));
+    if (rank < 0 || rank >= nranks)
+      return bad("rank " + std::to_string(rank) + " is not in [0, " + std::to_string(nranks) + ")");
+    std::string id(commId.internal, strnlen(commId.internal, sizeof(commId.internal)));
+    if (id.rfind(kLocalIdTag, 0) != 0)
+      return bad("the unique id did not come from chorusGetUniqueId");
+    WorldOptions options = WorldOptions::fromEnvironment();
+    std::unique_lock<std::mutex> lock(pendingMu);
+    auto& p = pendings()[id];
+    if (p == nullptr) {
+      p = std::make_shared<Pending>();
+      p->nranks = nranks;
+      p->world = std::make_shared<World>(nranks, options);
+      p->joined.assign(static_cast<size_t>(nranks), false);
+    }
+    std::shared_ptr<Pending> mine = p;
+    if (mine->nranks != nranks)
+      return bad("rank " + std::to_string(rank) + " says nranks " + std::to_string(nranks) +
+                 ", an earlier rank said " + std::to_string(mine->nranks));
+    if (mine->joined[static_cast<size_t>(rank)])
+      return bad("rank " + std::to_string(rank) + " joined this communicator twice");
+    mine->joined[static_cast<size_t>(rank)] = true;
+    if (++mine->count == nranks) {
+      pendings().erase(id);
+      pendingCv.notify_all();
+    }
+    bool all = pendingCv.wait_for(lock, std::chrono::milliseconds(options.timeoutMs),
+                                  [&] { return mine->count == nranks; });
+    if (!all) {
+      mine->joined[static_cast<size_t>(rank)] = false;
+      --mine->count;
+      return Status(StatusCode::kTimeout, "rank " + std::to_string(rank) + ": only " +
+                                              std::to_string(mine->count + 1) + " of " +
+                                              std::to_string(nranks) + " ranks joined in time");
+    }
+    lock.unlock();
+    *comm = newComm(mine->world, rank);
+    return Status::ok();
+  });
+}
+
+chorusResult_t chorusCommInitAll(chorusComm_t* comm, int ndev, const int* /*devlist*/) {
+  return apiCall("chorusCommInitAll", [&] {
+    if (comm == nullptr) return bad("comm is NULL");
+    if (ndev < 1) return bad("ndev must be >= 1, got " + std::to_string(ndev));
+    auto world = std::make_shared<World>(ndev, WorldOptions::fromEnvironment());
+    for (int r = 0; r < ndev; ++r) comm[r] = newComm(world, r);
+    return Status::ok();
+  });
+}
+
+chorusResult_t chorusCommDestroy(chorusComm_t comm) {
+  return apiCall("chorusCommDestroy", [&]() -> Status {
+    std::shared_ptr<CommState> cs;
+    {
+      Handles& h = handles();
+      std::lock_guard<std::mutex> lock(h.mu);
+      auto it = h.comms.find(reinterpret_cast<uintptr_t>(comm));
+      if (comm == nullptr || it == h.comms.end())
+        return bad("communicator is not live (destroyed twice, or never created)");
+      cs = std::move(it->second);
+      h.comms.erase(it);
+    }
+    return Status::ok();  // the world goes when its last communicator does
+  });
+}
+
+chorusResult_t chorusCommAbort(chorusComm_t comm) {
+  return apiCall("chorusCommAbort", [&]() -> Status {
+    auto cs = lookup(comm);
+    if (!cs.isOk()) return cs.status();
+    cs.value()->world->abort(
+        Status(StatusCode::kAborted,
+               "rank " + std::to_string(cs.value()->rank) + " aborted the communicator"));
+    return Status(chorusCommDestroy(comm) == chorusSuccess
+                      ? Status::ok()
+                      : Status(StatusCode::kInternal, lastError));
+  });
+}
+
+chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResult_t* asyncError) {
+  return apiCall("chorusCommGetAsyncError", [&]() -> Status {
+    if (asyncError == nullptr) return bad("asyncError is NULL");
+    auto cs = lookup(comm);
+    if (!cs.isOk()) return cs.status();
+    *asyncError = toResult(cs.value()->world->asyncError().code());
+    return Status::ok();
+  });
+}
+
+chorusResult_t chorusCommCount(const chorusComm_t comm, int* count) {
+  return apiCall("chorusCommCount", [&]() -> Status {
+    if (count == nullptr) return bad("count is NULL");
+    auto cs = lookup(comm);
+    if (!cs.isOk()) return cs.status();
+    *count = cs.value()->world->size();
+    return Status::ok();
+  });
+}
+
+chorusResult_t chorusCommUserRank(const chorusComm_t comm, int* rank) {
+  return apiCall("chorusCommUserRank", [&]() -> Status {
+    if (rank == nullptr) return bad("rank is NULL");
+    auto cs = lookup(comm);
+    if (!cs.isOk()) return cs.status();
+    *rank = cs.value()->rank;
+    return Status::ok();
+  });
+}
+
+chorusResult_t chorusAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                               chorusDataType_t datatype, chorusRedOp_t op, chorusComm_t comm,
+                               chorusStream_t stream) {
+  return apiCall("chorusAllReduce", [&] {
+    Op o = collective(CollectiveKind::kAllReduce, sendbuff, recvbuff, count);
+    if (Status st = withOp(op, o); !st.isOk()) return st;
+    return issue(comm, std::move(o), datatype, stream);
+  });
+}
+
+chorusResult_t chorusBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                               chorusDataType_t datatype, int root, chorusComm_t comm,
+                               chorusStream_t stream) {
+  return apiCall("chorusBroadcast", [&] {
+    Op o = collective(CollectiveKind::kBroadcast, sendbuff, recvbuff, count);
+    o.root = root;
+    return issue(comm, std::move(o), datatype, stream);
+  });
+}
+
+chorusResult_t chorusReduce(const void* sendbuff, void* recvbuff, size_t count,
+                            chorusDataType_t datatype, chorusRedOp_t op, int root,
+                            chorusComm_t comm, chorusStream_t stream) {
+  return apiCall("chorusReduce", [&] {
+    Op o = collective(CollectiveKind::kReduce, sendbuff, recvbuff, count);
+    o.root = root;
+    if (Status st = withOp(op, o); !st.isOk()) return st;
+    return issue(comm, std::move(o), datatype, stream);
+  });
+}
+
+chorusResult_t chorusAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                               chorusDataType_t datatype, chorusComm_t comm,
+                               chorusStream_t stream) {
+  return apiCall("chorusAllGather", [&] {
+    return issue(comm, collective(CollectiveKind::kAllGather, sendbuff, recvbuff, sendcount),
+                 datatype, stream);
+  });
+}
+
+chorusResult_t chorusReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                   chorusDataType_t datatype, chorusRedOp_t op, chorusComm_t comm,
+                                   chorusStream_t stream) {
+  return apiCall("chorusReduceScatter", [&] {
+    Op o = collective(CollectiveKind::kReduceScatter, sendbuff, recvbuff, recvcount);
+    if (Status st = withOp(op, o); !st.isOk()) return st;
+    return issue(comm, std::move(o), datatype, stream);
+  });
+}
+
+chorusResult_t chorusAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                              chorusDataType_t datatype, chorusComm_t comm, chorusStream_t stream) {
+  return apiCall("chorusAllToAll", [&] {
+    return issue(comm, collective(CollectiveKind::kAllToAll, sendbuff, recvbuff, count), datatype,
+                 stream);
+  });
+}
+
+chorusResult_t chorusSend(const void* sendbuff, size_t count, chorusDataType_t datatype, int peer,
+                          chorusComm_t comm, chorusStream_t stream) {
+  return apiCall("chorusSend", [&] {
+    Op o;
+    o.kind = Op::Kind::kSend;
+    o.args.sendbuff = sendbuff;
+    o.args.count = count;
+    o.peer = peer;
+    return issue(comm, std::move(o), datatype, stream);
+  });
+}
+
+chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataType_t datatype, int peer,
+                          chorusComm_t comm, chorusStream_t stream) {
+  return apiCall("chorusRecv", [&] {
+    Op o;
+    o.kind = Op::Kind::kRecv;
+    o.args.recvbuff = recvbuff;
+    o.args.count = count;
+    o.peer = peer;
+    return issue(comm, std::move(o), datatype, stream);
+  });
+}
+
+chorusResult_t chorusGroupStart(void) {
+  return apiCall("chorusGroupStart", [&] {
+    ++group.depth;
+    return Status::ok();
+  });
+}
+
+chorusResult_t chorusGroupEnd(void) {
+  return apiCall("chorusGroupEnd", [&]() -> Status {
+    if (group.depth == 0)
+      return Status(StatusCode::kUnsupported, "chorusGroupEnd without chorusGroupStart");
+    if (--group.depth > 0) return Status::ok();
+    auto ops = std::move(group.ops);
+    group.ops.clear();
+    return runOps(std::move(ops));
+  });
+}
+
+chorusResult_t chorusLoadAlgo(const char* algoFilePath, chorusAlgoHandle_t* handle, int) {
+  return apiCall("chorusLoadAlgo", [&]() -> Status {
+    if (algoFilePath == nullptr || handle == nullptr) return bad("path or handle is NULL");
+    auto va = runtime::loadVerifiedFile(algoFilePath);
+    if (!va.isOk()) return va.status();
+    Handles& h = handles();
+    std::lock_guard<std::mutex> lock(h.mu);
+    *handle = h.nextAlgo++;
+    h.algos[*handle] = va.value();
+    return Status::ok();
+  });
+}
+
+chorusResult_t chorusRunAlgo(const void* sendbuff, void* recvbuff, size_t count,
+                             chorusDataType_t datatype, chorusRedOp_t op, int root,
+                             chorusAlgoHandle_t handle, chorusComm_t comm, chorusStream_t stream) {
+  return apiCall("chorusRunAlgo", [&]() -> Status {
+    std::shared_ptr<const runtime::VerifiedAlgorithm> va;
+    {
+      Handles& h = handles();
+      std::lock_guard<std::mutex> lock(h.mu);
+      auto it = h.algos.find(handle);
+      if (it == h.algos.end())
+        return bad("algorithm handle " + std::to_string(handle) + " is not loaded");
+      va = it->second;
+    }
+    Op o = collective(va->algo().collective, sendbuff, recvbuff, count);
+    o.root = isRooted(va->algo().collective) ? root : -1;
+    o.algo = va;
+    if (Status st = withOp(op, o); !st.isOk()) return st;
+    return issue(comm, std::move(o), datatype, stream);
+  });
+}
+
+chorusResult_t chorusUnloadAlgo(chorusAlgoHandle_t handle) {
+  return apiCall("chorusUnloadAlgo", [&]() -> Status {
+    Handles& h = handles();
+    std::lock_guard<std::mutex> lock(h.mu);
+    if (h.algos.erase(handle) == 0)
+      return bad("algorithm handle " + std::to_string(handle) + " is not loaded");
+    return Status::ok();
+  });
+}
+
+chorusResult_t chorusRegisterAlgoFile(const char* algoFilePath) {
+  return apiCall("chorusRegisterAlgoFile", [&]() -> Status {
+    if (algoFilePath == nullptr) return bad("path is NULL");
+    return globalRegistry().addFile(algoFilePath);
+  });
+}
+
+}  // extern "C"

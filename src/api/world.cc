@@ -1,0 +1,444 @@
+#include "api/world.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <tuple>
+
+#include "core/check.h"
+#include "core/log.h"
+#include "synth/classic.h"
+
+namespace chorus::api {
+
+using runtime::CallArgs;
+using runtime::PreparedCall;
+using runtime::VerifiedAlgorithm;
+
+namespace {
+
+// Largest allreduce (bytes) that runs recursive halving-doubling rather
+// than the ring: below it the step count (latency) dominates.
+constexpr size_t kSmallAllReduceBytes = 64 << 10;
+constexpr size_t kCachedCalls = 32;
+
+long envLong(const char* name, long fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0' || x < 0) {
+    logLine(LogLevel::kWarn, std::string("ignoring ") + name + "=" + v + ": not a number");
+    return fallback;
+  }
+  return x;
+}
+
+}  // namespace
+
+WorldOptions WorldOptions::fromEnvironment() {
+  WorldOptions o;
+  o.timeoutMs = static_cast<int>(std::min<long>(envLong("CHORUS_TIMEOUT_S", 300), 2000000) * 1000);
+  o.sliceBytes = static_cast<size_t>(envLong("CHORUS_SLICE_BYTES", 0));
+  return o;
+}
+
+std::string Op::describe() const {
+  std::string name = kind == Kind::kSend   ? "send"
+                     : kind == Kind::kRecv ? "recv"
+                                           : std::string(collectiveName(collective));
+  std::string s =
+      name + "(count " + std::to_string(args.count) + ", " + std::string(dataTypeName(args.type));
+  if (kind == Kind::kCollective && collective != CollectiveKind::kAllGather &&
+      collective != CollectiveKind::kAllToAll && collective != CollectiveKind::kBroadcast)
+    s += ", " + std::string(reduceOpName(args.op));
+  if (root >= 0) s += ", root " + std::to_string(root);
+  if (peer >= 0) s += ", peer " + std::to_string(peer);
+  if (algo != nullptr) s += ", algorithm '" + algo->algo().name + "'";
+  return s + ")";
+}
+
+runtime::AlgorithmRegistry& globalRegistry() {
+  static runtime::AlgorithmRegistry* r = [] {
+    auto* reg = new runtime::AlgorithmRegistry();  // lives for the process
+    reg->loadFromEnvironment();
+    return reg;
+  }();
+  return *r;
+}
+
+struct Assembly {
+  uint64_t seq = 0;
+  std::vector<std::optional<Op>> ops;
+  int arrived = 0;
+  bool resolved = false;
+  Status status;
+  std::vector<std::shared_ptr<PreparedCall>> parts;  // run in order by every rank
+  int finished = 0;
+};
+
+struct Ticket {
+  Op op;
+  int rank = 0;
+  std::shared_ptr<Assembly> assembly;  // collectives
+  Status early;                        // an error found when posting
+  // send/recv, guarded by World::p2pMu_
+  bool done = false;
+  Status status;
+};
+
+struct World::Helper {
+  std::thread thread;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::pair<std::shared_ptr<Ticket>, std::function<void(Status)>>> queue;
+  bool stop = false;
+};
+
+World::World(int nranks, WorldOptions options)
+    : n_(nranks), options_(options), nextSeq_(static_cast<size_t>(nranks), 0) {}
+
+World::~World() {
+  std::lock_guard<std::mutex> lock(helpersMu_);
+  for (auto& h : helpers_) {
+    if (h == nullptr) continue;
+    {
+      std::lock_guard<std::mutex> hl(h->mu);
+      h->stop = true;
+    }
+    h->cv.notify_one();
+    h->thread.join();
+  }
+}
+
+bool World::CacheKey::operator<(const CacheKey& o) const {
+  return std::tie(va, count, type, op, buffers) < std::tie(o.va, o.count, o.type, o.op, o.buffers);
+}
+
+Status World::asyncError() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+void World::abort(Status why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_.isOk()) error_ = why;
+    aborted_.store(true, std::memory_order_release);
+    for (auto& [va, f] : fabrics_) f->ringAll();
+  }
+  cv_.notify_all();
+  { std::lock_guard<std::mutex> lock(p2pMu_); }
+  p2pCv_.notify_all();
+}
+
+std::shared_ptr<Ticket> World::post(int rank, Op op) {
+  auto t = std::make_shared<Ticket>();
+  t->op = std::move(op);
+  t->rank = rank;
+  if (Status e = asyncError(); !e.isOk()) {
+    t->early = e;
+    return t;
+  }
+  if (t->op.kind != Op::Kind::kCollective) {
+    if (t->op.peer < 0 || t->op.peer >= n_) {
+      t->early =
+          Status(StatusCode::kInvalidArgument,
+                 "rank " + std::to_string(rank) + ": " + t->op.describe() +
+                     ": peer is not a rank of this " + std::to_string(n_) + "-rank communicator");
+      return t;
+    }
+    std::lock_guard<std::mutex> lock(p2pMu_);
+    bool isSend = t->op.kind == Op::Kind::kSend;
+    std::pair<int, int> key = isSend ? std::pair{rank, t->op.peer} : std::pair{t->op.peer, rank};
+    auto& waiting = isSend ? recvs_[key] : sends_[key];
+    if (!waiting.empty()) {
+      std::shared_ptr<Ticket> other = waiting.front();
+      waiting.pop_front();
+      if (isSend)
+        matchP2p(*t, *other);
+      else
+        matchP2p(*other, *t);
+      p2pCv_.notify_all();
+    } else {
+      (isSend ? sends_[key] : recvs_[key]).push_back(t);
+    }
+    return t;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t seq = nextSeq_[static_cast<size_t>(rank)]++;
+  auto& slot = assemblies_[seq];
+  if (slot == nullptr) {
+    slot = std::make_shared<Assembly>();
+    slot->seq = seq;
+    slot->ops.resize(static_cast<size_t>(n_));
+  }
+  slot->ops[static_cast<size_t>(rank)] = t->op;
+  t->assembly = slot;
+  if (++slot->arrived == n_) {
+    resolve(*slot);
+    slot->resolved = true;
+    cv_.notify_all();
+  }
+  return t;
+}
+
+void World::matchP2p(Ticket& send, Ticket& recv) {
+  const Op& s = send.op;
+  const Op& r = recv.op;
+  Status st;
+  if (s.args.count != r.args.count || s.args.type != r.args.type) {
+    st = Status(StatusCode::kInvalidArgument, "rank " + std::to_string(send.rank) + " " +
+                                                  s.describe() + " does not match rank " +
+                                                  std::to_string(recv.rank) + " " + r.describe());
+  } else if (s.args.count > 0 && (s.args.sendbuff == nullptr || r.args.recvbuff == nullptr)) {
+    st = Status(StatusCode::kInvalidArgument, "send/recv with a null buffer");
+  } else if (s.args.count > 0) {
+    std::memmove(r.args.recvbuff, s.args.sendbuff, s.args.count * dataTypeSize(s.args.type));
+  }
+  send.status = recv.status = st;
+  send.done = recv.done = true;
+}
+
+Status World::waitP2p(Ticket& t) {
+  std::unique_lock<std::mutex> lock(p2pMu_);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.timeoutMs);
+  while (!t.done) {
+    if (aborted_.load(std::memory_order_acquire)) return asyncError();
+    if (p2pCv_.wait_until(lock, deadline) == std::cv_status::timeout && !t.done) {
+      Status st(StatusCode::kTimeout, "rank " + std::to_string(t.rank) + ": " + t.op.describe() +
+                                          " found no matching call within " +
+                                          std::to_string(options_.timeoutMs / 1000) + " s");
+      lock.unlock();
+      abort(st);
+      return st;
+    }
+  }
+  return t.status;
+}
+
+Result<std::shared_ptr<const VerifiedAlgorithm>> World::builtin(std::string_view name, int root) {
+  auto key = std::make_pair(std::string(name), root);
+  auto it = builtins_.find(key);
+  if (it != builtins_.end()) return it->second;
+  auto algo = synth::makeClassic(name, n_, std::max(root, 0));
+  if (!algo.isOk()) return algo.status();
+  auto va = VerifiedAlgorithm::make(std::move(algo).value());
+  CHORUS_CHECK(va.isOk(), "a built-in algorithm fails verification");
+  builtins_[key] = va.value();
+  return va.value();
+}
+
+Result<std::shared_ptr<PreparedCall>> World::prepared(
+    const std::shared_ptr<const VerifiedAlgorithm>& va, const std::vector<CallArgs>& calls) {
+  CacheKey key{va.get(), calls[0].count, calls[0].type, calls[0].op, {}};
+  for (const CallArgs& c : calls) key.buffers.emplace_back(c.sendbuff, c.recvbuff);
+  auto it = calls_.find(key);
+  if (it != calls_.end()) {
+    it->second.lastUse = ++useClock_;
+    return it->second.call;
+  }
+  auto& fabric = fabrics_[va.get()];
+  auto made = PreparedCall::make(*va, calls, options_.sliceBytes, options_.slots, fabric);
+  if (!made.isOk()) return made.status();
+  std::shared_ptr<PreparedCall> pc = std::move(made).value();
+  fabric = pc->fabric();  // a larger one if the old one's slots were too small
+  if (calls_.size() >= kCachedCalls) {
+    auto lru = std::min_element(calls_.begin(), calls_.end(), [](const auto& a, const auto& b) {
+      return a.second.lastUse < b.second.lastUse;
+    });
+    calls_.erase(lru);
+  }
+  calls_[key] = CacheEntry{va, pc, ++useClock_};
+  return pc;
+}
+
+Status World::plan(Assembly& a, std::vector<std::string>* why) {
+  const Op& op0 = *a.ops[0];
+  for (int r = 1; r < n_; ++r) {
+    const Op& o = *a.ops[static_cast<size_t>(r)];
+    if (o.collective != op0.collective || o.args.count != op0.args.count ||
+        o.args.type != op0.args.type || o.args.op != op0.args.op || o.root != op0.root ||
+        o.algo != op0.algo) {
+      return Status(StatusCode::kInvalidArgument,
+                    "collective #" + std::to_string(a.seq) +
+                        " does not match across ranks: rank 0 calls " + op0.describe() + ", rank " +
+                        std::to_string(r) + " calls " + o.describe());
+    }
+  }
+  std::vector<CallArgs> calls;
+  for (const auto& o : a.ops) calls.push_back(o->args);
+  runtime::SelectionRequest req;
+  req.collective = op0.collective;
+  req.nranks = n_;
+  req.inplace = runtime::isInPlaceCall(op0.collective, calls[0], 0);
+  req.count = op0.args.count;
+  req.type = op0.args.type;
+  req.op = op0.args.op;
+  req.root = op0.root;
+  if (isRooted(req.collective) && (req.root < 0 || req.root >= n_))
+    return Status(StatusCode::kInvalidArgument, "root " + std::to_string(req.root) +
+                                                    " is not a rank of this " + std::to_string(n_) +
+                                                    "-rank communicator");
+
+  std::shared_ptr<const VerifiedAlgorithm> va = op0.algo;
+  if (va != nullptr) {
+    req.collective = va->algo().collective;
+    std::string no = runtime::ineligibility(*va, req, /*sizeRange=*/false);
+    if (!no.empty())
+      return Status(StatusCode::kInvalidArgument,
+                    "algorithm '" + va->algo().name + "' cannot run this call: " + no);
+    if (why) why->push_back("explicit algorithm '" + va->algo().name + "'");
+  } else {
+    va = globalRegistry().select(req, why);
+  }
+  size_t tail = 0;
+  if (va == nullptr) {
+    std::string name;
+    switch (req.collective) {
+      case CollectiveKind::kAllReduce:
+        name = requestBytes(req) <= kSmallAllReduceBytes && n_ > 2 ? "halving_doubling_allreduce"
+                                                                   : "ring_allreduce";
+        break;
+      case CollectiveKind::kAllGather:
+        name = "ring_allgather";
+        break;
+      case CollectiveKind::kReduceScatter:
+        name = "ring_reducescatter";
+        break;
+      case CollectiveKind::kAllToAll:
+        name = "pairwise_alltoall";
+        break;
+      case CollectiveKind::kBroadcast:
+        name = "chain_broadcast";
+        break;
+      case CollectiveKind::kReduce:
+        name = "chain_reduce";
+        break;
+      default:
+        return Status(StatusCode::kUnsupported,
+                      "no built-in algorithm for " + std::string(collectiveName(req.collective)));
+    }
+    auto b = builtin(name, req.root);
+    if (!b.isOk()) return b.status();
+    va = b.value();
+    // A count the chunks do not divide: the divisible prefix runs on the
+    // chosen algorithm, the rest on the one-chunk chain.
+    tail = req.count % runtime::countQuantum(va->algo());
+    if (why) {
+      why->push_back(
+          "built-in " + name + " (" + std::to_string(requestBytes(req)) + " bytes)" +
+          (tail ? ", last " + std::to_string(tail) + " elements on chain_allreduce" : ""));
+    }
+  }
+  size_t main = req.count - tail;
+  if (main > 0 || tail == 0) {
+    std::vector<CallArgs> head = calls;
+    for (CallArgs& c : head) c.count = main;
+    auto pc = prepared(va, head);
+    if (!pc.isOk()) return pc.status();
+    a.parts.push_back(pc.value());
+  }
+  if (tail > 0) {
+    auto chain = builtin("chain_allreduce", -1);
+    if (!chain.isOk()) return chain.status();
+    size_t skip = main * dataTypeSize(req.type);
+    std::vector<CallArgs> rest = calls;
+    for (CallArgs& c : rest) {
+      c.sendbuff = static_cast<const unsigned char*>(c.sendbuff) + skip;
+      c.recvbuff = static_cast<unsigned char*>(c.recvbuff) + skip;
+      c.count = tail;
+    }
+    auto pc = prepared(chain.value(), rest);
+    if (!pc.isOk()) return pc.status();
+    a.parts.push_back(pc.value());
+  }
+  return Status::ok();
+}
+
+void World::resolve(Assembly& a) {
+  bool info = logEnabled(LogLevel::kInfo);
+  std::vector<std::string> why;
+  a.status = plan(a, info ? &why : nullptr);
+  if (!info) return;
+  std::string line = "collective #" + std::to_string(a.seq) + " " + a.ops[0]->describe() + " on " +
+                     std::to_string(n_) + " ranks";
+  if (!a.status.isOk()) line += ": " + a.status.message();
+  for (const std::string& w : why) line += "\n  " + w;
+  logLine(LogLevel::kInfo, line);
+}
+
+Status World::runCollective(Ticket& t) {
+  Assembly& a = *t.assembly;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.timeoutMs);
+    while (!a.resolved) {
+      if (!error_.isOk()) return error_;
+      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && !a.resolved) {
+        std::string missing;
+        for (int r = 0; r < n_; ++r)
+          if (!a.ops[static_cast<size_t>(r)]) missing += " " + std::to_string(r);
+        Status st(StatusCode::kTimeout, "rank " + std::to_string(t.rank) + ": collective #" +
+                                            std::to_string(a.seq) + " " + t.op.describe() +
+                                            ": ranks" + missing + " did not call within " +
+                                            std::to_string(options_.timeoutMs / 1000) + " s");
+        lock.unlock();
+        abort(st);
+        return st;
+      }
+    }
+  }
+  Status st = a.status;
+  runtime::RankRunOptions ro;
+  ro.timeoutMs = options_.timeoutMs;
+  ro.abort = &aborted_;
+  for (size_t i = 0; st.isOk() && i < a.parts.size(); ++i) {
+    st = a.parts[i]->runRank(t.rank, ro);
+    if (st.code() == StatusCode::kTimeout) abort(st);
+    if (st.code() == StatusCode::kAborted) st = asyncError();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (++a.finished == n_) assemblies_.erase(a.seq);
+  return st;
+}
+
+Status World::complete(const std::shared_ptr<Ticket>& t) {
+  if (!t->early.isOk()) return t->early;
+  if (t->op.kind == Op::Kind::kCollective) return runCollective(*t);
+  return waitP2p(*t);
+}
+
+void World::dispatch(const std::shared_ptr<Ticket>& t, std::function<void(Status)> done) {
+  Helper* h = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(helpersMu_);
+    if (helpers_.empty()) helpers_.resize(static_cast<size_t>(n_));
+    auto& slot = helpers_[static_cast<size_t>(t->rank)];
+    if (slot == nullptr) {
+      slot = std::make_unique<Helper>();
+      Helper* raw = slot.get();
+      raw->thread = std::thread([this, raw] {
+        for (;;) {
+          std::unique_lock<std::mutex> hl(raw->mu);
+          raw->cv.wait(hl, [raw] { return raw->stop || !raw->queue.empty(); });
+          if (raw->queue.empty()) return;  // stop
+          auto [ticket, cb] = std::move(raw->queue.front());
+          raw->queue.pop_front();
+          hl.unlock();
+          cb(complete(ticket));
+        }
+      });
+    }
+    h = slot.get();
+  }
+  {
+    std::lock_guard<std::mutex> lock(h->mu);
+    h->queue.emplace_back(t, std::move(done));
+  }
+  h->cv.notify_one();
+}
+
+}  // namespace chorus::api

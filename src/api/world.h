@@ -1,0 +1,134 @@
+// A world: the ranks of one communicator living in this process (threads),
+// and the machinery that turns per-rank calls into runs of verified
+// algorithms: a rendezvous per collective (the k-th collective of every rank
+// forms one call, checked for agreement), algorithm selection (files, then
+// built-ins by size), a cache of prepared calls and fabrics so a repeated
+// call allocates nothing, point-to-point matching, groups, timeouts, abort.
+//
+// Each rank's part runs on the thread that called for it; a group that
+// holds several ranks' calls hands them to per-rank helper threads.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/status.h"
+#include "runtime/driver.h"
+#include "runtime/selection.h"
+
+namespace chorus::api {
+
+struct Op {
+  enum class Kind { kCollective, kSend, kRecv };
+  Kind kind = Kind::kCollective;
+  CollectiveKind collective = CollectiveKind::kAllReduce;
+  runtime::CallArgs args;  // send/recv: sendbuff or recvbuff, count, type
+  int root = -1;           // rooted collectives
+  int peer = -1;           // send/recv
+  std::shared_ptr<const runtime::VerifiedAlgorithm> algo;  // explicit algorithm, or null
+
+  std::string describe() const;  // "allreduce(count 1024, fp32, sum)"
+};
+
+struct WorldOptions {
+  int timeoutMs = 300000;  // CHORUS_TIMEOUT_S: a rank waiting this long without progress fails
+  size_t sliceBytes = 0;   // CHORUS_SLICE_BYTES; 0 = the protocol default
+  int slots = 8;           // messages in flight per connection
+  static WorldOptions fromEnvironment();
+};
+
+class World;
+
+// The global candidates for automatic selection: the environment's files
+// (loaded once, on first use) and files registered through the API.
+runtime::AlgorithmRegistry& globalRegistry();
+
+// One posted operation of one rank; World::complete() finishes it.
+struct Ticket;
+// The k-th collective of every rank.
+struct Assembly;
+
+class World : public std::enable_shared_from_this<World> {
+ public:
+  World(int nranks, WorldOptions options);
+  ~World();
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+
+  int size() const { return n_; }
+
+  // Posts rank `rank`'s next operation without waiting.
+  std::shared_ptr<Ticket> post(int rank, Op op);
+  // Runs (collectives) or waits for (send/recv) a posted operation on the
+  // calling thread.
+  Status complete(const std::shared_ptr<Ticket>& t);
+  // Runs complete(t) on the rank's helper thread and calls `done` there
+  // with the result.
+  void dispatch(const std::shared_ptr<Ticket>& t, std::function<void(Status)> done);
+
+  // Ends the world: every pending and later call returns `why`.
+  void abort(Status why);
+  // The error that ended the world, or ok.
+  Status asyncError() const;
+
+ private:
+  struct CacheKey {
+    const runtime::VerifiedAlgorithm* va;
+    size_t count;
+    DataType type;
+    ReduceOp op;
+    std::vector<std::pair<const void*, void*>> buffers;
+    bool operator<(const CacheKey& o) const;
+  };
+  struct CacheEntry {
+    std::shared_ptr<const runtime::VerifiedAlgorithm> va;  // keeps the key's pointer alive
+    std::shared_ptr<runtime::PreparedCall> call;
+    uint64_t lastUse = 0;
+  };
+  struct Helper;
+
+  void resolve(Assembly& a);  // mu_ held
+  Status plan(Assembly& a, std::vector<std::string>* why);
+  Result<std::shared_ptr<const runtime::VerifiedAlgorithm>> builtin(std::string_view name,
+                                                                    int root);
+  Result<std::shared_ptr<runtime::PreparedCall>> prepared(
+      const std::shared_ptr<const runtime::VerifiedAlgorithm>& va,
+      const std::vector<runtime::CallArgs>& calls);
+  Status runCollective(Ticket& t);
+  Status waitP2p(Ticket& t);
+  void matchP2p(Ticket& send, Ticket& recv);  // p2pMu_ held
+
+  const int n_;
+  const WorldOptions options_;
+  std::atomic<bool> aborted_{false};
+
+  mutable std::mutex mu_;  // assemblies, caches, error
+  std::condition_variable cv_;
+  Status error_;
+  std::vector<uint64_t> nextSeq_;
+  std::map<uint64_t, std::shared_ptr<Assembly>> assemblies_;
+  std::map<std::pair<std::string, int>, std::shared_ptr<const runtime::VerifiedAlgorithm>>
+      builtins_;
+  std::map<const runtime::VerifiedAlgorithm*, std::shared_ptr<runtime::LocalFabric>> fabrics_;
+  std::map<CacheKey, CacheEntry> calls_;
+  uint64_t useClock_ = 0;
+
+  std::mutex p2pMu_;
+  std::condition_variable p2pCv_;
+  std::map<std::pair<int, int>, std::deque<std::shared_ptr<Ticket>>> sends_, recvs_;
+
+  std::mutex helpersMu_;
+  std::vector<std::unique_ptr<Helper>> helpers_;
+};
+
+}  // namespace chorus::api

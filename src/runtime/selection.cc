@@ -1,0 +1,147 @@
+#include "runtime/selection.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/log.h"
+#include "ir/json_io.h"
+
+namespace chorus::runtime {
+
+Result<std::shared_ptr<const VerifiedAlgorithm>> loadVerifiedFile(const std::string& path) {
+  ir::ReadResult read = ir::readAlgorithmFile(path);
+  if (!read.algorithm) {
+    std::string first;
+    for (const auto& d : read.diagnostics.items()) {
+      if (d.severity == Severity::kError) {
+        first = d.format();
+        break;
+      }
+    }
+    if (first.empty()) first = path + ": cannot be read";
+    return Status(StatusCode::kInvalidArgument, first);
+  }
+  return VerifiedAlgorithm::make(std::move(*read.algorithm));
+}
+
+size_t requestBytes(const SelectionRequest& r) {
+  size_t m = 1;
+  if (r.collective == CollectiveKind::kAllGather ||
+      r.collective == CollectiveKind::kReduceScatter || r.collective == CollectiveKind::kAllToAll)
+    m = static_cast<size_t>(r.nranks);
+  return r.count * m * dataTypeSize(r.type);
+}
+
+std::string ineligibility(const VerifiedAlgorithm& va, const SelectionRequest& r, bool sizeRange) {
+  const ir::Algorithm& a = va.algo();
+  if (a.collective != r.collective)
+    return "it is " + a.collectiveName + ", the call " + std::string(collectiveName(r.collective));
+  if (a.ngpus != r.nranks)
+    return "it is for " + std::to_string(a.ngpus) + " ranks, the communicator has " +
+           std::to_string(r.nranks);
+  if (r.inplace ? !a.inplace : !a.outofplace)
+    return std::string("it does not serve ") + (r.inplace ? "in-place" : "out-of-place") + " calls";
+  if (isRooted(r.collective) && va.root() != r.root)
+    return "its root is rank " + std::to_string(va.root()) + ", the call's " +
+           std::to_string(r.root);
+  size_t q = countQuantum(a);
+  if (r.count % q != 0)
+    return "count " + std::to_string(r.count) + " is not a multiple of " + std::to_string(q) +
+           " (its " + std::to_string(a.nchunksPerLoop) + " chunks)";
+  if (r.op == ReduceOp::kAvg && r.collective != CollectiveKind::kAllReduce &&
+      r.collective != CollectiveKind::kReduceScatter && r.collective != CollectiveKind::kReduce)
+    return "avg needs a reducing collective";
+  if (sizeRange) {
+    size_t bytes = requestBytes(r);
+    if (bytes < a.minBytes)
+      return std::to_string(bytes) + " bytes is below its minBytes " + std::to_string(a.minBytes);
+    if (a.maxBytes != 0 && bytes > a.maxBytes)
+      return std::to_string(bytes) + " bytes is above its maxBytes " + std::to_string(a.maxBytes);
+  }
+  return "";
+}
+
+namespace {
+
+std::vector<std::string> filesIn(const std::string& dir, std::vector<std::string>* errors) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) {
+    errors->push_back(dir + ": cannot list the directory: " + ec.message());
+    return files;
+  }
+  for (const auto& e : it) {
+    std::string ext = e.path().extension().string();
+    if (e.is_regular_file(ec) && (ext == ".xml" || ext == ".json"))
+      files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
+std::vector<std::string> AlgorithmRegistry::loadFromEnvironment() {
+  std::vector<std::string> errors, files;
+  for (const char* var : {"CHORUS_ALGO_DIR", "MSCCL_ALGO_DIR"}) {
+    const char* dir = std::getenv(var);
+    if (dir == nullptr || *dir == '\0') continue;
+    for (std::string& f : filesIn(dir, &errors)) files.push_back(std::move(f));
+  }
+  if (const char* list = std::getenv("MSCCL_XML_FILES"); list != nullptr) {
+    std::string s(list);
+    size_t start = 0;
+    while (start <= s.size()) {
+      size_t end = s.find(':', start);
+      if (end == std::string::npos) end = s.size();
+      if (end > start) files.push_back(s.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  for (const std::string& f : files) {
+    Status st = addFile(f);
+    if (!st.isOk()) errors.push_back(st.message());
+  }
+  for (const std::string& e : errors) logLine(LogLevel::kWarn, "skipping algorithm: " + e);
+  return errors;
+}
+
+Status AlgorithmRegistry::addFile(const std::string& path) {
+  auto va = loadVerifiedFile(path);
+  if (!va.isOk()) return va.status();
+  add(path, std::move(va).value());
+  return Status::ok();
+}
+
+void AlgorithmRegistry::add(std::string source, std::shared_ptr<const VerifiedAlgorithm> va) {
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_.push_back({std::move(source), std::move(va)});
+}
+
+size_t AlgorithmRegistry::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.size();
+}
+
+std::shared_ptr<const VerifiedAlgorithm> AlgorithmRegistry::select(
+    const SelectionRequest& r, std::vector<std::string>* why) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<const VerifiedAlgorithm> chosen;
+  for (const Entry& e : entries_) {
+    if (chosen != nullptr) {
+      if (why != nullptr)
+        why->push_back(e.source + ": not considered (an earlier file was chosen)");
+      continue;
+    }
+    std::string no = ineligibility(*e.va, r);
+    if (no.empty()) chosen = e.va;
+    if (why != nullptr)
+      why->push_back(e.source + (no.empty() ? ": chosen" : ": not eligible: " + no));
+    if (why == nullptr && chosen != nullptr) break;
+  }
+  return chosen;
+}
+
+}  // namespace chorus::runtime

@@ -1,0 +1,68 @@
+// Choosing the algorithm for a call (IR.md section 7): algorithm files from
+// CHORUS_ALGO_DIR, MSCCL_ALGO_DIR and MSCCL_XML_FILES, and files registered
+// through the API, are candidates in that order (each directory's files in
+// sorted order); the first eligible one runs, otherwise a built-in does.
+// Every decision can be explained: select() says, per candidate, why it was
+// or was not eligible (logged per call with CHORUS_DEBUG=INFO).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/types.h"
+#include "runtime/executor.h"
+
+namespace chorus::runtime {
+
+// Reads and verifies one algorithm file. Errors name the file (and line for
+// parse errors) and quote the verifier.
+Result<std::shared_ptr<const VerifiedAlgorithm>> loadVerifiedFile(const std::string& path);
+
+// One call as selection sees it.
+struct SelectionRequest {
+  CollectiveKind collective = CollectiveKind::kAllReduce;
+  int nranks = 1;
+  bool inplace = false;
+  size_t count = 0;  // NCCL's convention for the collective (CallArgs::count)
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int root = -1;  // rooted collectives only
+};
+
+// The call's total size in bytes (count x m x element size, IR.md section 3).
+size_t requestBytes(const SelectionRequest& r);
+
+// Why `va` cannot serve the call, or "" if it can. `sizeRange` applies the
+// file's minBytes/maxBytes (automatic selection only; an algorithm named
+// explicitly runs at any size its chunking allows).
+std::string ineligibility(const VerifiedAlgorithm& va, const SelectionRequest& r,
+                          bool sizeRange = true);
+
+class AlgorithmRegistry {
+ public:
+  // Loads the files named by the environment; each failure is logged (WARN)
+  // with its reason and skipped. Returns the failures' messages.
+  std::vector<std::string> loadFromEnvironment();
+  // Loads one file and appends it to the candidates.
+  Status addFile(const std::string& path);
+  void add(std::string source, std::shared_ptr<const VerifiedAlgorithm> va);
+
+  // The first eligible candidate, or nullptr. `why` (optional) receives one
+  // line per candidate: "FILE: chosen" or "FILE: not eligible: REASON".
+  std::shared_ptr<const VerifiedAlgorithm> select(const SelectionRequest& r,
+                                                  std::vector<std::string>* why) const;
+  size_t size() const;
+
+ private:
+  struct Entry {
+    std::string source;
+    std::shared_ptr<const VerifiedAlgorithm> va;
+  };
+  mutable std::mutex mu_;
+  std::vector<Entry> entries_;
+};
+
+}  // namespace chorus::runtime
