@@ -150,8 +150,15 @@ chorusResult_t chorusRunAlgo(const void* sendbuff, void* recvbuff, size_t count,
                              chorusDataType_t datatype, chorusRedOp_t op, int root,
                              chorusAlgoHandle_t handle, chorusComm_t comm, chorusStream_t stream);
 chorusResult_t chorusUnloadAlgo(chorusAlgoHandle_t handle);
-/* Adds a file to automatic selection for communicators created afterwards,
- * after the files from CHORUS_ALGO_DIR, MSCCL_ALGO_DIR and MSCCL_XML_FILES. */
+/* A built-in algorithm by name (as `chorus perf --algo NAME`: ring_allreduce,
+ * halving_doubling_allreduce, chain_allreduce, ring_allgather,
+ * ring_reducescatter, pairwise_alltoall, chain_broadcast, chain_reduce) for
+ * `nranks` ranks, rooted at `root` where the collective has one. */
+chorusResult_t chorusLoadBuiltinAlgo(const char* name, int nranks, int root,
+                                     chorusAlgoHandle_t* handle);
+/* Adds a file to automatic selection (every communicator, from the next
+ * call on), after the files from CHORUS_ALGO_DIR, MSCCL_ALGO_DIR and
+ * MSCCL_XML_FILES. */
 chorusResult_t chorusRegisterAlgoFile(const char* algoFilePath);
 
 #ifdef __cplusplus

@@ -12,10 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "api/convert.h"
 #include "api/world.h"
 #include "chorus/chorus.h"
 #include "core/log.h"
 #include "runtime/selection.h"
+#include "synth/classic.h"
 
 namespace chorus::api {
 namespace {
@@ -105,54 +107,6 @@ Result<std::shared_ptr<CommState>> lookup(chorusComm_t comm) {
   return it->second;
 }
 
-Result<DataType> toType(chorusDataType_t t) {
-  switch (t) {
-    case chorusInt8:
-      return DataType::kInt8;
-    case chorusUint8:
-      return DataType::kUint8;
-    case chorusInt32:
-      return DataType::kInt32;
-    case chorusUint32:
-      return DataType::kUint32;
-    case chorusInt64:
-      return DataType::kInt64;
-    case chorusUint64:
-      return DataType::kUint64;
-    case chorusFloat16:
-      return DataType::kFloat16;
-    case chorusFloat32:
-      return DataType::kFloat32;
-    case chorusFloat64:
-      return DataType::kFloat64;
-    case chorusBfloat16:
-      return DataType::kBfloat16;
-    case chorusFloat8e4m3:
-      return DataType::kFp8E4M3;
-    case chorusFloat8e5m2:
-      return DataType::kFp8E5M2;
-    default:
-      return bad("unknown data type " + std::to_string(static_cast<int>(t)));
-  }
-}
-
-Result<ReduceOp> toOp(chorusRedOp_t op) {
-  switch (op) {
-    case chorusSum:
-      return ReduceOp::kSum;
-    case chorusProd:
-      return ReduceOp::kProd;
-    case chorusMax:
-      return ReduceOp::kMax;
-    case chorusMin:
-      return ReduceOp::kMin;
-    case chorusAvg:
-      return ReduceOp::kAvg;
-    default:
-      return bad("unknown reduction op " + std::to_string(static_cast<int>(op)));
-  }
-}
-
 // Calls between GroupStart and GroupEnd, per thread.
 struct Group {
   int depth = 0;
@@ -197,7 +151,7 @@ Status issue(chorusComm_t comm, Op op, chorusDataType_t type, chorusStream_t str
     return Status(StatusCode::kUnsupported, "streams need the CUDA backend; pass NULL on host");
   auto cs = lookup(comm);
   if (!cs.isOk()) return cs.status();
-  auto t = toType(type);
+  auto t = fromC(type);
   if (!t.isOk()) return t.status();
   op.args.type = t.value();
   if (group.depth > 0) {
@@ -220,7 +174,7 @@ Op collective(CollectiveKind k, const void* send, void* recv, size_t count) {
 }
 
 Status withOp(chorusRedOp_t redop, Op& op) {
-  auto o = toOp(redop);
+  auto o = fromC(redop);
   if (!o.isOk()) return o.status();
   op.args.op = o.value();
   return Status::ok();
@@ -515,6 +469,22 @@ chorusResult_t chorusLoadAlgo(const char* algoFilePath, chorusAlgoHandle_t* hand
   return apiCall("chorusLoadAlgo", [&]() -> Status {
     if (algoFilePath == nullptr || handle == nullptr) return bad("path or handle is NULL");
     auto va = runtime::loadVerifiedFile(algoFilePath);
+    if (!va.isOk()) return va.status();
+    Handles& h = handles();
+    std::lock_guard<std::mutex> lock(h.mu);
+    *handle = h.nextAlgo++;
+    h.algos[*handle] = va.value();
+    return Status::ok();
+  });
+}
+
+chorusResult_t chorusLoadBuiltinAlgo(const char* name, int nranks, int root,
+                                     chorusAlgoHandle_t* handle) {
+  return apiCall("chorusLoadBuiltinAlgo", [&]() -> Status {
+    if (name == nullptr || handle == nullptr) return bad("name or handle is NULL");
+    auto algo = synth::makeClassic(name, nranks, root);
+    if (!algo.isOk()) return algo.status();
+    auto va = runtime::VerifiedAlgorithm::make(std::move(algo).value());
     if (!va.isOk()) return va.status();
     Handles& h = handles();
     std::lock_guard<std::mutex> lock(h.mu);

@@ -125,8 +125,15 @@ void storeReduced(DataType t, ReduceOp op, void* base, size_t i, double v, int n
 
 Result<CollectiveData> CollectiveData::make(const VerifiedAlgorithm& va, size_t count,
                                             DataType type, ReduceOp op, bool inplace) {
-  const ir::Algorithm& a = va.algo();
-  switch (a.collective) {
+  if (va.algo().collective == CollectiveKind::kCustom)
+    return Status(StatusCode::kUnsupported,
+                  "no closed-form check for collective '" + va.algo().collectiveName + "'");
+  return make(va.algo().collective, va.algo().ngpus, va.root(), count, type, op, inplace);
+}
+
+Result<CollectiveData> CollectiveData::make(CollectiveKind coll, int nranks, int root, size_t count,
+                                            DataType type, ReduceOp op, bool inplace) {
+  switch (coll) {
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kAllGather:
     case CollectiveKind::kReduceScatter:
@@ -135,17 +142,19 @@ Result<CollectiveData> CollectiveData::make(const VerifiedAlgorithm& va, size_t 
     case CollectiveKind::kReduce:
       break;
     default:
-      return Status(StatusCode::kUnsupported,
-                    "no closed-form check for collective '" + a.collectiveName + "'");
+      return Status(StatusCode::kUnsupported, "no closed-form check for collective '" +
+                                                  std::string(collectiveName(coll)) + "'");
   }
   CollectiveData d;
-  d.va_ = &va;
+  d.collective_ = coll;
+  d.nranks_ = nranks;
+  d.root_ = root;
   d.count_ = count;
   d.type_ = type;
   d.op_ = op;
   d.inplace_ = inplace;
-  auto n = static_cast<size_t>(a.ngpus);
-  std::tie(d.inElems_, d.outElems_) = bufferElems(a, count);
+  auto n = static_cast<size_t>(nranks);
+  std::tie(d.inElems_, d.outElems_) = bufferElems(coll, nranks, count);
   size_t esz = dataTypeSize(type), big = std::max(d.inElems_, d.outElems_);
   d.send_.resize(n);
   d.recv_.resize(n);
@@ -160,9 +169,9 @@ Result<CollectiveData> CollectiveData::make(const VerifiedAlgorithm& va, size_t 
     if (inplace) {
       // NCCL's in-place conventions: the input is a view of the output
       // (allgather) or the output a view of the input (reducescatter).
-      size_t at = a.collective == CollectiveKind::kAllGather ? r * count : 0;
+      size_t at = coll == CollectiveKind::kAllGather ? r * count : 0;
       c.sendbuff = rb + at * esz;
-      c.recvbuff = a.collective == CollectiveKind::kReduceScatter ? rb + r * count * esz : rb;
+      c.recvbuff = coll == CollectiveKind::kReduceScatter ? rb + r * count * esz : rb;
     } else {
       d.send_[r].assign(std::max<size_t>(1, d.inElems_ * esz), 0);
       c.sendbuff = d.send_[r].data();
@@ -184,8 +193,7 @@ void CollectiveData::reset() {
 }
 
 size_t CollectiveData::countWrong(std::string* first) const {
-  const ir::Algorithm& a = va_->algo();
-  const int n = a.ngpus;
+  const int n = nranks_;
   std::vector<unsigned char> want(dataTypeSize(type_));
   size_t wrong = 0;
   auto reduceAll = [&](size_t at) {
@@ -194,10 +202,10 @@ size_t CollectiveData::countWrong(std::string* first) const {
     return v;
   };
   for (int r = 0; r < n; ++r) {
-    if (a.collective == CollectiveKind::kReduce && r != va_->root()) continue;
+    if (collective_ == CollectiveKind::kReduce && r != root_) continue;
     const void* out = calls_[static_cast<size_t>(r)].recvbuff;
     for (size_t e = 0; e < outElems_; ++e) {
-      switch (a.collective) {
+      switch (collective_) {
         case CollectiveKind::kAllReduce:
         case CollectiveKind::kReduce:
           storeReduced(type_, op_, want.data(), 0, reduceAll(e), n);
@@ -216,7 +224,7 @@ size_t CollectiveData::countWrong(std::string* first) const {
                            static_cast<size_t>(r) * count_ + e % count_));
           break;
         case CollectiveKind::kBroadcast:
-          store(type_, want.data(), 0, inputValue(type_, op_, va_->root(), e));
+          store(type_, want.data(), 0, inputValue(type_, op_, root_, e));
           break;
         default:
           return 0;

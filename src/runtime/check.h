@@ -21,6 +21,9 @@ class CollectiveData {
   // (custom, send/recv, gather/scatter, alltoallv).
   static Result<CollectiveData> make(const VerifiedAlgorithm& va, size_t count, DataType type,
                                      ReduceOp op, bool inplace);
+  // The same for a call on `nranks` ranks (`root` for broadcast and reduce).
+  static Result<CollectiveData> make(CollectiveKind coll, int nranks, int root, size_t count,
+                                     DataType type, ReduceOp op, bool inplace);
 
   // One CallArgs per rank, pointing into buffers this object owns.
   const std::vector<CallArgs>& calls() const { return calls_; }
@@ -31,7 +34,9 @@ class CollectiveData {
   size_t countWrong(std::string* first = nullptr) const;
 
  private:
-  const VerifiedAlgorithm* va_ = nullptr;
+  CollectiveKind collective_ = CollectiveKind::kAllReduce;
+  int nranks_ = 0;
+  int root_ = -1;
   size_t count_ = 0;
   DataType type_ = DataType::kFloat32;
   ReduceOp op_ = ReduceOp::kSum;

@@ -60,8 +60,12 @@ size_t countQuantum(const ir::Algorithm& a) {
 }
 
 std::pair<size_t, size_t> bufferElems(const ir::Algorithm& a, size_t count) {
-  size_t n = static_cast<size_t>(a.ngpus);
-  switch (a.collective) {
+  return bufferElems(a.collective, a.ngpus, count);
+}
+
+std::pair<size_t, size_t> bufferElems(CollectiveKind coll, int nranks, size_t count) {
+  size_t n = static_cast<size_t>(nranks);
+  switch (coll) {
     case CollectiveKind::kAllGather:
     case CollectiveKind::kGather:
       return {count, count * n};

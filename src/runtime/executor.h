@@ -67,6 +67,7 @@ size_t countQuantum(const ir::Algorithm& a);
 // Elements of one rank's input and output buffer for a call of `count`
 // (allgather/gather output and reducescatter/scatter input span all ranks).
 std::pair<size_t, size_t> bufferElems(const ir::Algorithm& a, size_t count);
+std::pair<size_t, size_t> bufferElems(CollectiveKind coll, int nranks, size_t count);
 
 // Whether rank `rank`'s call of a `coll` collective is in place: NCCL's rule
 // (allgather: send == recv + rank x count; reducescatter: recv == send +

@@ -45,6 +45,23 @@ struct RunArgs {
 // Exit: 0 ok, 1 wrong results (--check), 2 bad input or a failed run.
 int runRun(const RunArgs& args);
 
+struct PerfArgs {
+  std::string collective;  // allreduce allgather reducescatter alltoall broadcast reduce
+  size_t minBytes = 4 << 10, maxBytes = 64 << 20;
+  int factor = 2;
+  int iters = 20, warmup = 5;
+  int ranks = 4;
+  std::string dtype = "fp32";
+  std::string op = "sum";
+  int root = 0;
+  std::string algo;  // a file, or a built-in name; empty = automatic selection
+  bool check = false;
+  bool csv = false;
+};
+// nccl-tests-style sweep through the C API. Exit: 0 ok, 1 wrong results
+// (--check), 2 bad arguments or a failed call.
+int runPerf(const PerfArgs& args);
+
 // Lists diagnostic codes, or explains one.
 int runExplain(const std::string& code);
 

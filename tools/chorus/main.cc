@@ -35,6 +35,27 @@ int main(int argc, char** argv) {
   c->add_option("--to", convert.to, "output format (default: from the output's extension)")
       ->check(CLI::IsMember({"xml", "json"}));
 
+  chorus::cli::PerfArgs perf;
+  auto* p = app.add_subcommand("perf", "nccl-tests-style sweep of one collective on thread ranks");
+  p->add_option("collective", perf.collective,
+                "allreduce allgather reducescatter alltoall broadcast reduce")
+      ->required();
+  p->add_option("--minbytes,-b", perf.minBytes, "smallest size (default 4K)")
+      ->transform(CLI::AsSizeValue(false));
+  p->add_option("--maxbytes,-e", perf.maxBytes, "largest size (default 64M)")
+      ->transform(CLI::AsSizeValue(false));
+  p->add_option("--stepfactor,-f", perf.factor, "size multiplier between rows (default 2)");
+  p->add_option("--iters,-n", perf.iters, "timed calls per size")->check(CLI::PositiveNumber);
+  p->add_option("--warmup_iters,-w", perf.warmup, "untimed calls first")
+      ->check(CLI::NonNegativeNumber);
+  p->add_option("--ranks", perf.ranks, "ranks (threads), default 4")->check(CLI::PositiveNumber);
+  p->add_option("--dtype,-d", perf.dtype, "data type (default fp32)");
+  p->add_option("--op,-o", perf.op, "sum prod max min avg (default sum)");
+  p->add_option("--root,-r", perf.root, "root of broadcast/reduce (default 0)");
+  p->add_option("--algo", perf.algo, "an algorithm file or a built-in name (default: automatic)");
+  p->add_flag("--check,-c", perf.check, "check every result; exit 1 if any is wrong");
+  p->add_flag("--csv", perf.csv, "CSV rows with a header instead of the table");
+
   chorus::cli::RunArgs run;
   auto* r = app.add_subcommand("run", "run an algorithm file on CPU ranks (threads) and time it");
   r->add_option("file", run.file, "algorithm file (MSCCL XML or Chorus JSON)")->required();
@@ -77,5 +98,6 @@ int main(int argc, char** argv) {
   if (*c) return chorus::cli::runConvert(convert);
   if (*e) return chorus::cli::runExplain(code);
   if (*r) return chorus::cli::runRun(run);
+  if (*p) return chorus::cli::runPerf(perf);
   return 2;
 }

@@ -1,0 +1,270 @@
+// `chorus perf COLL`: nccl-tests' *_perf for Chorus. Ranks are threads of
+// this process, each driving its own communicator through the C API (the
+// same path a user's program takes). One row per size with out-of-place and
+// in-place time, algbw, busbw (nccl-tests' formulas) and #wrong; busbw is
+// also shown as a fraction of this machine's memcpy bandwidth, measured at
+// start.
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/convert.h"
+#include "chorus/chorus.hpp"
+#include "runtime/check.h"
+#include "tools/chorus/commands.h"
+
+namespace chorus::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Bytes per second of a large memcpy (best of several; both buffers
+// prefaulted), the bandwidth a CPU collective moves data against.
+double memcpyBandwidth() {
+  const size_t bytes = size_t{64} << 20;
+  std::vector<unsigned char> a(bytes, 1), b(bytes, 2);
+  double best = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto t0 = Clock::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    double s = seconds(Clock::now() - t0);
+    best = std::max(best, static_cast<double>(bytes) / s);
+    a[static_cast<size_t>(i)] = b[bytes - 1];  // keep the copies observable
+  }
+  return best;
+}
+
+// nccl-tests: the bus bandwidth factor and how "size" relates to count.
+double busFactor(CollectiveKind k, int n) {
+  switch (k) {
+    case CollectiveKind::kAllReduce:
+      return 2.0 * (n - 1) / n;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
+      return static_cast<double>(n - 1) / n;
+    default:
+      return 1.0;
+  }
+}
+
+// nccl-tests' size is the total over ranks' parts: count x m x element size.
+size_t multiplier(CollectiveKind k, int n) {
+  bool perRank = k == CollectiveKind::kAllGather || k == CollectiveKind::kReduceScatter ||
+                 k == CollectiveKind::kAllToAll;
+  return perRank ? static_cast<size_t>(n) : 1;
+}
+
+struct Measure {
+  double us = 0;
+  size_t wrong = 0;
+  std::string error;
+};
+
+// Runs one form (in place or not) of one size: warm-up, timed calls,
+// then (with --check) one call on fresh inputs, checked element by element.
+Measure measure(const PerfArgs& a, CollectiveKind coll, const std::vector<Comm>& comms,
+                chorusAlgoHandle_t algo, size_t count, DataType type, ReduceOp op, bool inplace) {
+  const int n = static_cast<int>(comms.size());
+  Measure m;
+  auto data = runtime::CollectiveData::make(coll, n, a.root, count, type, op, inplace);
+  if (!data.isOk()) {
+    m.error = data.status().message();
+    return m;
+  }
+  runtime::CollectiveData& d = data.value();
+  chorusDataType_t ct = api::toC(type);
+  chorusRedOp_t cop = api::toC(op);
+  auto call = [&](int r) -> ApiResult {
+    const runtime::CallArgs& c = d.calls()[static_cast<size_t>(r)];
+    const Comm& comm = comms[static_cast<size_t>(r)];
+    if (algo > 0) return comm.runAlgo(algo, c.sendbuff, c.recvbuff, count, ct, cop, a.root);
+    switch (coll) {
+      case CollectiveKind::kAllReduce:
+        return comm.allReduce(c.sendbuff, c.recvbuff, count, ct, cop);
+      case CollectiveKind::kAllGather:
+        return comm.allGather(c.sendbuff, c.recvbuff, count, ct);
+      case CollectiveKind::kReduceScatter:
+        return comm.reduceScatter(c.sendbuff, c.recvbuff, count, ct, cop);
+      case CollectiveKind::kAllToAll:
+        return comm.allToAll(c.sendbuff, c.recvbuff, count, ct);
+      case CollectiveKind::kBroadcast:
+        return comm.broadcast(c.sendbuff, c.recvbuff, count, ct, a.root);
+      default:
+        return comm.reduce(c.sendbuff, c.recvbuff, count, ct, cop, a.root);
+    }
+  };
+  std::barrier sync(n);
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  Clock::time_point t0, t1;
+  auto rank = [&](int r) {
+    auto fail = [&](const ApiResult& res) {
+      if (!res.ok() && errors[static_cast<size_t>(r)].empty())
+        errors[static_cast<size_t>(r)] = "rank " + std::to_string(r) + ": " + res.message;
+      return !res.ok();
+    };
+    bool failed = false;
+    for (int i = 0; i < a.warmup && !failed; ++i) failed = fail(call(r));
+    sync.arrive_and_wait();
+    if (r == 0) t0 = Clock::now();
+    for (int i = 0; i < a.iters && !failed; ++i) failed = fail(call(r));
+    sync.arrive_and_wait();
+    if (r == 0) t1 = Clock::now();
+    if (!a.check || failed) return;
+    if (r == 0) d.reset();
+    sync.arrive_and_wait();
+    fail(call(r));
+  };
+  std::vector<std::thread> threads;
+  for (int r = 1; r < n; ++r) threads.emplace_back(rank, r);
+  rank(0);
+  for (auto& t : threads) t.join();
+  for (const std::string& e : errors)
+    if (!e.empty()) {
+      m.error = e;
+      return m;
+    }
+  m.us = seconds(t1 - t0) * 1e6 / std::max(1, a.iters);
+  if (a.check) m.wrong = d.countWrong();
+  return m;
+}
+
+}  // namespace
+
+int runPerf(const PerfArgs& a) {
+  CollectiveKind coll = parseCollective(a.collective);
+  switch (coll) {
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kReduce:
+      break;
+    default:
+      std::fprintf(stderr,
+                   "chorus perf: unknown collective '%s' (allreduce allgather reducescatter "
+                   "alltoall broadcast reduce)\n",
+                   a.collective.c_str());
+      return 2;
+  }
+  auto type = parseDataType(a.dtype);
+  auto op = parseReduceOp(a.op);
+  if (!type || !op) {
+    std::fprintf(stderr, "chorus perf: unknown %s '%s'\n", type ? "op" : "dtype",
+                 type ? a.op.c_str() : a.dtype.c_str());
+    return 2;
+  }
+  if (a.ranks < 1 || a.minBytes == 0 || a.maxBytes < a.minBytes || a.factor < 2 || a.root < 0 ||
+      a.root >= a.ranks) {
+    std::fprintf(stderr,
+                 "chorus perf: need --ranks >= 1, 0 < -b <= -e, -f >= 2, 0 <= --root < ranks\n");
+    return 2;
+  }
+  std::vector<Comm> comms;
+  if (ApiResult r = Comm::initAll(a.ranks, &comms); !r.ok()) {
+    std::fprintf(stderr, "chorus perf: %s\n", r.message.c_str());
+    return 2;
+  }
+  chorusAlgoHandle_t algo = 0;
+  if (!a.algo.empty()) {
+    chorusResult_t res =
+        a.algo.find('.') != std::string::npos || a.algo.find('/') != std::string::npos
+            ? chorusLoadAlgo(a.algo.c_str(), &algo, 0)
+            : chorusLoadBuiltinAlgo(a.algo.c_str(), a.ranks, a.root, &algo);
+    if (res != chorusSuccess) {
+      std::fprintf(stderr, "chorus perf: --algo %s: %s\n", a.algo.c_str(),
+                   chorusGetLastError(nullptr));
+      return 2;
+    }
+  }
+
+  double memBw = memcpyBandwidth() / 1e9;
+  size_t esz = dataTypeSize(*type);
+  const bool reduces = coll == CollectiveKind::kAllReduce ||
+                       coll == CollectiveKind::kReduceScatter || coll == CollectiveKind::kReduce;
+  const std::string redop = reduces ? a.op : "none";
+  const int root = isRooted(coll) ? a.root : -1;
+  if (a.csv) {
+    std::printf(
+        "collective,ranks,size_bytes,count,type,redop,root,oop_time_us,oop_algbw_gbs,"
+        "oop_busbw_gbs,oop_busbw_frac_memcpy,oop_wrong,ip_time_us,ip_algbw_gbs,ip_busbw_gbs,"
+        "ip_busbw_frac_memcpy,ip_wrong,memcpy_gbs\n");
+  } else {
+    std::printf("# chorus perf %s: %d ranks (threads of one process), %s, iters %d, warmup %d%s\n",
+                a.collective.c_str(), a.ranks,
+                a.algo.empty() ? "automatic selection" : a.algo.c_str(), a.iters, a.warmup,
+                a.check ? ", checked" : "");
+    std::printf("# memcpy bandwidth: %.2f GB/s (64 MiB, best of 5); mem = busbw / memcpy\n", memBw);
+    std::printf("#%74s %36s\n", "out-of-place", "in-place");
+    std::printf("# %10s %12s %6s %6s %5s %9s %7s %7s %5s %6s %9s %7s %7s %5s %6s\n", "size",
+                "count", "type", "redop", "root", "time", "algbw", "busbw", "mem", "#wrong", "time",
+                "algbw", "busbw", "mem", "#wrong");
+    std::printf("# %10s %12s %6s %6s %5s %9s %7s %7s %5s %6s %9s %7s %7s %5s %6s\n", "(B)",
+                "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "", "(us)", "(GB/s)",
+                "(GB/s)", "", "");
+  }
+  double busSum = 0;
+  int rows = 0;
+  size_t wrongTotal = 0;
+  int status = 0;
+  for (size_t bytes = a.minBytes; bytes <= a.maxBytes; bytes *= static_cast<size_t>(a.factor)) {
+    size_t m = multiplier(coll, a.ranks);
+    size_t count = bytes / esz / m;
+    if (count == 0) continue;
+    size_t size = count * m * esz;
+    Measure forms[2];
+    bool inplaceForms[2] = {false, true};
+    for (int f = 0; f < 2; ++f) {
+      forms[f] = measure(a, coll, comms, algo, count, *type, *op, inplaceForms[f]);
+      if (!forms[f].error.empty()) {
+        std::fprintf(stderr, "chorus perf: %zu bytes, %s: %s\n", bytes,
+                     f ? "in-place" : "out-of-place", forms[f].error.c_str());
+        status = 2;
+      }
+    }
+    if (status == 2) break;
+    double alg[2], bus[2];
+    for (int f = 0; f < 2; ++f) {
+      alg[f] = static_cast<double>(size) / (forms[f].us * 1e-6) / 1e9;
+      bus[f] = alg[f] * busFactor(coll, a.ranks);
+      wrongTotal += forms[f].wrong;
+    }
+    busSum += (bus[0] + bus[1]) / 2;
+    ++rows;
+    if (a.csv) {
+      std::printf("%s,%d,%zu,%zu,%s,%s,%d,%.3f,%.4f,%.4f,%.4f,%zu,%.3f,%.4f,%.4f,%.4f,%zu,%.3f\n",
+                  a.collective.c_str(), a.ranks, size, count, a.dtype.c_str(), redop.c_str(), root,
+                  forms[0].us, alg[0], bus[0], bus[0] / memBw, forms[0].wrong, forms[1].us, alg[1],
+                  bus[1], bus[1] / memBw, forms[1].wrong, memBw);
+    } else {
+      std::printf(
+          "  %10zu %12zu %6s %6s %5d %9.1f %7.3f %7.3f %5.2f %6s %9.1f %7.3f %7.3f %5.2f %6s\n",
+          size, count, a.dtype.c_str(), redop.c_str(), root, forms[0].us, alg[0], bus[0],
+          bus[0] / memBw, a.check ? std::to_string(forms[0].wrong).c_str() : "N/A", forms[1].us,
+          alg[1], bus[1], bus[1] / memBw, a.check ? std::to_string(forms[1].wrong).c_str() : "N/A");
+    }
+    std::fflush(stdout);
+    if (bytes > a.maxBytes / static_cast<size_t>(a.factor)) break;
+  }
+  if (algo > 0) chorusUnloadAlgo(algo);
+  if (!a.csv && rows > 0) {
+    if (a.check)
+      std::printf("# Out of bounds values : %zu %s\n", wrongTotal, wrongTotal ? "FAILED" : "OK");
+    std::printf("# Avg bus bandwidth    : %.3f GB/s (%.2f of memcpy)\n", busSum / rows,
+                busSum / rows / memBw);
+  }
+  if (status != 0) return status;
+  return a.check && wrongTotal > 0 ? 1 : 0;
+}
+
+}  // namespace chorus::cli
