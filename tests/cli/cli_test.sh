@@ -69,5 +69,28 @@ check run-wrong-form 2 'does not serve out-of-place calls' -- "$chorus" run "$ms
 check run-too-small 2 'below the smallest call' -- "$chorus" run "$msccl/ap4ll.xml" -b 16
 check run-rejected 2 'the verifier rejects' -- "$chorus" run "$src/tests/data/bad/e301_swapped_offsets.xml"
 
+# perf: nccl-tests-style table, checked; CSV; selection from a directory, explained.
+for coll in allreduce allgather reducescatter alltoall broadcast reduce; do
+  check "perf-$coll" 0 'Out of bounds values : 0 OK' -- "$chorus" perf "$coll" --ranks 3 -b 4K -e 64K -f 4 \
+    -n 2 -w 1 --check
+done
+check perf-header 0 '^# memcpy bandwidth: [0-9.]+ GB/s' -- "$chorus" perf allreduce --ranks 2 -b 4K -e 4K -n 1 -w 0
+check perf-csv 0 '^allreduce,2,4096,1024,fp32,sum,-1,' -- "$chorus" perf allreduce --ranks 2 -b 4K -e 4K -n 1 -w 0 --csv
+check perf-builtin 0 'Out of bounds values : 0 OK' -- "$chorus" perf allreduce --ranks 5 --algo ring_allreduce \
+  -b 40K -e 40K -n 1 -w 0 --check
+check perf-file 0 'Out of bounds values : 0 OK' -- "$chorus" perf allgather --ranks 8 --algo "$msccl/ag-1m.xml" \
+  -b 1M -e 1M -n 1 -w 0 --check
+check perf-file-wrong-size 2 "for 8 ranks, the communicator has 4" -- "$chorus" perf allgather --ranks 4 \
+  --algo "$msccl/ag-1m.xml" -b 1M -e 1M -n 1 -w 0
+check perf-bad-coll 2 "unknown collective 'allsum'" -- "$chorus" perf allsum
+check perf-bad-algo 2 'no built-in algorithm named' -- "$chorus" perf allreduce --algo tree_allreduce
+mkdir -p "$tmp/algos" && cp "$msccl"/ap*.xml "$msccl"/r48*.xml "$tmp/algos/" && echo '<algo' > "$tmp/algos/0_broken.xml"
+check selection-info 0 'ap4ll.xml: chosen' -- env CHORUS_ALGO_DIR="$tmp/algos" CHORUS_DEBUG=INFO \
+  "$chorus" perf allreduce --ranks 8 -b 64K -e 64K -n 1 -w 0 --check
+check selection-skips-broken 0 'WARN skipping algorithm: .*0_broken.xml' -- env CHORUS_ALGO_DIR="$tmp/algos" \
+  "$chorus" perf allreduce --ranks 8 -b 64K -e 64K -n 1 -w 0 --check
+check selection-builtin 0 'built-in ring_allreduce' -- env MSCCL_XML_FILES="$msccl/ap4ll.xml" CHORUS_DEBUG=INFO \
+  "$chorus" perf allreduce --ranks 8 -b 4M -e 4M -n 1 -w 0 --check
+
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

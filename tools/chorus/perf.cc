@@ -17,6 +17,7 @@
 #include "api/convert.h"
 #include "chorus/chorus.hpp"
 #include "runtime/check.h"
+#include "runtime/selection.h"
 #include "tools/chorus/commands.h"
 
 namespace chorus::cli {
@@ -176,6 +177,15 @@ int runPerf(const PerfArgs& a) {
     return 2;
   }
   chorusAlgoHandle_t algo = 0;
+  bool served[2] = {true, true};  // out-of-place, in-place
+  if (!a.algo.empty() &&
+      (a.algo.find('.') != std::string::npos || a.algo.find('/') != std::string::npos)) {
+    // A file may serve one call form only: measure the forms it serves.
+    if (auto va = runtime::loadVerifiedFile(a.algo); va.isOk()) {
+      served[0] = va.value()->algo().outofplace;
+      served[1] = va.value()->algo().inplace;
+    }
+  }
   if (!a.algo.empty()) {
     chorusResult_t res =
         a.algo.find('.') != std::string::npos || a.algo.find('/') != std::string::npos
@@ -225,6 +235,7 @@ int runPerf(const PerfArgs& a) {
     Measure forms[2];
     bool inplaceForms[2] = {false, true};
     for (int f = 0; f < 2; ++f) {
+      if (!served[f]) continue;
       forms[f] = measure(a, coll, comms, algo, count, *type, *op, inplaceForms[f]);
       if (!forms[f].error.empty()) {
         std::fprintf(stderr, "chorus perf: %zu bytes, %s: %s\n", bytes,
@@ -233,19 +244,30 @@ int runPerf(const PerfArgs& a) {
       }
     }
     if (status == 2) break;
-    double alg[2], bus[2];
+    double alg[2] = {0, 0}, bus[2] = {0, 0};
+    int measured = 0;
+    double busRow = 0;
     for (int f = 0; f < 2; ++f) {
+      if (!served[f]) continue;
       alg[f] = static_cast<double>(size) / (forms[f].us * 1e-6) / 1e9;
       bus[f] = alg[f] * busFactor(coll, a.ranks);
       wrongTotal += forms[f].wrong;
+      busRow += bus[f];
+      ++measured;
     }
-    busSum += (bus[0] + bus[1]) / 2;
+    busSum += busRow / measured;
     ++rows;
     if (a.csv) {
-      std::printf("%s,%d,%zu,%zu,%s,%s,%d,%.3f,%.4f,%.4f,%.4f,%zu,%.3f,%.4f,%.4f,%.4f,%zu,%.3f\n",
-                  a.collective.c_str(), a.ranks, size, count, a.dtype.c_str(), redop.c_str(), root,
-                  forms[0].us, alg[0], bus[0], bus[0] / memBw, forms[0].wrong, forms[1].us, alg[1],
-                  bus[1], bus[1] / memBw, forms[1].wrong, memBw);
+      std::string cols[2];
+      for (int f = 0; f < 2; ++f) {
+        char buf[128] = ",,,,";  // a form the algorithm does not serve: empty fields
+        if (served[f])
+          std::snprintf(buf, sizeof buf, "%.3f,%.4f,%.4f,%.4f,%zu", forms[f].us, alg[f], bus[f],
+                        bus[f] / memBw, forms[f].wrong);
+        cols[f] = buf;
+      }
+      std::printf("%s,%d,%zu,%zu,%s,%s,%d,%s,%s,%.3f\n", a.collective.c_str(), a.ranks, size, count,
+                  a.dtype.c_str(), redop.c_str(), root, cols[0].c_str(), cols[1].c_str(), memBw);
     } else {
       std::printf(
           "  %10zu %12zu %6s %6s %5d %9.1f %7.3f %7.3f %5.2f %6s %9.1f %7.3f %7.3f %5.2f %6s\n",
