@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# The main job: set up, build (release), and verify the example algorithms in
-# examples/algorithms, printing the result table; then summarize one of them.
+# The main job: set up, build (release), verify the example algorithms in
+# examples/algorithms and print the result table; summarize one of them; then
+# run an allreduce on 4 thread ranks (CPU ranks in this one process) with a
+# production-style algorithm file and with the built-in choice, printing the
+# nccl-tests-style perf table with every result checked.
 # Usage: scripts/main.sh [extra algorithm files to verify ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,3 +17,9 @@ echo "== chorus verify examples/algorithms/*.xml $*"
 echo
 echo "== chorus show examples/algorithms/ring_allreduce_4.xml"
 "$chorus" show examples/algorithms/ring_allreduce_4.xml
+echo
+echo "== chorus perf allreduce --ranks 4 --algo examples/algorithms/ring_allreduce_4.xml -b 4K -e 64M -f 4 --check"
+"$chorus" perf allreduce --ranks 4 --algo examples/algorithms/ring_allreduce_4.xml -b 4K -e 64M -f 4 --check
+echo
+echo "== chorus perf allreduce --ranks 4 -b 4K -e 64M --check   (built-ins chosen by size)"
+"$chorus" perf allreduce --ranks 4 -b 4K -e 64M --check

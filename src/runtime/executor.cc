@@ -28,7 +28,28 @@ Result<std::shared_ptr<const VerifiedAlgorithm>> VerifiedAlgorithm::make(ir::Alg
   auto va = std::make_shared<VerifiedAlgorithm>();
   va->algo_ = std::move(algo);
   va->root_ = report.root;
+  DiagnosticList none;  // the verifier has already reported on this graph
+  va->graph_ = std::make_unique<verify::StepGraph>(va->algo_, none);
   return std::shared_ptr<const VerifiedAlgorithm>(std::move(va));
+}
+
+bool VerifiedAlgorithm::provenBefore(verify::NodeId a, verify::NodeId b, size_t budget) const {
+  if (a == b) return true;
+  std::vector<verify::NodeId> stack{b};
+  std::vector<uint8_t> seen(graph_->size(), 0);
+  seen[static_cast<size_t>(b)] = 1;
+  while (!stack.empty()) {
+    verify::NodeId n = stack.back();
+    stack.pop_back();
+    if (budget-- == 0) return false;
+    for (verify::NodeId p : graph_->preds(n)) {
+      if (p == a) return true;
+      if (p == verify::kNoNode || seen[static_cast<size_t>(p)]) continue;
+      seen[static_cast<size_t>(p)] = 1;
+      stack.push_back(p);
+    }
+  }
+  return false;
 }
 
 size_t defaultSliceBytes(ir::Protocol p) {
@@ -157,7 +178,8 @@ Result<Geometry> planCall(const VerifiedAlgorithm& va, const std::vector<CallArg
 RankExecutor::RankExecutor(const VerifiedAlgorithm& va, int rank, const CallArgs& call,
                            const Geometry& g, std::vector<SendPort*> sendPorts,
                            std::vector<RecvPort*> recvPorts, void* scratch)
-    : algo_(va.algo()),
+    : va_(va),
+      algo_(va.algo()),
       rank_(va.algo().ranks[static_cast<size_t>(rank)]),
       call_(call),
       g_(g),
@@ -184,32 +206,6 @@ struct Region {
 };
 
 }  // namespace
-
-bool RankExecutor::happensBefore(int wTb, int wStep, int sTb, int sStep) const {
-  if (wTb == sTb) return wStep < sStep;
-  // Walk back from the send over program order and dependencies within one
-  // iteration. Bounded: past the budget, answer "not shown" (the message is
-  // then copied, which is always safe).
-  constexpr size_t kBudget = 4096;
-  std::vector<std::pair<int, int>> stack{{sTb, sStep}};
-  std::vector<std::vector<uint8_t>> seen(rank_.tbs.size());
-  for (size_t t = 0; t < rank_.tbs.size(); ++t) seen[t].assign(rank_.tbs[t].steps.size(), 0);
-  size_t visited = 0;
-  while (!stack.empty()) {
-    auto [t, i] = stack.back();
-    stack.pop_back();
-    if (++visited > kBudget) return false;
-    // Everything before (t, i) in its tb precedes it; its dependency too.
-    for (int j = i; j >= 0; --j) {
-      if (seen[static_cast<size_t>(t)][static_cast<size_t>(j)]) break;
-      seen[static_cast<size_t>(t)][static_cast<size_t>(j)] = 1;
-      if (t == wTb && j <= wStep) return true;
-      const ir::Step& st = rank_.tbs[static_cast<size_t>(t)].steps[static_cast<size_t>(j)];
-      if (st.depTb >= 0) stack.emplace_back(st.depTb, st.depStep);
-    }
-  }
-  return false;
-}
 
 void RankExecutor::planRefs() {
   byRef_.assign(rank_.tbs.size(), {});
@@ -239,8 +235,14 @@ void RankExecutor::planRefs() {
           const ir::Step& w = other[j];
           if (!ir::writesDst(w.type) || (u == t && j == i)) continue;
           if (!region(w.dstBuf, w.dstOff, w.count).overlaps(msg)) continue;
-          stable = happensBefore(static_cast<int>(u), static_cast<int>(j), static_cast<int>(t),
-                                 static_cast<int>(i));
+          // Safe if the write comes before the send, or after the peer has
+          // consumed the message (its receive happens before the write).
+          const verify::StepGraph& g = va_.graph();
+          verify::NodeId send = g.node(rank_.id, static_cast<int>(t), static_cast<int>(i));
+          verify::NodeId write = g.node(rank_.id, static_cast<int>(u), static_cast<int>(j));
+          verify::NodeId consumer = g.matchedRecv(send);
+          stable = u == t ? j < i : va_.provenBefore(write, send);
+          stable = stable || (consumer != verify::kNoNode && va_.provenBefore(consumer, write));
         }
       }
       byRef_[t][i] = stable ? 1 : 0;

@@ -19,6 +19,7 @@
 #include "core/types.h"
 #include "ir/ir.h"
 #include "runtime/transport.h"
+#include "verify/graph.h"
 #include "verify/verifier.h"
 
 namespace chorus::runtime {
@@ -30,10 +31,16 @@ class VerifiedAlgorithm {
   static Result<std::shared_ptr<const VerifiedAlgorithm>> make(ir::Algorithm algo);
   const ir::Algorithm& algo() const { return algo_; }
   int root() const { return root_; }  // rooted collectives; -1 otherwise
+  // The cross-rank happens-before graph of one slice iteration.
+  const verify::StepGraph& graph() const { return *graph_; }
+  // True when `a` happens before `b` (or is `b`), searching back from b
+  // through at most `budget` steps; false when not shown within it.
+  bool provenBefore(verify::NodeId a, verify::NodeId b, size_t budget = 1 << 14) const;
 
  private:
   ir::Algorithm algo_;
   int root_ = -1;
+  std::unique_ptr<verify::StepGraph> graph_;  // refers to algo_
 };
 
 // One rank's arguments, as in NCCL: element count per the collective's
@@ -122,8 +129,8 @@ class RankExecutor {
   unsigned char* chunkPtr(ir::Buffer b, int chunk, size_t iter) const;
   std::string blockedOn(int t) const;
   void planRefs();
-  bool happensBefore(int wTb, int wStep, int sTb, int sStep) const;
 
+  const VerifiedAlgorithm& va_;
   const ir::Algorithm& algo_;
   const ir::Rank& rank_;
   CallArgs call_;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/check.h"
 #include "tests/support/collective_check.h"
 
 namespace chorus::synth {
@@ -70,6 +71,33 @@ TEST(Classic, BadArguments) {
   auto unknown = makeClassic("tree_allreduce", 4);
   EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
   EXPECT_NE(unknown.status().message().find("tree_allreduce"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace chorus::synth
+
+namespace chorus::synth {
+namespace {
+
+// One copy per hop: every message of a ring allreduce travels by reference
+// (the receiver reads the sender's buffer) except where the sender overwrites
+// the chunk before its peer is proven to have read it; in place, the
+// verifier's cross-rank order proves that too, so no message is copied.
+TEST(Classic, RingAllReduceSendsByReference) {
+  const int n = 4;
+  auto va = runtime::VerifiedAlgorithm::make(ringAllReduce(n));
+  ASSERT_TRUE(va.isOk());
+  for (bool inplace : {false, true}) {
+    auto data =
+        runtime::CollectiveData::make(*va.value(), 64, DataType::kFloat32, ReduceOp::kSum, inplace);
+    ASSERT_TRUE(data.isOk());
+    auto pc = runtime::PreparedCall::make(*va.value(), data.value().calls());
+    ASSERT_TRUE(pc.isOk());
+    // Per rank: the first send, the rrcs and n-2 rcs (rrs computes into a slot).
+    EXPECT_EQ(pc.value()->refSteps(), n * n) << (inplace ? "in place" : "out of place");
+    ASSERT_TRUE(pc.value()->runThreaded().isOk());
+    EXPECT_EQ(data.value().countWrong(), 0u);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,86 @@
+/* The peer for `chorus perf`: the same sweep through OpenMPI's collectives
+ * (MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Alltoall),
+ * same sizes, same formulas, same CSV columns, so bench/peer_compare.sh can
+ * put the two side by side from one run. Float32 sum only.
+ *   mpirun -np N mpi_perf COLL MINBYTES MAXBYTES ITERS WARMUP */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double busFactor(const char* coll, int n) {
+  if (strcmp(coll, "allreduce") == 0) return 2.0 * (n - 1) / n;
+  return (double)(n - 1) / n;
+}
+
+static void call(const char* coll, int inplace, float* send, float* recv, size_t count, int n,
+                 int rank) {
+  int c = (int)count;
+  if (strcmp(coll, "allreduce") == 0) {
+    MPI_Allreduce(inplace ? MPI_IN_PLACE : send, recv, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  } else if (strcmp(coll, "allgather") == 0) {
+    if (inplace)
+      MPI_Allgather(MPI_IN_PLACE, 0, MPI_FLOAT, recv, c, MPI_FLOAT, MPI_COMM_WORLD);
+    else
+      MPI_Allgather(send, c, MPI_FLOAT, recv, c, MPI_FLOAT, MPI_COMM_WORLD);
+  } else if (strcmp(coll, "reducescatter") == 0) {
+    if (inplace)
+      MPI_Reduce_scatter_block(MPI_IN_PLACE, recv, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    else
+      MPI_Reduce_scatter_block(send, recv, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  } else {
+    if (inplace)
+      MPI_Alltoall(MPI_IN_PLACE, 0, MPI_FLOAT, recv, c, MPI_FLOAT, MPI_COMM_WORLD);
+    else
+      MPI_Alltoall(send, c, MPI_FLOAT, recv, c, MPI_FLOAT, MPI_COMM_WORLD);
+  }
+  (void)n;
+  (void)rank;
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int n = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (argc != 6) {
+    if (rank == 0) fprintf(stderr, "usage: mpi_perf COLL MINBYTES MAXBYTES ITERS WARMUP\n");
+    MPI_Finalize();
+    return 2;
+  }
+  const char* coll = argv[1];
+  size_t minB = strtoull(argv[2], NULL, 10), maxB = strtoull(argv[3], NULL, 10);
+  int iters = atoi(argv[4]), warmup = atoi(argv[5]);
+  int perRank = strcmp(coll, "allreduce") != 0;
+  for (size_t bytes = minB; bytes <= maxB; bytes *= 2) {
+    size_t count = bytes / 4 / (perRank ? (size_t)n : 1);
+    size_t total = count * (perRank ? (size_t)n : 1);
+    /* Buffers sized for the largest view, touched before timing. */
+    float* send = malloc(total * sizeof(float));
+    float* recv = malloc(total * sizeof(float));
+    double us[2];
+    for (int f = 0; f < 2; ++f) {
+      for (size_t i = 0; i < total; ++i) send[i] = recv[i] = (float)(rank + (int)(i % 7));
+      for (int i = 0; i < warmup; ++i) call(coll, f, send, recv, count, n, rank);
+      MPI_Barrier(MPI_COMM_WORLD);
+      double t0 = MPI_Wtime();
+      for (int i = 0; i < iters; ++i) call(coll, f, send, recv, count, n, rank);
+      MPI_Barrier(MPI_COMM_WORLD);
+      us[f] = (MPI_Wtime() - t0) * 1e6 / iters;
+    }
+    if (rank == 0) {
+      double size = (double)(total * 4);
+      printf("%s,%d,%zu,%zu,fp32,sum,-1", coll, n, total * 4, count);
+      for (int f = 0; f < 2; ++f) {
+        double alg = size / (us[f] * 1e-6) / 1e9;
+        printf(",%.3f,%.4f,%.4f", us[f], alg, alg * busFactor(coll, n));
+      }
+      printf("\n");
+      fflush(stdout);
+    }
+    free(send);
+    free(recv);
+  }
+  MPI_Finalize();
+  return 0;
+}
