@@ -55,7 +55,9 @@ typedef enum {
   chorusMax = 2,
   chorusMin = 3,
   chorusAvg = 4,
-  chorusNumOps = 5
+  chorusNumOps = 5,
+  /* Makes every int a valid value, so a bad one is reported, not undefined. */
+  chorusRedOpMaxEnum = 0x7fffffff
 } chorusRedOp_t;
 
 /* Same values as ncclDataType_t. */
@@ -77,7 +79,8 @@ typedef enum {
   chorusBfloat16 = 9,
   chorusFloat8e4m3 = 10,
   chorusFloat8e5m2 = 11,
-  chorusNumTypes = 12
+  chorusNumTypes = 12,
+  chorusDataTypeMaxEnum = 0x7fffffff  /* as chorusRedOpMaxEnum */
 } chorusDataType_t;
 
 /* Reserved for the CUDA backend (a cudaStream_t there); pass NULL. */
