@@ -24,9 +24,9 @@ for n in $ranks; do
   for c in $colls; do
     size=$min
     while (( size <= max )); do
-      iters=$(( 268435456 / size )); (( iters > 50 )) && iters=50; (( iters < 3 )) && iters=3
-      crow=$("$chorus" perf "$c" --ranks "$n" -b "$size" -e "$size" -n "$iters" -w 2 --csv | tail -1)
-      mrow=$("${mpirun[@]}" "$n" "$mpi" "$c" "$size" "$size" "$iters" 2 | tail -1)
+      iters=$(( 268435456 / size )); (( iters > 200 )) && iters=200; (( iters < 3 )) && iters=3
+      crow=$("$chorus" perf "$c" --ranks "$n" -b "$size" -e "$size" -n "$iters" -w 5 --csv | tail -1)
+      mrow=$("${mpirun[@]}" "$n" "$mpi" "$c" "$size" "$size" "$iters" 5 | tail -1)
       # Fields 1-7 of both: collective,ranks,size,count,type,redop,root. Then
       # chorus: 8 oop_us,9 algbw,10 busbw,11 frac,12 wrong,13 ip_us,14,15 busbw,16,17,18 memcpy;
       # mpi:    8 oop_us,9 algbw,10 busbw,11 ip_us,12 algbw,13 busbw.

@@ -72,7 +72,7 @@ struct Assembly {
   uint64_t seq = 0;
   std::vector<std::optional<Op>> ops;
   int arrived = 0;
-  bool resolved = false;
+  std::atomic<bool> resolved{false};  // written under World::mu_, polled without it
   Status status;
   std::vector<std::shared_ptr<PreparedCall>> parts;  // run in order by every rank
   int finished = 0;
@@ -178,7 +178,7 @@ std::shared_ptr<Ticket> World::post(int rank, Op op) {
   t->assembly = slot;
   if (++slot->arrived == n_) {
     resolve(*slot);
-    slot->resolved = true;
+    slot->resolved.store(true, std::memory_order_release);
     cv_.notify_all();
   }
   return t;
@@ -371,13 +371,18 @@ void World::resolve(Assembly& a) {
 
 Status World::runCollective(Ticket& t) {
   Assembly& a = *t.assembly;
-  {
+  // Peers usually arrive within microseconds: yield a little before paying
+  // for a sleep and a wake-up (ranks outnumber cores, so never spin hot).
+  for (int i = 0; i < 64 && !a.resolved.load(std::memory_order_acquire); ++i)
+    std::this_thread::yield();
+  if (!a.resolved.load(std::memory_order_acquire)) {
     std::unique_lock<std::mutex> lock(mu_);
     auto deadline =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.timeoutMs);
-    while (!a.resolved) {
+    while (!a.resolved.load(std::memory_order_relaxed)) {
       if (!error_.isOk()) return error_;
-      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && !a.resolved) {
+      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout &&
+          !a.resolved.load(std::memory_order_relaxed)) {
         std::string missing;
         for (int r = 0; r < n_; ++r)
           if (!a.ops[static_cast<size_t>(r)]) missing += " " + std::to_string(r);

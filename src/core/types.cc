@@ -172,6 +172,20 @@ bool isRooted(CollectiveKind k) {
          k == CollectiveKind::kGather || k == CollectiveKind::kScatter;
 }
 
+bool isNcclCollective(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kReduce:
+      return true;
+    default:
+      return false;
+  }
+}
+
 uint16_t floatToHalf(float f) { return static_cast<uint16_t>(kHalf.encode(f)); }
 float halfToFloat(uint16_t h) { return static_cast<float>(kHalf.decode(h)); }
 

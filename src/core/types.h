@@ -55,6 +55,9 @@ std::string_view collectiveName(CollectiveKind k);  // canonical MSCCL spelling
 CollectiveKind parseCollective(std::string_view name);
 // Whether the collective has a single root rank (broadcast, reduce, gather, scatter).
 bool isRooted(CollectiveKind k);
+// The six collectives with NCCL's fixed signatures: allreduce, allgather,
+// reducescatter, alltoall, broadcast, reduce.
+bool isNcclCollective(CollectiveKind k);
 
 // Narrow floating-point conversions. float -> narrow rounds to nearest even.
 // Overflow: fp16 and bf16 give infinity (IEEE); fp8 saturates to the largest

@@ -133,18 +133,9 @@ Result<CollectiveData> CollectiveData::make(const VerifiedAlgorithm& va, size_t 
 
 Result<CollectiveData> CollectiveData::make(CollectiveKind coll, int nranks, int root, size_t count,
                                             DataType type, ReduceOp op, bool inplace) {
-  switch (coll) {
-    case CollectiveKind::kAllReduce:
-    case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllToAll:
-    case CollectiveKind::kBroadcast:
-    case CollectiveKind::kReduce:
-      break;
-    default:
-      return Status(StatusCode::kUnsupported, "no closed-form check for collective '" +
-                                                  std::string(collectiveName(coll)) + "'");
-  }
+  if (!isNcclCollective(coll))
+    return Status(StatusCode::kUnsupported, "no closed-form check for collective '" +
+                                                std::string(collectiveName(coll)) + "'");
   CollectiveData d;
   d.collective_ = coll;
   d.nranks_ = nranks;

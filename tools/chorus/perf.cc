@@ -143,20 +143,12 @@ Measure measure(const PerfArgs& a, CollectiveKind coll, const std::vector<Comm>&
 
 int runPerf(const PerfArgs& a) {
   CollectiveKind coll = parseCollective(a.collective);
-  switch (coll) {
-    case CollectiveKind::kAllReduce:
-    case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllToAll:
-    case CollectiveKind::kBroadcast:
-    case CollectiveKind::kReduce:
-      break;
-    default:
-      std::fprintf(stderr,
-                   "chorus perf: unknown collective '%s' (allreduce allgather reducescatter "
-                   "alltoall broadcast reduce)\n",
-                   a.collective.c_str());
-      return 2;
+  if (!isNcclCollective(coll)) {
+    std::fprintf(stderr,
+                 "chorus perf: unknown collective '%s' (allreduce allgather reducescatter "
+                 "alltoall broadcast reduce)\n",
+                 a.collective.c_str());
+    return 2;
   }
   auto type = parseDataType(a.dtype);
   auto op = parseReduceOp(a.op);
