@@ -82,6 +82,8 @@ check perf-file 0 'Out of bounds values : 0 OK' -- "$chorus" perf allgather --ra
   -b 1M -e 1M -n 1 -w 0 --check
 check perf-file-wrong-size 2 "for 8 ranks, the communicator has 4" -- "$chorus" perf allgather --ranks 4 \
   --algo "$msccl/ag-1m.xml" -b 1M -e 1M -n 1 -w 0
+check perf-inplace-only 0 '^ +4096 +1024 +fp32 +sum +-1 +- +- +- +- +- +[0-9.]+ ' -- "$chorus" perf allreduce \
+  --ranks 4 --algo "$src/examples/algorithms/ring_allreduce_4.xml" -b 4K -e 4K -n 1 -w 0 --check
 check perf-bad-coll 2 "unknown collective 'allsum'" -- "$chorus" perf allsum
 check perf-bad-algo 2 'no built-in algorithm named' -- "$chorus" perf allreduce --algo tree_allreduce
 mkdir -p "$tmp/algos" && cp "$msccl"/ap*.xml "$msccl"/r48*.xml "$tmp/algos/" && echo '<algo' > "$tmp/algos/0_broken.xml"

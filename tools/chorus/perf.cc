@@ -139,6 +139,25 @@ Measure measure(const PerfArgs& a, CollectiveKind coll, const std::vector<Comm>&
   return m;
 }
 
+// One call form's cells of a row: time, algbw, busbw, fraction of memcpy,
+// #wrong; blank ("-" in the table) for a form the algorithm does not serve.
+std::string formCells(bool served, const Measure& m, double alg, double bus, double memBw,
+                      bool check, bool csv) {
+  char buf[128];
+  std::string wrong = check ? std::to_string(m.wrong) : "N/A";
+  if (csv && served)
+    std::snprintf(buf, sizeof buf, "%.3f,%.4f,%.4f,%.4f,%s", m.us, alg, bus, bus / memBw,
+                  check ? wrong.c_str() : "");
+  else if (csv)
+    std::snprintf(buf, sizeof buf, ",,,,");
+  else if (served)
+    std::snprintf(buf, sizeof buf, " %9.1f %7.3f %7.3f %5.2f %6s", m.us, alg, bus, bus / memBw,
+                  wrong.c_str());
+  else
+    std::snprintf(buf, sizeof buf, " %9s %7s %7s %5s %6s", "-", "-", "-", "-", "-");
+  return buf;
+}
+
 }  // namespace
 
 int runPerf(const PerfArgs& a) {
@@ -249,23 +268,15 @@ int runPerf(const PerfArgs& a) {
     }
     busSum += busRow / measured;
     ++rows;
+    std::string cells[2];
+    for (int f = 0; f < 2; ++f)
+      cells[f] = formCells(served[f], forms[f], alg[f], bus[f], memBw, a.check, a.csv);
     if (a.csv) {
-      std::string cols[2];
-      for (int f = 0; f < 2; ++f) {
-        char buf[128] = ",,,,";  // a form the algorithm does not serve: empty fields
-        if (served[f])
-          std::snprintf(buf, sizeof buf, "%.3f,%.4f,%.4f,%.4f,%zu", forms[f].us, alg[f], bus[f],
-                        bus[f] / memBw, forms[f].wrong);
-        cols[f] = buf;
-      }
       std::printf("%s,%d,%zu,%zu,%s,%s,%d,%s,%s,%.3f\n", a.collective.c_str(), a.ranks, size, count,
-                  a.dtype.c_str(), redop.c_str(), root, cols[0].c_str(), cols[1].c_str(), memBw);
+                  a.dtype.c_str(), redop.c_str(), root, cells[0].c_str(), cells[1].c_str(), memBw);
     } else {
-      std::printf(
-          "  %10zu %12zu %6s %6s %5d %9.1f %7.3f %7.3f %5.2f %6s %9.1f %7.3f %7.3f %5.2f %6s\n",
-          size, count, a.dtype.c_str(), redop.c_str(), root, forms[0].us, alg[0], bus[0],
-          bus[0] / memBw, a.check ? std::to_string(forms[0].wrong).c_str() : "N/A", forms[1].us,
-          alg[1], bus[1], bus[1] / memBw, a.check ? std::to_string(forms[1].wrong).c_str() : "N/A");
+      std::printf("  %10zu %12zu %6s %6s %5d%s%s\n", size, count, a.dtype.c_str(), redop.c_str(),
+                  root, cells[0].c_str(), cells[1].c_str());
     }
     std::fflush(stdout);
     if (bytes > a.maxBytes / static_cast<size_t>(a.factor)) break;
