@@ -1,0 +1,488 @@
+#include "runtime/bootstrap.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "core/log.h"
+
+namespace chorus::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Status bad(std::string msg) { return Status(StatusCode::kInvalidArgument, std::move(msg)); }
+Status ioError(const std::string& what) {
+  return Status(StatusCode::kIoError, what + ": " + std::strerror(errno));
+}
+
+// ---- encoding ----
+
+void putU32(std::string& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+void putString(std::string& out, std::string_view s) {
+  putU32(out, static_cast<uint32_t>(s.size()));
+  out.append(s);
+}
+
+// Reads a frame's payload, checking every length against what is left.
+class Reader {
+ public:
+  explicit Reader(std::string_view b) : b_(b) {}
+  bool u32(uint32_t* v) {
+    if (b_.size() - at_ < 4) return false;
+    *v = 0;
+    for (int i = 0; i < 4; ++i)
+      *v |= static_cast<uint32_t>(static_cast<unsigned char>(b_[at_ + static_cast<size_t>(i)]))
+            << (8 * i);
+    at_ += 4;
+    return true;
+  }
+  bool string(std::string* s, uint32_t max) {
+    uint32_t n = 0;
+    if (!u32(&n) || n > max || b_.size() - at_ < n) return false;
+    s->assign(b_.substr(at_, n));
+    at_ += n;
+    return true;
+  }
+  bool done() const { return at_ == b_.size(); }
+
+ private:
+  std::string_view b_;
+  size_t at_ = 0;
+};
+
+constexpr uint32_t kHelloMagic = 0x53524843;  // "CHRS"
+constexpr uint32_t kVersion = 1;
+constexpr uint32_t kMaxHost = 1024;
+constexpr uint32_t kMaxSecret = 256;
+constexpr uint32_t kMaxRanks = 1u << 16;
+
+// ---- sockets ----
+
+Status waitFd(int fd, short events, Clock::time_point deadline, const char* what) {
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return Status(StatusCode::kTimeout, std::string("timed out ") + what);
+    pollfd p{fd, events, 0};
+    int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
+    if (r > 0) return Status::ok();
+    if (r < 0 && errno != EINTR) return ioError(what);
+  }
+}
+
+Status sendAll(int fd, std::string_view data, Clock::time_point deadline) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      CHORUS_RETURN_IF_ERROR(waitFd(fd, POLLOUT, deadline, "sending on a bootstrap socket"));
+    } else {
+      return ioError("sending on a bootstrap socket");
+    }
+  }
+  return Status::ok();
+}
+
+Status recvAll(int fd, char* buf, size_t len, Clock::time_point deadline) {
+  size_t off = 0;
+  while (off < len) {
+    ssize_t n = ::recv(fd, buf + off, len - off, MSG_DONTWAIT);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+    } else if (n == 0) {
+      return Status(StatusCode::kIoError, "a bootstrap peer closed its connection");
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+      CHORUS_RETURN_IF_ERROR(waitFd(fd, POLLIN, deadline, "waiting on a bootstrap socket"));
+    } else {
+      return ioError("receiving on a bootstrap socket");
+    }
+  }
+  return Status::ok();
+}
+
+Status sendFrame(int fd, std::string_view payload, Clock::time_point deadline) {
+  std::string f;
+  putU32(f, static_cast<uint32_t>(payload.size()));
+  f.append(payload);
+  return sendAll(fd, f, deadline);
+}
+
+Result<std::string> recvFrame(int fd, Clock::time_point deadline) {
+  char len[4];
+  CHORUS_RETURN_IF_ERROR(recvAll(fd, len, 4, deadline));
+  uint32_t n = 0;
+  Reader(std::string_view(len, 4)).u32(&n);
+  if (n > wire::kMaxFrame)
+    return Status(StatusCode::kInvalidArgument, "bootstrap frame of " + std::to_string(n) +
+                                                    " bytes refused (limit " +
+                                                    std::to_string(wire::kMaxFrame) + ")");
+  std::string payload(n, '\0');
+  CHORUS_RETURN_IF_ERROR(recvAll(fd, payload.data(), n, deadline));
+  return payload;
+}
+
+Result<sockaddr_in> resolve(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  if (rc != 0 || res == nullptr)
+    return bad("cannot resolve bootstrap host '" + host + "': " + gai_strerror(rc));
+  sockaddr_in a = *reinterpret_cast<sockaddr_in*>(res->ai_addr);
+  ::freeaddrinfo(res);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  return a;
+}
+
+int tcpSocket() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  return fd;
+}
+
+bool sameSecret(std::string_view a, std::string_view b) {
+  // Constant time in the secret's content.
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+Result<int> parseInt(const char* name, const char* v, int lo, int hi) {
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0' || x < lo || x > hi)
+    return bad(std::string(name) + "='" + v + "' is not a number in [" + std::to_string(lo) + ", " +
+               std::to_string(hi) + "]");
+  return static_cast<int>(x);
+}
+
+Status parseHostPort(const char* name, std::string_view v, BootstrapConfig* c) {
+  size_t colon = v.rfind(':');
+  if (colon == std::string_view::npos || colon == 0)
+    return bad(std::string(name) + "='" + std::string(v) + "' is not HOST:PORT");
+  std::string port(v.substr(colon + 1));
+  auto p = parseInt(name, port.c_str(), 1, 65535);
+  if (!p.isOk()) return p.status();
+  c->rootHost = std::string(v.substr(0, colon));
+  c->rootPort = p.value();
+  return Status::ok();
+}
+
+}  // namespace
+
+namespace wire {
+
+std::string encodeHello(const Hello& h) {
+  std::string out;
+  putU32(out, kHelloMagic);
+  putU32(out, kVersion);
+  putString(out, h.secret);
+  putU32(out, h.rank);
+  putU32(out, h.nranks);
+  putString(out, h.host);
+  return out;
+}
+
+Result<Hello> decodeHello(std::string_view bytes) {
+  Reader r(bytes);
+  uint32_t magic = 0, version = 0;
+  Hello h;
+  if (!r.u32(&magic) || magic != kHelloMagic) return bad("not a Chorus bootstrap hello");
+  if (!r.u32(&version) || version != kVersion)
+    return bad("bootstrap protocol version " + std::to_string(version) + ", expected " +
+               std::to_string(kVersion));
+  if (!r.string(&h.secret, kMaxSecret) || !r.u32(&h.rank) || !r.u32(&h.nranks) ||
+      !r.string(&h.host, kMaxHost) || !r.done())
+    return bad("malformed bootstrap hello");
+  if (h.nranks == 0 || h.nranks > kMaxRanks || h.rank >= h.nranks)
+    return bad("bootstrap hello with rank " + std::to_string(h.rank) + " of " +
+               std::to_string(h.nranks));
+  return h;
+}
+
+std::string encodeTable(const std::vector<std::string>& hosts) { return encodeBlobs(hosts); }
+
+Result<std::vector<std::string>> decodeTable(std::string_view bytes, uint32_t nranks) {
+  return decodeBlobs(bytes, nranks);
+}
+
+std::string encodeBlobs(const std::vector<std::string>& blobs) {
+  std::string out;
+  putU32(out, static_cast<uint32_t>(blobs.size()));
+  for (const std::string& b : blobs) putString(out, b);
+  return out;
+}
+
+Result<std::vector<std::string>> decodeBlobs(std::string_view bytes, uint32_t count) {
+  Reader r(bytes);
+  uint32_t n = 0;
+  if (!r.u32(&n) || n != count)
+    return bad("bootstrap list of " + std::to_string(n) + " entries, expected " +
+               std::to_string(count));
+  std::vector<std::string> out(n);
+  for (std::string& s : out)
+    if (!r.string(&s, kMaxFrame)) return bad("malformed bootstrap list");
+  if (!r.done()) return bad("trailing bytes in a bootstrap list");
+  return out;
+}
+
+}  // namespace wire
+
+std::string hostIdentity() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  return std::string(name) + "/" + boot;
+}
+
+std::string encodeRootId(const std::string& host, int port, const std::string& secret) {
+  return "chorus-tcp:" + host + ":" + std::to_string(port) + ":" + secret;
+}
+
+Result<BootstrapConfig> decodeRootId(std::string_view id) {
+  constexpr std::string_view kTag = "chorus-tcp:";
+  if (id.substr(0, kTag.size()) != kTag) return bad("not a Chorus TCP unique id");
+  std::string_view rest = id.substr(kTag.size());
+  size_t last = rest.rfind(':');
+  if (last == std::string_view::npos) return bad("malformed Chorus unique id");
+  BootstrapConfig c;
+  c.secret = std::string(rest.substr(last + 1));
+  CHORUS_RETURN_IF_ERROR(parseHostPort("unique id", rest.substr(0, last), &c));
+  return c;
+}
+
+Result<BootstrapConfig> bootstrapConfigFromEnvironment() {
+  BootstrapConfig c;
+  auto env = [](const char* n) -> const char* {
+    const char* v = std::getenv(n);
+    return v != nullptr && *v != '\0' ? v : nullptr;
+  };
+  const char *rank = nullptr, *size = nullptr, *rankName = nullptr, *sizeName = nullptr;
+  for (auto [r, s] :
+       {std::pair{"CHORUS_RANK", "CHORUS_WORLD_SIZE"}, std::pair{"RANK", "WORLD_SIZE"},
+        std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}}) {
+    if (env(r) != nullptr && env(s) != nullptr) {
+      rank = env(r);
+      size = env(s);
+      rankName = r;
+      sizeName = s;
+      break;
+    }
+  }
+  if (rank == nullptr) return Status(StatusCode::kNotFound, "no rank variables in the environment");
+  auto n = parseInt(sizeName, size, 1, static_cast<int>(kMaxRanks));
+  if (!n.isOk()) return n.status();
+  auto r = parseInt(rankName, rank, 0, n.value() - 1);
+  if (!r.isOk()) return r.status();
+  c.rank = r.value();
+  c.nranks = n.value();
+  if (const char* root = env("CHORUS_ROOT")) {
+    CHORUS_RETURN_IF_ERROR(parseHostPort("CHORUS_ROOT", root, &c));
+  } else if (const char* file = env("CHORUS_ROOT_FILE")) {
+    std::string line;
+    std::ifstream(file) >> line;
+    if (line.empty()) return bad(std::string("CHORUS_ROOT_FILE '") + file + "' holds no HOST:PORT");
+    CHORUS_RETURN_IF_ERROR(parseHostPort("CHORUS_ROOT_FILE", line, &c));
+  } else if (env("MASTER_ADDR") != nullptr && env("MASTER_PORT") != nullptr) {
+    c.rootHost = env("MASTER_ADDR");
+    auto p = parseInt("MASTER_PORT", env("MASTER_PORT"), 1, 65535);
+    if (!p.isOk()) return p.status();
+    c.rootPort = p.value();
+  } else {
+    return bad(std::string(rankName) +
+               " is set but no root address: set CHORUS_ROOT=HOST:PORT (or CHORUS_ROOT_FILE, "
+               "or MASTER_ADDR and MASTER_PORT)");
+  }
+  // Launchers pass a secret; without one the root address is the secret
+  // (every rank knows it, a stray connection does not present it).
+  const char* secret = env("CHORUS_SECRET");
+  c.secret = secret != nullptr ? secret : "addr:" + c.rootHost + ":" + std::to_string(c.rootPort);
+  if (const char* t = env("CHORUS_TIMEOUT_S")) {
+    auto s = parseInt("CHORUS_TIMEOUT_S", t, 1, 2000000);
+    if (!s.isOk()) return s.status();
+    c.timeoutMs = s.value() * 1000;
+  }
+  return c;
+}
+
+Bootstrap::~Bootstrap() {
+  for (int fd : peerFds_)
+    if (fd >= 0) ::close(fd);
+  if (rootFd_ >= 0) ::close(rootFd_);
+  if (listenFd_ >= 0) ::close(listenFd_);
+}
+
+Result<std::unique_ptr<Bootstrap>> Bootstrap::listen(const BootstrapConfig& config) {
+  if (config.rank != 0) return bad("only rank 0 listens");
+  std::unique_ptr<Bootstrap> b(new Bootstrap());
+  b->config_ = config;
+  auto addr = resolve(config.rootHost, config.rootPort);
+  if (!addr.isOk()) return addr.status();
+  b->listenFd_ = tcpSocket();
+  if (b->listenFd_ < 0) return ioError("socket");
+  int one = 1;
+  ::setsockopt(b->listenFd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a = addr.value();
+  if (::bind(b->listenFd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    return ioError("binding the bootstrap root to " + config.rootHost + ":" +
+                   std::to_string(config.rootPort));
+  if (::listen(b->listenFd_, 128) != 0) return ioError("listen");
+  socklen_t len = sizeof a;
+  ::getsockname(b->listenFd_, reinterpret_cast<sockaddr*>(&a), &len);
+  b->port_ = ntohs(a.sin_port);
+  return b;
+}
+
+Status Bootstrap::accept() {
+  const int n = config_.nranks;
+  auto deadline = Clock::now() + std::chrono::milliseconds(config_.timeoutMs);
+  peerFds_.assign(static_cast<size_t>(n), -1);
+  hosts_.assign(static_cast<size_t>(n), "");
+  hosts_[0] = hostIdentity();
+  int joined = 1;
+  while (joined < n) {
+    Status w = waitFd(listenFd_, POLLIN, deadline, "waiting for ranks to join");
+    if (!w.isOk()) {
+      std::string missing;
+      for (int r = 1; r < n; ++r)
+        if (peerFds_[static_cast<size_t>(r)] < 0) missing += " " + std::to_string(r);
+      return Status(StatusCode::kTimeout, "bootstrap: ranks" + missing + " did not join within " +
+                                              std::to_string(config_.timeoutMs / 1000) + " s");
+    }
+    sockaddr_in from{};
+    socklen_t len = sizeof from;
+    int fd = ::accept4(listenFd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    char ip[INET_ADDRSTRLEN] = "?";
+    ::inet_ntop(AF_INET, &from.sin_addr, ip, sizeof ip);
+    std::string who = std::string(ip) + ":" + std::to_string(ntohs(from.sin_port));
+    // A stray or hostile peer gets a short deadline and is dropped, logged.
+    auto helloDeadline = std::min(deadline, Clock::now() + std::chrono::seconds(5));
+    auto frame = recvFrame(fd, helloDeadline);
+    Result<wire::Hello> hello =
+        frame.isOk() ? wire::decodeHello(frame.value()) : Result<wire::Hello>(frame.status());
+    std::string refuse;
+    if (!hello.isOk()) {
+      refuse = hello.status().message();
+    } else if (!sameSecret(hello.value().secret, config_.secret)) {
+      refuse = "wrong secret";
+    } else if (static_cast<int>(hello.value().nranks) != n) {
+      refuse = "it says the world has " + std::to_string(hello.value().nranks) + " ranks, not " +
+               std::to_string(n);
+    } else if (hello.value().rank == 0 || peerFds_[hello.value().rank] >= 0) {
+      refuse = "rank " + std::to_string(hello.value().rank) + " is already taken";
+    }
+    if (!refuse.empty()) {
+      logLine(LogLevel::kWarn, "bootstrap: refused a connection from " + who + ": " + refuse);
+      ::close(fd);
+      continue;
+    }
+    peerFds_[hello.value().rank] = fd;
+    hosts_[hello.value().rank] = hello.value().host;
+    ++joined;
+  }
+  std::string table = wire::encodeTable(hosts_);
+  for (int r = 1; r < n; ++r)
+    CHORUS_RETURN_IF_ERROR(sendFrame(peerFds_[static_cast<size_t>(r)], table, deadline));
+  return Status::ok();
+}
+
+Result<std::unique_ptr<Bootstrap>> Bootstrap::connect(const BootstrapConfig& config) {
+  if (config.nranks < 1 || config.rank < 0 || config.rank >= config.nranks)
+    return bad("rank " + std::to_string(config.rank) + " of " + std::to_string(config.nranks));
+  if (config.rank == 0) {
+    auto b = listen(config);
+    if (!b.isOk()) return b.status();
+    CHORUS_RETURN_IF_ERROR(b.value()->accept());
+    return b;
+  }
+  std::unique_ptr<Bootstrap> b(new Bootstrap());
+  b->config_ = config;
+  auto addr = resolve(config.rootHost, config.rootPort);
+  if (!addr.isOk()) return addr.status();
+  auto deadline = Clock::now() + std::chrono::milliseconds(config.timeoutMs);
+  // The root may not listen yet: retry until the deadline.
+  for (auto pause = std::chrono::milliseconds(10);;
+       pause = std::min(pause * 2, decltype(pause)(500))) {
+    int fd = tcpSocket();
+    if (fd < 0) return ioError("socket");
+    sockaddr_in a = addr.value();
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+      b->rootFd_ = fd;
+      break;
+    }
+    ::close(fd);
+    if (Clock::now() + pause > deadline)
+      return Status(StatusCode::kTimeout, "bootstrap: rank " + std::to_string(config.rank) +
+                                              " could not reach the root at " + config.rootHost +
+                                              ":" + std::to_string(config.rootPort));
+    std::this_thread::sleep_for(pause);
+  }
+  wire::Hello h{config.secret, static_cast<uint32_t>(config.rank),
+                static_cast<uint32_t>(config.nranks), hostIdentity()};
+  CHORUS_RETURN_IF_ERROR(sendFrame(b->rootFd_, wire::encodeHello(h), deadline));
+  auto table = recvFrame(b->rootFd_, deadline);
+  if (!table.isOk()) {
+    return Status(table.status().code(), "bootstrap: rank " + std::to_string(config.rank) +
+                                             " was not admitted by the root (wrong secret or "
+                                             "world size?): " +
+                                             table.status().message());
+  }
+  auto hosts = wire::decodeTable(table.value(), static_cast<uint32_t>(config.nranks));
+  if (!hosts.isOk()) return hosts.status();
+  b->hosts_ = std::move(hosts).value();
+  return b;
+}
+
+Result<std::vector<std::string>> Bootstrap::allGather(std::string_view mine) {
+  auto deadline = Clock::now() + std::chrono::milliseconds(config_.timeoutMs);
+  const auto n = static_cast<uint32_t>(config_.nranks);
+  if (config_.rank != 0) {
+    CHORUS_RETURN_IF_ERROR(sendFrame(rootFd_, mine, deadline));
+    auto all = recvFrame(rootFd_, deadline);
+    if (!all.isOk()) return all.status();
+    return wire::decodeBlobs(all.value(), n);
+  }
+  std::vector<std::string> blobs(n);
+  blobs[0] = std::string(mine);
+  for (uint32_t r = 1; r < n; ++r) {
+    auto f = recvFrame(peerFds_[r], deadline);
+    if (!f.isOk())
+      return Status(f.status().code(),
+                    "bootstrap: rank " + std::to_string(r) + ": " + f.status().message());
+    blobs[r] = std::move(f).value();
+  }
+  std::string all = wire::encodeBlobs(blobs);
+  for (uint32_t r = 1; r < n; ++r) CHORUS_RETURN_IF_ERROR(sendFrame(peerFds_[r], all, deadline));
+  return blobs;
+}
+
+Status Bootstrap::barrier() {
+  auto r = allGather("");
+  return r.isOk() ? Status::ok() : r.status();
+}
+
+}  // namespace chorus::runtime

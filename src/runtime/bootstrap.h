@@ -1,0 +1,103 @@
+// Bootstrap: how the ranks of a communicator that live in different
+// processes (or hosts) find each other (issue 4). Rank 0 listens at the root
+// address; every other rank connects, proves it holds the communicator's
+// secret and says who it is (rank, world size, host identity); rank 0 answers
+// with the table of all ranks. The same connections then carry small
+// collectives (all-gather of short blobs, barrier) used to set up transports.
+//
+// The wire format is length-prefixed frames; decoding checks every length
+// and value, so malformed bytes are an error, never a crash (fuzzed).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace chorus::runtime {
+
+// Where the root listens and the secret every rank must present.
+struct BootstrapConfig {
+  int rank = 0;
+  int nranks = 1;
+  std::string rootHost = "127.0.0.1";
+  int rootPort = 0;  // rank 0: 0 = any free port (see Bootstrap::rootPort)
+  std::string secret;
+  int timeoutMs = 300000;
+};
+
+// Reads the configuration from the environment: Chorus's own variables
+// (CHORUS_RANK, CHORUS_WORLD_SIZE, CHORUS_ROOT=host:port, CHORUS_SECRET),
+// else torchrun's (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), else
+// OpenMPI's (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE with the root from
+// CHORUS_ROOT or the file named by CHORUS_ROOT_FILE). kNotFound when none is
+// set; kInvalidArgument naming the variable when one is malformed.
+Result<BootstrapConfig> bootstrapConfigFromEnvironment();
+
+// This host's identity: ranks with equal identities share memory.
+std::string hostIdentity();
+
+// The unique id of chorusGetUniqueId for ranks in several processes:
+// "chorus-tcp:HOST:PORT:SECRET".
+std::string encodeRootId(const std::string& host, int port, const std::string& secret);
+Result<BootstrapConfig> decodeRootId(std::string_view id);
+
+namespace wire {
+
+// What a rank says first.
+struct Hello {
+  std::string secret;
+  uint32_t rank = 0;
+  uint32_t nranks = 0;
+  std::string host;
+};
+std::string encodeHello(const Hello& h);
+Result<Hello> decodeHello(std::string_view bytes);
+
+// The root's answer: every rank's host identity, by rank.
+std::string encodeTable(const std::vector<std::string>& hosts);
+Result<std::vector<std::string>> decodeTable(std::string_view bytes, uint32_t nranks);
+
+// A list of blobs (all-gather results).
+std::string encodeBlobs(const std::vector<std::string>& blobs);
+Result<std::vector<std::string>> decodeBlobs(std::string_view bytes, uint32_t count);
+
+inline constexpr uint32_t kMaxFrame = 1u << 24;  // larger frames are refused
+
+}  // namespace wire
+
+class Bootstrap {
+ public:
+  // Rank 0 listens and waits for every other rank; others connect (retrying
+  // until the timeout). Errors: kTimeout (who did not show up), kInvalidArgument
+  // (a mismatched world size or duplicate rank), kIoError (sockets).
+  static Result<std::unique_ptr<Bootstrap>> connect(const BootstrapConfig& config);
+  // Rank 0 only: listen first (so the port is known), then connect().
+  static Result<std::unique_ptr<Bootstrap>> listen(const BootstrapConfig& config);
+  Status accept();  // rank 0 after listen(): wait for the other ranks
+  ~Bootstrap();
+
+  int rank() const { return config_.rank; }
+  int nranks() const { return config_.nranks; }
+  int rootPort() const { return port_; }
+  // Host identity of every rank (after connect/accept).
+  const std::vector<std::string>& hosts() const { return hosts_; }
+
+  // Every rank's blob, by rank (a collective over the bootstrap sockets).
+  Result<std::vector<std::string>> allGather(std::string_view mine);
+  Status barrier();
+
+ private:
+  Bootstrap() = default;
+  BootstrapConfig config_;
+  int port_ = 0;
+  int listenFd_ = -1;
+  std::vector<int> peerFds_;  // rank 0: socket of each rank (-1 for itself)
+  int rootFd_ = -1;           // others: socket to rank 0
+  std::vector<std::string> hosts_;
+};
+
+}  // namespace chorus::runtime

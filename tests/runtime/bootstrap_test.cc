@@ -1,0 +1,203 @@
+// Bootstrap over real loopback TCP, ranks as threads: the table, all-gather,
+// barrier; a wrong secret and garbage bytes refused while the real ranks
+// still join; the wire decoder on every truncation and on random bytes; the
+// environment conventions of Chorus, torchrun and OpenMPI.
+#include "runtime/bootstrap.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <thread>
+
+namespace chorus::runtime {
+namespace {
+
+BootstrapConfig config(int rank, int n, int port, std::string secret = "s3cret") {
+  BootstrapConfig c;
+  c.rank = rank;
+  c.nranks = n;
+  c.rootPort = port;
+  c.secret = std::move(secret);
+  c.timeoutMs = 20000;
+  return c;
+}
+
+TEST(Bootstrap, RanksJoinAllGatherAndBarrier) {
+  const int n = 4;
+  auto root = Bootstrap::listen(config(0, n, 0));
+  ASSERT_TRUE(root.isOk()) << root.status().message();
+  int port = root.value()->rootPort();
+  ASSERT_GT(port, 0);
+  std::vector<std::string> got(n);
+  std::vector<std::thread> ts;
+  std::vector<Status> st(n);
+  for (int r = 1; r < n; ++r) {
+    ts.emplace_back([&, r] {
+      auto b = Bootstrap::connect(config(r, n, port));
+      if (!b.isOk()) {
+        st[static_cast<size_t>(r)] = b.status();
+        return;
+      }
+      EXPECT_EQ(b.value()->hosts().size(), static_cast<size_t>(n));
+      auto all = b.value()->allGather("blob" + std::to_string(r));
+      if (all.isOk()) got[static_cast<size_t>(r)] = all.value()[0] + all.value()[3];
+      st[static_cast<size_t>(r)] = b.value()->barrier();
+    });
+  }
+  ASSERT_TRUE(root.value()->accept().isOk());
+  for (const std::string& h : root.value()->hosts()) EXPECT_EQ(h, hostIdentity());
+  auto all = root.value()->allGather("blob0");
+  ASSERT_TRUE(all.isOk()) << all.status().message();
+  EXPECT_EQ(all.value(), (std::vector<std::string>{"blob0", "blob1", "blob2", "blob3"}));
+  EXPECT_TRUE(root.value()->barrier().isOk());
+  for (auto& t : ts) t.join();
+  for (int r = 1; r < n; ++r) {
+    EXPECT_TRUE(st[static_cast<size_t>(r)].isOk()) << st[static_cast<size_t>(r)].message();
+    EXPECT_EQ(got[static_cast<size_t>(r)], "blob0blob3");
+  }
+}
+
+TEST(Bootstrap, WrongSecretAndGarbageAreRefusedRealRanksStillJoin) {
+  auto root = Bootstrap::listen(config(0, 2, 0));
+  ASSERT_TRUE(root.isOk());
+  int port = root.value()->rootPort();
+  std::thread intruders([port] {
+    // Garbage bytes, then a hello with the wrong secret, then the real rank.
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    const char junk[] = "\x10\x00\x00\x00GET / HTTP/1.1\r\n";
+    ASSERT_GT(::send(fd, junk, sizeof junk - 1, 0), 0);
+    char c;
+    EXPECT_EQ(::recv(fd, &c, 1, 0), 0);  // the root hangs up
+    ::close(fd);
+    BootstrapConfig bad = config(1, 2, port, "guess");
+    bad.timeoutMs = 3000;
+    auto b = Bootstrap::connect(bad);
+    ASSERT_FALSE(b.isOk());
+    EXPECT_NE(b.status().message().find("not admitted"), std::string::npos) << b.status().message();
+    auto good = Bootstrap::connect(config(1, 2, port));
+    EXPECT_TRUE(good.isOk()) << good.status().message();
+  });
+  Status st = root.value()->accept();
+  intruders.join();
+  EXPECT_TRUE(st.isOk()) << st.message();
+}
+
+TEST(Bootstrap, MissingRankTimesOut) {
+  BootstrapConfig c = config(0, 3, 0);
+  c.timeoutMs = 300;
+  auto b = Bootstrap::connect(c);
+  ASSERT_FALSE(b.isOk());
+  EXPECT_EQ(b.status().code(), StatusCode::kTimeout);
+  EXPECT_NE(b.status().message().find("ranks 1 2 did not join"), std::string::npos)
+      << b.status().message();
+}
+
+TEST(BootstrapWire, HelloRoundTripAndEveryTruncationRejected) {
+  wire::Hello h{"secret", 3, 8, "host/boot"};
+  std::string bytes = wire::encodeHello(h);
+  auto back = wire::decodeHello(bytes);
+  ASSERT_TRUE(back.isOk());
+  EXPECT_EQ(back.value().rank, 3u);
+  EXPECT_EQ(back.value().host, "host/boot");
+  for (size_t len = 0; len < bytes.size(); ++len)
+    EXPECT_FALSE(wire::decodeHello(bytes.substr(0, len)).isOk()) << len;
+  EXPECT_FALSE(wire::decodeHello(bytes + "x").isOk());
+  EXPECT_FALSE(wire::decodeHello(wire::encodeHello({"s", 8, 8, "h"})).isOk());  // rank >= nranks
+  auto blobs = wire::decodeBlobs(wire::encodeBlobs({"a", "", "ccc"}), 3);
+  ASSERT_TRUE(blobs.isOk());
+  EXPECT_EQ(blobs.value()[2], "ccc");
+  EXPECT_FALSE(wire::decodeBlobs(wire::encodeBlobs({"a"}), 2).isOk());
+}
+
+TEST(BootstrapWire, RandomBytesNeverCrash) {
+  std::mt19937 rng(7);
+  std::string valid = wire::encodeHello({"secret", 1, 4, "h"});
+  for (int i = 0; i < 20000; ++i) {
+    std::string b = valid;
+    // Flip, insert or cut a few bytes of a valid message, or pure noise.
+    if (i % 4 == 0) {
+      b.assign(rng() % 64, '\0');
+      for (char& c : b) c = static_cast<char>(rng());
+    } else {
+      for (int k = 0; k < 1 + i % 3; ++k) b[rng() % b.size()] = static_cast<char>(rng());
+    }
+    (void)wire::decodeHello(b);
+    (void)wire::decodeBlobs(b, 3);
+  }
+}
+
+TEST(BootstrapEnvironment, ChorusTorchrunAndOpenMpiConventions) {
+  for (const char* v : {"CHORUS_RANK", "CHORUS_WORLD_SIZE", "CHORUS_ROOT", "CHORUS_SECRET",
+                        "CHORUS_ROOT_FILE", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"})
+    unsetenv(v);
+  EXPECT_EQ(bootstrapConfigFromEnvironment().status().code(), StatusCode::kNotFound);
+
+  setenv("CHORUS_RANK", "2", 1);
+  setenv("CHORUS_WORLD_SIZE", "4", 1);
+  setenv("CHORUS_ROOT", "10.0.0.1:29500", 1);
+  setenv("CHORUS_SECRET", "abc", 1);
+  auto c = bootstrapConfigFromEnvironment();
+  ASSERT_TRUE(c.isOk()) << c.status().message();
+  EXPECT_EQ(c.value().rank, 2);
+  EXPECT_EQ(c.value().nranks, 4);
+  EXPECT_EQ(c.value().rootHost, "10.0.0.1");
+  EXPECT_EQ(c.value().rootPort, 29500);
+  EXPECT_EQ(c.value().secret, "abc");
+  setenv("CHORUS_RANK", "4", 1);
+  EXPECT_NE(bootstrapConfigFromEnvironment().status().message().find("CHORUS_RANK='4'"),
+            std::string::npos);
+  unsetenv("CHORUS_RANK");
+  unsetenv("CHORUS_WORLD_SIZE");
+  unsetenv("CHORUS_ROOT");
+  unsetenv("CHORUS_SECRET");
+
+  setenv("RANK", "1", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  EXPECT_NE(bootstrapConfigFromEnvironment().status().message().find("no root address"),
+            std::string::npos);
+  setenv("MASTER_ADDR", "localhost", 1);
+  setenv("MASTER_PORT", "1234", 1);
+  c = bootstrapConfigFromEnvironment();
+  ASSERT_TRUE(c.isOk());
+  EXPECT_EQ(c.value().rootHost, "localhost");
+  EXPECT_EQ(c.value().rootPort, 1234);
+  EXPECT_EQ(c.value().secret, "addr:localhost:1234");
+  for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(v);
+
+  std::string file = ::testing::TempDir() + "chorus_root";
+  std::ofstream(file) << "127.0.0.1:4321\n";
+  setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
+  setenv("CHORUS_ROOT_FILE", file.c_str(), 1);
+  c = bootstrapConfigFromEnvironment();
+  ASSERT_TRUE(c.isOk()) << c.status().message();
+  EXPECT_EQ(c.value().nranks, 3);
+  EXPECT_EQ(c.value().rootPort, 4321);
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "CHORUS_ROOT_FILE"})
+    unsetenv(v);
+}
+
+TEST(BootstrapWire, RootIdRoundTrip) {
+  auto c = decodeRootId(encodeRootId("127.0.0.1", 4000, "k3y"));
+  ASSERT_TRUE(c.isOk());
+  EXPECT_EQ(c.value().rootHost, "127.0.0.1");
+  EXPECT_EQ(c.value().rootPort, 4000);
+  EXPECT_EQ(c.value().secret, "k3y");
+  EXPECT_FALSE(decodeRootId("chorus-local:1").isOk());
+  EXPECT_FALSE(decodeRootId("chorus-tcp:host:notaport:k").isOk());
+}
+
+}  // namespace
+}  // namespace chorus::runtime
