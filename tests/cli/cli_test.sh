@@ -94,5 +94,13 @@ check selection-skips-broken 0 'WARN skipping algorithm: .*0_broken.xml' -- env 
 check selection-builtin 0 'built-in ring_allreduce' -- env MSCCL_XML_FILES="$msccl/ap4ll.xml" CHORUS_DEBUG=INFO \
   "$chorus" perf allreduce --ranks 8 -b 4M -e 4M -n 1 -w 0 --check
 
+# launch: N local processes with the rank variables, output prefixed, failure propagated.
+check launch-env 0 '^\[2\] rank=2 of 3 root=127\.0\.0\.1:[0-9]+$' -- "$chorus" launch -n 3 -- \
+  sh -c 'echo rank=$CHORUS_RANK of $CHORUS_WORLD_SIZE root=$CHORUS_ROOT'
+check launch-fail 3 'rank 1 exited with 3; stopping the others' -- "$chorus" launch -n 3 -- \
+  sh -c 'if [ $CHORUS_RANK = 1 ]; then exit 3; fi; sleep 60'
+check launch-missing 127 "cannot run '/nonexistent/prog'" -- "$chorus" launch -n 2 -- /nonexistent/prog
+check launch-usage 2 '' -- "$chorus" launch -n 2
+
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

@@ -62,6 +62,16 @@ struct PerfArgs {
 // (--check), 2 bad arguments or a failed call.
 int runPerf(const PerfArgs& args);
 
+struct LaunchArgs {
+  int nprocs = 1;
+  std::vector<std::string> command;  // PROGRAM ARGS
+};
+// Starts N local processes as ranks (environment: CHORUS_RANK,
+// CHORUS_WORLD_SIZE, CHORUS_LOCAL_RANK, CHORUS_ROOT, CHORUS_SECRET).
+// Exit: 0 when all succeed, else the first failing rank's code (128 + signal
+// for a signal), 2 for bad arguments.
+int runLaunch(const LaunchArgs& args);
+
 // Lists diagnostic codes, or explains one.
 int runExplain(const std::string& code);
 

@@ -56,6 +56,14 @@ int main(int argc, char** argv) {
   p->add_flag("--check,-c", perf.check, "check every result; exit 1 if any is wrong");
   p->add_flag("--csv", perf.csv, "CSV rows with a header instead of the table");
 
+  chorus::cli::LaunchArgs launch;
+  auto* l =
+      app.add_subcommand("launch", "start N local processes as the ranks of one communicator");
+  l->add_option("-n,--nprocs", launch.nprocs, "number of processes (ranks)")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  l->add_option("command", launch.command, "-- PROGRAM ARGS")->required();
+
   chorus::cli::RunArgs run;
   auto* r = app.add_subcommand("run", "run an algorithm file on CPU ranks (threads) and time it");
   r->add_option("file", run.file, "algorithm file (MSCCL XML or Chorus JSON)")->required();
@@ -99,5 +107,6 @@ int main(int argc, char** argv) {
   if (*e) return chorus::cli::runExplain(code);
   if (*r) return chorus::cli::runRun(run);
   if (*p) return chorus::cli::runPerf(perf);
+  if (*l) return chorus::cli::runLaunch(launch);
   return 2;
 }

@@ -1,0 +1,211 @@
+// `chorus launch -n N -- PROGRAM ARGS`: starts N local processes of PROGRAM
+// as ranks of one communicator (CHORUS_RANK, CHORUS_WORLD_SIZE,
+// CHORUS_LOCAL_RANK, CHORUS_ROOT, CHORUS_SECRET in their environment),
+// forwards their output line by line prefixed with the rank, and when one
+// fails kills the others and returns its exit code.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tools/chorus/commands.h"
+
+namespace chorus::cli {
+
+namespace {
+
+// A port that was free a moment ago (rank 0 binds it for the bootstrap).
+int freePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+std::string randomSecret() {
+  std::random_device rd;
+  std::string s;
+  const char* hex = "0123456789abcdef";
+  for (int i = 0; i < 32; ++i) s += hex[rd() % 16];
+  return s;
+}
+
+struct Child {
+  pid_t pid = -1;
+  int out = -1;         // read end of its stdout+stderr
+  std::string partial;  // output not yet ended by a newline
+  bool exited = false;
+  int code = 0;
+};
+
+void flushLines(int rank, Child& c, bool all) {
+  size_t start = 0, nl;
+  while ((nl = c.partial.find('\n', start)) != std::string::npos) {
+    std::printf("[%d] %.*s\n", rank, static_cast<int>(nl - start), c.partial.data() + start);
+    start = nl + 1;
+  }
+  c.partial.erase(0, start);
+  if (all && !c.partial.empty()) {
+    std::printf("[%d] %s\n", rank, c.partial.c_str());
+    c.partial.clear();
+  }
+  std::fflush(stdout);
+}
+
+// Set by SIGINT/SIGTERM/SIGHUP to the launcher: the ranks run in their own
+// process groups (so one rank can be stopped with all it started), so the
+// launcher passes the signal on itself.
+volatile sig_atomic_t interrupted = 0;
+void onSignal(int sig) { interrupted = sig; }
+
+int exitCode(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+}  // namespace
+
+int runLaunch(const LaunchArgs& a) {
+  if (a.nprocs < 1 || a.command.empty()) {
+    std::fprintf(stderr, "chorus launch: need -n N >= 1 and a program after --\n");
+    return 2;
+  }
+  int port = freePort();
+  if (port < 0) {
+    std::fprintf(stderr, "chorus launch: no free TCP port on 127.0.0.1: %s\n",
+                 std::strerror(errno));
+    return 2;
+  }
+  std::string root = "127.0.0.1:" + std::to_string(port);
+  struct sigaction sa {};
+  sa.sa_handler = onSignal;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  std::string secret = randomSecret();
+  std::vector<Child> kids(static_cast<size_t>(a.nprocs));
+  for (int r = 0; r < a.nprocs; ++r) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+      std::perror("chorus launch: pipe");
+      return 2;
+    }
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      std::perror("chorus launch: fork");
+      return 2;
+    }
+    if (pid == 0) {
+      ::setpgid(0, 0);  // its own group: stopping a rank stops what it started
+      ::dup2(fds[1], 1);
+      ::dup2(fds[1], 2);
+      ::setenv("CHORUS_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("CHORUS_LOCAL_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("CHORUS_WORLD_SIZE", std::to_string(a.nprocs).c_str(), 1);
+      ::setenv("CHORUS_ROOT", root.c_str(), 1);
+      ::setenv("CHORUS_SECRET", secret.c_str(), 1);
+      std::vector<char*> argv;
+      for (const std::string& s : a.command) argv.push_back(const_cast<char*>(s.c_str()));
+      argv.push_back(nullptr);
+      ::execvp(argv[0], argv.data());
+      std::fprintf(stderr, "chorus launch: cannot run '%s': %s\n", argv[0], std::strerror(errno));
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    ::setpgid(pid, pid);  // also here: no race with the child's own call
+    ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    kids[static_cast<size_t>(r)].pid = pid;
+    kids[static_cast<size_t>(r)].out = fds[0];
+  }
+
+  int firstFailure = 0;
+  bool killing = false;
+  auto killAt = std::chrono::steady_clock::time_point::max();
+  size_t running = kids.size();
+  while (running > 0) {
+    std::vector<pollfd> pfds;
+    std::vector<size_t> who;
+    for (size_t r = 0; r < kids.size(); ++r)
+      if (kids[r].out >= 0) {
+        pfds.push_back({kids[r].out, POLLIN, 0});
+        who.push_back(r);
+      }
+    if (!pfds.empty())
+      ::poll(pfds.data(), pfds.size(), 100);
+    else
+      ::usleep(20000);
+    for (size_t i = 0; i < pfds.size(); ++i) {
+      if ((pfds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      Child& c = kids[who[i]];
+      char buf[65536];
+      ssize_t n = ::read(c.out, buf, sizeof buf);
+      if (n > 0) {
+        c.partial.append(buf, static_cast<size_t>(n));
+        flushLines(static_cast<int>(who[i]), c, false);
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        flushLines(static_cast<int>(who[i]), c, true);
+        ::close(c.out);
+        c.out = -1;
+      }
+    }
+    for (size_t r = 0; r < kids.size(); ++r) {
+      Child& c = kids[r];
+      int status = 0;
+      if (c.exited || ::waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
+      c.exited = true;
+      c.code = exitCode(status);
+      --running;
+      if (c.code != 0 && firstFailure == 0 && !killing) {
+        firstFailure = c.code;
+        std::fprintf(stderr, "chorus launch: rank %zu exited with %d; stopping the others\n", r,
+                     c.code);
+        killing = true;
+        for (Child& o : kids) ::kill(-o.pid, SIGTERM);
+        killAt = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      }
+    }
+    if (interrupted != 0 && !killing) {
+      std::fprintf(stderr, "chorus launch: signal %d; stopping the ranks\n", interrupted);
+      firstFailure = 128 + interrupted;
+      killing = true;
+      for (Child& o : kids) ::kill(-o.pid, SIGTERM);
+      killAt = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    }
+    if (killing && std::chrono::steady_clock::now() > killAt) {
+      for (Child& o : kids) ::kill(-o.pid, SIGKILL);
+      killAt = std::chrono::steady_clock::time_point::max();
+    }
+  }
+  for (size_t r = 0; r < kids.size(); ++r) {
+    Child& c = kids[r];
+    if (c.out >= 0) {
+      char buf[65536];
+      ssize_t n;
+      while ((n = ::read(c.out, buf, sizeof buf)) > 0)
+        c.partial.append(buf, static_cast<size_t>(n));
+      flushLines(static_cast<int>(r), c, true);
+      ::close(c.out);
+    }
+  }
+  return firstFailure;
+}
+
+}  // namespace chorus::cli
