@@ -11,6 +11,7 @@
 #include "core/check.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define CHORUS_X86_DISPATCH 1
 #else
@@ -248,7 +249,11 @@ template <ReduceOp kOp>
 bool cpuHas(const char* feature) {
   __builtin_cpu_init();
   if (std::string_view(feature) == "avx2") return __builtin_cpu_supports("avx2");
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  // F16C straight from CPUID leaf 1 (ECX bit 29): clang's
+  // __builtin_cpu_supports does not know the feature.
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  bool f16c = __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & (1u << 29)) != 0;
+  return __builtin_cpu_supports("avx2") && f16c;
 }
 #endif
 
