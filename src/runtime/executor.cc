@@ -225,7 +225,7 @@ void RankExecutor::planRefs() {
       bool fromSrc = s.type == StepType::kSend;
       if (!fromSrc && s.type != StepType::kRecvCopySend && s.type != StepType::kRecvReduceCopySend)
         continue;
-      if (chunkBytes == 0) continue;
+      if (chunkBytes == 0 || sendPorts_[t] == nullptr || !sendPorts_[t]->supportsRefs()) continue;
       Region msg =
           fromSrc ? region(s.srcBuf, s.srcOff, s.count) : region(s.dstBuf, s.dstOff, s.count);
       bool stable = true;

@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstring>
 #include <ctime>
+#include <new>
 
 #include "core/check.h"
 
@@ -25,7 +26,7 @@ long futex(const std::atomic<uint32_t>* addr, int op, uint32_t val, const timesp
 void Doorbell::ring() {
   v_.fetch_add(1, std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_seq_cst) != 0)
-    futex(&v_, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr);
+    futex(&v_, shared_ ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, INT_MAX, nullptr);
 }
 
 void Doorbell::wait(uint32_t seen, int timeoutMs) const {
@@ -34,76 +35,114 @@ void Doorbell::wait(uint32_t seen, int timeoutMs) const {
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
   if (v_.load(std::memory_order_seq_cst) == seen) {
     timespec ts{timeoutMs / 1000, static_cast<long>(timeoutMs % 1000) * 1000000L};
-    futex(&v_, FUTEX_WAIT_PRIVATE, seen, timeoutMs < 0 ? nullptr : &ts);
+    futex(&v_, shared_ ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, seen, timeoutMs < 0 ? nullptr : &ts);
   }
   sleepers_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
+size_t LocalConnection::ringBytes(int slots, size_t slotBytes) {
+  size_t header = (sizeof(RingHeader) + 63) / 64 * 64;
+  size_t sizes = (static_cast<size_t>(slots) * sizeof(uint64_t) + 63) / 64 * 64;
+  return header + sizes + static_cast<size_t>(slots) * (slotBytes == 0 ? 1 : slotBytes);
+}
+
+void LocalConnection::layOut(unsigned char* memory, bool create) {
+  memory_ = memory;
+  size_t header = (sizeof(RingHeader) + 63) / 64 * 64;
+  size_t sizes = (static_cast<size_t>(slots_) * sizeof(uint64_t) + 63) / 64 * 64;
+  ring_ = create ? new (memory) RingHeader() : reinterpret_cast<RingHeader*>(memory);
+  sizes_ = reinterpret_cast<uint64_t*>(memory + header);
+  storage_ = memory + header + sizes;
+  if (create) {
+    ring_->slots = static_cast<uint32_t>(slots_);
+    ring_->slotBytes = slotBytes_;
+    // Touch every page now: first touch is expensive and must not happen on
+    // the critical path of a collective.
+    std::memset(memory + header, 0, ringBytes(slots_, slotBytes_) - header);
+  }
+  CHORUS_CHECK(ring_->magic == RingHeader::kMagic &&
+                   ring_->slots == static_cast<uint32_t>(slots_) && ring_->slotBytes == slotBytes_,
+               "a connection ring does not have the layout both sides agreed on");
+}
+
 LocalConnection::LocalConnection(int slots, size_t slotBytes)
+    : slots_(slots), slotBytes_(slotBytes), refs_(static_cast<size_t>(slots), nullptr) {
+  CHORUS_CHECK(slots > 0, "a connection needs at least one slot");
+  ownsMemory_ = true;
+  layOut(new (std::align_val_t(64)) unsigned char[ringBytes(slots, slotBytes)], true);
+}
+
+LocalConnection::LocalConnection(void* memory, bool create, int slots, size_t slotBytes)
     : slots_(slots),
       slotBytes_(slotBytes),
-      storage_(new unsigned char[static_cast<size_t>(slots) * (slotBytes == 0 ? 1 : slotBytes)]),
-      sizes_(static_cast<size_t>(slots), 0),
+      refsAllowed_(false),
       refs_(static_cast<size_t>(slots), nullptr) {
   CHORUS_CHECK(slots > 0, "a connection needs at least one slot");
-  // Touch every page now: first touch is expensive and must not happen on
-  // the critical path of a collective.
-  std::memset(storage_.get(), 0, static_cast<size_t>(slots) * (slotBytes == 0 ? 1 : slotBytes));
+  layOut(static_cast<unsigned char*>(memory), create);
+}
+
+LocalConnection::~LocalConnection() {
+  if (ownsMemory_) {
+    ring_->~RingHeader();
+    ::operator delete[](memory_, std::align_val_t(64));
+  }
 }
 
 uint64_t LocalConnection::inFlight() const {
-  return head_.load(std::memory_order_acquire) - tail_.load(std::memory_order_acquire);
+  return ring_->head.load(std::memory_order_acquire) - ring_->tail.load(std::memory_order_acquire);
 }
 
 void LocalConnection::reset() {
-  head_.store(0, std::memory_order_relaxed);
-  tail_.store(0, std::memory_order_relaxed);
+  ring_->head.store(0, std::memory_order_relaxed);
+  ring_->tail.store(0, std::memory_order_relaxed);
 }
 
 void LocalConnection::publish(uint64_t head, size_t bytes, const void* ref) {
   size_t slot = head % static_cast<uint64_t>(slots_);
   sizes_[slot] = bytes;
   refs_[slot] = ref;
-  head_.store(head + 1, std::memory_order_release);
+  ring_->head.store(head + 1, std::memory_order_release);
   if (receiverBell_ != nullptr) receiverBell_->ring();
 }
 
 void* LocalConnection::Sender::tryAcquire(size_t bytes) {
   CHORUS_CHECK(bytes <= c_.slotBytes_, "message larger than the connection's slots");
-  uint64_t head = c_.head_.load(std::memory_order_relaxed);
-  if (head - c_.tail_.load(std::memory_order_acquire) >= static_cast<uint64_t>(c_.slots_))
+  uint64_t head = c_.ring_->head.load(std::memory_order_relaxed);
+  if (head - c_.ring_->tail.load(std::memory_order_acquire) >= static_cast<uint64_t>(c_.slots_))
     return nullptr;
-  return c_.storage_.get() + (head % static_cast<uint64_t>(c_.slots_)) * c_.slotBytes_;
+  return c_.storage_ + (head % static_cast<uint64_t>(c_.slots_)) * c_.slotBytes_;
 }
 
 void LocalConnection::Sender::commit(size_t bytes) {
-  c_.publish(c_.head_.load(std::memory_order_relaxed), bytes, nullptr);
+  c_.publish(c_.ring_->head.load(std::memory_order_relaxed), bytes, nullptr);
 }
 
 bool LocalConnection::Sender::tryPostRef(const void* data, size_t bytes) {
-  uint64_t head = c_.head_.load(std::memory_order_relaxed);
-  if (head - c_.tail_.load(std::memory_order_acquire) >= static_cast<uint64_t>(c_.slots_))
+  if (!c_.refsAllowed_) return false;
+  uint64_t head = c_.ring_->head.load(std::memory_order_relaxed);
+  if (head - c_.ring_->tail.load(std::memory_order_acquire) >= static_cast<uint64_t>(c_.slots_))
     return false;
   c_.publish(head, bytes, data);
   return true;
 }
 
 bool LocalConnection::Sender::drained() const {
-  return c_.tail_.load(std::memory_order_acquire) == c_.head_.load(std::memory_order_relaxed);
+  return c_.ring_->tail.load(std::memory_order_acquire) ==
+         c_.ring_->head.load(std::memory_order_relaxed);
 }
 
 const void* LocalConnection::Receiver::tryPeek(size_t* bytes) {
-  uint64_t tail = c_.tail_.load(std::memory_order_relaxed);
-  if (c_.head_.load(std::memory_order_acquire) == tail) return nullptr;
+  uint64_t tail = c_.ring_->tail.load(std::memory_order_relaxed);
+  if (c_.ring_->head.load(std::memory_order_acquire) == tail) return nullptr;
   size_t slot = tail % static_cast<uint64_t>(c_.slots_);
-  *bytes = c_.sizes_[slot];
+  *bytes = static_cast<size_t>(c_.sizes_[slot]);
   if (c_.refs_[slot] != nullptr) return c_.refs_[slot];
-  return c_.storage_.get() + slot * c_.slotBytes_;
+  return c_.storage_ + slot * c_.slotBytes_;
 }
 
 void LocalConnection::Receiver::release() {
-  uint64_t tail = c_.tail_.load(std::memory_order_relaxed);
-  c_.tail_.store(tail + 1, std::memory_order_release);
+  uint64_t tail = c_.ring_->tail.load(std::memory_order_relaxed);
+  c_.ring_->tail.store(tail + 1, std::memory_order_release);
   if (c_.senderBell_ != nullptr) c_.senderBell_->ring();
 }
 

@@ -24,6 +24,9 @@ namespace chorus::runtime {
 // sleeps.
 class Doorbell {
  public:
+  // `shared`: the doorbell lives in memory shared between processes (a
+  // shared futex); otherwise process-private (cheaper).
+  explicit Doorbell(bool shared = false) : shared_(shared) {}
   uint32_t value() const { return v_.load(std::memory_order_acquire); }
   void ring();
   // Returns once the value differs from `seen` (at once if it already does)
@@ -33,12 +36,34 @@ class Doorbell {
  private:
   std::atomic<uint32_t> v_{0};
   mutable std::atomic<uint32_t> sleepers_{0};
+  bool shared_ = false;
+};
+
+// The part of a connection that both sides touch: indices, message sizes and
+// slots, laid out in one block of memory (the heap for ranks in one process,
+// a shared-memory segment for ranks in two). Standard layout; head and tail
+// sit on their own cache lines.
+struct RingHeader {
+  static constexpr uint32_t kMagic = 0x52524843;  // "CHRR"
+  alignas(64) std::atomic<uint64_t> head{0};      // next message to commit (sender)
+  alignas(64) std::atomic<uint64_t> tail{0};      // next message to release (receiver)
+  alignas(64) uint32_t magic = kMagic;
+  uint32_t slots = 0;
+  uint64_t slotBytes = 0;
 };
 
 class LocalConnection {
  public:
-  // `slots` messages of up to `slotBytes` each may be in flight.
+  // `slots` messages of up to `slotBytes` each may be in flight; the ring
+  // lives on the heap and messages may travel by reference.
   LocalConnection(int slots, size_t slotBytes);
+  // A view over a ring in `memory` (ringBytes() long), e.g. a shared-memory
+  // segment mapped by both processes. `create`: initialize it (one side
+  // does, before the other attaches); otherwise attach and check it. No
+  // references: the peer cannot read this process's memory.
+  LocalConnection(void* memory, bool create, int slots, size_t slotBytes);
+  static size_t ringBytes(int slots, size_t slotBytes);
+  ~LocalConnection();
   LocalConnection(const LocalConnection&) = delete;
   LocalConnection& operator=(const LocalConnection&) = delete;
 
@@ -65,6 +90,7 @@ class LocalConnection {
     void* tryAcquire(size_t bytes) override;
     void commit(size_t bytes) override;
     bool tryPostRef(const void* data, size_t bytes) override;
+    bool supportsRefs() const override { return c_.refsAllowed_; }
     bool drained() const override;
 
    private:
@@ -80,14 +106,17 @@ class LocalConnection {
     LocalConnection& c_;
   };
   void publish(uint64_t head, size_t bytes, const void* ref);
+  void layOut(unsigned char* memory, bool create);
 
   const int slots_;
   const size_t slotBytes_;
-  std::unique_ptr<unsigned char[]> storage_;
-  std::vector<size_t> sizes_;
+  bool ownsMemory_ = false;
+  bool refsAllowed_ = true;
+  unsigned char* memory_ = nullptr;  // ringBytes(): header, sizes, slots
+  RingHeader* ring_ = nullptr;
+  uint64_t* sizes_ = nullptr;
+  unsigned char* storage_ = nullptr;
   std::vector<const void*> refs_;  // non-null: the message is the sender's memory
-  std::atomic<uint64_t> head_{0};  // next message to commit (sender)
-  std::atomic<uint64_t> tail_{0};  // next message to release (receiver)
   Doorbell* senderBell_ = nullptr;
   Doorbell* receiverBell_ = nullptr;
   Sender sender_{*this};

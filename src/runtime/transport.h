@@ -27,6 +27,8 @@ class SendPort {
   // The caller guarantees the memory stays unchanged until drained(). False
   // if all slots are full or the transport cannot share memory with the peer.
   virtual bool tryPostRef(const void* data, size_t bytes) = 0;
+  // Whether tryPostRef can ever succeed (the peer shares this address space).
+  virtual bool supportsRefs() const = 0;
   // True when the receiver has released every message sent so far.
   virtual bool drained() const = 0;
 };
