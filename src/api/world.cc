@@ -8,7 +8,6 @@
 
 #include "core/check.h"
 #include "core/log.h"
-#include "synth/classic.h"
 
 namespace chorus::api {
 
@@ -18,9 +17,6 @@ using runtime::VerifiedAlgorithm;
 
 namespace {
 
-// Largest allreduce (bytes) that runs recursive halving-doubling rather
-// than the ring: below it the step count (latency) dominates.
-constexpr size_t kSmallAllReduceBytes = 64 << 10;
 constexpr size_t kCachedCalls = 32;
 
 long envLong(const char* name, long fallback) {
@@ -97,7 +93,7 @@ struct World::Helper {
 };
 
 World::World(int nranks, WorldOptions options)
-    : n_(nranks), options_(options), nextSeq_(static_cast<size_t>(nranks), 0) {}
+    : n_(nranks), options_(options), nextSeq_(static_cast<size_t>(nranks), 0), builtins_(nranks) {}
 
 World::~World() {
   std::lock_guard<std::mutex> lock(helpersMu_);
@@ -218,18 +214,6 @@ Status World::waitP2p(Ticket& t) {
   return t.status;
 }
 
-Result<std::shared_ptr<const VerifiedAlgorithm>> World::builtin(std::string_view name, int root) {
-  auto key = std::make_pair(std::string(name), root);
-  auto it = builtins_.find(key);
-  if (it != builtins_.end()) return it->second;
-  auto algo = synth::makeClassic(name, n_, std::max(root, 0));
-  if (!algo.isOk()) return algo.status();
-  auto va = VerifiedAlgorithm::make(std::move(algo).value());
-  CHORUS_CHECK(va.isOk(), "a built-in algorithm fails verification");
-  builtins_[key] = va.value();
-  return va.value();
-}
-
 Result<std::shared_ptr<PreparedCall>> World::prepared(
     const std::shared_ptr<const VerifiedAlgorithm>& va, const std::vector<CallArgs>& calls) {
   CacheKey key{va.get(), calls[0].count, calls[0].type, calls[0].op, {}};
@@ -277,80 +261,12 @@ Status World::plan(Assembly& a, std::vector<std::string>* why) {
   req.type = op0.args.type;
   req.op = op0.args.op;
   req.root = op0.root;
-  if (isRooted(req.collective) && (req.root < 0 || req.root >= n_))
-    return Status(StatusCode::kInvalidArgument, "root " + std::to_string(req.root) +
-                                                    " is not a rank of this " + std::to_string(n_) +
-                                                    "-rank communicator");
-
-  std::shared_ptr<const VerifiedAlgorithm> va = op0.algo;
-  if (va != nullptr) {
-    req.collective = va->algo().collective;
-    std::string no = runtime::ineligibility(*va, req, /*sizeRange=*/false);
-    if (!no.empty())
-      return Status(StatusCode::kInvalidArgument,
-                    "algorithm '" + va->algo().name + "' cannot run this call: " + no);
-    if (why) why->push_back("explicit algorithm '" + va->algo().name + "'");
-  } else {
-    va = globalRegistry().select(req, why);
-  }
-  size_t tail = 0;
-  if (va == nullptr) {
-    std::string name;
-    switch (req.collective) {
-      case CollectiveKind::kAllReduce:
-        name = requestBytes(req) <= kSmallAllReduceBytes && n_ > 2 ? "halving_doubling_allreduce"
-                                                                   : "ring_allreduce";
-        break;
-      case CollectiveKind::kAllGather:
-        name = "ring_allgather";
-        break;
-      case CollectiveKind::kReduceScatter:
-        name = "ring_reducescatter";
-        break;
-      case CollectiveKind::kAllToAll:
-        name = "pairwise_alltoall";
-        break;
-      case CollectiveKind::kBroadcast:
-        name = "chain_broadcast";
-        break;
-      case CollectiveKind::kReduce:
-        name = "chain_reduce";
-        break;
-      default:
-        return Status(StatusCode::kUnsupported,
-                      "no built-in algorithm for " + std::string(collectiveName(req.collective)));
-    }
-    auto b = builtin(name, req.root);
-    if (!b.isOk()) return b.status();
-    va = b.value();
-    // A count the chunks do not divide: the divisible prefix runs on the
-    // chosen algorithm, the rest on the one-chunk chain.
-    tail = req.count % runtime::countQuantum(va->algo());
-    if (why) {
-      why->push_back(
-          "built-in " + name + " (" + std::to_string(requestBytes(req)) + " bytes)" +
-          (tail ? ", last " + std::to_string(tail) + " elements on chain_allreduce" : ""));
-    }
-  }
-  size_t main = req.count - tail;
-  if (main > 0 || tail == 0) {
-    std::vector<CallArgs> head = calls;
-    for (CallArgs& c : head) c.count = main;
-    auto pc = prepared(va, head);
-    if (!pc.isOk()) return pc.status();
-    a.parts.push_back(pc.value());
-  }
-  if (tail > 0) {
-    auto chain = builtin("chain_allreduce", -1);
-    if (!chain.isOk()) return chain.status();
-    size_t skip = main * dataTypeSize(req.type);
-    std::vector<CallArgs> rest = calls;
-    for (CallArgs& c : rest) {
-      c.sendbuff = static_cast<const unsigned char*>(c.sendbuff) + skip;
-      c.recvbuff = static_cast<unsigned char*>(c.recvbuff) + skip;
-      c.count = tail;
-    }
-    auto pc = prepared(chain.value(), rest);
+  auto parts = planParts(req, op0.algo, builtins_, why);
+  if (!parts.isOk()) return parts.status();
+  for (const PlanPart& p : parts.value()) {
+    std::vector<CallArgs> mine = calls;
+    for (CallArgs& c : mine) c = partArgs(c, p);
+    auto pc = prepared(p.va, mine);
     if (!pc.isOk()) return pc.status();
     a.parts.push_back(pc.value());
   }

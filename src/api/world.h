@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/plan.h"
 #include "core/status.h"
 #include "runtime/driver.h"
 #include "runtime/selection.h"
@@ -99,8 +100,6 @@ class World : public std::enable_shared_from_this<World> {
 
   void resolve(Assembly& a);  // mu_ held
   Status plan(Assembly& a, std::vector<std::string>* why);
-  Result<std::shared_ptr<const runtime::VerifiedAlgorithm>> builtin(std::string_view name,
-                                                                    int root);
   Result<std::shared_ptr<runtime::PreparedCall>> prepared(
       const std::shared_ptr<const runtime::VerifiedAlgorithm>& va,
       const std::vector<runtime::CallArgs>& calls);
@@ -117,8 +116,7 @@ class World : public std::enable_shared_from_this<World> {
   Status error_;
   std::vector<uint64_t> nextSeq_;
   std::map<uint64_t, std::shared_ptr<Assembly>> assemblies_;
-  std::map<std::pair<std::string, int>, std::shared_ptr<const runtime::VerifiedAlgorithm>>
-      builtins_;
+  BuiltinCache builtins_;
   std::map<const runtime::VerifiedAlgorithm*, std::shared_ptr<runtime::LocalFabric>> fabrics_;
   std::map<CacheKey, CacheEntry> calls_;
   uint64_t useClock_ = 0;

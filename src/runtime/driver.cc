@@ -69,26 +69,32 @@ struct Session {
   }
 };
 
+Status Session::runRank(size_t r, const RankRunOptions& o) {
+  return runRankLoop(*ranks[r], fabric->bell(static_cast<int>(r)), static_cast<int>(r), o,
+                     &progress, &state[r]);
+}
+
 // One rank's part of one run: advance until done, sleeping on the rank's
 // doorbell while blocked; then wait for the messages it lent by reference.
-Status Session::runRank(size_t r, const RankRunOptions& o) {
-  RankExecutor& x = *ranks[r];
-  Doorbell& bell = fabric->bell(static_cast<int>(r));
+Status runRankLoop(RankExecutor& x, Doorbell& bell, int rank, const RankRunOptions& o,
+                   std::atomic<uint64_t>* progress, std::atomic<int>* state) {
+  auto setState = [state](int v) {
+    if (state != nullptr) state->store(v, std::memory_order_release);
+  };
   x.reset();
-  state[r].store(kRunning, std::memory_order_release);
+  setState(kRunning);
   auto lastProgress = std::chrono::steady_clock::now();
   Status result;
   for (;;) {
     if (o.abort != nullptr && o.abort->load(std::memory_order_acquire)) {
-      result = Status(StatusCode::kAborted, "rank " + std::to_string(r) + ": call aborted");
+      result = Status(StatusCode::kAborted, "rank " + std::to_string(rank) + ": call aborted");
       break;
     }
     uint32_t seen = bell.value();  // read before trying: no lost wake-up
     Progress p = x.advance();
-    bool finishedRank = x.done() && x.sendsDrained();
-    if (finishedRank) break;
+    if (x.done() && x.sendsDrained()) break;
     if (p == Progress::kProgress) {
-      progress.fetch_add(1, std::memory_order_relaxed);
+      if (progress != nullptr) progress->fetch_add(1, std::memory_order_relaxed);
       lastProgress = std::chrono::steady_clock::now();
       continue;
     }
@@ -102,18 +108,18 @@ Status Session::runRank(size_t r, const RankRunOptions& o) {
                         .count();
       if (waited >= o.timeoutMs) {
         std::string msg =
-            "rank " + std::to_string(r) + ": no progress for " + std::to_string(waited) + " ms";
+            "rank " + std::to_string(rank) + ": no progress for " + std::to_string(waited) + " ms";
         for (const std::string& w : x.waiting()) msg += "\n  " + w;
         result = Status(StatusCode::kTimeout, msg);
         break;
       }
     }
-    state[r].store(kAsleep, std::memory_order_release);
+    setState(kAsleep);
     // Sleep in bounded naps so aborts and timeouts are noticed.
     bell.wait(seen, o.abort != nullptr || o.timeoutMs >= 0 ? 50 : -1);
-    state[r].store(kRunning, std::memory_order_release);
+    setState(kRunning);
   }
-  state[r].store(kFinished, std::memory_order_release);
+  setState(kFinished);
   return result;
 }
 
@@ -299,6 +305,48 @@ Status PreparedCall::runThreaded(const ThreadedOptions& options) {
   }
   lock.unlock();
   return finish(Status::ok());
+}
+
+Result<std::unique_ptr<RankCall>> RankCall::make(const VerifiedAlgorithm& va, int rank,
+                                                 const CallArgs& call, size_t sliceBytes,
+                                                 std::shared_ptr<Fabric> fabric) {
+  const ir::Algorithm& a = va.algo();
+  Result<Geometry> plan = planRankCall(va, rank, call, sliceBytes);
+  if (!plan.isOk()) return plan.status();
+  const Geometry& g = plan.value();
+  if (call.op == ReduceOp::kAvg && !reducesToOutput(a.collective))
+    return Status(StatusCode::kInvalidArgument,
+                  "avg needs a reducing collective, not " + a.collectiveName);
+  size_t unit = std::max<size_t>(1, std::min(g.sliceElems, g.chunkElems) * g.elemSize);
+  if (fabric->unitBytes() < unit)
+    return Status(StatusCode::kInternal, "the fabric's slots are smaller than the call's slices");
+  std::unique_ptr<RankCall> rc(new RankCall());
+  rc->va_ = &va;
+  rc->rank_ = rank;
+  rc->call_ = call;
+  rc->geometry_ = g;
+  rc->fabric_ = std::move(fabric);
+  const ir::Rank& r = a.ranks[static_cast<size_t>(rank)];
+  std::vector<SendPort*> sendPorts;
+  std::vector<RecvPort*> recvPorts;
+  for (const ir::Threadblock& tb : r.tbs) {
+    LocalConnection* out = rc->fabric_->find(tb.channel, r.id, tb.sendPeer);
+    LocalConnection* in = rc->fabric_->find(tb.channel, tb.recvPeer, r.id);
+    sendPorts.push_back(out != nullptr ? &out->sender() : nullptr);
+    recvPorts.push_back(in != nullptr ? &in->receiver() : nullptr);
+  }
+  rc->scratch_.resize(static_cast<size_t>(r.scratchChunks) * g.chunkElems * g.elemSize);
+  rc->exec_ = std::make_unique<RankExecutor>(va, rank, call, g, std::move(sendPorts),
+                                             std::move(recvPorts), rc->scratch_.data());
+  return rc;
+}
+
+RankCall::~RankCall() = default;
+
+Status RankCall::run(const RankRunOptions& options) {
+  Status st = runRankLoop(*exec_, fabric_->bell(rank_), rank_, options);
+  if (st.isOk()) finishAverage(*va_, call_, rank_);
+  return st;
 }
 
 Status runDeterministic(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls,

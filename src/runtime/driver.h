@@ -85,6 +85,37 @@ class PreparedCall {
   std::unique_ptr<Session> s_;
 };
 
+// Runs one rank's executor on the calling thread until it is done and every
+// message it lent by reference is released, sleeping on `bell` while
+// blocked. kTimeout / kAborted per `options`. `progress` and `state` (both
+// optional) feed a watchdog.
+Status runRankLoop(RankExecutor& x, Doorbell& bell, int rank, const RankRunOptions& options,
+                   std::atomic<uint64_t>* progress = nullptr, std::atomic<int>* state = nullptr);
+
+// One rank's part of a call whose other ranks run in other processes: its
+// executor over a fabric that connects it to them. Built once per call
+// shape and buffers, run many times; the other ranks must run theirs.
+class RankCall {
+ public:
+  // Errors as planRankCall; kInternal if the fabric's slots are too small.
+  static Result<std::unique_ptr<RankCall>> make(const VerifiedAlgorithm& va, int rank,
+                                                const CallArgs& call, size_t sliceBytes,
+                                                std::shared_ptr<Fabric> fabric);
+  ~RankCall();
+  const Geometry& geometry() const { return geometry_; }
+  Status run(const RankRunOptions& options);
+
+ private:
+  RankCall() = default;
+  const VerifiedAlgorithm* va_ = nullptr;
+  int rank_ = 0;
+  CallArgs call_;
+  Geometry geometry_;
+  std::shared_ptr<Fabric> fabric_;
+  std::vector<unsigned char> scratch_;
+  std::unique_ptr<RankExecutor> exec_;
+};
+
 // One-shot conveniences: prepare, run once. Errors as PreparedCall plus
 // kDeadlock (with each rank's waiting threadblocks).
 Status runDeterministic(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls,

@@ -122,6 +122,43 @@ Status bad(const std::string& msg) { return Status(StatusCode::kInvalidArgument,
 
 }  // namespace
 
+Result<Geometry> planRankCall(const VerifiedAlgorithm& va, int rank, const CallArgs& c,
+                              size_t sliceBytes) {
+  const ir::Algorithm& a = va.algo();
+  if (rank < 0 || rank >= a.ngpus)
+    return bad("rank " + std::to_string(rank) + " is not a rank of algorithm '" + a.name + "' (" +
+               std::to_string(a.ngpus) + " ranks)");
+  Geometry g;
+  g.elemSize = dataTypeSize(c.type);
+  g.totalElems = c.count * countMultiplier(a);
+  auto nchunks = static_cast<size_t>(a.nchunksPerLoop);
+  if (g.totalElems % nchunks != 0) {
+    return bad("count " + std::to_string(c.count) + " (" + std::to_string(g.totalElems) +
+               " elements in all) does not split into the " + std::to_string(nchunks) +
+               " equal chunks algorithm '" + a.name + "' uses");
+  }
+  g.chunkElems = g.totalElems / nchunks;
+  if (c.count > 0 && (c.sendbuff == nullptr || c.recvbuff == nullptr))
+    return bad("rank " + std::to_string(rank) + " passes a null buffer");
+  g.inplace = isInPlaceCall(a.collective, c, rank);
+  if (!g.inplace && c.count > 0) {
+    auto [inElems, outElems] = bufferElems(a, c.count);
+    auto s = reinterpret_cast<uintptr_t>(c.sendbuff);
+    auto o = reinterpret_cast<uintptr_t>(c.recvbuff);
+    if (s < o + outElems * g.elemSize && o < s + inElems * g.elemSize)
+      return bad("rank " + std::to_string(rank) +
+                 ": send and receive buffers overlap without being an in-place call");
+  }
+  if (g.inplace ? !a.inplace : !a.outofplace) {
+    return bad(std::string("algorithm '") + a.name + "' does not serve " +
+               (g.inplace ? "in-place" : "out-of-place") + " calls");
+  }
+  if (sliceBytes == 0) sliceBytes = defaultSliceBytes(a.protocol);
+  g.sliceElems = std::max<size_t>(1, sliceBytes / g.elemSize);
+  g.iterations = (g.chunkElems + g.sliceElems - 1) / g.sliceElems;
+  return g;
+}
+
 Result<Geometry> planCall(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls,
                           size_t sliceBytes) {
   const ir::Algorithm& a = va.algo();
@@ -139,40 +176,14 @@ Result<Geometry> planCall(const VerifiedAlgorithm& va, const std::vector<CallArg
                  std::string(dataTypeName(c0.type)) + ", " + std::string(reduceOpName(c0.op)));
     }
   }
-  Geometry g;
-  g.elemSize = dataTypeSize(c0.type);
-  g.totalElems = c0.count * countMultiplier(a);
-  auto nchunks = static_cast<size_t>(a.nchunksPerLoop);
-  if (g.totalElems % nchunks != 0) {
-    return bad("count " + std::to_string(c0.count) + " (" + std::to_string(g.totalElems) +
-               " elements in all) does not split into the " + std::to_string(nchunks) +
-               " equal chunks algorithm '" + a.name + "' uses");
+  Result<Geometry> g0 = planRankCall(va, 0, c0, sliceBytes);
+  for (int r = 1; g0.isOk() && r < a.ngpus; ++r) {
+    Result<Geometry> g = planRankCall(va, r, calls[static_cast<size_t>(r)], sliceBytes);
+    if (!g.isOk()) return g.status();
+    if (g.value().inplace != g0.value().inplace)
+      return bad("ranks disagree on whether the call is in place");
   }
-  g.chunkElems = g.totalElems / nchunks;
-  auto [inElems, outElems] = bufferElems(a, c0.count);
-  for (int r = 0; r < a.ngpus; ++r) {
-    const CallArgs& c = calls[static_cast<size_t>(r)];
-    if (c0.count > 0 && (c.sendbuff == nullptr || c.recvbuff == nullptr))
-      return bad("rank " + std::to_string(r) + " passes a null buffer");
-    bool inplace = isInPlaceCall(a.collective, c, r);
-    if (r == 0) g.inplace = inplace;
-    if (inplace != g.inplace) return bad("ranks disagree on whether the call is in place");
-    if (!inplace && c0.count > 0) {
-      auto s = reinterpret_cast<uintptr_t>(c.sendbuff);
-      auto o = reinterpret_cast<uintptr_t>(c.recvbuff);
-      if (s < o + outElems * g.elemSize && o < s + inElems * g.elemSize)
-        return bad("rank " + std::to_string(r) +
-                   ": send and receive buffers overlap without being an in-place call");
-    }
-  }
-  if (g.inplace ? !a.inplace : !a.outofplace) {
-    return bad(std::string("algorithm '") + a.name + "' does not serve " +
-               (g.inplace ? "in-place" : "out-of-place") + " calls");
-  }
-  if (sliceBytes == 0) sliceBytes = defaultSliceBytes(a.protocol);
-  g.sliceElems = std::max<size_t>(1, sliceBytes / g.elemSize);
-  g.iterations = (g.chunkElems + g.sliceElems - 1) / g.sliceElems;
-  return g;
+  return g0;
 }
 
 RankExecutor::RankExecutor(const VerifiedAlgorithm& va, int rank, const CallArgs& call,

@@ -90,6 +90,10 @@ size_t defaultSliceBytes(ir::Protocol p);
 // or not) the algorithm does not allow. `sliceBytes` 0 = protocol default.
 Result<Geometry> planCall(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls,
                           size_t sliceBytes);
+// The same checks for one rank's arguments alone (ranks in other processes
+// cannot compare arguments; the rest of planCall's checks need all ranks).
+Result<Geometry> planRankCall(const VerifiedAlgorithm& va, int rank, const CallArgs& call,
+                              size_t sliceBytes);
 
 enum class Progress { kProgress, kBlocked, kDone };
 

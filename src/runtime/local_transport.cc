@@ -146,11 +146,7 @@ void LocalConnection::Receiver::release() {
   if (c_.senderBell_ != nullptr) c_.senderBell_->ring();
 }
 
-LocalFabric::LocalFabric(const ir::Algorithm& a, size_t unitBytes, int slots)
-    : unitBytes_(unitBytes), slots_(slots) {
-  for (int r = 0; r < a.ngpus; ++r) bells_.push_back(std::make_unique<Doorbell>());
-  // One connection per (channel, sender, receiver), sized for the largest
-  // message any step sends on it in one iteration.
+std::map<std::tuple<int, int, int>, int> Fabric::largestMessages(const ir::Algorithm& a) {
   std::map<std::tuple<int, int, int>, int> largest;
   for (const ir::Rank& r : a.ranks)
     for (const ir::Threadblock& tb : r.tbs)
@@ -159,7 +155,15 @@ LocalFabric::LocalFabric(const ir::Algorithm& a, size_t unitBytes, int slots)
           int& l = largest[{tb.channel, r.id, tb.sendPeer}];
           l = std::max(l, st.count);
         }
-  for (const auto& [key, cnt] : largest) {
+  return largest;
+}
+
+LocalFabric::LocalFabric(const ir::Algorithm& a, size_t unitBytes, int slots)
+    : unitBytes_(unitBytes), slots_(slots) {
+  for (int r = 0; r < a.ngpus; ++r) bells_.push_back(std::make_unique<Doorbell>());
+  // One connection per (channel, sender, receiver), sized for the largest
+  // message any step sends on it in one iteration.
+  for (const auto& [key, cnt] : largestMessages(a)) {
     auto c = std::make_unique<LocalConnection>(slots, static_cast<size_t>(cnt) * unitBytes);
     c->setDoorbells(bells_[static_cast<size_t>(std::get<1>(key))].get(),
                     bells_[static_cast<size_t>(std::get<2>(key))].get());

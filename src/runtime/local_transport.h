@@ -123,21 +123,38 @@ class LocalConnection {
   Receiver receiver_{*this};
 };
 
-// Every connection of one algorithm for ranks in this process, and one
-// doorbell per rank. Slots hold `unitBytes` per chunk of the largest message
-// on each connection, so one fabric serves every call whose slice of a chunk
-// fits (calls of any size reuse it; only a larger slice needs a new one).
-class LocalFabric {
+// The connections of one algorithm that executors in this process use, and
+// the doorbell each of their ranks sleeps on. Slots hold `unitBytes` per
+// chunk of the largest message on each connection, so one fabric serves
+// every call whose slice of a chunk fits (calls of any size reuse it; only a
+// larger slice needs a new one).
+class Fabric {
+ public:
+  virtual ~Fabric() = default;
+  virtual size_t unitBytes() const = 0;
+  virtual int slots() const = 0;
+  // nullptr if the algorithm has no such connection (or it does not touch
+  // this process's ranks).
+  virtual LocalConnection* find(int channel, int from, int to) const = 0;
+  virtual Doorbell& bell(int rank) = 0;
+  virtual void ringAll() = 0;
+  // Drops in-flight messages after a failed call (no rank may be running).
+  virtual void reset() = 0;
+
+  // The largest `cnt` any step sends on each (channel, sender, receiver).
+  static std::map<std::tuple<int, int, int>, int> largestMessages(const ir::Algorithm& a);
+};
+
+// All ranks in this process: connections on the heap, references allowed.
+class LocalFabric final : public Fabric {
  public:
   LocalFabric(const ir::Algorithm& a, size_t unitBytes, int slots);
-  size_t unitBytes() const { return unitBytes_; }
-  int slots() const { return slots_; }
-  // nullptr if the algorithm has no such connection.
-  LocalConnection* find(int channel, int from, int to) const;
-  Doorbell& bell(int rank) { return *bells_[static_cast<size_t>(rank)]; }
-  void ringAll();
-  // Drops in-flight messages after a failed call (no rank may be running).
-  void reset();
+  size_t unitBytes() const override { return unitBytes_; }
+  int slots() const override { return slots_; }
+  LocalConnection* find(int channel, int from, int to) const override;
+  Doorbell& bell(int rank) override { return *bells_[static_cast<size_t>(rank)]; }
+  void ringAll() override;
+  void reset() override;
 
  private:
   size_t unitBytes_;

@@ -1,0 +1,108 @@
+#include "api/plan.h"
+
+#include "api/world.h"
+#include "core/check.h"
+#include "synth/classic.h"
+
+namespace chorus::api {
+
+using runtime::VerifiedAlgorithm;
+
+namespace {
+
+// Largest allreduce (bytes) that runs recursive halving-doubling rather
+// than the ring: below it the step count (latency) dominates.
+constexpr size_t kSmallAllReduceBytes = 64 << 10;
+
+}  // namespace
+
+Result<std::shared_ptr<const VerifiedAlgorithm>> BuiltinCache::get(const std::string& name,
+                                                                   int root) {
+  auto key = std::make_pair(name, root);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  auto algo = synth::makeClassic(name, n_, std::max(root, 0));
+  if (!algo.isOk()) return algo.status();
+  auto va = VerifiedAlgorithm::make(std::move(algo).value());
+  CHORUS_CHECK(va.isOk(), "a built-in algorithm fails verification");
+  cache_[key] = va.value();
+  return va.value();
+}
+
+Result<std::vector<PlanPart>> planParts(runtime::SelectionRequest req,
+                                        const std::shared_ptr<const VerifiedAlgorithm>& algo,
+                                        BuiltinCache& builtins, std::vector<std::string>* why) {
+  if (isRooted(req.collective) && (req.root < 0 || req.root >= req.nranks))
+    return Status(StatusCode::kInvalidArgument,
+                  "root " + std::to_string(req.root) + " is not a rank of this " +
+                      std::to_string(req.nranks) + "-rank communicator");
+  std::shared_ptr<const VerifiedAlgorithm> va = algo;
+  if (va != nullptr) {
+    req.collective = va->algo().collective;
+    std::string no = runtime::ineligibility(*va, req, /*sizeRange=*/false);
+    if (!no.empty())
+      return Status(StatusCode::kInvalidArgument,
+                    "algorithm '" + va->algo().name + "' cannot run this call: " + no);
+    if (why) why->push_back("explicit algorithm '" + va->algo().name + "'");
+    return std::vector<PlanPart>{{va, 0, req.count}};
+  }
+  va = globalRegistry().select(req, why);
+  if (va != nullptr) return std::vector<PlanPart>{{va, 0, req.count}};
+
+  std::string name;
+  switch (req.collective) {
+    case CollectiveKind::kAllReduce:
+      name = runtime::requestBytes(req) <= kSmallAllReduceBytes && req.nranks > 2
+                 ? "halving_doubling_allreduce"
+                 : "ring_allreduce";
+      break;
+    case CollectiveKind::kAllGather:
+      name = "ring_allgather";
+      break;
+    case CollectiveKind::kReduceScatter:
+      name = "ring_reducescatter";
+      break;
+    case CollectiveKind::kAllToAll:
+      name = "pairwise_alltoall";
+      break;
+    case CollectiveKind::kBroadcast:
+      name = "chain_broadcast";
+      break;
+    case CollectiveKind::kReduce:
+      name = "chain_reduce";
+      break;
+    default:
+      return Status(StatusCode::kUnsupported,
+                    "no built-in algorithm for " + std::string(collectiveName(req.collective)));
+  }
+  auto b = builtins.get(name, req.root);
+  if (!b.isOk()) return b.status();
+  // A count the chunks do not divide: the divisible prefix runs on the
+  // chosen algorithm, the rest on the one-chunk chain.
+  size_t tail = req.count % runtime::countQuantum(b.value()->algo());
+  if (why) {
+    why->push_back("built-in " + name + " (" + std::to_string(runtime::requestBytes(req)) +
+                   " bytes)" +
+                   (tail ? ", last " + std::to_string(tail) + " elements on chain_allreduce" : ""));
+  }
+  std::vector<PlanPart> parts;
+  size_t main = req.count - tail;
+  if (main > 0 || tail == 0) parts.push_back({b.value(), 0, main});
+  if (tail > 0) {
+    auto chain = builtins.get("chain_allreduce", -1);
+    if (!chain.isOk()) return chain.status();
+    parts.push_back({chain.value(), main, tail});
+  }
+  return parts;
+}
+
+runtime::CallArgs partArgs(const runtime::CallArgs& c, const PlanPart& p) {
+  runtime::CallArgs out = c;
+  size_t skip = p.offset * dataTypeSize(c.type);
+  out.sendbuff = static_cast<const unsigned char*>(c.sendbuff) + skip;
+  out.recvbuff = static_cast<unsigned char*>(c.recvbuff) + skip;
+  out.count = p.count;
+  return out;
+}
+
+}  // namespace chorus::api

@@ -1,0 +1,46 @@
+// Which algorithm(s) serve one call, shared by in-process and multi-process
+// communicators: an explicit algorithm if the call names one, else the first
+// eligible registered file, else a built-in chosen by size. A built-in
+// allreduce whose chunks do not divide the count runs the divisible prefix
+// and leaves the remainder to the one-chunk chain (two parts).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "runtime/executor.h"
+#include "runtime/selection.h"
+
+namespace chorus::api {
+
+// Built-in algorithms for one world size, generated and verified once.
+class BuiltinCache {
+ public:
+  explicit BuiltinCache(int nranks) : n_(nranks) {}
+  Result<std::shared_ptr<const runtime::VerifiedAlgorithm>> get(const std::string& name, int root);
+
+ private:
+  int n_;
+  std::map<std::pair<std::string, int>, std::shared_ptr<const runtime::VerifiedAlgorithm>> cache_;
+};
+
+struct PlanPart {
+  std::shared_ptr<const runtime::VerifiedAlgorithm> va;
+  size_t offset = 0;  // first element of the call this part covers
+  size_t count = 0;
+};
+
+// `req` describes the call (its collective is replaced by the explicit
+// algorithm's, if any). `why` (optional) receives the reasons.
+Result<std::vector<PlanPart>> planParts(
+    runtime::SelectionRequest req, const std::shared_ptr<const runtime::VerifiedAlgorithm>& algo,
+    BuiltinCache& builtins, std::vector<std::string>* why);
+
+// `c` shifted to cover part `p` (in elements of the call's type; used for
+// allreduce remainders, where input and output have the same layout).
+runtime::CallArgs partArgs(const runtime::CallArgs& c, const PlanPart& p);
+
+}  // namespace chorus::api
