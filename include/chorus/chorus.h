@@ -98,8 +98,16 @@ const char* chorusGetLastError(chorusComm_t comm);
 /* Communicators. */
 chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId);
 /* Collective over `nranks` callers with the same id: rank r of nranks. Ranks
- * in one process (threads) join through the id; blocks until all joined. */
+ * in one process (threads) join through an id from chorusGetUniqueId; an id
+ * whose text is "chorus-tcp:HOST:PORT:SECRET" joins ranks in several
+ * processes (rank 0 listens on PORT). Blocks until all joined. */
 chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks, chorusUniqueId commId, int rank);
+/* This process is one rank of a job started by `chorus launch`, torchrun or
+ * mpirun: rank, size and root address come from the environment (CHORUS_RANK,
+ * CHORUS_WORLD_SIZE, CHORUS_ROOT, CHORUS_SECRET; or RANK, WORLD_SIZE,
+ * MASTER_ADDR, MASTER_PORT; or OMPI_COMM_WORLD_RANK/SIZE with CHORUS_ROOT or
+ * CHORUS_ROOT_FILE). Ranks on one host talk through shared memory. */
+chorusResult_t chorusCommInitFromEnv(chorusComm_t* comm);
 /* `ndev` ranks as threads of this process; comm[i] is rank i. `devlist` is
  * ignored on host (may be NULL). */
 chorusResult_t chorusCommInitAll(chorusComm_t* comm, int ndev, const int* devlist);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "api/convert.h"
+#include "api/process_world.h"
 #include "api/world.h"
 #include "chorus/chorus.h"
 #include "core/log.h"
@@ -69,9 +70,16 @@ chorusResult_t apiCall(const char* fn, F&& f) noexcept {
 
 Status bad(std::string msg) { return Status(StatusCode::kInvalidArgument, std::move(msg)); }
 
+// A rank of an in-process world (threads), or of a process world.
 struct CommState {
   std::shared_ptr<World> world;
   int rank = 0;
+  std::shared_ptr<ProcessWorld> proc;
+  int size() const { return proc ? proc->size() : world->size(); }
+  Status asyncError() const { return proc ? proc->asyncError() : world->asyncError(); }
+  void abort(Status why) const {
+    proc ? proc->abort(std::move(why)) : world->abort(std::move(why));
+  }
 };
 
 // Handles are ids, never reused, so a destroyed communicator is recognized
@@ -88,12 +96,23 @@ Handles& handles() {
   return *h;
 }
 
-chorusComm_t newComm(std::shared_ptr<World> w, int rank) {
+chorusComm_t newComm(CommState state) {
   Handles& h = handles();
   std::lock_guard<std::mutex> lock(h.mu);
   uintptr_t id = h.next++;
-  h.comms[id] = std::make_shared<CommState>(CommState{std::move(w), rank});
+  h.comms[id] = std::make_shared<CommState>(std::move(state));
   return reinterpret_cast<chorusComm_t>(id);
+}
+
+chorusComm_t newComm(std::shared_ptr<World> w, int rank) {
+  return newComm(CommState{std::move(w), rank, nullptr});
+}
+
+Status initProcessComm(chorusComm_t* comm, const runtime::BootstrapConfig& config) {
+  auto pw = ProcessWorld::create(config, WorldOptions::fromEnvironment());
+  if (!pw.isOk()) return pw.status();
+  *comm = newComm(CommState{nullptr, config.rank, pw.value()});
+  return Status::ok();
 }
 
 Result<std::shared_ptr<CommState>> lookup(chorusComm_t comm) {
@@ -119,15 +138,19 @@ thread_local Group group;
 // else on the ranks' helper threads), waits for sends and receives.
 Status runOps(std::vector<std::pair<std::shared_ptr<CommState>, Op>> ops) {
   std::vector<std::pair<World*, std::shared_ptr<Ticket>>> colls, p2p;
-  for (auto& [cs, op] : ops) {
-    bool isColl = op.kind == Op::Kind::kCollective;
-    auto t = cs->world->post(cs->rank, std::move(op));
-    (isColl ? colls : p2p).emplace_back(cs->world.get(), t);
-  }
   Status first;
   auto keep = [&first](const Status& s) {
     if (first.isOk() && !s.isOk()) first = s;
   };
+  for (auto& [cs, op] : ops) {
+    if (cs->proc != nullptr) {  // one rank per process: its calls run in order, here
+      keep(cs->proc->collective(op));
+      continue;
+    }
+    bool isColl = op.kind == Op::Kind::kCollective;
+    auto t = cs->world->post(cs->rank, std::move(op));
+    (isColl ? colls : p2p).emplace_back(cs->world.get(), t);
+  }
   if (colls.size() == 1) {
     keep(colls[0].first->complete(colls[0].second));
   } else if (!colls.empty()) {
@@ -259,6 +282,13 @@ chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks, chorusUniqueId
     if (rank < 0 || rank >= nranks)
       return bad("rank " + std::to_string(rank) + " is not in [0, " + std::to_string(nranks) + ")");
     std::string id(commId.internal, strnlen(commId.internal, sizeof(commId.internal)));
+    if (id.rfind("chorus-tcp:", 0) == 0) {  // ranks in several processes
+      auto config = runtime::decodeRootId(id);
+      if (!config.isOk()) return config.status();
+      config.value().rank = rank;
+      config.value().nranks = nranks;
+      return initProcessComm(comm, config.value());
+    }
     if (id.rfind(kLocalIdTag, 0) != 0)
       return bad("the unique id did not come from chorusGetUniqueId");
     WorldOptions options = WorldOptions::fromEnvironment();
@@ -293,6 +323,16 @@ chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks, chorusUniqueId
     lock.unlock();
     *comm = newComm(mine->world, rank);
     return Status::ok();
+  });
+}
+
+chorusResult_t chorusCommInitFromEnv(chorusComm_t* comm) {
+  return apiCall("chorusCommInitFromEnv", [&]() -> Status {
+    if (comm == nullptr) return bad("comm is NULL");
+    *comm = nullptr;
+    auto config = runtime::bootstrapConfigFromEnvironment();
+    if (!config.isOk()) return config.status();
+    return initProcessComm(comm, config.value());
   });
 }
 
@@ -340,7 +380,7 @@ chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResult_t* asyncE
     if (asyncError == nullptr) return bad("asyncError is NULL");
     auto cs = lookup(comm);
     if (!cs.isOk()) return cs.status();
-    *asyncError = toResult(cs.value()->world->asyncError().code());
+    *asyncError = toResult(cs.value()->asyncError().code());
     return Status::ok();
   });
 }
@@ -350,7 +390,7 @@ chorusResult_t chorusCommCount(const chorusComm_t comm, int* count) {
     if (count == nullptr) return bad("count is NULL");
     auto cs = lookup(comm);
     if (!cs.isOk()) return cs.status();
-    *count = cs.value()->world->size();
+    *count = cs.value()->size();
     return Status::ok();
   });
 }

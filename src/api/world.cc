@@ -301,7 +301,7 @@ Status World::runCollective(Ticket& t) {
           !a.resolved.load(std::memory_order_relaxed)) {
         std::string missing;
         for (int r = 0; r < n_; ++r)
-          if (!a.ops[static_cast<size_t>(r)]) missing += " " + std::to_string(r);
+          if (!a.ops[static_cast<size_t>(r)]) (missing += ' ') += std::to_string(r);
         Status st(StatusCode::kTimeout, "rank " + std::to_string(t.rank) + ": collective #" +
                                             std::to_string(a.seq) + " " + t.op.describe() +
                                             ": ranks" + missing + " did not call within " +

@@ -368,7 +368,7 @@ Status Bootstrap::accept() {
     if (!w.isOk()) {
       std::string missing;
       for (int r = 1; r < n; ++r)
-        if (peerFds_[static_cast<size_t>(r)] < 0) missing += " " + std::to_string(r);
+        if (peerFds_[static_cast<size_t>(r)] < 0) (missing += ' ') += std::to_string(r);
       return Status(StatusCode::kTimeout, "bootstrap: ranks" + missing + " did not join within " +
                                               std::to_string(config_.timeoutMs / 1000) + " s");
     }

@@ -132,7 +132,8 @@ Result<CollectiveData> CollectiveData::make(const VerifiedAlgorithm& va, size_t 
 }
 
 Result<CollectiveData> CollectiveData::make(CollectiveKind coll, int nranks, int root, size_t count,
-                                            DataType type, ReduceOp op, bool inplace) {
+                                            DataType type, ReduceOp op, bool inplace,
+                                            int onlyRank) {
   if (!isNcclCollective(coll))
     return Status(StatusCode::kUnsupported, "no closed-form check for collective '" +
                                                 std::string(collectiveName(coll)) + "'");
@@ -151,11 +152,12 @@ Result<CollectiveData> CollectiveData::make(CollectiveKind coll, int nranks, int
   d.recv_.resize(n);
   d.calls_.resize(n);
   for (size_t r = 0; r < n; ++r) {
-    d.recv_[r].assign(std::max<size_t>(1, big * esz), 0);
     CallArgs& c = d.calls_[r];
     c.count = count;
     c.type = type;
     c.op = op;
+    if (onlyRank >= 0 && r != static_cast<size_t>(onlyRank)) continue;
+    d.recv_[r].assign(std::max<size_t>(1, big * esz), 0);
     unsigned char* rb = d.recv_[r].data();
     if (inplace) {
       // NCCL's in-place conventions: the input is a view of the output
@@ -175,6 +177,7 @@ Result<CollectiveData> CollectiveData::make(CollectiveKind coll, int nranks, int
 
 void CollectiveData::reset() {
   for (size_t r = 0; r < calls_.size(); ++r) {
+    if (recv_[r].empty()) continue;                       // another process's rank
     std::memset(recv_[r].data(), 0xEE, recv_[r].size());  // poison no correct result holds
     // The input buffer is ours (send_ or a view of recv_).
     auto* in = const_cast<unsigned char*>(static_cast<const unsigned char*>(calls_[r].sendbuff));
@@ -194,6 +197,7 @@ size_t CollectiveData::countWrong(std::string* first) const {
   };
   for (int r = 0; r < n; ++r) {
     if (collective_ == CollectiveKind::kReduce && r != root_) continue;
+    if (recv_[static_cast<size_t>(r)].empty()) continue;  // another process's rank
     const void* out = calls_[static_cast<size_t>(r)].recvbuff;
     for (size_t e = 0; e < outElems_; ++e) {
       switch (collective_) {

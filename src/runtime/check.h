@@ -22,8 +22,10 @@ class CollectiveData {
   static Result<CollectiveData> make(const VerifiedAlgorithm& va, size_t count, DataType type,
                                      ReduceOp op, bool inplace);
   // The same for a call on `nranks` ranks (`root` for broadcast and reduce).
+  // `onlyRank` >= 0: buffers for that rank alone (a process of a
+  // multi-process job); the other ranks' CallArgs have null buffers.
   static Result<CollectiveData> make(CollectiveKind coll, int nranks, int root, size_t count,
-                                     DataType type, ReduceOp op, bool inplace);
+                                     DataType type, ReduceOp op, bool inplace, int onlyRank = -1);
 
   // One CallArgs per rank, pointing into buffers this object owns.
   const std::vector<CallArgs>& calls() const { return calls_; }

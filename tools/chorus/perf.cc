@@ -16,6 +16,7 @@
 
 #include "api/convert.h"
 #include "chorus/chorus.hpp"
+#include "runtime/bootstrap.h"
 #include "runtime/check.h"
 #include "runtime/selection.h"
 #include "tools/chorus/commands.h"
@@ -73,11 +74,21 @@ struct Measure {
 
 // Runs one form (in place or not) of one size: warm-up, timed calls,
 // then (with --check) one call on fresh inputs, checked element by element.
-Measure measure(const PerfArgs& a, CollectiveKind coll, const std::vector<Comm>& comms,
-                chorusAlgoHandle_t algo, size_t count, DataType type, ReduceOp op, bool inplace) {
-  const int n = static_cast<int>(comms.size());
+// The ranks this process drives: all of them as threads (me < 0), or one
+// rank `me` of a multi-process job, whose ranks meet through a one-element
+// allreduce (the barrier) and sum their #wrong the same way.
+struct Local {
+  std::vector<Comm> comms;  // by rank (threads), or just this process's rank
+  int nranks = 0;
+  int me = -1;
+  const Comm& comm(int r) const { return comms[me < 0 ? static_cast<size_t>(r) : 0]; }
+};
+
+Measure measure(const PerfArgs& a, CollectiveKind coll, const Local& local, chorusAlgoHandle_t algo,
+                size_t count, DataType type, ReduceOp op, bool inplace) {
+  const int n = local.nranks;
   Measure m;
-  auto data = runtime::CollectiveData::make(coll, n, a.root, count, type, op, inplace);
+  auto data = runtime::CollectiveData::make(coll, n, a.root, count, type, op, inplace, local.me);
   if (!data.isOk()) {
     m.error = data.status().message();
     return m;
@@ -87,7 +98,7 @@ Measure measure(const PerfArgs& a, CollectiveKind coll, const std::vector<Comm>&
   chorusRedOp_t cop = api::toC(op);
   auto call = [&](int r) -> ApiResult {
     const runtime::CallArgs& c = d.calls()[static_cast<size_t>(r)];
-    const Comm& comm = comms[static_cast<size_t>(r)];
+    const Comm& comm = local.comm(r);
     if (algo > 0) return comm.runAlgo(algo, c.sendbuff, c.recvbuff, count, ct, cop, a.root);
     switch (coll) {
       case CollectiveKind::kAllReduce:
@@ -104,9 +115,18 @@ Measure measure(const PerfArgs& a, CollectiveKind coll, const std::vector<Comm>&
         return comm.reduce(c.sendbuff, c.recvbuff, count, ct, cop, a.root);
     }
   };
-  std::barrier sync(n);
+  std::barrier threads(local.me < 0 ? n : 1);
+  auto sync = [&](int r) {
+    if (local.me < 0) {
+      threads.arrive_and_wait();
+      return;
+    }
+    int32_t token = 0;
+    (void)local.comm(r).allReduce(&token, &token, 1, chorusInt32, chorusSum);
+  };
   std::vector<std::string> errors(static_cast<size_t>(n));
   Clock::time_point t0, t1;
+  const int timer = local.me < 0 ? 0 : local.me;  // the rank whose clock counts here
   auto rank = [&](int r) {
     auto fail = [&](const ApiResult& res) {
       if (!res.ok() && errors[static_cast<size_t>(r)].empty())
@@ -115,27 +135,36 @@ Measure measure(const PerfArgs& a, CollectiveKind coll, const std::vector<Comm>&
     };
     bool failed = false;
     for (int i = 0; i < a.warmup && !failed; ++i) failed = fail(call(r));
-    sync.arrive_and_wait();
-    if (r == 0) t0 = Clock::now();
+    sync(r);
+    if (r == timer) t0 = Clock::now();
     for (int i = 0; i < a.iters && !failed; ++i) failed = fail(call(r));
-    sync.arrive_and_wait();
-    if (r == 0) t1 = Clock::now();
+    sync(r);
+    if (r == timer) t1 = Clock::now();
     if (!a.check || failed) return;
-    if (r == 0) d.reset();
-    sync.arrive_and_wait();
+    if (r == timer) d.reset();
+    sync(r);
     fail(call(r));
   };
-  std::vector<std::thread> threads;
-  for (int r = 1; r < n; ++r) threads.emplace_back(rank, r);
-  rank(0);
-  for (auto& t : threads) t.join();
+  if (local.me >= 0) {
+    rank(local.me);
+  } else {
+    std::vector<std::thread> others;
+    for (int r = 1; r < n; ++r) others.emplace_back(rank, r);
+    rank(0);
+    for (auto& t : others) t.join();
+  }
   for (const std::string& e : errors)
     if (!e.empty()) {
       m.error = e;
       return m;
     }
   m.us = seconds(t1 - t0) * 1e6 / std::max(1, a.iters);
-  if (a.check) m.wrong = d.countWrong();
+  if (a.check) {
+    uint64_t wrong = d.countWrong();
+    if (local.me >= 0)
+      (void)local.comm(local.me).allReduce(&wrong, &wrong, 1, chorusUint64, chorusSum);
+    m.wrong = wrong;
+  }
   return m;
 }
 
@@ -176,15 +205,32 @@ int runPerf(const PerfArgs& a) {
                  type ? a.op.c_str() : a.dtype.c_str());
     return 2;
   }
-  if (a.ranks < 1 || a.minBytes == 0 || a.maxBytes < a.minBytes || a.factor < 2 || a.root < 0 ||
-      a.root >= a.ranks) {
+  if (a.ranks < 1 || a.minBytes == 0 || a.maxBytes < a.minBytes || a.factor < 2 || a.root < 0) {
     std::fprintf(stderr,
                  "chorus perf: need --ranks >= 1, 0 < -b <= -e, -f >= 2, 0 <= --root < ranks\n");
     return 2;
   }
-  std::vector<Comm> comms;
-  if (ApiResult r = Comm::initAll(a.ranks, &comms); !r.ok()) {
+  Local local;
+  if (auto env = runtime::bootstrapConfigFromEnvironment(); env.isOk()) {
+    // One rank of a multi-process job (chorus launch, torchrun, mpirun).
+    chorusComm_t c = nullptr;
+    if (ApiResult r = check(chorusCommInitFromEnv(&c)); !r.ok()) {
+      std::fprintf(stderr, "chorus perf: %s\n", r.message.c_str());
+      return 2;
+    }
+    local.comms.emplace_back(c);
+    local.nranks = env.value().nranks;
+    local.me = env.value().rank;
+  } else if (ApiResult r = Comm::initAll(a.ranks, &local.comms); !r.ok()) {
     std::fprintf(stderr, "chorus perf: %s\n", r.message.c_str());
+    return 2;
+  } else {
+    local.nranks = a.ranks;
+  }
+  const bool printer = local.me <= 0;  // rank 0 (or the only process) prints
+  if (a.root >= local.nranks) {
+    std::fprintf(stderr, "chorus perf: --root %d is not one of the %d ranks\n", a.root,
+                 local.nranks);
     return 2;
   }
   chorusAlgoHandle_t algo = 0;
@@ -201,7 +247,7 @@ int runPerf(const PerfArgs& a) {
     chorusResult_t res =
         a.algo.find('.') != std::string::npos || a.algo.find('/') != std::string::npos
             ? chorusLoadAlgo(a.algo.c_str(), &algo, 0)
-            : chorusLoadBuiltinAlgo(a.algo.c_str(), a.ranks, a.root, &algo);
+            : chorusLoadBuiltinAlgo(a.algo.c_str(), local.nranks, a.root, &algo);
     if (res != chorusSuccess) {
       std::fprintf(stderr, "chorus perf: --algo %s: %s\n", a.algo.c_str(),
                    chorusGetLastError(nullptr));
@@ -209,20 +255,24 @@ int runPerf(const PerfArgs& a) {
     }
   }
 
-  double memBw = memcpyBandwidth() / 1e9;
+  // Only the printing rank measures memcpy (the others would disturb it).
+  double memBw = printer ? memcpyBandwidth() / 1e9 : 1.0;
   size_t esz = dataTypeSize(*type);
   const bool reduces = coll == CollectiveKind::kAllReduce ||
                        coll == CollectiveKind::kReduceScatter || coll == CollectiveKind::kReduce;
   const std::string redop = reduces ? a.op : "none";
   const int root = isRooted(coll) ? a.root : -1;
-  if (a.csv) {
+  if (!printer) {
+    // Another rank prints.
+  } else if (a.csv) {
     std::printf(
         "collective,ranks,size_bytes,count,type,redop,root,oop_time_us,oop_algbw_gbs,"
         "oop_busbw_gbs,oop_busbw_frac_memcpy,oop_wrong,ip_time_us,ip_algbw_gbs,ip_busbw_gbs,"
         "ip_busbw_frac_memcpy,ip_wrong,memcpy_gbs\n");
   } else {
-    std::printf("# chorus perf %s: %d ranks (threads of one process), %s, iters %d, warmup %d%s\n",
-                a.collective.c_str(), a.ranks,
+    std::printf("# chorus perf %s: %d ranks (%s), %s, iters %d, warmup %d%s\n",
+                a.collective.c_str(), local.nranks,
+                local.me < 0 ? "threads of one process" : "processes, shared memory",
                 a.algo.empty() ? "automatic selection" : a.algo.c_str(), a.iters, a.warmup,
                 a.check ? ", checked" : "");
     std::printf("# memcpy bandwidth: %.2f GB/s (64 MiB, best of 5); mem = busbw / memcpy\n", memBw);
@@ -239,7 +289,7 @@ int runPerf(const PerfArgs& a) {
   size_t wrongTotal = 0;
   int status = 0;
   for (size_t bytes = a.minBytes; bytes <= a.maxBytes; bytes *= static_cast<size_t>(a.factor)) {
-    size_t m = multiplier(coll, a.ranks);
+    size_t m = multiplier(coll, local.nranks);
     size_t count = bytes / esz / m;
     if (count == 0) continue;
     size_t size = count * m * esz;
@@ -247,7 +297,7 @@ int runPerf(const PerfArgs& a) {
     bool inplaceForms[2] = {false, true};
     for (int f = 0; f < 2; ++f) {
       if (!served[f]) continue;
-      forms[f] = measure(a, coll, comms, algo, count, *type, *op, inplaceForms[f]);
+      forms[f] = measure(a, coll, local, algo, count, *type, *op, inplaceForms[f]);
       if (!forms[f].error.empty()) {
         std::fprintf(stderr, "chorus perf: %zu bytes, %s: %s\n", bytes,
                      f ? "in-place" : "out-of-place", forms[f].error.c_str());
@@ -261,7 +311,7 @@ int runPerf(const PerfArgs& a) {
     for (int f = 0; f < 2; ++f) {
       if (!served[f]) continue;
       alg[f] = static_cast<double>(size) / (forms[f].us * 1e-6) / 1e9;
-      bus[f] = alg[f] * busFactor(coll, a.ranks);
+      bus[f] = alg[f] * busFactor(coll, local.nranks);
       wrongTotal += forms[f].wrong;
       busRow += bus[f];
       ++measured;
@@ -271,9 +321,12 @@ int runPerf(const PerfArgs& a) {
     std::string cells[2];
     for (int f = 0; f < 2; ++f)
       cells[f] = formCells(served[f], forms[f], alg[f], bus[f], memBw, a.check, a.csv);
-    if (a.csv) {
-      std::printf("%s,%d,%zu,%zu,%s,%s,%d,%s,%s,%.3f\n", a.collective.c_str(), a.ranks, size, count,
-                  a.dtype.c_str(), redop.c_str(), root, cells[0].c_str(), cells[1].c_str(), memBw);
+    if (!printer) {
+      // Another rank prints.
+    } else if (a.csv) {
+      std::printf("%s,%d,%zu,%zu,%s,%s,%d,%s,%s,%.3f\n", a.collective.c_str(), local.nranks, size,
+                  count, a.dtype.c_str(), redop.c_str(), root, cells[0].c_str(), cells[1].c_str(),
+                  memBw);
     } else {
       std::printf("  %10zu %12zu %6s %6s %5d%s%s\n", size, count, a.dtype.c_str(), redop.c_str(),
                   root, cells[0].c_str(), cells[1].c_str());
@@ -282,7 +335,7 @@ int runPerf(const PerfArgs& a) {
     if (bytes > a.maxBytes / static_cast<size_t>(a.factor)) break;
   }
   if (algo > 0) chorusUnloadAlgo(algo);
-  if (!a.csv && rows > 0) {
+  if (printer && !a.csv && rows > 0) {
     if (a.check)
       std::printf("# Out of bounds values : %zu %s\n", wrongTotal, wrongTotal ? "FAILED" : "OK");
     std::printf("# Avg bus bandwidth    : %.3f GB/s (%.2f of memcpy)\n", busSum / rows,

@@ -1,0 +1,152 @@
+#include "api/process_world.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+#include <tuple>
+
+#include "core/log.h"
+
+namespace chorus::api {
+
+using runtime::CallArgs;
+using runtime::VerifiedAlgorithm;
+
+namespace {
+constexpr size_t kCachedCalls = 32;
+}
+
+bool ProcessWorld::Key::operator<(const Key& o) const {
+  return std::tie(va, count, type, op, send, recv) <
+         std::tie(o.va, o.count, o.type, o.op, o.send, o.recv);
+}
+
+Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(const runtime::BootstrapConfig& config,
+                                                           WorldOptions options) {
+  std::shared_ptr<ProcessWorld> w(new ProcessWorld(config.nranks, config.rank, options));
+  runtime::BootstrapConfig c = config;
+  c.timeoutMs = options.timeoutMs;
+  auto boot = runtime::Bootstrap::connect(c);
+  if (!boot.isOk()) return boot.status();
+  w->boot_ = std::move(boot).value();
+  for (int r = 0; r < w->n_; ++r)
+    if (w->boot_->hosts()[static_cast<size_t>(r)] != w->boot_->hosts()[0])
+      return Status(StatusCode::kUnsupported,
+                    "rank " + std::to_string(r) + " runs on another host (" +
+                        w->boot_->hosts()[static_cast<size_t>(r)] +
+                        "); ranks on several hosts need the TCP transport, which is not built yet");
+  // Rank 0 names the communicator's segments; everyone uses its name.
+  std::random_device rd;
+  std::string name = "/chorus-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+  auto names = w->boot_->allGather(name);
+  if (!names.isOk()) return names.status();
+  w->prefix_ = names.value()[0];
+  auto bells = runtime::RankBells::create(w->prefix_, w->me_, w->n_, *w->boot_);
+  if (!bells.isOk()) return bells.status();
+  w->bells_ = std::move(bells).value();
+  return w;
+}
+
+Status ProcessWorld::asyncError() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+void ProcessWorld::abort(Status why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_.isOk()) error_ = why;
+  }
+  aborted_.store(true, std::memory_order_release);
+  if (bells_ != nullptr) bells_->bell(me_).ring();
+}
+
+Status ProcessWorld::barrier() {
+  if (Status e = asyncError(); !e.isOk()) return e;
+  Status st = boot_->barrier();
+  if (!st.isOk()) abort(st);
+  return st;
+}
+
+Result<runtime::RankCall*> ProcessWorld::rankCall(
+    const std::shared_ptr<const VerifiedAlgorithm>& va, const CallArgs& args) {
+  Key key{va.get(), args.count, args.type, args.op, args.sendbuff, args.recvbuff};
+  auto it = calls_.find(key);
+  if (it != calls_.end()) {
+    it->second.lastUse = ++useClock_;
+    return it->second.call.get();
+  }
+  auto& fabric = fabrics_[va.get()];
+  if (fabric == nullptr) {
+    // Collective: every rank gets here for the same algorithm at the same
+    // point of the same call sequence.
+    size_t unit = options_.sliceBytes != 0 ? options_.sliceBytes
+                                           : runtime::defaultSliceBytes(va->algo().protocol);
+    auto f = runtime::ShmFabric::create(va->algo(), me_, unit, options_.slots,
+                                        prefix_ + "-f" + std::to_string(fabrics_.size()), *boot_,
+                                        *bells_);
+    if (!f.isOk()) {
+      fabrics_.erase(va.get());
+      return f.status();
+    }
+    fabric = f.value();
+  }
+  auto rc = runtime::RankCall::make(*va, me_, args, options_.sliceBytes, fabric);
+  if (!rc.isOk()) return rc.status();
+  if (calls_.size() >= kCachedCalls) {
+    auto lru = std::min_element(calls_.begin(), calls_.end(), [](const auto& a, const auto& b) {
+      return a.second.lastUse < b.second.lastUse;
+    });
+    calls_.erase(lru);
+  }
+  runtime::RankCall* raw = rc.value().get();
+  calls_[key] = Entry{va, std::move(rc).value(), ++useClock_};
+  return raw;
+}
+
+Status ProcessWorld::collective(const Op& op) {
+  if (Status e = asyncError(); !e.isOk()) return e;
+  if (op.kind != Op::Kind::kCollective)
+    return Status(StatusCode::kUnsupported,
+                  "send/recv between processes is not supported yet (issue 4: the TCP and "
+                  "point-to-point transports come next)");
+  runtime::SelectionRequest req;
+  req.collective = op.collective;
+  req.nranks = n_;
+  req.inplace = runtime::isInPlaceCall(op.collective, op.args, me_);
+  req.count = op.args.count;
+  req.type = op.args.type;
+  req.op = op.args.op;
+  req.root = op.root;
+  bool info = logEnabled(LogLevel::kInfo);
+  std::vector<std::string> why;
+  auto parts = planParts(req, op.algo, builtins_, info ? &why : nullptr);
+  if (info) {
+    std::string line = "rank " + std::to_string(me_) + " collective #" + std::to_string(seq_) +
+                       " " + op.describe() + " on " + std::to_string(n_) + " processes";
+    if (!parts.isOk()) line += ": " + parts.status().message();
+    for (const std::string& w : why) line += "\n  " + w;
+    logLine(LogLevel::kInfo, line);
+  }
+  ++seq_;
+  if (!parts.isOk()) return parts.status();
+  runtime::RankRunOptions ro;
+  ro.timeoutMs = options_.timeoutMs;
+  ro.abort = &aborted_;
+  for (const PlanPart& p : parts.value()) {
+    auto rc = rankCall(p.va, partArgs(op.args, p));
+    if (!rc.isOk()) {
+      if (rc.status().code() == StatusCode::kTimeout || rc.status().code() == StatusCode::kIoError)
+        abort(rc.status());
+      return rc.status();
+    }
+    Status st = rc.value()->run(ro);
+    if (st.code() == StatusCode::kTimeout) abort(st);
+    if (st.code() == StatusCode::kAborted) st = asyncError();
+    if (!st.isOk()) return st;
+  }
+  return Status::ok();
+}
+
+}  // namespace chorus::api

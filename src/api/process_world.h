@@ -1,0 +1,71 @@
+// A communicator whose ranks are processes (one rank here, the others in
+// other processes of this host): they meet through the TCP bootstrap, talk
+// through shared-memory fabrics created collectively on the first use of
+// each algorithm, and each runs its own rank's executor on the calling
+// thread (issue 4). Every rank must make the same calls in the same order,
+// as with NCCL; a rank that stops answering makes the others time out.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "api/plan.h"
+#include "api/world.h"
+#include "runtime/bootstrap.h"
+#include "runtime/driver.h"
+#include "runtime/shm_fabric.h"
+
+namespace chorus::api {
+
+class ProcessWorld {
+ public:
+  // Collective over the ranks of `config` (bootstrap, doorbells).
+  static Result<std::shared_ptr<ProcessWorld>> create(const runtime::BootstrapConfig& config,
+                                                      WorldOptions options);
+  int size() const { return n_; }
+  int rank() const { return me_; }
+  // This rank's part of the next collective.
+  Status collective(const Op& op);
+  Status barrier();
+  void abort(Status why);
+  Status asyncError() const;
+
+ private:
+  ProcessWorld(int n, int me, WorldOptions o) : n_(n), me_(me), options_(o), builtins_(n) {}
+  Result<runtime::RankCall*> rankCall(const std::shared_ptr<const runtime::VerifiedAlgorithm>& va,
+                                      const runtime::CallArgs& args);
+
+  struct Key {
+    const runtime::VerifiedAlgorithm* va;
+    size_t count;
+    DataType type;
+    ReduceOp op;
+    const void* send;
+    void* recv;
+    bool operator<(const Key& o) const;
+  };
+  struct Entry {
+    std::shared_ptr<const runtime::VerifiedAlgorithm> va;
+    std::unique_ptr<runtime::RankCall> call;
+    uint64_t lastUse = 0;
+  };
+
+  const int n_, me_;
+  const WorldOptions options_;
+  std::unique_ptr<runtime::Bootstrap> boot_;
+  std::unique_ptr<runtime::RankBells> bells_;
+  std::string prefix_;
+  BuiltinCache builtins_;
+  std::map<const runtime::VerifiedAlgorithm*, std::shared_ptr<runtime::ShmFabric>> fabrics_;
+  std::map<Key, Entry> calls_;
+  uint64_t useClock_ = 0, seq_ = 0;
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex mu_;  // error_
+  Status error_;
+};
+
+}  // namespace chorus::api
