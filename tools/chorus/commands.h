@@ -57,6 +57,7 @@ struct PerfArgs {
   std::string algo;  // a file, or a built-in name; empty = automatic selection
   bool check = false;
   bool csv = false;
+  int procs = 0;  // > 0: run as that many processes (relaunches itself via `chorus launch`)
 };
 // nccl-tests-style sweep through the C API. Exit: 0 ok, 1 wrong results
 // (--check), 2 bad arguments or a failed call.

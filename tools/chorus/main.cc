@@ -55,6 +55,9 @@ int main(int argc, char** argv) {
   p->add_option("--algo", perf.algo, "an algorithm file or a built-in name (default: automatic)");
   p->add_flag("--check,-c", perf.check, "check every result; exit 1 if any is wrong");
   p->add_flag("--csv", perf.csv, "CSV rows with a header instead of the table");
+  p->add_option("--procs", perf.procs,
+                "run the ranks as N processes over shared memory (via chorus launch)")
+      ->check(CLI::PositiveNumber);
 
   chorus::cli::LaunchArgs launch;
   auto* l =

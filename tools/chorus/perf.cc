@@ -189,7 +189,41 @@ std::string formCells(bool served, const Measure& m, double alg, double bus, dou
 
 }  // namespace
 
+namespace {
+
+// `chorus perf ... --procs N`: the same command as N processes.
+int relaunch(const PerfArgs& a) {
+  LaunchArgs l;
+  l.nprocs = a.procs;
+  l.command = {"/proc/self/exe",
+               "perf",
+               a.collective,
+               "-b",
+               std::to_string(a.minBytes),
+               "-e",
+               std::to_string(a.maxBytes),
+               "-f",
+               std::to_string(a.factor),
+               "-n",
+               std::to_string(a.iters),
+               "-w",
+               std::to_string(a.warmup),
+               "--dtype",
+               a.dtype,
+               "--op",
+               a.op,
+               "--root",
+               std::to_string(a.root)};
+  if (!a.algo.empty()) l.command.insert(l.command.end(), {"--algo", a.algo});
+  if (a.check) l.command.push_back("--check");
+  if (a.csv) l.command.push_back("--csv");
+  return runLaunch(l);
+}
+
+}  // namespace
+
 int runPerf(const PerfArgs& a) {
+  if (a.procs > 0) return relaunch(a);
   CollectiveKind coll = parseCollective(a.collective);
   if (!isNcclCollective(coll)) {
     std::fprintf(stderr,
