@@ -45,7 +45,19 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(const runtime::Bootst
   auto bells = runtime::RankBells::create(w->prefix_, w->me_, w->n_, *w->boot_);
   if (!bells.isOk()) return bells.status();
   w->bells_ = std::move(bells).value();
+  // A peer that dies ends the communicator at once (not after the timeout).
+  ProcessWorld* raw = w.get();
+  w->boot_->startMonitor([raw](int rank, const std::string& why) {
+    (void)rank;  // named in `why`
+    raw->abort(Status(StatusCode::kAborted, why));
+  });
   return w;
+}
+
+ProcessWorld::~ProcessWorld() {
+  // First the bootstrap: it says goodbye and stops the monitor, which may
+  // otherwise still call abort() on members being destroyed.
+  boot_.reset();
 }
 
 Status ProcessWorld::asyncError() const {

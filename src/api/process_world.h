@@ -26,6 +26,7 @@ class ProcessWorld {
   // Collective over the ranks of `config` (bootstrap, doorbells).
   static Result<std::shared_ptr<ProcessWorld>> create(const runtime::BootstrapConfig& config,
                                                       WorldOptions options);
+  ~ProcessWorld();
   int size() const { return n_; }
   int rank() const { return me_; }
   // This rank's part of the next collective.

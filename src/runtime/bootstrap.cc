@@ -329,6 +329,14 @@ Result<BootstrapConfig> bootstrapConfigFromEnvironment() {
 }
 
 Bootstrap::~Bootstrap() {
+  goodbye();
+  if (monitor_.joinable()) {
+    char c = 'q';
+    (void)!::write(wakePipe_[1], &c, 1);
+    monitor_.join();
+  }
+  for (int fd : wakePipe_)
+    if (fd >= 0) ::close(fd);
   for (int fd : peerFds_)
     if (fd >= 0) ::close(fd);
   if (rootFd_ >= 0) ::close(rootFd_);
@@ -461,28 +469,148 @@ Result<std::vector<std::string>> Bootstrap::allGather(std::string_view mine) {
   auto deadline = Clock::now() + std::chrono::milliseconds(config_.timeoutMs);
   const auto n = static_cast<uint32_t>(config_.nranks);
   if (config_.rank != 0) {
-    CHORUS_RETURN_IF_ERROR(sendFrame(rootFd_, mine, deadline));
-    auto all = recvFrame(rootFd_, deadline);
+    CHORUS_RETURN_IF_ERROR(sendData(rootFd_, mine, deadline));
+    auto all = recvData(0, deadline);
     if (!all.isOk()) return all.status();
     return wire::decodeBlobs(all.value(), n);
   }
   std::vector<std::string> blobs(n);
   blobs[0] = std::string(mine);
   for (uint32_t r = 1; r < n; ++r) {
-    auto f = recvFrame(peerFds_[r], deadline);
+    auto f = recvData(static_cast<int>(r), deadline);
     if (!f.isOk())
       return Status(f.status().code(),
                     "bootstrap: rank " + std::to_string(r) + ": " + f.status().message());
     blobs[r] = std::move(f).value();
   }
   std::string all = wire::encodeBlobs(blobs);
-  for (uint32_t r = 1; r < n; ++r) CHORUS_RETURN_IF_ERROR(sendFrame(peerFds_[r], all, deadline));
+  for (uint32_t r = 1; r < n; ++r) CHORUS_RETURN_IF_ERROR(sendData(peerFds_[r], all, deadline));
   return blobs;
 }
 
 Status Bootstrap::barrier() {
   auto r = allGather("");
   return r.isOk() ? Status::ok() : r.status();
+}
+
+// Frames after the hello start with a type byte.
+namespace {
+constexpr char kData = 'D';  // an allGather/barrier payload follows
+constexpr char kBye = 'B';   // the sender leaves on purpose
+constexpr char kLost = 'L';  // rank 0 to the others: a rank is gone (u32 follows)
+}  // namespace
+
+Status Bootstrap::sendData(int fd, std::string_view payload, Clock::time_point deadline) {
+  std::string f(1, kData);
+  f.append(payload);
+  std::lock_guard<std::mutex> lock(sendMu_);
+  return sendFrame(fd, f, deadline);
+}
+
+Result<std::string> Bootstrap::recvData(int who, Clock::time_point deadline) {
+  if (!monitor_.joinable()) {
+    for (;;) {
+      auto f = recvFrame(fdOf(who), deadline);
+      if (!f.isOk()) return f.status();
+      if (!f.value().empty() && f.value()[0] == kData) return f.value().substr(1);
+      if (f.value().empty() || f.value()[0] != kBye)
+        return bad("unexpected bootstrap frame from rank " + std::to_string(who));
+    }
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  auto& q = inbox_[static_cast<size_t>(who)];
+  if (!cv_.wait_until(lock, deadline,
+                      [&] { return !q.empty() || gone_[static_cast<size_t>(who)]; }))
+    return Status(StatusCode::kTimeout,
+                  "bootstrap: rank " + std::to_string(who) + " did not answer");
+  if (q.empty())
+    return Status(StatusCode::kAborted,
+                  "bootstrap: rank " + std::to_string(who) + " closed its connection");
+  std::string f = std::move(q.front());
+  q.pop_front();
+  return f;
+}
+
+void Bootstrap::goodbye() {
+  if (saidGoodbye_) return;
+  saidGoodbye_ = true;
+  auto deadline = Clock::now() + std::chrono::seconds(1);
+  std::string bye(1, kBye);
+  std::lock_guard<std::mutex> lock(sendMu_);
+  if (config_.rank != 0 && rootFd_ >= 0) (void)sendFrame(rootFd_, bye, deadline);
+  for (int fd : peerFds_)
+    if (fd >= 0) (void)sendFrame(fd, bye, deadline);
+}
+
+void Bootstrap::startMonitor(std::function<void(int, const std::string&)> onLost) {
+  if (monitor_.joinable()) return;
+  if (::pipe2(wakePipe_, O_CLOEXEC) != 0) return;  // no monitor: timeouts still apply
+  onLost_ = std::move(onLost);
+  size_t slots = config_.rank == 0 ? static_cast<size_t>(config_.nranks) : 1;
+  inbox_.assign(slots, {});
+  gone_.assign(slots, false);
+  byeFrom_.assign(slots, false);
+  if (config_.rank == 0) gone_[0] = true;  // itself
+  monitor_ = std::thread([this] { monitorMain(); });
+}
+
+void Bootstrap::monitorMain() {
+  const bool root = config_.rank == 0;
+  for (;;) {
+    std::vector<pollfd> fds{{wakePipe_[0], POLLIN, 0}};
+    std::vector<int> who;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < gone_.size(); ++i)
+        if (!gone_[i]) {
+          fds.push_back({fdOf(static_cast<int>(i)), POLLIN, 0});
+          who.push_back(static_cast<int>(i));
+        }
+    }
+    if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) return;
+    if (fds[0].revents != 0) return;  // shutting down
+    for (size_t k = 1; k < fds.size(); ++k) {
+      if (fds[k].revents == 0) continue;
+      int w = who[k - 1];
+      auto f = recvFrame(fds[k].fd, Clock::now() + std::chrono::milliseconds(config_.timeoutMs));
+      std::string lostWhy;
+      int lostRank = -1;
+      std::vector<bool> goneNow;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!f.isOk() || f.value().empty()) {
+          gone_[static_cast<size_t>(w)] = true;
+          if (!byeFrom_[static_cast<size_t>(w)]) {
+            lostRank = w;
+            lostWhy = "rank " + std::to_string(w) +
+                      " closed its connection without leaving (it died or was killed)";
+          }
+        } else if (f.value()[0] == kData) {
+          inbox_[static_cast<size_t>(w)].push_back(f.value().substr(1));
+        } else if (f.value()[0] == kBye) {
+          byeFrom_[static_cast<size_t>(w)] = true;
+        } else if (f.value()[0] == kLost && !root) {
+          uint32_t r = 0;
+          Reader(std::string_view(f.value()).substr(1)).u32(&r);
+          lostRank = static_cast<int>(r);
+          lostWhy = "rank " + std::to_string(r) + " is gone (rank 0 lost its connection to it)";
+        }
+        goneNow = gone_;
+      }
+      cv_.notify_all();
+      if (lostRank < 0) continue;
+      if (root) {  // tell everyone else
+        std::string notice(1, kLost);
+        putU32(notice, static_cast<uint32_t>(lostRank));
+        std::lock_guard<std::mutex> lock(sendMu_);
+        for (int r = 1; r < config_.nranks; ++r)
+          if (r != lostRank && !goneNow[static_cast<size_t>(r)])
+            (void)sendFrame(peerFds_[static_cast<size_t>(r)], notice,
+                            Clock::now() + std::chrono::seconds(1));
+      }
+      if (onLost_) onLost_(lostRank, lostWhy);
+    }
+  }
 }
 
 }  // namespace chorus::runtime

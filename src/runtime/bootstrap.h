@@ -9,8 +9,13 @@
 // and value, so malformed bytes are an error, never a crash (fuzzed).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -90,14 +95,42 @@ class Bootstrap {
   Result<std::vector<std::string>> allGather(std::string_view mine);
   Status barrier();
 
+  // Watches the bootstrap connections from a thread of its own: when a peer
+  // closes its connection without saying goodbye (it died, or its host
+  // went away), `onLost(rank, why)` is called once for it; rank 0 also tells
+  // every other rank, so all learn of any death within a round trip.
+  // allGather and barrier keep working (the thread hands their frames over).
+  void startMonitor(std::function<void(int, const std::string&)> onLost);
+  // Tells the peers this rank leaves on purpose (its connections then close
+  // without alarming them). Called by the destructor too.
+  void goodbye();
+
  private:
   Bootstrap() = default;
+  Status sendData(int fd, std::string_view payload, std::chrono::steady_clock::time_point deadline);
+  Result<std::string> recvData(int who, std::chrono::steady_clock::time_point deadline);
+  void monitorMain();
+  int fdOf(int who) const { return config_.rank == 0 ? peerFds_[static_cast<size_t>(who)] : rootFd_; }
   BootstrapConfig config_;
   int port_ = 0;
   int listenFd_ = -1;
   std::vector<int> peerFds_;  // rank 0: socket of each rank (-1 for itself)
   int rootFd_ = -1;           // others: socket to rank 0
   std::vector<std::string> hosts_;
+
+  // The monitor: it owns all reads once started. Data frames for
+  // allGather/barrier wait in `inbox_` by sender (rank 0: by rank; others:
+  // index 0 = rank 0).
+  std::thread monitor_;
+  int wakePipe_[2] = {-1, -1};
+  std::function<void(int, const std::string&)> onLost_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::deque<std::string>> inbox_;
+  std::vector<bool> gone_;     // connection closed (after goodbye or not)
+  std::vector<bool> byeFrom_;  // the peer said goodbye before closing
+  bool saidGoodbye_ = false;
+  std::mutex sendMu_;  // the monitor forwards notices while callers send data
 };
 
 }  // namespace chorus::runtime

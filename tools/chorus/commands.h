@@ -65,6 +65,7 @@ int runPerf(const PerfArgs& args);
 
 struct LaunchArgs {
   int nprocs = 1;
+  bool keepGoing = false;  // do not stop the others when a rank fails
   std::vector<std::string> command;  // PROGRAM ARGS
 };
 // Starts N local processes as ranks (environment: CHORUS_RANK,

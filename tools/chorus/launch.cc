@@ -173,7 +173,10 @@ int runLaunch(const LaunchArgs& a) {
       c.exited = true;
       c.code = exitCode(status);
       --running;
-      if (c.code != 0 && firstFailure == 0 && !killing) {
+      if (c.code != 0 && firstFailure == 0 && a.keepGoing) {
+        firstFailure = c.code;
+        std::fprintf(stderr, "chorus launch: rank %zu exited with %d\n", r, c.code);
+      } else if (c.code != 0 && firstFailure == 0 && !killing) {
         firstFailure = c.code;
         std::fprintf(stderr, "chorus launch: rank %zu exited with %d; stopping the others\n", r,
                      c.code);

@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
   l->add_option("-n,--nprocs", launch.nprocs, "number of processes (ranks)")
       ->required()
       ->check(CLI::PositiveNumber);
+  l->add_flag("--keep-going", launch.keepGoing,
+              "let the other ranks run on when one fails (they see the failure themselves)");
   l->add_option("command", launch.command, "-- PROGRAM ARGS")->required();
 
   chorus::cli::RunArgs run;

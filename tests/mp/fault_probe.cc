@@ -1,0 +1,37 @@
+// A rank that runs allreduces until something goes wrong, for the fault
+// tests: it prints how its calls ended and exits 0 only if every call it
+// made succeeded.
+#include <chorus/chorus.h>
+
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+int main() {
+  chorusComm_t comm = nullptr;
+  if (chorusCommInitFromEnv(&comm) != chorusSuccess) {
+    std::printf("init failed: %s\n", chorusGetLastError(nullptr));
+    return 2;
+  }
+  int rank = -1;
+  chorusCommUserRank(comm, &rank);
+  std::vector<float> buf(1 << 18, 1.0f);
+  auto last = std::chrono::steady_clock::now();
+  for (int i = 0; i < 200000; ++i) {
+    chorusResult_t r =
+        chorusAllReduce(buf.data(), buf.data(), buf.size(), chorusFloat, chorusSum, comm, nullptr);
+    if (r != chorusSuccess) {
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - last).count();
+      std::printf("rank %d: call %d failed after %.1f s: %s: %s\n", rank, i, s,
+                  chorusGetErrorString(r), chorusGetLastError(nullptr));
+      chorusResult_t async = chorusSuccess;
+      chorusCommGetAsyncError(comm, &async);
+      chorusCommDestroy(comm);
+      return r == chorusRemoteError || r == chorusTimeout ? 3 : 4;
+    }
+    last = std::chrono::steady_clock::now();
+    for (float& x : buf) x = 1.0f;
+  }
+  chorusCommDestroy(comm);
+  return 0;
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# A rank dies (SIGKILL) or stops answering (SIGSTOP) mid-collective: every
+# other rank's call must fail with chorusRemoteError or chorusTimeout naming
+# the rank, well before the deadline, and no segment may be left behind.
+set -uo pipefail
+chorus=$1 probe=$2
+out=$(mktemp)
+before=$(ls /dev/shm | grep -c '^chorus-' || true)
+fails=0
+check() {  # NAME PATTERN
+  if grep -qE -- "$2" "$out"; then echo "ok: $1"; else echo "FAIL: $1"; cat "$out"; fails=$((fails + 1)); fi
+}
+
+# SIGKILL: the others learn from the bootstrap monitor, not the 60 s timeout.
+start=$(date +%s)
+CHORUS_TIMEOUT_S=60 timeout 50 "$chorus" launch --keep-going -n 3 -- sh -c \
+  'if [ "$CHORUS_RANK" = 2 ]; then (sleep 1; kill -9 $$) & fi; exec "$0"' "$probe" > "$out" 2>&1
+took=$(( $(date +%s) - start ))
+check "sigkill rank 0 fails" '^\[0\] rank 0: call [0-9]+ failed after [0-9.]+ s: remote process exited.*rank 2'
+check "sigkill rank 1 fails" '^\[1\] rank 1: call [0-9]+ failed after [0-9.]+ s: remote process exited.*rank 2'
+if (( took > 20 )); then echo "FAIL: the ranks took $took s to notice"; fails=$((fails + 1)); fi
+
+# SIGSTOP: nothing closes, so the timeout (3 s here) must end it.
+start=$(date +%s)
+CHORUS_TIMEOUT_S=3 timeout 50 "$chorus" launch --keep-going -n 3 -- sh -c \
+  'if [ "$CHORUS_RANK" = 1 ]; then (sleep 1; kill -STOP $$; sleep 15; kill -9 $$) & fi; exec "$0"' \
+  "$probe" > "$out" 2>&1
+took=$(( $(date +%s) - start ))
+check "sigstop rank 0 times out" '^\[0\] rank 0: call [0-9]+ failed after [0-9.]+ s: timeout'
+check "sigstop rank 2 fails" '^\[2\] rank 2: call [0-9]+ failed'
+if (( took > 30 )); then echo "FAIL: took $took s"; fails=$((fails + 1)); fi
+
+after=$(ls /dev/shm | grep -c '^chorus-' || true)
+if (( after > before )); then echo "FAIL: segments left:"; ls /dev/shm | grep '^chorus-'; fails=$((fails + 1)); fi
+rm -f "$out"
+exit $(( fails > 0 ))
