@@ -125,6 +125,25 @@ Status runRankLoop(RankExecutor& x, Doorbell& bell, int rank, const RankRunOptio
 
 namespace {
 
+// Rank `rank`'s executor with its ports on `fabric` and its scratch in
+// `scratch` (resized here).
+std::unique_ptr<RankExecutor> makeExecutor(const VerifiedAlgorithm& va, int rank,
+                                           const CallArgs& call, const Geometry& g, Fabric& fabric,
+                                           std::vector<unsigned char>& scratch) {
+  const ir::Rank& r = va.algo().ranks[static_cast<size_t>(rank)];
+  std::vector<SendPort*> sendPorts;
+  std::vector<RecvPort*> recvPorts;
+  for (const ir::Threadblock& tb : r.tbs) {
+    LocalConnection* out = fabric.find(tb.channel, r.id, tb.sendPeer);
+    LocalConnection* in = fabric.find(tb.channel, tb.recvPeer, r.id);
+    sendPorts.push_back(out != nullptr ? &out->sender() : nullptr);
+    recvPorts.push_back(in != nullptr ? &in->receiver() : nullptr);
+  }
+  scratch.resize(static_cast<size_t>(r.scratchChunks) * g.chunkElems * g.elemSize);
+  return std::make_unique<RankExecutor>(va, rank, call, g, std::move(sendPorts),
+                                        std::move(recvPorts), scratch.data());
+}
+
 Result<std::unique_ptr<Session>> prepare(const VerifiedAlgorithm& va,
                                          const std::vector<CallArgs>& calls, size_t sliceBytes,
                                          int slots, std::shared_ptr<LocalFabric> fabric) {
@@ -148,19 +167,8 @@ Result<std::unique_ptr<Session>> prepare(const VerifiedAlgorithm& va,
 
   s->scratch.resize(a.ranks.size());
   for (const ir::Rank& r : a.ranks) {
-    std::vector<SendPort*> sendPorts;
-    std::vector<RecvPort*> recvPorts;
-    for (const ir::Threadblock& tb : r.tbs) {
-      LocalConnection* out = s->fabric->find(tb.channel, r.id, tb.sendPeer);
-      LocalConnection* in = s->fabric->find(tb.channel, tb.recvPeer, r.id);
-      sendPorts.push_back(out != nullptr ? &out->sender() : nullptr);
-      recvPorts.push_back(in != nullptr ? &in->receiver() : nullptr);
-    }
-    auto& scratch = s->scratch[static_cast<size_t>(r.id)];
-    scratch.resize(static_cast<size_t>(r.scratchChunks) * g.chunkElems * g.elemSize);
-    s->ranks.push_back(std::make_unique<RankExecutor>(va, r.id, calls[static_cast<size_t>(r.id)], g,
-                                                      std::move(sendPorts), std::move(recvPorts),
-                                                      scratch.data()));
+    s->ranks.push_back(makeExecutor(va, r.id, calls[static_cast<size_t>(r.id)], g, *s->fabric,
+                                    s->scratch[static_cast<size_t>(r.id)]));
   }
   return s;
 }
@@ -326,18 +334,7 @@ Result<std::unique_ptr<RankCall>> RankCall::make(const VerifiedAlgorithm& va, in
   rc->call_ = call;
   rc->geometry_ = g;
   rc->fabric_ = std::move(fabric);
-  const ir::Rank& r = a.ranks[static_cast<size_t>(rank)];
-  std::vector<SendPort*> sendPorts;
-  std::vector<RecvPort*> recvPorts;
-  for (const ir::Threadblock& tb : r.tbs) {
-    LocalConnection* out = rc->fabric_->find(tb.channel, r.id, tb.sendPeer);
-    LocalConnection* in = rc->fabric_->find(tb.channel, tb.recvPeer, r.id);
-    sendPorts.push_back(out != nullptr ? &out->sender() : nullptr);
-    recvPorts.push_back(in != nullptr ? &in->receiver() : nullptr);
-  }
-  rc->scratch_.resize(static_cast<size_t>(r.scratchChunks) * g.chunkElems * g.elemSize);
-  rc->exec_ = std::make_unique<RankExecutor>(va, rank, call, g, std::move(sendPorts),
-                                             std::move(recvPorts), rc->scratch_.data());
+  rc->exec_ = makeExecutor(va, rank, call, g, *rc->fabric_, rc->scratch_);
   return rc;
 }
 
