@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <random>
 #include <tuple>
 
@@ -36,9 +37,15 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(const runtime::Bootst
                     "rank " + std::to_string(r) + " runs on another host (" +
                         w->boot_->hosts()[static_cast<size_t>(r)] +
                         "); ranks on several hosts need the TCP transport, which is not built yet");
-  // Rank 0 names the communicator's segments; everyone uses its name.
+  // Rank 0 names the communicator's segments; everyone uses its name. Under
+  // `chorus launch` the name starts with the job's id, so the launcher can
+  // remove what a killed job could not.
   std::random_device rd;
-  std::string name = "/chorus-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+  const char* job = std::getenv("CHORUS_JOB_ID");
+  std::string name =
+      "/" +
+      (job != nullptr && *job != '\0' ? std::string(job) : "chorus-" + std::to_string(::getpid())) +
+      "-" + std::to_string(rd());
   auto names = w->boot_->allGather(name);
   if (!names.isOk()) return names.status();
   w->prefix_ = names.value()[0];

@@ -4,10 +4,12 @@
 // forwards their output line by line prefixed with the rank, and when one
 // fails kills the others and returns its exit code.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -77,6 +79,22 @@ void flushLines(int rank, Child& c, bool all) {
 volatile sig_atomic_t interrupted = 0;
 void onSignal(int sig) { interrupted = sig; }
 
+// Ranks unlink their shared-memory segments as soon as all peers have
+// mapped them; a rank killed in that window cannot. Once every rank has
+// exited, nothing of the job may remain: remove what does.
+void removeLeftovers(const std::string& job) {
+  DIR* d = ::opendir("/dev/shm");
+  if (d == nullptr) return;
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d))
+    if (std::strncmp(e->d_name, job.c_str(), job.size()) == 0) names.emplace_back(e->d_name);
+  ::closedir(d);
+  for (const std::string& n : names) ::shm_unlink(("/" + n).c_str());
+  if (!names.empty())
+    std::fprintf(stderr, "chorus launch: removed %zu shared-memory segment(s) the ranks left\n",
+                 names.size());
+}
+
 int exitCode(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -101,6 +119,8 @@ int runLaunch(const LaunchArgs& a) {
   sa.sa_handler = onSignal;
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
   std::string secret = randomSecret();
+  // Segment names of this job start with it (see cleanup below).
+  std::string job = "chorus-" + std::to_string(::getpid()) + "-" + randomSecret().substr(0, 8);
   std::vector<Child> kids(static_cast<size_t>(a.nprocs));
   for (int r = 0; r < a.nprocs; ++r) {
     int fds[2];
@@ -122,6 +142,7 @@ int runLaunch(const LaunchArgs& a) {
       ::setenv("CHORUS_WORLD_SIZE", std::to_string(a.nprocs).c_str(), 1);
       ::setenv("CHORUS_ROOT", root.c_str(), 1);
       ::setenv("CHORUS_SECRET", secret.c_str(), 1);
+      ::setenv("CHORUS_JOB_ID", job.c_str(), 1);
       std::vector<char*> argv;
       for (const std::string& s : a.command) argv.push_back(const_cast<char*>(s.c_str()));
       argv.push_back(nullptr);
@@ -208,6 +229,7 @@ int runLaunch(const LaunchArgs& a) {
       ::close(c.out);
     }
   }
+  removeLeftovers(job);
   return firstFailure;
 }
 
