@@ -42,10 +42,12 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(const runtime::Bootst
   // remove what a killed job could not.
   std::random_device rd;
   const char* job = std::getenv("CHORUS_JOB_ID");
-  std::string name =
-      "/" +
-      (job != nullptr && *job != '\0' ? std::string(job) : "chorus-" + std::to_string(::getpid())) +
-      "-" + std::to_string(rd());
+  std::string name = "/";
+  if (job != nullptr && *job != '\0')
+    name.append(job);
+  else
+    name.append("chorus-").append(std::to_string(::getpid()));
+  name.append("-").append(std::to_string(rd()));
   auto names = w->boot_->allGather(name);
   if (!names.isOk()) return names.status();
   w->prefix_ = names.value()[0];
