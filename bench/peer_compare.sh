@@ -6,6 +6,7 @@
 # the memcpy bandwidth `chorus perf` measured in the same row.
 #   bench/peer_compare.sh                   # build/release, 2/4/8 ranks, 4K..256M
 #   RANKS="2" COLLS="allreduce" MAX=67108864 bench/peer_compare.sh
+#   PROCS=1 bench/peer_compare.sh           # Chorus ranks as processes (shared memory), like MPI's
 # Needs openmpi-bin and libopenmpi-dev (bench/mpi_perf is built when CMake finds MPI).
 set -euo pipefail
 build=${1:-build/release}
@@ -29,7 +30,8 @@ for n in $ranks; do
     size=$min
     while (( size <= max )); do
       iters=$(( 268435456 / size )); (( iters > 200 )) && iters=200; (( iters < 3 )) && iters=3
-      crow=$(GLIBC_TUNABLES= "$chorus" perf "$c" --ranks "$n" -b "$size" -e "$size" -n "$iters" -w 5 --csv | tail -1)
+ ranksFlag=--ranks; [[ ${PROCS:-0} == 1 ]] && ranksFlag=--procs
+      crow=$(GLIBC_TUNABLES= "$chorus" perf "$c" $ranksFlag "$n" -b "$size" -e "$size" -n "$iters" -w 5 --csv | tail -1 | sed 's/^\[0\] //')
       mrow=$("${mpirun[@]}" "$n" "$mpi" "$c" "$size" "$size" "$iters" 5 | tail -1)
       # Fields 1-7 of both: collective,ranks,size,count,type,redop,root. Then
       # chorus: 8 oop_us,9 algbw,10 busbw,11 frac,12 wrong,13 ip_us,14,15 busbw,16,17,18 memcpy;
