@@ -71,14 +71,21 @@ TEST(ThreadedExecutor, PreparedCallRunsRepeatedlyWithBothDrivers) {
   }
 }
 
-TEST(ThreadedExecutor, PersistentThreadsSurviveADeadlockAndShutDown) {
-  auto va = VerifiedAlgorithm::make(chorus::testing::mustRead(
-      std::string(CHORUS_SOURCE_DIR) + "/tests/data/runtime_send_twice_first.xml"));
-  ASSERT_TRUE(va.isOk());
-  std::vector<float> in0(4, 1), in1(4, 2), out0(4), out1(4);
+// A correct 2-rank algorithm that deadlocks with one slot per connection
+// (each rank sends twice before receiving), with its buffers.
+struct SendTwiceFirst {
+  std::shared_ptr<const VerifiedAlgorithm> va =
+      load(std::string(CHORUS_SOURCE_DIR) + "/tests/data/runtime_send_twice_first.xml");
+  std::vector<float> in0 = std::vector<float>(4, 1), in1 = std::vector<float>(4, 2),
+                     out0 = std::vector<float>(4), out1 = std::vector<float>(4);
   std::vector<CallArgs> calls = {{in0.data(), out0.data(), 2, DataType::kFloat32, ReduceOp::kSum},
                                  {in1.data(), out1.data(), 2, DataType::kFloat32, ReduceOp::kSum}};
-  auto pc = PreparedCall::make(*va.value(), calls, 0, /*slots=*/1);
+};
+
+TEST(ThreadedExecutor, PersistentThreadsSurviveADeadlockAndShutDown) {
+  SendTwiceFirst t;
+  ASSERT_TRUE(t.va);
+  auto pc = PreparedCall::make(*t.va, t.calls, 0, /*slots=*/1);
   ASSERT_TRUE(pc.isOk());
   ThreadedOptions fast;
   fast.watchdogMs = 10;
@@ -91,16 +98,12 @@ TEST(ThreadedExecutor, PersistentThreadsSurviveADeadlockAndShutDown) {
 }  // PreparedCall's destructor stops and joins the parked threads
 
 TEST(ThreadedExecutor, DeadlockIsReportedNotHung) {
-  auto va = VerifiedAlgorithm::make(chorus::testing::mustRead(
-      std::string(CHORUS_SOURCE_DIR) + "/tests/data/runtime_send_twice_first.xml"));
-  ASSERT_TRUE(va.isOk());
-  std::vector<float> in0(4, 1), in1(4, 2), out0(4), out1(4);
-  std::vector<CallArgs> calls = {{in0.data(), out0.data(), 2, DataType::kFloat32, ReduceOp::kSum},
-                                 {in1.data(), out1.data(), 2, DataType::kFloat32, ReduceOp::kSum}};
+  SendTwiceFirst t;
+  ASSERT_TRUE(t.va);
   ThreadedOptions one;
   one.slots = 1;
   one.watchdogMs = 10;
-  Status st = runThreaded(*va.value(), calls, one);
+  Status st = runThreaded(*t.va, t.calls, one);
   EXPECT_EQ(st.code(), StatusCode::kDeadlock);
   EXPECT_NE(st.message().find("waiting for a free slot to rank"), std::string::npos)
       << st.message();
