@@ -31,12 +31,41 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(const runtime::Bootst
   auto boot = runtime::Bootstrap::connect(c);
   if (!boot.isOk()) return boot.status();
   w->boot_ = std::move(boot).value();
+  // How to reach each peer: shared memory on this host, TCP elsewhere, or
+  // as CHORUS_TRANSPORT says. Every rank must say the same.
+  const char* t = std::getenv("CHORUS_TRANSPORT");
+  std::string mode = t != nullptr && *t != '\0' ? t : "auto";
+  if (mode != "auto" && mode != "shm" && mode != "tcp")
+    return Status(StatusCode::kInvalidArgument,
+                  "CHORUS_TRANSPORT='" + mode + "' is not auto, shm or tcp");
+  // The settings that shape connections must agree too (a ring mapped with
+  // another slot size would be nonsense).
+  std::string mine = "CHORUS_TRANSPORT=" + mode;
+  mine.append(" CHORUS_SLICE_BYTES=").append(std::to_string(options.sliceBytes));
+  auto theirs = w->boot_->allGather(mine);
+  if (!theirs.isOk()) return theirs.status();
   for (int r = 0; r < w->n_; ++r)
-    if (w->boot_->hosts()[static_cast<size_t>(r)] != w->boot_->hosts()[0])
-      return Status(StatusCode::kUnsupported,
-                    "rank " + std::to_string(r) + " runs on another host (" +
-                        w->boot_->hosts()[static_cast<size_t>(r)] +
-                        "); ranks on several hosts need the TCP transport, which is not built yet");
+    if (theirs.value()[static_cast<size_t>(r)] != mine)
+      return Status(StatusCode::kInvalidArgument, "rank " + std::to_string(r) + " has " +
+                                                      theirs.value()[static_cast<size_t>(r)] +
+                                                      ", rank " + std::to_string(w->me_) + " has " +
+                                                      mine + "; all ranks must agree");
+  const auto& hosts = w->boot_->hosts();
+  w->remote_.assign(static_cast<size_t>(w->n_), false);
+  bool anyTcp = false;
+  for (int a = 0; a < w->n_; ++a)
+    for (int b = 0; b < w->n_; ++b) {
+      bool sameHost = hosts[static_cast<size_t>(a)] == hosts[static_cast<size_t>(b)];
+      if (a == b || (sameHost && mode != "tcp")) continue;
+      if (mode == "shm")
+        return Status(StatusCode::kInvalidArgument,
+                      "CHORUS_TRANSPORT=shm, but ranks " + std::to_string(a) + " and " +
+                          std::to_string(b) + " run on different hosts (" +
+                          hosts[static_cast<size_t>(a)] + ", " + hosts[static_cast<size_t>(b)] +
+                          ")");
+      anyTcp = true;
+      if (a == w->me_) w->remote_[static_cast<size_t>(b)] = true;
+    }
   // Rank 0 names the communicator's segments; everyone uses its name. Under
   // `chorus launch` the name starts with the job's id, so the launcher can
   // remove what a killed job could not.
@@ -51,11 +80,36 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(const runtime::Bootst
   auto names = w->boot_->allGather(name);
   if (!names.isOk()) return names.status();
   w->prefix_ = names.value()[0];
-  auto bells = runtime::RankBells::create(w->prefix_, w->me_, w->n_, *w->boot_);
+  auto bells = runtime::RankBells::create(w->prefix_, w->me_, w->n_, *w->boot_, w->remote_);
   if (!bells.isOk()) return bells.status();
   w->bells_ = std::move(bells).value();
+  if (logEnabled(LogLevel::kInfo)) {
+    std::string shm, tcp;
+    for (int r = 0; r < w->n_; ++r)
+      if (r != w->me_)
+        ((w->remote_[static_cast<size_t>(r)] ? tcp : shm) += ' ') += std::to_string(r);
+    logLine(LogLevel::kInfo, "rank " + std::to_string(w->me_) + " (" +
+                                 hosts[static_cast<size_t>(w->me_)] +
+                                 "): shared memory with ranks" + (shm.empty() ? " -" : shm) +
+                                 "; TCP to ranks" + (tcp.empty() ? " -" : tcp));
+  }
   // A peer that dies ends the communicator at once (not after the timeout).
   ProcessWorld* raw = w.get();
+  if (anyTcp) {  // collective: every rank takes part
+    runtime::TcpOptions to;
+    to.timeoutMs = options.timeoutMs;
+    if (const char* k = std::getenv("CHORUS_TCP_SOCKETS"); k != nullptr && *k != '\0') {
+      to.socketsPerPeer = std::atoi(k);
+      if (to.socketsPerPeer < 1 || to.socketsPerPeer > 16)
+        return Status(StatusCode::kInvalidArgument,
+                      std::string("CHORUS_TCP_SOCKETS='") + k + "' is not a number in [1, 16]");
+    }
+    auto tcp = runtime::TcpLinks::create(
+        *w->boot_, config.secret, w->remote_, w->bells_->bell(w->me_), to,
+        [raw](int, const std::string& why) { raw->abort(Status(StatusCode::kAborted, why)); });
+    if (!tcp.isOk()) return tcp.status();
+    w->tcp_ = std::move(tcp).value();
+  }
   w->boot_->startMonitor([raw](int rank, const std::string& why) {
     (void)rank;  // named in `why`
     raw->abort(Status(StatusCode::kAborted, why));
@@ -64,9 +118,14 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(const runtime::Bootst
 }
 
 ProcessWorld::~ProcessWorld() {
-  // First the bootstrap: it says goodbye and stops the monitor, which may
-  // otherwise still call abort() on members being destroyed.
+  // First the TCP progress thread and the bootstrap: they say goodbye and
+  // stop the threads that may otherwise still call abort() on members being
+  // destroyed. Connections go before the links they are enrolled in.
+  if (tcp_ != nullptr) tcp_->shutdown();
   boot_.reset();
+  calls_.clear();
+  fabrics_.clear();
+  tcp_.reset();
 }
 
 Status ProcessWorld::asyncError() const {
@@ -104,9 +163,10 @@ Result<runtime::RankCall*> ProcessWorld::rankCall(
     // point of the same call sequence.
     size_t unit = options_.sliceBytes != 0 ? options_.sliceBytes
                                            : runtime::defaultSliceBytes(va->algo().protocol);
-    auto f = runtime::ShmFabric::create(va->algo(), me_, unit, options_.slots,
-                                        prefix_ + "-f" + std::to_string(fabrics_.size()), *boot_,
-                                        *bells_);
+    auto id = static_cast<uint32_t>(fabrics_.size());
+    auto f = runtime::ProcessFabric::create(va->algo(), me_, unit, options_.slots,
+                                            prefix_ + "-f" + std::to_string(id), id, *boot_,
+                                            *bells_, remote_, tcp_.get());
     if (!f.isOk()) {
       fabrics_.erase(va.get());
       return f.status();
@@ -163,7 +223,9 @@ Status ProcessWorld::collective(const Op& op) {
       return rc.status();
     }
     Status st = rc.value()->run(ro);
-    if (st.code() == StatusCode::kTimeout) abort(st);
+    // A call that failed half way leaves messages in the rings: the
+    // communicator cannot be used again.
+    if (!st.isOk() && st.code() != StatusCode::kAborted) abort(st);
     if (st.code() == StatusCode::kAborted) st = asyncError();
     if (!st.isOk()) return st;
   }

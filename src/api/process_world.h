@@ -1,9 +1,10 @@
 // A communicator whose ranks are processes (one rank here, the others in
-// other processes of this host): they meet through the TCP bootstrap, talk
-// through shared-memory fabrics created collectively on the first use of
-// each algorithm, and each runs its own rank's executor on the calling
-// thread (issue 4). Every rank must make the same calls in the same order,
-// as with NCCL; a rank that stops answering makes the others time out.
+// other processes of this host or of others): they meet through the TCP
+// bootstrap, talk through fabrics (shared memory with ranks on this host,
+// TCP with the others; CHORUS_TRANSPORT=tcp forces TCP) created
+// collectively on the first use of each algorithm, and each runs its own rank's executor on the
+// calling thread (issue 4). Every rank must make the same calls in the same order, as with NCCL; a
+// rank that stops answering makes the others time out.
 #pragma once
 
 #include <atomic>
@@ -17,7 +18,8 @@
 #include "api/world.h"
 #include "runtime/bootstrap.h"
 #include "runtime/driver.h"
-#include "runtime/shm_fabric.h"
+#include "runtime/process_fabric.h"
+#include "runtime/tcp_transport.h"
 
 namespace chorus::api {
 
@@ -61,7 +63,9 @@ class ProcessWorld {
   std::unique_ptr<runtime::RankBells> bells_;
   std::string prefix_;
   BuiltinCache builtins_;
-  std::map<const runtime::VerifiedAlgorithm*, std::shared_ptr<runtime::ShmFabric>> fabrics_;
+  std::vector<bool> remote_;  // by rank: reached over TCP
+  std::unique_ptr<runtime::TcpLinks> tcp_;
+  std::map<const runtime::VerifiedAlgorithm*, std::shared_ptr<runtime::ProcessFabric>> fabrics_;
   std::map<Key, Entry> calls_;
   uint64_t useClock_ = 0, seq_ = 0;
   std::atomic<bool> aborted_{false};

@@ -13,160 +13,38 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "core/log.h"
+#include "runtime/socket.h"
 
 namespace chorus::runtime {
 
+using net::Clock;
+using net::putString;
+using net::putU32;
+using net::Reader;
+using net::recvFrame;
+using net::sendFrame;
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 Status bad(std::string msg) { return Status(StatusCode::kInvalidArgument, std::move(msg)); }
-Status ioError(const std::string& what) {
-  return Status(StatusCode::kIoError, what + ": " + std::strerror(errno));
-}
-
-// ---- encoding ----
-
-void putU32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-void putString(std::string& out, std::string_view s) {
-  putU32(out, static_cast<uint32_t>(s.size()));
-  out.append(s);
-}
-
-// Reads a frame's payload, checking every length against what is left.
-class Reader {
- public:
-  explicit Reader(std::string_view b) : b_(b) {}
-  bool u32(uint32_t* v) {
-    if (b_.size() - at_ < 4) return false;
-    *v = 0;
-    for (int i = 0; i < 4; ++i)
-      *v |= static_cast<uint32_t>(static_cast<unsigned char>(b_[at_ + static_cast<size_t>(i)]))
-            << (8 * i);
-    at_ += 4;
-    return true;
-  }
-  bool string(std::string* s, uint32_t max) {
-    uint32_t n = 0;
-    if (!u32(&n) || n > max || b_.size() - at_ < n) return false;
-    s->assign(b_.substr(at_, n));
-    at_ += n;
-    return true;
-  }
-  bool done() const { return at_ == b_.size(); }
-
- private:
-  std::string_view b_;
-  size_t at_ = 0;
-};
-
 constexpr uint32_t kHelloMagic = 0x53524843;  // "CHRS"
 constexpr uint32_t kVersion = 1;
 constexpr uint32_t kMaxHost = 1024;
 constexpr uint32_t kMaxSecret = 256;
 constexpr uint32_t kMaxRanks = 1u << 16;
 
-// ---- sockets ----
-
-Status waitFd(int fd, short events, Clock::time_point deadline, const char* what) {
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return Status(StatusCode::kTimeout, std::string("timed out ") + what);
-    pollfd p{fd, events, 0};
-    int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
-    if (r > 0) return Status::ok();
-    if (r < 0 && errno != EINTR) return ioError(what);
-  }
-}
-
-Status sendAll(int fd, std::string_view data, Clock::time_point deadline) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      off += static_cast<size_t>(n);
-    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-      CHORUS_RETURN_IF_ERROR(waitFd(fd, POLLOUT, deadline, "sending on a bootstrap socket"));
-    } else {
-      return ioError("sending on a bootstrap socket");
-    }
-  }
-  return Status::ok();
-}
-
-Status recvAll(int fd, char* buf, size_t len, Clock::time_point deadline) {
-  size_t off = 0;
-  while (off < len) {
-    ssize_t n = ::recv(fd, buf + off, len - off, MSG_DONTWAIT);
-    if (n > 0) {
-      off += static_cast<size_t>(n);
-    } else if (n == 0) {
-      return Status(StatusCode::kIoError, "a bootstrap peer closed its connection");
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-      CHORUS_RETURN_IF_ERROR(waitFd(fd, POLLIN, deadline, "waiting on a bootstrap socket"));
-    } else {
-      return ioError("receiving on a bootstrap socket");
-    }
-  }
-  return Status::ok();
-}
-
-Status sendFrame(int fd, std::string_view payload, Clock::time_point deadline) {
-  std::string f;
-  putU32(f, static_cast<uint32_t>(payload.size()));
-  f.append(payload);
-  return sendAll(fd, f, deadline);
-}
-
-Result<std::string> recvFrame(int fd, Clock::time_point deadline) {
-  char len[4];
-  CHORUS_RETURN_IF_ERROR(recvAll(fd, len, 4, deadline));
-  uint32_t n = 0;
-  Reader(std::string_view(len, 4)).u32(&n);
-  if (n > wire::kMaxFrame)
-    return Status(StatusCode::kInvalidArgument, "bootstrap frame of " + std::to_string(n) +
-                                                    " bytes refused (limit " +
-                                                    std::to_string(wire::kMaxFrame) + ")");
-  std::string payload(n, '\0');
-  CHORUS_RETURN_IF_ERROR(recvAll(fd, payload.data(), n, deadline));
-  return payload;
-}
-
-Result<sockaddr_in> resolve(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
-  if (rc != 0 || res == nullptr)
-    return bad("cannot resolve bootstrap host '" + host + "': " + gai_strerror(rc));
-  sockaddr_in a = *reinterpret_cast<sockaddr_in*>(res->ai_addr);
-  ::freeaddrinfo(res);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  return a;
-}
-
-int tcpSocket() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0) {
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  }
-  return fd;
-}
-
-bool sameSecret(std::string_view a, std::string_view b) {
-  // Constant time in the secret's content.
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
-    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
+// The local IP address of a connected socket.
+std::string localEnd(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  std::string s = net::addressText(a);
+  return s.substr(0, s.rfind(':'));
 }
 
 Result<int> parseInt(const char* name, const char* v, int lo, int hi) {
@@ -243,7 +121,7 @@ Result<std::vector<std::string>> decodeBlobs(std::string_view bytes, uint32_t co
                std::to_string(count));
   std::vector<std::string> out(n);
   for (std::string& s : out)
-    if (!r.string(&s, kMaxFrame)) return bad("malformed bootstrap list");
+    if (!r.string(&s, net::kMaxFrame)) return bad("malformed bootstrap list");
   if (!r.done()) return bad("trailing bytes in a bootstrap list");
   return out;
 }
@@ -255,7 +133,13 @@ std::string hostIdentity() {
   ::gethostname(name, sizeof name - 1);
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  return std::string(name) + "/" + boot;
+  // A network namespace is a host of its own: its ranks have their own
+  // addresses (containers, and the tests' simulated hosts).
+  std::error_code ec;
+  auto ns = std::filesystem::read_symlink("/proc/self/ns/net", ec);
+  std::string id = std::string(name).append("/").append(boot);
+  if (!ec) id.append("/").append(ns.string());
+  return id;
 }
 
 std::string encodeRootId(const std::string& host, int port, const std::string& secret) {
@@ -347,17 +231,17 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::listen(const BootstrapConfig& conf
   if (config.rank != 0) return bad("only rank 0 listens");
   std::unique_ptr<Bootstrap> b(new Bootstrap());
   b->config_ = config;
-  auto addr = resolve(config.rootHost, config.rootPort);
+  auto addr = net::resolve(config.rootHost, config.rootPort);
   if (!addr.isOk()) return addr.status();
-  b->listenFd_ = tcpSocket();
-  if (b->listenFd_ < 0) return ioError("socket");
+  b->listenFd_ = net::tcpSocket();
+  if (b->listenFd_ < 0) return net::ioError("socket");
   int one = 1;
   ::setsockopt(b->listenFd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in a = addr.value();
   if (::bind(b->listenFd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-    return ioError("binding the bootstrap root to " + config.rootHost + ":" +
-                   std::to_string(config.rootPort));
-  if (::listen(b->listenFd_, 128) != 0) return ioError("listen");
+    return net::ioError("binding the bootstrap root to " + config.rootHost + ":" +
+                        std::to_string(config.rootPort));
+  if (::listen(b->listenFd_, 128) != 0) return net::ioError("listen");
   socklen_t len = sizeof a;
   ::getsockname(b->listenFd_, reinterpret_cast<sockaddr*>(&a), &len);
   b->port_ = ntohs(a.sin_port);
@@ -372,7 +256,7 @@ Status Bootstrap::accept() {
   hosts_[0] = hostIdentity();
   int joined = 1;
   while (joined < n) {
-    Status w = waitFd(listenFd_, POLLIN, deadline, "waiting for ranks to join");
+    Status w = net::waitFd(listenFd_, POLLIN, deadline, "waiting for ranks to join");
     if (!w.isOk()) {
       std::string missing;
       for (int r = 1; r < n; ++r)
@@ -384,9 +268,7 @@ Status Bootstrap::accept() {
     socklen_t len = sizeof from;
     int fd = ::accept4(listenFd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC);
     if (fd < 0) continue;
-    char ip[INET_ADDRSTRLEN] = "?";
-    ::inet_ntop(AF_INET, &from.sin_addr, ip, sizeof ip);
-    std::string who = std::string(ip) + ":" + std::to_string(ntohs(from.sin_port));
+    std::string who = net::addressText(from);
     // A stray or hostile peer gets a short deadline and is dropped, logged.
     auto helloDeadline = std::min(deadline, Clock::now() + std::chrono::seconds(5));
     auto frame = recvFrame(fd, helloDeadline);
@@ -395,7 +277,7 @@ Status Bootstrap::accept() {
     std::string refuse;
     if (!hello.isOk()) {
       refuse = hello.status().message();
-    } else if (!sameSecret(hello.value().secret, config_.secret)) {
+    } else if (!net::sameSecret(hello.value().secret, config_.secret)) {
       refuse = "wrong secret";
     } else if (static_cast<int>(hello.value().nranks) != n) {
       refuse = "it says the world has " + std::to_string(hello.value().nranks) + " ranks, not " +
@@ -412,6 +294,7 @@ Status Bootstrap::accept() {
     hosts_[hello.value().rank] = hello.value().host;
     ++joined;
   }
+  localAddress_ = n > 1 ? localEnd(peerFds_[1]) : config_.rootHost;
   std::string table = wire::encodeTable(hosts_);
   for (int r = 1; r < n; ++r)
     CHORUS_RETURN_IF_ERROR(sendFrame(peerFds_[static_cast<size_t>(r)], table, deadline));
@@ -429,26 +312,15 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::connect(const BootstrapConfig& con
   }
   std::unique_ptr<Bootstrap> b(new Bootstrap());
   b->config_ = config;
-  auto addr = resolve(config.rootHost, config.rootPort);
+  auto addr = net::resolve(config.rootHost, config.rootPort);
   if (!addr.isOk()) return addr.status();
   auto deadline = Clock::now() + std::chrono::milliseconds(config.timeoutMs);
   // The root may not listen yet: retry until the deadline.
-  for (auto pause = std::chrono::milliseconds(10);;
-       pause = std::min(pause * 2, decltype(pause)(500))) {
-    int fd = tcpSocket();
-    if (fd < 0) return ioError("socket");
-    sockaddr_in a = addr.value();
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-      b->rootFd_ = fd;
-      break;
-    }
-    ::close(fd);
-    if (Clock::now() + pause > deadline)
-      return Status(StatusCode::kTimeout, "bootstrap: rank " + std::to_string(config.rank) +
-                                              " could not reach the root at " + config.rootHost +
-                                              ":" + std::to_string(config.rootPort));
-    std::this_thread::sleep_for(pause);
-  }
+  auto fd = net::connectRetrying(addr.value(), deadline,
+                                 "bootstrap: rank " + std::to_string(config.rank));
+  if (!fd.isOk()) return fd.status();
+  b->rootFd_ = fd.value();
+  b->localAddress_ = localEnd(b->rootFd_);
   wire::Hello h{config.secret, static_cast<uint32_t>(config.rank),
                 static_cast<uint32_t>(config.nranks), hostIdentity()};
   CHORUS_RETURN_IF_ERROR(sendFrame(b->rootFd_, wire::encodeHello(h), deadline));

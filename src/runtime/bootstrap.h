@@ -15,9 +15,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "core/status.h"
@@ -70,8 +70,6 @@ Result<std::vector<std::string>> decodeTable(std::string_view bytes, uint32_t nr
 std::string encodeBlobs(const std::vector<std::string>& blobs);
 Result<std::vector<std::string>> decodeBlobs(std::string_view bytes, uint32_t count);
 
-inline constexpr uint32_t kMaxFrame = 1u << 24;  // larger frames are refused
-
 }  // namespace wire
 
 class Bootstrap {
@@ -88,6 +86,9 @@ class Bootstrap {
   int rank() const { return config_.rank; }
   int nranks() const { return config_.nranks; }
   int rootPort() const { return port_; }
+  // The IP address this rank's peers reach it at (the local end of its
+  // bootstrap connections).
+  const std::string& localAddress() const { return localAddress_; }
   // Host identity of every rank (after connect/accept).
   const std::vector<std::string>& hosts() const { return hosts_; }
 
@@ -110,13 +111,16 @@ class Bootstrap {
   Status sendData(int fd, std::string_view payload, std::chrono::steady_clock::time_point deadline);
   Result<std::string> recvData(int who, std::chrono::steady_clock::time_point deadline);
   void monitorMain();
-  int fdOf(int who) const { return config_.rank == 0 ? peerFds_[static_cast<size_t>(who)] : rootFd_; }
+  int fdOf(int who) const {
+    return config_.rank == 0 ? peerFds_[static_cast<size_t>(who)] : rootFd_;
+  }
   BootstrapConfig config_;
   int port_ = 0;
   int listenFd_ = -1;
   std::vector<int> peerFds_;  // rank 0: socket of each rank (-1 for itself)
   int rootFd_ = -1;           // others: socket to rank 0
   std::vector<std::string> hosts_;
+  std::string localAddress_;
 
   // The monitor: it owns all reads once started. Data frames for
   // allGather/barrier wait in `inbox_` by sender (rank 0: by rank; others:

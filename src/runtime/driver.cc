@@ -92,6 +92,10 @@ Status runRankLoop(RankExecutor& x, Doorbell& bell, int rank, const RankRunOptio
     }
     uint32_t seen = bell.value();  // read before trying: no lost wake-up
     Progress p = x.advance();
+    if (!x.failure().isOk()) {
+      result = x.failure();
+      break;
+    }
     if (x.done() && x.sendsDrained()) break;
     if (p == Progress::kProgress) {
       if (progress != nullptr) progress->fetch_add(1, std::memory_order_relaxed);
@@ -134,8 +138,8 @@ std::unique_ptr<RankExecutor> makeExecutor(const VerifiedAlgorithm& va, int rank
   std::vector<SendPort*> sendPorts;
   std::vector<RecvPort*> recvPorts;
   for (const ir::Threadblock& tb : r.tbs) {
-    LocalConnection* out = fabric.find(tb.channel, r.id, tb.sendPeer);
-    LocalConnection* in = fabric.find(tb.channel, tb.recvPeer, r.id);
+    Connection* out = fabric.find(tb.channel, r.id, tb.sendPeer);
+    Connection* in = fabric.find(tb.channel, tb.recvPeer, r.id);
     sendPorts.push_back(out != nullptr ? &out->sender() : nullptr);
     recvPorts.push_back(in != nullptr ? &in->receiver() : nullptr);
   }
@@ -254,6 +258,7 @@ Status PreparedCall::runDeterministic(const DeterministicOptions& options) {
     for (int r : order) {
       RankExecutor& x = *s.ranks[static_cast<size_t>(r)];
       moved = (x.advance() == Progress::kProgress) || moved;
+      if (!x.failure().isOk()) return finish(x.failure());
       allDone = allDone && x.done();
     }
     if (allDone) break;

@@ -276,6 +276,7 @@ int RankExecutor::refSteps() const {
 
 void RankExecutor::reset() {
   doneTbs_ = 0;
+  failure_ = Status::ok();
   for (size_t t = 0; t < tbs_.size(); ++t) {
     tbs_[t] = TbState{};
     if (rank_.tbs[t].steps.empty() || g_.iterations == 0) {
@@ -293,7 +294,7 @@ unsigned char* RankExecutor::chunkPtr(Buffer b, int chunk, size_t iter) const {
 bool RankExecutor::tryStep(int t) {
   TbState& st = tbs_[static_cast<size_t>(t)];
   const ir::Threadblock& tb = rank_.tbs[static_cast<size_t>(t)];
-  if (st.iter >= g_.iterations) return false;
+  if (st.iter >= g_.iterations || !failure_.isOk()) return false;
   const ir::Step& s = tb.steps[static_cast<size_t>(st.pc)];
   if (s.depTb >= 0) {
     const ir::Threadblock& dep = rank_.tbs[static_cast<size_t>(s.depTb)];
@@ -308,7 +309,15 @@ bool RankExecutor::tryStep(int t) {
     size_t got = 0;
     in = static_cast<const unsigned char*>(recvPorts_[static_cast<size_t>(t)]->tryPeek(&got));
     if (in == nullptr) return false;
-    CHORUS_CHECK(got == msgBytes, "message size differs from the receiving step's (verifier bug)");
+    if (got != msgBytes) {
+      failure_ = Status(StatusCode::kInvalidArgument,
+                        "rank " + std::to_string(rank_.id) + " threadblock " + std::to_string(t) +
+                            " step " + std::to_string(st.pc) + ": rank " +
+                            std::to_string(tb.recvPeer) + " sent " + std::to_string(got) +
+                            " bytes where this step expects " + std::to_string(msgBytes) +
+                            "; do all ranks pass the same count, type, operation and algorithm?");
+      return false;
+    }
   }
   unsigned char* out = nullptr;
   // By reference: the message is `count` contiguous slices of this rank's

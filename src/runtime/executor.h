@@ -112,6 +112,10 @@ class RankExecutor {
   bool done() const { return doneTbs_ == static_cast<int>(tbs_.size()); }
   // Back to the start of the call, to run it again on the same buffers.
   void reset();
+  // Not ok once a message arrived that does not fit its receiving step (the
+  // ranks' arguments disagree: possible only across processes, which do not
+  // compare every call's arguments). The rank cannot go on.
+  const Status& failure() const { return failure_; }
   // True when every message this rank sent has been released by its
   // receiver: messages sent by reference point into this rank's buffers, so
   // a rank's call may only return once this holds.
@@ -147,6 +151,7 @@ class RankExecutor {
   // this rank writes that memory after the step during the call.
   std::vector<std::vector<uint8_t>> byRef_;
   int doneTbs_ = 0;
+  Status failure_;
 };
 
 }  // namespace chorus::runtime

@@ -52,7 +52,7 @@ struct RingHeader {
   uint64_t slotBytes = 0;
 };
 
-class LocalConnection {
+class LocalConnection final : public Connection {
  public:
   // `slots` messages of up to `slotBytes` each may be in flight; the ring
   // lives on the heap and messages may travel by reference.
@@ -74,8 +74,8 @@ class LocalConnection {
     receiverBell_ = receiverBell;
   }
 
-  SendPort& sender() { return sender_; }
-  RecvPort& receiver() { return receiver_; }
+  SendPort& sender() override { return sender_; }
+  RecvPort& receiver() override { return receiver_; }
   size_t slotBytes() const { return slotBytes_; }
   // Messages committed and not yet released (for diagnostics).
   uint64_t inFlight() const;
@@ -135,7 +135,7 @@ class Fabric {
   virtual int slots() const = 0;
   // nullptr if the algorithm has no such connection (or it does not touch
   // this process's ranks).
-  virtual LocalConnection* find(int channel, int from, int to) const = 0;
+  virtual Connection* find(int channel, int from, int to) const = 0;
   virtual Doorbell& bell(int rank) = 0;
   virtual void ringAll() = 0;
   // Drops in-flight messages after a failed call (no rank may be running).

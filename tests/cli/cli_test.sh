@@ -101,7 +101,7 @@ check launch-fail 3 'rank 1 exited with 3; stopping the others' -- "$chorus" lau
   sh -c 'if [ $CHORUS_RANK = 1 ]; then exit 3; fi; sleep 60'
 check launch-missing 127 "cannot run '/nonexistent/prog'" -- "$chorus" launch -n 2 -- /nonexistent/prog
 check launch-usage 2 '' -- "$chorus" launch -n 2
-check perf-procs 0 '^\[0\] # chorus perf allreduce: 3 ranks \(processes, shared memory\)' -- "$chorus" perf allreduce \
+check perf-procs 0 '^\[0\] # chorus perf allreduce: 3 ranks \(processes: shared memory within a host, TCP across hosts\)' -- "$chorus" perf allreduce \
   --procs 3 -b 4K -e 64K -f 4 -n 2 -w 1 --check
 check launch-perf 0 'Out of bounds values : 0 OK' -- "$chorus" launch -n 2 -- "$chorus" perf reducescatter \
   -b 4K -e 1M -f 16 -n 2 -w 1 --check

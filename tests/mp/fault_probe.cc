@@ -1,10 +1,12 @@
 // A rank that runs allreduces until something goes wrong, for the fault
 // tests: it prints how its calls ended and exits 0 only if every call it
-// made succeeded.
+// made succeeded. With PROBE_ODD_RANK=R, rank R passes a count the others
+// do not (arguments that disagree across processes).
 #include <chorus/chorus.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 int main() {
@@ -15,7 +17,10 @@ int main() {
   }
   int rank = -1;
   chorusCommUserRank(comm, &rank);
-  std::vector<float> buf(1 << 18, 1.0f);
+  const char* odd = std::getenv("PROBE_ODD_RANK");
+  size_t count = size_t{1} << 18;
+  if (odd != nullptr && std::atoi(odd) == rank) count += 4096;
+  std::vector<float> buf(count, 1.0f);
   auto last = std::chrono::steady_clock::now();
   for (int i = 0; i < 200000; ++i) {
     chorusResult_t r =

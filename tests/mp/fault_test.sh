@@ -20,6 +20,16 @@ check "sigkill rank 0 fails" '^\[0\] rank 0: call [0-9]+ failed after [0-9.]+ s:
 check "sigkill rank 1 fails" '^\[1\] rank 1: call [0-9]+ failed after [0-9.]+ s: remote process exited.*rank 2'
 if (( took > 20 )); then echo "FAIL: the ranks took $took s to notice"; fails=$((fails + 1)); fi
 
+# The same over TCP: the data sockets close too; whichever notices first,
+# the error names rank 2.
+start=$(date +%s)
+CHORUS_TRANSPORT=tcp CHORUS_TIMEOUT_S=60 timeout 50 "$chorus" launch --keep-going -n 3 -- sh -c \
+  'if [ "$CHORUS_RANK" = 2 ]; then (sleep 1; kill -9 $$) & fi; exec "$0"' "$probe" > "$out" 2>&1
+took=$(( $(date +%s) - start ))
+check "tcp: sigkill rank 0 fails" '^\[0\] rank 0: call [0-9]+ failed after [0-9.]+ s: remote process exited.*rank 2'
+check "tcp: sigkill rank 1 fails" '^\[1\] rank 1: call [0-9]+ failed after [0-9.]+ s: remote process exited.*rank 2'
+if (( took > 20 )); then echo "FAIL: the ranks took $took s to notice over TCP"; fails=$((fails + 1)); fi
+
 # SIGSTOP: nothing closes, so the timeout (3 s here) must end it.
 start=$(date +%s)
 CHORUS_TIMEOUT_S=3 timeout 50 "$chorus" launch --keep-going -n 3 -- sh -c \
@@ -29,6 +39,18 @@ took=$(( $(date +%s) - start ))
 check "sigstop rank 0 times out" '^\[0\] rank 0: call [0-9]+ failed after [0-9.]+ s: timeout'
 check "sigstop rank 2 fails" '^\[2\] rank 2: call [0-9]+ failed'
 if (( took > 30 )); then echo "FAIL: took $took s"; fails=$((fails + 1)); fi
+
+# Arguments that disagree across processes (rank 1 passes another count):
+# clear errors or the timeout, on both transports, never a crash.
+for t in shm tcp; do
+  PROBE_ODD_RANK=1 CHORUS_TRANSPORT=$t CHORUS_TIMEOUT_S=5 timeout 50 "$chorus" launch --keep-going \
+    -n 3 -- "$probe" > "$out" 2>&1
+  check "$t: mismatched counts, rank 0 fails" '^\[0\] rank 0: call 0 failed'
+  check "$t: mismatched counts, rank 1 fails" '^\[1\] rank 1: call 0 failed'
+  check "$t: mismatched counts, rank 2 fails" '^\[2\] rank 2: call 0 failed'
+  check "$t: mismatched counts named" 'sent [0-9]+ bytes where this step expects|out of bounds'
+  if grep -q "internal error" "$out"; then echo "FAIL: $t: a rank crashed"; cat "$out"; fails=$((fails + 1)); fi
+done
 
 after=$(ls /dev/shm | grep -c '^chorus-' || true)
 if (( after > before )); then echo "FAIL: segments left:"; ls /dev/shm | grep '^chorus-'; fails=$((fails + 1)); fi

@@ -8,9 +8,11 @@
 #include <barrier>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -304,9 +306,14 @@ int runPerf(const PerfArgs& a) {
         "oop_busbw_gbs,oop_busbw_frac_memcpy,oop_wrong,ip_time_us,ip_algbw_gbs,ip_busbw_gbs,"
         "ip_busbw_frac_memcpy,ip_wrong,memcpy_gbs\n");
   } else {
+    const char* t = std::getenv("CHORUS_TRANSPORT");
+    std::string transport = t == nullptr || *t == '\0' || std::string_view(t) == "auto"
+                                ? "shared memory within a host, TCP across hosts"
+                            : std::string(t) == "tcp" ? "TCP"
+                                                      : "shared memory";
     std::printf("# chorus perf %s: %d ranks (%s), %s, iters %d, warmup %d%s\n",
                 a.collective.c_str(), local.nranks,
-                local.me < 0 ? "threads of one process" : "processes, shared memory",
+                local.me < 0 ? "threads of one process" : ("processes: " + transport).c_str(),
                 a.algo.empty() ? "automatic selection" : a.algo.c_str(), a.iters, a.warmup,
                 a.check ? ", checked" : "");
     std::printf("# memcpy bandwidth: %.2f GB/s (64 MiB, best of 5); mem = busbw / memcpy\n", memBw);

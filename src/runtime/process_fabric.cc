@@ -1,4 +1,4 @@
-#include "runtime/shm_fabric.h"
+#include "runtime/process_fabric.h"
 
 #include <new>
 
@@ -15,7 +15,8 @@ std::string bellName(const std::string& prefix, int r) {
 }  // namespace
 
 Result<std::unique_ptr<RankBells>> RankBells::create(const std::string& prefix, int me, int n,
-                                                     Bootstrap& boot) {
+                                                     Bootstrap& boot,
+                                                     const std::vector<bool>& remote) {
   std::unique_ptr<RankBells> b(new RankBells());
   b->me_ = me;
   b->segments_.resize(static_cast<size_t>(n));
@@ -26,7 +27,7 @@ Result<std::unique_ptr<RankBells>> RankBells::create(const std::string& prefix, 
   b->segments_[static_cast<size_t>(me)] = std::move(mine).value();
   CHORUS_RETURN_IF_ERROR(boot.barrier());
   for (int r = 0; r < n; ++r) {
-    if (r == me) continue;
+    if (r == me || remote[static_cast<size_t>(r)]) continue;
     auto s = Segment::open(bellName(prefix, r), kBellBytes);
     if (!s.isOk()) return s.status();
     b->bells_[static_cast<size_t>(r)] = static_cast<Doorbell*>(s.value()->data());
@@ -37,11 +38,13 @@ Result<std::unique_ptr<RankBells>> RankBells::create(const std::string& prefix, 
   return b;
 }
 
-Result<std::shared_ptr<ShmFabric>> ShmFabric::create(const ir::Algorithm& a, int me,
-                                                     size_t unitBytes, int slots,
-                                                     const std::string& prefix, Bootstrap& boot,
-                                                     RankBells& bells) {
-  auto f = std::make_shared<ShmFabric>();
+Result<std::shared_ptr<ProcessFabric>> ProcessFabric::create(const ir::Algorithm& a, int me,
+                                                             size_t unitBytes, int slots,
+                                                             const std::string& prefix, uint32_t id,
+                                                             Bootstrap& boot, RankBells& bells,
+                                                             const std::vector<bool>& remote,
+                                                             TcpLinks* tcp) {
+  auto f = std::make_shared<ProcessFabric>();
   f->unitBytes_ = unitBytes;
   f->slots_ = slots;
   f->bells_ = &bells;
@@ -50,41 +53,56 @@ Result<std::shared_ptr<ShmFabric>> ShmFabric::create(const ir::Algorithm& a, int
     return prefix + "-c" + std::to_string(std::get<0>(k)) + "-" + std::to_string(std::get<1>(k)) +
            "-" + std::to_string(std::get<2>(k));
   };
-  // Receivers create their inbound rings...
+  auto viaTcp = [&](const std::tuple<int, int, int>& k) {
+    int other = std::get<1>(k) == me ? std::get<2>(k) : std::get<1>(k);
+    return remote[static_cast<size_t>(other)];
+  };
+  // Receivers create their inbound rings (TCP connections: both ends make
+  // their side now)...
   std::vector<Segment*> created;
   for (const auto& [key, cnt] : largest) {
-    if (std::get<2>(key) != me) continue;
+    const auto [channel, from, to] = key;
+    if (from != me && to != me) continue;
     size_t slotBytes = static_cast<size_t>(cnt) * unitBytes;
+    if (viaTcp(key)) {
+      if (tcp == nullptr) return Status(StatusCode::kInternal, "a TCP peer but no TCP links");
+      f->conns_[key] = tcp->connect(id, channel, from, to, slots, slotBytes);
+      continue;
+    }
+    if (to != me) continue;
     auto s = Segment::create(name(key), LocalConnection::ringBytes(slots, slotBytes));
     if (!s.isOk()) return s.status();
-    f->conns_[key] = std::make_unique<LocalConnection>(s.value()->data(), true, slots, slotBytes);
+    auto c = std::make_unique<LocalConnection>(s.value()->data(), true, slots, slotBytes);
+    c->setDoorbells(&bells.bell(from), &bells.bell(to));
+    f->conns_[key] = std::move(c);
     created.push_back(s.value().get());
     f->segments_.push_back(std::move(s).value());
   }
   CHORUS_RETURN_IF_ERROR(boot.barrier());
   // ...senders map theirs...
   for (const auto& [key, cnt] : largest) {
-    if (std::get<1>(key) != me || std::get<2>(key) == me) continue;
+    const auto [channel, from, to] = key;
+    if (from != me || to == me || viaTcp(key)) continue;
     size_t slotBytes = static_cast<size_t>(cnt) * unitBytes;
     auto s = Segment::open(name(key), LocalConnection::ringBytes(slots, slotBytes));
     if (!s.isOk()) return s.status();
-    f->conns_[key] = std::make_unique<LocalConnection>(s.value()->data(), false, slots, slotBytes);
+    auto c = std::make_unique<LocalConnection>(s.value()->data(), false, slots, slotBytes);
+    c->setDoorbells(&bells.bell(from), &bells.bell(to));
+    f->conns_[key] = std::move(c);
     f->segments_.push_back(std::move(s).value());
   }
   CHORUS_RETURN_IF_ERROR(boot.barrier());
   // ...and once all are mapped, no name is needed any more.
   for (Segment* s : created) s->unlink();
-  for (auto& [key, c] : f->conns_)
-    c->setDoorbells(&bells.bell(std::get<1>(key)), &bells.bell(std::get<2>(key)));
   return f;
 }
 
-LocalConnection* ShmFabric::find(int channel, int from, int to) const {
+Connection* ProcessFabric::find(int channel, int from, int to) const {
   auto it = conns_.find({channel, from, to});
   return it == conns_.end() ? nullptr : it->second.get();
 }
 
-void ShmFabric::reset() {
+void ProcessFabric::reset() {
   // Only the receiver's side may reset a shared ring; after a failed call
   // the communicator is unusable anyway (its peers are gone or aborted).
 }

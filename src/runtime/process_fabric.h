@@ -1,0 +1,70 @@
+// Connections between ranks in different processes: over shared-memory
+// segments with ranks on the same host, over TCP with the others (or with
+// all, when TCP is forced). Each rank sleeps on a doorbell in its own small
+// segment that its same-host peers map (RankBells); each shared-memory
+// connection's ring is a segment created by its receiver and mapped by its
+// sender. Creation is collective over the bootstrap: every rank creates
+// what it receives on, all meet, every rank maps what it sends on, all meet
+// again, and each unlinks what it created — from then on nothing has a name
+// in /dev/shm, so nothing is left behind however the processes end.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ir/ir.h"
+#include "runtime/bootstrap.h"
+#include "runtime/local_transport.h"
+#include "runtime/shm.h"
+#include "runtime/tcp_transport.h"
+
+namespace chorus::runtime {
+
+class RankBells {
+ public:
+  // Collective: `prefix` is the communicator's segment name prefix. Only
+  // the bells of ranks with `remote[r]` false are mapped (the others live
+  // on other hosts, or are reached over TCP anyway).
+  static Result<std::unique_ptr<RankBells>> create(const std::string& prefix, int me, int n,
+                                                   Bootstrap& boot,
+                                                   const std::vector<bool>& remote);
+  Doorbell& bell(int rank) { return *bells_[static_cast<size_t>(rank)]; }
+  int me() const { return me_; }
+
+ private:
+  int me_ = 0;
+  std::vector<std::unique_ptr<Segment>> segments_;
+  std::vector<Doorbell*> bells_;
+};
+
+class ProcessFabric final : public Fabric {
+ public:
+  // Collective over every rank of `boot`, called at the same point by all
+  // (same algorithm, unitBytes, slots, prefix and id). Only connections
+  // that touch rank `me` exist here; those with a rank r where `remote[r]`
+  // go over `tcp` (which must then exist).
+  static Result<std::shared_ptr<ProcessFabric>> create(const ir::Algorithm& a, int me,
+                                                       size_t unitBytes, int slots,
+                                                       const std::string& prefix, uint32_t id,
+                                                       Bootstrap& boot, RankBells& bells,
+                                                       const std::vector<bool>& remote,
+                                                       TcpLinks* tcp);
+  size_t unitBytes() const override { return unitBytes_; }
+  int slots() const override { return slots_; }
+  Connection* find(int channel, int from, int to) const override;
+  Doorbell& bell(int rank) override { return bells_->bell(rank); }
+  void ringAll() override { bells_->bell(bells_->me()).ring(); }
+  void reset() override;
+
+ private:
+  size_t unitBytes_ = 0;
+  int slots_ = 0;
+  RankBells* bells_ = nullptr;
+  std::vector<std::unique_ptr<Segment>> segments_;
+  std::map<std::tuple<int, int, int>, std::unique_ptr<Connection>> conns_;
+};
+
+}  // namespace chorus::runtime

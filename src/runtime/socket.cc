@@ -1,0 +1,164 @@
+#include "runtime/socket.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+namespace chorus::runtime::net {
+
+Status ioError(const std::string& what) {
+  return Status(StatusCode::kIoError, what + ": " + std::strerror(errno));
+}
+
+void putU32(std::string& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+void putString(std::string& out, std::string_view s) {
+  putU32(out, static_cast<uint32_t>(s.size()));
+  out.append(s);
+}
+
+bool Reader::u32(uint32_t* v) {
+  if (b_.size() - at_ < 4) return false;
+  *v = 0;
+  for (int i = 0; i < 4; ++i)
+    *v |= static_cast<uint32_t>(static_cast<unsigned char>(b_[at_ + static_cast<size_t>(i)]))
+          << (8 * i);
+  at_ += 4;
+  return true;
+}
+
+bool Reader::string(std::string* s, uint32_t max) {
+  uint32_t n = 0;
+  if (!u32(&n) || n > max || b_.size() - at_ < n) return false;
+  s->assign(b_.substr(at_, n));
+  at_ += n;
+  return true;
+}
+
+Status waitFd(int fd, short events, Clock::time_point deadline, const char* what) {
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return Status(StatusCode::kTimeout, std::string("timed out ") + what);
+    pollfd p{fd, events, 0};
+    int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
+    if (r > 0) return Status::ok();
+    if (r < 0 && errno != EINTR) return ioError(what);
+  }
+}
+
+Status sendAll(int fd, std::string_view data, Clock::time_point deadline) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      CHORUS_RETURN_IF_ERROR(waitFd(fd, POLLOUT, deadline, "sending on a socket"));
+    } else {
+      return ioError("sending on a socket");
+    }
+  }
+  return Status::ok();
+}
+
+Status recvAll(int fd, char* buf, size_t len, Clock::time_point deadline) {
+  size_t off = 0;
+  while (off < len) {
+    ssize_t n = ::recv(fd, buf + off, len - off, MSG_DONTWAIT);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+    } else if (n == 0) {
+      return Status(StatusCode::kIoError, "the peer closed its connection");
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+      CHORUS_RETURN_IF_ERROR(waitFd(fd, POLLIN, deadline, "waiting on a socket"));
+    } else {
+      return ioError("receiving on a socket");
+    }
+  }
+  return Status::ok();
+}
+
+Status sendFrame(int fd, std::string_view payload, Clock::time_point deadline) {
+  std::string f;
+  putU32(f, static_cast<uint32_t>(payload.size()));
+  f.append(payload);
+  return sendAll(fd, f, deadline);
+}
+
+Result<std::string> recvFrame(int fd, Clock::time_point deadline) {
+  char len[4];
+  CHORUS_RETURN_IF_ERROR(recvAll(fd, len, 4, deadline));
+  uint32_t n = 0;
+  Reader(std::string_view(len, 4)).u32(&n);
+  if (n > kMaxFrame)
+    return Status(StatusCode::kInvalidArgument, "frame of " + std::to_string(n) +
+                                                    " bytes refused (limit " +
+                                                    std::to_string(kMaxFrame) + ")");
+  std::string payload(n, '\0');
+  CHORUS_RETURN_IF_ERROR(recvAll(fd, payload.data(), n, deadline));
+  return payload;
+}
+
+Result<sockaddr_in> resolve(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  if (rc != 0 || res == nullptr)
+    return Status(StatusCode::kInvalidArgument,
+                  "cannot resolve host '" + host + "': " + gai_strerror(rc));
+  sockaddr_in a = *reinterpret_cast<sockaddr_in*>(res->ai_addr);
+  ::freeaddrinfo(res);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  return a;
+}
+
+std::string addressText(const sockaddr_in& a) {
+  char ip[INET_ADDRSTRLEN] = "?";
+  ::inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+  return std::string(ip).append(":").append(std::to_string(ntohs(a.sin_port)));
+}
+
+int tcpSocket() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  return fd;
+}
+
+Result<int> connectRetrying(const sockaddr_in& to, Clock::time_point deadline,
+                            const std::string& what) {
+  for (auto pause = std::chrono::milliseconds(10);;
+       pause = std::min(pause * 2, decltype(pause)(500))) {
+    int fd = tcpSocket();
+    if (fd < 0) return ioError("socket");
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0) return fd;
+    ::close(fd);
+    if (Clock::now() + pause > deadline)
+      return Status(StatusCode::kTimeout, what + ": could not reach " + addressText(to));
+    std::this_thread::sleep_for(pause);
+  }
+}
+
+bool sameSecret(std::string_view a, std::string_view b) {
+  // Constant time in the secret's content.
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace chorus::runtime::net

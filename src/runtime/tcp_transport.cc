@@ -1,0 +1,834 @@
+#include "runtime/tcp_transport.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <new>
+
+#include "core/check.h"
+#include "core/log.h"
+#include "runtime/socket.h"
+
+namespace chorus::runtime {
+
+namespace tcpwire {
+
+namespace {
+void put32(unsigned char* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+void put64(unsigned char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+uint32_t get32(const unsigned char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
+  return v;
+}
+uint64_t get64(const unsigned char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+constexpr uint32_t kHelloMagic = 0x48524843;  // "CHRH"
+constexpr uint32_t kVersion = 1;
+}  // namespace
+
+void encode(const Header& h, unsigned char out[kHeaderBytes]) {
+  put32(out, h.magic);
+  put32(out + 4, h.kind);
+  put32(out + 8, h.fabric);
+  put32(out + 12, h.channel);
+  put64(out + 16, h.seq);
+  put64(out + 24, h.offset);
+  put64(out + 32, h.length);
+  put64(out + 40, h.total);
+}
+
+Header decode(const unsigned char in[kHeaderBytes]) {
+  Header h;
+  h.magic = get32(in);
+  h.kind = get32(in + 4);
+  h.fabric = get32(in + 8);
+  h.channel = get32(in + 12);
+  h.seq = get64(in + 16);
+  h.offset = get64(in + 24);
+  h.length = get64(in + 32);
+  h.total = get64(in + 40);
+  return h;
+}
+
+std::string encodeHello(const Hello& h) {
+  std::string out;
+  net::putU32(out, kHelloMagic);
+  net::putU32(out, kVersion);
+  net::putString(out, h.secret);
+  net::putU32(out, h.rank);
+  net::putU32(out, h.nranks);
+  net::putU32(out, h.index);
+  return out;
+}
+
+Result<Hello> decodeHello(std::string_view bytes) {
+  net::Reader r(bytes);
+  uint32_t magic = 0, version = 0;
+  Hello h;
+  if (!r.u32(&magic) || magic != kHelloMagic)
+    return Status(StatusCode::kInvalidArgument, "not a Chorus TCP transport hello");
+  if (!r.u32(&version) || version != kVersion)
+    return Status(StatusCode::kInvalidArgument, "TCP transport protocol version " +
+                                                    std::to_string(version) + ", expected " +
+                                                    std::to_string(kVersion));
+  if (!r.string(&h.secret, 256) || !r.u32(&h.rank) || !r.u32(&h.nranks) || !r.u32(&h.index) ||
+      !r.done())
+    return Status(StatusCode::kInvalidArgument, "malformed TCP transport hello");
+  return h;
+}
+
+}  // namespace tcpwire
+
+using tcpwire::Header;
+using tcpwire::kHeaderBytes;
+using tcpwire::Kind;
+
+namespace {
+constexpr size_t kStageBytes = 64 << 10;
+constexpr size_t kDirectReadBytes = 16 << 10;  // payload left at least this: read straight in
+constexpr uint64_t kUnset = std::numeric_limits<uint64_t>::max();
+constexpr int kMaxIov = 64;
+}  // namespace
+
+// One end of a (fabric, channel, from, to) link over TCP. The executor's
+// thread uses the port of its side; the progress thread does the rest.
+class TcpConnection final : public Connection {
+ public:
+  TcpConnection(TcpLinks& links, uint32_t fabric, uint32_t channel, int peer, bool outbound,
+                int slots, size_t slotBytes)
+      : links_(links),
+        fabric_(fabric),
+        channel_(channel),
+        peer_(peer),
+        outbound_(outbound),
+        slots_(static_cast<uint64_t>(slots)),
+        slotBytes_(slotBytes),
+        storage_(new (std::align_val_t(64)) unsigned char[std::max<size_t>(1, slots * slotBytes)]),
+        sizes_(static_cast<size_t>(slots), 0),
+        refs_(static_cast<size_t>(slots), nullptr),
+        partsLeft_(static_cast<size_t>(slots), 0),
+        got_(static_cast<size_t>(slots), 0),
+        expect_(static_cast<size_t>(slots), kUnset),
+        slotSeq_(static_cast<size_t>(slots), kUnset) {
+    // First touch now, not on a collective's critical path.
+    std::memset(storage_, 0, std::max<size_t>(1, slots * slotBytes));
+  }
+  ~TcpConnection() override {
+    links_.withdraw(this);
+    ::operator delete[](storage_, std::align_val_t(64));
+  }
+  SendPort& sender() override {
+    CHORUS_CHECK(outbound_, "the receiving end of a TCP connection has no send port");
+    return sender_;
+  }
+  RecvPort& receiver() override {
+    CHORUS_CHECK(!outbound_, "the sending end of a TCP connection has no receive port");
+    return receiver_;
+  }
+
+ private:
+  friend class TcpLinks;
+  class Sender final : public SendPort {
+   public:
+    explicit Sender(TcpConnection& c) : c_(c) {}
+    void* tryAcquire(size_t bytes) override {
+      CHORUS_CHECK(bytes <= c_.slotBytes_, "message larger than the connection's slots");
+      uint64_t head = c_.head_.load(std::memory_order_relaxed);
+      if (head - c_.tail_.load(std::memory_order_acquire) >= c_.slots_) return nullptr;
+      return c_.storage_ + (head % c_.slots_) * c_.slotBytes_;
+    }
+    void commit(size_t bytes) override { c_.publish(bytes, nullptr); }
+    bool tryPostRef(const void* data, size_t bytes) override {
+      uint64_t head = c_.head_.load(std::memory_order_relaxed);
+      if (head - c_.tail_.load(std::memory_order_acquire) >= c_.slots_) return false;
+      c_.publish(bytes, data);
+      return true;
+    }
+    bool supportsRefs() const override { return true; }
+    bool drained() const override {
+      return c_.tail_.load(std::memory_order_acquire) == c_.head_.load(std::memory_order_relaxed);
+    }
+
+   private:
+    TcpConnection& c_;
+  };
+  class Receiver final : public RecvPort {
+   public:
+    explicit Receiver(TcpConnection& c) : c_(c) {}
+    const void* tryPeek(size_t* bytes) override {
+      uint64_t tail = c_.tail_.load(std::memory_order_relaxed);
+      if (c_.head_.load(std::memory_order_acquire) == tail) return nullptr;
+      size_t slot = tail % c_.slots_;
+      *bytes = static_cast<size_t>(c_.sizes_[slot]);
+      return c_.storage_ + slot * c_.slotBytes_;
+    }
+    void release() override {
+      c_.tail_.store(c_.tail_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+      c_.links_.poke();
+    }
+
+   private:
+    TcpConnection& c_;
+  };
+
+  void publish(size_t bytes, const void* ref) {
+    uint64_t head = head_.load(std::memory_order_relaxed);
+    size_t slot = head % slots_;
+    sizes_[slot] = bytes;
+    refs_[slot] = static_cast<const unsigned char*>(ref);
+    head_.store(head + 1, std::memory_order_release);
+    links_.poke();
+  }
+
+  TcpLinks& links_;
+  const uint32_t fabric_, channel_;
+  const int peer_;
+  const bool outbound_;
+  const uint64_t slots_;
+  const size_t slotBytes_;
+  unsigned char* storage_;
+  std::vector<uint64_t> sizes_;
+  std::vector<const unsigned char*> refs_;
+  // Outbound: head = messages committed (executor), tail = messages the
+  // kernel holds (progress). Inbound: head = messages complete (progress),
+  // tail = messages released (executor).
+  alignas(64) std::atomic<uint64_t> head_{0};
+  alignas(64) std::atomic<uint64_t> tail_{0};
+  // Progress thread only.
+  alignas(64) uint64_t next_ = 0;                 // outbound: messages handed to sockets
+  uint64_t credit_ = 0;                           // outbound: messages the peer has released
+  std::vector<uint32_t> partsLeft_;               // outbound: parts not yet in the kernel, by slot
+  uint64_t done_ = 0;                             // inbound: messages complete
+  uint64_t creditSent_ = 0;                       // inbound: releases told to the peer
+  std::vector<uint64_t> got_, expect_, slotSeq_;  // inbound: reassembly, by slot
+  Sender sender_{*this};
+  Receiver receiver_{*this};
+};
+
+struct TcpLinks::Sock {
+  int fd = -1;
+  int peer = -1;
+  bool byeSeen = false;
+  bool closed = false;
+  bool watchingOut = false;
+  struct Out {
+    unsigned char head[kHeaderBytes];
+    const unsigned char* data = nullptr;
+    size_t len = 0;   // payload bytes
+    size_t done = 0;  // of kHeaderBytes + len
+    TcpConnection* conn = nullptr;
+    uint64_t seq = 0;
+  };
+  std::deque<Out> out;
+  // Input: a header being read, then its payload going to `dst`.
+  unsigned char hdr[kHeaderBytes];
+  size_t hdrGot = 0;
+  bool inPayload = false;
+  unsigned char* dst = nullptr;
+  size_t left = 0;
+  TcpConnection* rc = nullptr;
+  uint64_t rseq = 0, rlen = 0;
+  std::vector<unsigned char> stage = std::vector<unsigned char>(kStageBytes);
+};
+
+TcpLinks::TcpLinks(int me, int nranks, Doorbell& wake, TcpOptions o, LostFn onLost)
+    : me_(me),
+      n_(nranks),
+      wake_(wake),
+      options_(o),
+      onLost_(std::move(onLost)),
+      byPeer_(static_cast<size_t>(nranks)),
+      lost_(static_cast<size_t>(nranks), false) {}
+
+std::unique_ptr<TcpLinks> TcpLinks::forTesting(int me, int nranks, Doorbell& wake) {
+  return std::unique_ptr<TcpLinks>(new TcpLinks(me, nranks, wake, TcpOptions{}, nullptr));
+}
+
+Result<std::unique_ptr<TcpLinks>> TcpLinks::create(Bootstrap& boot, const std::string& secret,
+                                                   const std::vector<bool>& tcpPeer, Doorbell& wake,
+                                                   const TcpOptions& options, LostFn onLost) {
+  const int me = boot.rank(), n = boot.nranks();
+  const int k = std::max(1, options.socketsPerPeer);
+  std::unique_ptr<TcpLinks> l(new TcpLinks(me, n, wake, options, std::move(onLost)));
+  auto deadline = net::Clock::now() + std::chrono::milliseconds(options.timeoutMs);
+  int expected = 0;
+  bool any = false;
+  for (int r = 0; r < n; ++r) {
+    if (!tcpPeer[static_cast<size_t>(r)]) continue;
+    any = true;
+    if (r > me) expected += k;
+  }
+  // Listen where the bootstrap reached us; tell everyone where.
+  int listenFd = -1;
+  std::string where;
+  if (any) {
+    auto addr = net::resolve(boot.localAddress(), 0);
+    if (!addr.isOk()) return addr.status();
+    listenFd = net::tcpSocket();
+    if (listenFd < 0) return net::ioError("socket");
+    sockaddr_in a = addr.value();
+    socklen_t len = sizeof a;
+    if (::bind(listenFd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::listen(listenFd, 128) != 0 ||
+        ::getsockname(listenFd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      Status st = net::ioError("TCP transport: listening on " + boot.localAddress());
+      ::close(listenFd);
+      return st;
+    }
+    where = net::addressText(a);
+  }
+  auto all = boot.allGather(where);
+  if (!all.isOk()) {
+    if (listenFd >= 0) ::close(listenFd);
+    return all.status();
+  }
+  auto keep = [&](int fd, int peer) {
+    auto s = std::make_unique<Sock>();
+    s->fd = fd;
+    s->peer = peer;
+    l->byPeer_[static_cast<size_t>(peer)].push_back(s.get());
+    l->socks_.push_back(std::move(s));
+  };
+  Status st = Status::ok();
+  // Connect to lower ranks (their listeners queue us even while they are
+  // still connecting themselves), then accept the higher ones.
+  for (int r = 0; r < me && st.isOk(); ++r) {
+    if (!tcpPeer[static_cast<size_t>(r)]) continue;
+    const std::string& hp = all.value()[static_cast<size_t>(r)];
+    size_t colon = hp.rfind(':');
+    if (colon == std::string::npos) {
+      st = Status(StatusCode::kInternal, "rank " + std::to_string(r) + " has no TCP listener");
+      break;
+    }
+    auto to = net::resolve(hp.substr(0, colon), std::atoi(hp.c_str() + colon + 1));
+    if (!to.isOk()) {
+      st = to.status();
+      break;
+    }
+    for (int i = 0; i < k && st.isOk(); ++i) {
+      auto fd = net::connectRetrying(
+          to.value(), deadline,
+          "TCP transport: rank " + std::to_string(me) + " to rank " + std::to_string(r));
+      if (!fd.isOk()) {
+        st = fd.status();
+        break;
+      }
+      keep(fd.value(), r);
+      tcpwire::Hello h{secret, static_cast<uint32_t>(me), static_cast<uint32_t>(n),
+                       static_cast<uint32_t>(i)};
+      st = net::sendFrame(fd.value(), tcpwire::encodeHello(h), deadline);
+    }
+  }
+  std::vector<int> accepted(static_cast<size_t>(n), 0);
+  while (st.isOk() && expected > 0) {
+    Status w = net::waitFd(listenFd, POLLIN, deadline, "waiting for TCP transport peers");
+    if (!w.isOk()) {
+      std::string missing;
+      for (int r = me + 1; r < n; ++r)
+        if (tcpPeer[static_cast<size_t>(r)] && accepted[static_cast<size_t>(r)] < k)
+          (missing += ' ') += std::to_string(r);
+      st = Status(StatusCode::kTimeout, "TCP transport: rank " + std::to_string(me) +
+                                            " heard from no link of ranks" + missing);
+      break;
+    }
+    sockaddr_in from{};
+    socklen_t len = sizeof from;
+    int fd = ::accept4(listenFd, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    auto frame =
+        net::recvFrame(fd, std::min(deadline, net::Clock::now() + std::chrono::seconds(5)));
+    auto hello =
+        frame.isOk() ? tcpwire::decodeHello(frame.value()) : Result<tcpwire::Hello>(frame.status());
+    std::string refuse;
+    if (!hello.isOk()) {
+      refuse = hello.status().message();
+    } else if (!net::sameSecret(hello.value().secret, secret)) {
+      refuse = "wrong secret";
+    } else if (hello.value().nranks != static_cast<uint32_t>(n) ||
+               hello.value().rank >= static_cast<uint32_t>(n) ||
+               static_cast<int>(hello.value().rank) <= me || !tcpPeer[hello.value().rank] ||
+               hello.value().index >= static_cast<uint32_t>(k) ||
+               accepted[hello.value().rank] >= k) {
+      refuse = "unexpected rank " + std::to_string(hello.value().rank) + " (link " +
+               std::to_string(hello.value().index) + ")";
+    }
+    if (!refuse.empty()) {
+      logLine(LogLevel::kWarn, "TCP transport: rank " + std::to_string(me) +
+                                   " refused a connection from " + net::addressText(from) + ": " +
+                                   refuse);
+      ::close(fd);
+      continue;
+    }
+    ++accepted[hello.value().rank];
+    --expected;
+    keep(fd, static_cast<int>(hello.value().rank));
+  }
+  if (listenFd >= 0) ::close(listenFd);
+  if (st.isOk()) {
+    l->epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+    l->event_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (l->epoll_ < 0 || l->event_ < 0) st = net::ioError("TCP transport: epoll");
+  }
+  if (st.isOk()) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = nullptr;
+    ::epoll_ctl(l->epoll_, EPOLL_CTL_ADD, l->event_, &ev);
+    for (auto& s : l->socks_) {
+      ::fcntl(s->fd, F_SETFL, ::fcntl(s->fd, F_GETFL) | O_NONBLOCK);
+      ev.events = EPOLLIN;
+      ev.data.ptr = s.get();
+      if (::epoll_ctl(l->epoll_, EPOLL_CTL_ADD, s->fd, &ev) != 0) {
+        st = net::ioError("TCP transport: epoll_ctl");
+        break;
+      }
+    }
+  }
+  // Everyone's links are up (or someone failed) before any data flows.
+  Status b = boot.barrier();
+  if (st.isOk()) st = b;
+  if (!st.isOk()) return st;
+  if (any) l->thread_ = std::thread([raw = l.get()] { raw->progressMain(); });
+  return l;
+}
+
+TcpLinks::~TcpLinks() {
+  shutdown();
+  for (auto& s : socks_)
+    if (s->fd >= 0) ::close(s->fd);
+  if (epoll_ >= 0) ::close(epoll_);
+  if (event_ >= 0) ::close(event_);
+}
+
+void TcpLinks::shutdown() {
+  if (shutDown_) return;
+  shutDown_ = true;
+  if (thread_.joinable()) {
+    stop_.store(true, std::memory_order_release);
+    uint64_t one = 1;
+    (void)!::write(event_, &one, sizeof one);
+    thread_.join();
+  }
+  // Goodbye on every live socket, so peers take the close that follows as
+  // leaving, not dying. Pending output is dropped: the calls are over.
+  unsigned char bye[kHeaderBytes];
+  Header h;
+  h.magic = tcpwire::kMagic;
+  h.kind = static_cast<uint32_t>(Kind::kBye);
+  tcpwire::encode(h, bye);
+  auto deadline = net::Clock::now() + std::chrono::seconds(1);
+  for (auto& s : socks_)
+    if (!s->closed && s->out.empty())
+      (void)net::sendAll(s->fd, std::string_view(reinterpret_cast<char*>(bye), kHeaderBytes),
+                         deadline);
+}
+
+std::unique_ptr<Connection> TcpLinks::connect(uint32_t fabric, int channel, int from, int to,
+                                              int slots, size_t slotBytes) {
+  CHORUS_CHECK((from == me_) != (to == me_), "a TCP connection has exactly one end here");
+  bool outbound = from == me_;
+  auto c = std::make_unique<TcpConnection>(*this, fabric, static_cast<uint32_t>(channel),
+                                           outbound ? to : from, outbound, slots, slotBytes);
+  enroll(c.get());
+  return c;
+}
+
+void TcpLinks::enroll(TcpConnection* c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  byKey_[{c->fabric_, c->channel_, c->peer_, c->outbound_}] = c;
+  (c->outbound_ ? outbound_ : inbound_).push_back(c);
+}
+
+void TcpLinks::withdraw(TcpConnection* c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  byKey_.erase({c->fabric_, c->channel_, c->peer_, c->outbound_});
+  auto& v = c->outbound_ ? outbound_ : inbound_;
+  v.erase(std::remove(v.begin(), v.end(), c), v.end());
+  for (auto& s : socks_) {
+    // Nothing may point into the connection any more. A frame half in the
+    // kernel cannot be taken back: that socket's stream is lost.
+    bool broken = s->rc == c && s->inPayload;
+    for (auto it = s->out.begin(); it != s->out.end();) {
+      if (it->conn != c) {
+        ++it;
+      } else if (it->done == 0) {
+        it = s->out.erase(it);
+      } else {
+        broken = true;
+        it->conn = nullptr;
+        ++it;
+      }
+    }
+    if (broken && !s->closed) {
+      s->closed = true;
+      ::shutdown(s->fd, SHUT_RDWR);
+    }
+  }
+}
+
+void TcpLinks::poke() {
+  // The caller's thread sends what it just committed (or the credit it just
+  // freed) itself when no one else is at the sockets: one system call
+  // instead of waking the progress thread. Otherwise the progress thread
+  // will see the change: it is awake, or this wakes it.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (thread_.joinable() && mu_.try_lock()) {
+    pump();
+    mu_.unlock();
+    return;
+  }
+  if (sleeping_.load(std::memory_order_relaxed)) {
+    uint64_t one = 1;
+    (void)!::write(event_, &one, sizeof one);
+  }
+}
+
+void TcpLinks::lose(int peer, const std::string& why) {
+  if (lost_[static_cast<size_t>(peer)]) return;
+  lost_[static_cast<size_t>(peer)] = true;
+  for (Sock* s : byPeer_[static_cast<size_t>(peer)]) {
+    if (epoll_ >= 0) ::epoll_ctl(epoll_, EPOLL_CTL_DEL, s->fd, nullptr);
+    s->closed = true;
+    s->out.clear();
+  }
+  std::string msg = "rank " + std::to_string(peer) + ": " + why;
+  logLine(LogLevel::kWarn,
+          "TCP transport: rank " + std::to_string(me_) + " lost its link to " + msg);
+  if (onLost_) onLost_(peer, msg);
+  wake_.ring();
+}
+
+void TcpLinks::watchOut(Sock& s, bool on) {
+  if (s.watchingOut == on || s.closed) return;
+  s.watchingOut = on;
+  epoll_event ev{};
+  ev.events = EPOLLIN | (on ? EPOLLOUT : 0u);
+  ev.data.ptr = &s;
+  ::epoll_ctl(epoll_, EPOLL_CTL_MOD, s.fd, &ev);
+}
+
+bool TcpLinks::pump() {
+  bool did = false;
+  for (TcpConnection* c : outbound_) {
+    if (lost_[static_cast<size_t>(c->peer_)]) continue;
+    const uint64_t head = c->head_.load(std::memory_order_acquire);
+    auto& socks = byPeer_[static_cast<size_t>(c->peer_)];
+    const size_t k = socks.size();
+    while (c->next_ < head && c->next_ < c->credit_ + c->slots_) {
+      const size_t slot = c->next_ % c->slots_;
+      const size_t bytes = c->sizes_[slot];
+      const unsigned char* data =
+          c->refs_[slot] != nullptr ? c->refs_[slot] : c->storage_ + slot * c->slotBytes_;
+      size_t per = bytes;
+      if (k > 1 && bytes >= options_.stripeBytes) per = ((bytes + k - 1) / k + 4095) / 4096 * 4096;
+      const size_t first = (c->fabric_ * 31u + c->channel_) % k;
+      uint32_t parts = 0;
+      size_t off = 0;
+      do {
+        size_t len = std::min(per, bytes - off);
+        Sock::Out o;
+        Header h;
+        h.magic = tcpwire::kMagic;
+        h.kind = static_cast<uint32_t>(Kind::kData);
+        h.fabric = c->fabric_;
+        h.channel = c->channel_;
+        h.seq = c->next_;
+        h.offset = off;
+        h.length = len;
+        h.total = bytes;
+        tcpwire::encode(h, o.head);
+        o.data = data + off;
+        o.len = len;
+        o.conn = c;
+        o.seq = c->next_;
+        socks[(first + parts) % k]->out.push_back(o);
+        ++parts;
+        off += len;
+      } while (off < bytes);
+      c->partsLeft_[slot] = parts;
+      ++c->next_;
+      did = true;
+    }
+  }
+  for (TcpConnection* c : inbound_) {
+    if (lost_[static_cast<size_t>(c->peer_)]) continue;
+    // Credit when half the window is free, or when the sender has used all
+    // the credit it was given (it may be waiting): one credit frame per
+    // half window instead of one per message.
+    uint64_t released = c->tail_.load(std::memory_order_acquire);
+    if (released == c->creditSent_ ||
+        (released - c->creditSent_ < (c->slots_ + 1) / 2 && c->done_ < c->creditSent_ + c->slots_))
+      continue;
+    Sock::Out o;
+    Header h;
+    h.magic = tcpwire::kMagic;
+    h.kind = static_cast<uint32_t>(Kind::kCredit);
+    h.fabric = c->fabric_;
+    h.channel = c->channel_;
+    h.seq = released;
+    tcpwire::encode(h, o.head);
+    byPeer_[static_cast<size_t>(c->peer_)].front()->out.push_back(o);
+    c->creditSent_ = released;
+    did = true;
+  }
+  for (auto& s : socks_)
+    if (!s->out.empty() && !s->watchingOut && flush(*s)) did = true;
+  return did;
+}
+
+bool TcpLinks::flush(Sock& s) {
+  bool did = false;
+  while (!s.out.empty() && !s.closed) {
+    iovec iov[kMaxIov];
+    int n = 0;
+    for (auto it = s.out.begin(); it != s.out.end() && n + 2 <= kMaxIov; ++it) {
+      if (it->done < kHeaderBytes) iov[n++] = {it->head + it->done, kHeaderBytes - it->done};
+      size_t pdone = it->done > kHeaderBytes ? it->done - kHeaderBytes : 0;
+      if (it->len > pdone)
+        iov[n++] = {const_cast<unsigned char*>(it->data) + pdone, it->len - pdone};
+    }
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = static_cast<size_t>(n);
+    ssize_t w = ::sendmsg(s.fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        watchOut(s, true);
+        return did;
+      }
+      lose(s.peer, std::string("sending failed: ") + std::strerror(errno));
+      return true;
+    }
+    did = true;
+    auto left = static_cast<size_t>(w);
+    while (left > 0 || (!s.out.empty() && s.out.front().done == kHeaderBytes + s.out.front().len)) {
+      Sock::Out& o = s.out.front();
+      size_t take = std::min(left, kHeaderBytes + o.len - o.done);
+      o.done += take;
+      left -= take;
+      if (o.done < kHeaderBytes + o.len) break;
+      if (TcpConnection* c = o.conn) {
+        size_t slot = o.seq % c->slots_;
+        if (--c->partsLeft_[slot] == 0) {
+          uint64_t tail = c->tail_.load(std::memory_order_relaxed);
+          while (tail < c->next_ && c->partsLeft_[tail % c->slots_] == 0) ++tail;
+          c->tail_.store(tail, std::memory_order_release);
+          wake_.ring();
+        }
+      }
+      s.out.pop_front();
+    }
+  }
+  watchOut(s, false);
+  return did;
+}
+
+Status TcpLinks::startFrame(Sock& s) {
+  Header h = tcpwire::decode(s.hdr);
+  s.hdrGot = 0;
+  auto bad = [&](const std::string& what) {
+    return Status(StatusCode::kIoError, "malformed frame (" + what + ")");
+  };
+  if (h.magic != tcpwire::kMagic) return bad("bad magic");
+  switch (static_cast<Kind>(h.kind)) {
+    case Kind::kBye:
+      s.byeSeen = true;
+      return Status::ok();
+    case Kind::kCredit: {
+      auto it = byKey_.find({h.fabric, h.channel, s.peer, true});
+      if (it == byKey_.end()) return bad("credit for an unknown connection");
+      TcpConnection* c = it->second;
+      if (h.seq > c->next_) return bad("credit for messages never sent");
+      c->credit_ = std::max(c->credit_, h.seq);
+      return Status::ok();
+    }
+    case Kind::kData: {
+      auto it = byKey_.find({h.fabric, h.channel, s.peer, false});
+      if (it == byKey_.end())
+        return bad("data for unknown connection fabric " + std::to_string(h.fabric) + " channel " +
+                   std::to_string(h.channel));
+      TcpConnection* c = it->second;
+      if (h.total > c->slotBytes_ || h.length > h.total || h.offset > h.total - h.length)
+        return bad("message part out of bounds");
+      uint64_t released = c->tail_.load(std::memory_order_acquire);
+      if (h.seq < c->done_ || h.seq >= released + c->slots_)
+        return bad("message " + std::to_string(h.seq) + " outside the credit window");
+      size_t slot = h.seq % c->slots_;
+      if (c->slotSeq_[slot] != h.seq) {
+        c->slotSeq_[slot] = h.seq;
+        c->got_[slot] = 0;
+        c->expect_[slot] = h.total;
+      } else if (c->expect_[slot] != h.total || c->got_[slot] + h.length > h.total) {
+        return bad("parts of one message disagree");
+      }
+      s.inPayload = true;
+      s.rc = c;
+      s.rseq = h.seq;
+      s.rlen = h.length;
+      s.dst = c->storage_ + slot * c->slotBytes_ + h.offset;
+      s.left = h.length;
+      return Status::ok();
+    }
+  }
+  return bad("unknown kind " + std::to_string(h.kind));
+}
+
+Status TcpLinks::consume(Sock& s, const unsigned char* data, size_t len) {
+  while (len > 0 || (s.inPayload && s.left == 0)) {
+    if (!s.inPayload) {
+      size_t take = std::min(len, kHeaderBytes - s.hdrGot);
+      std::memcpy(s.hdr + s.hdrGot, data, take);
+      s.hdrGot += take;
+      data += take;
+      len -= take;
+      if (s.hdrGot == kHeaderBytes) CHORUS_RETURN_IF_ERROR(startFrame(s));
+      continue;
+    }
+    size_t take = std::min(len, s.left);
+    if (take > 0) std::memcpy(s.dst, data, take);
+    s.dst += take;
+    s.left -= take;
+    data += take;
+    len -= take;
+    if (s.left > 0) continue;
+    // The part is in: complete messages in order.
+    TcpConnection* c = s.rc;
+    s.inPayload = false;
+    s.rc = nullptr;
+    size_t slot = s.rseq % c->slots_;
+    c->got_[slot] += s.rlen;
+    bool advanced = false;
+    for (;;) {
+      size_t at = c->done_ % c->slots_;
+      if (c->slotSeq_[at] != c->done_ || c->got_[at] != c->expect_[at]) break;
+      c->sizes_[at] = c->expect_[at];
+      c->slotSeq_[at] = kUnset;
+      ++c->done_;
+      advanced = true;
+    }
+    if (advanced) {
+      c->head_.store(c->done_, std::memory_order_release);
+      wake_.ring();
+    }
+  }
+  return Status::ok();
+}
+
+Status TcpLinks::readable(Sock& s) {
+  for (int round = 0; round < 64 && !s.closed; ++round) {
+    ssize_t got;
+    if (s.inPayload && s.left >= kDirectReadBytes) {
+      got = ::recv(s.fd, s.dst, s.left, MSG_DONTWAIT);
+      if (got > 0) {
+        // Straight into the slot: account as consumed payload.
+        s.dst += got;
+        s.left -= static_cast<size_t>(got);
+        if (s.left == 0) CHORUS_RETURN_IF_ERROR(consume(s, nullptr, 0));
+        continue;
+      }
+    } else {
+      got = ::recv(s.fd, s.stage.data(), s.stage.size(), MSG_DONTWAIT);
+      if (got > 0) {
+        CHORUS_RETURN_IF_ERROR(consume(s, s.stage.data(), static_cast<size_t>(got)));
+        continue;
+      }
+    }
+    if (got == 0) {
+      if (s.byeSeen) {
+        s.closed = true;
+        ::epoll_ctl(epoll_, EPOLL_CTL_DEL, s.fd, nullptr);
+        return Status::ok();
+      }
+      return Status(StatusCode::kIoError,
+                    "closed its connection without leaving (it died or was killed)");
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok();
+    if (errno == EINTR) continue;
+    return net::ioError("receiving");
+  }
+  return Status::ok();
+}
+
+Status TcpLinks::feedForTesting(int peer, const unsigned char* data, size_t len) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (byPeer_[static_cast<size_t>(peer)].empty()) {
+    auto s = std::make_unique<Sock>();
+    s->peer = peer;
+    byPeer_[static_cast<size_t>(peer)].push_back(s.get());
+    socks_.push_back(std::move(s));
+  }
+  return consume(*byPeer_[static_cast<size_t>(peer)].front(), data, len);
+}
+
+void TcpLinks::progressMain() {
+  epoll_event evs[64];
+  while (!stop_.load(std::memory_order_acquire)) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (pump()) continue;
+    }
+    sleeping_.store(true, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    bool did;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      did = pump();
+    }
+    int n = did ? 0 : ::epoll_wait(epoll_, evs, 64, 1000);
+    sleeping_.store(false, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(mu_);
+    handle(evs, n);
+  }
+}
+
+bool TcpLinks::handle(const epoll_event* evs, int n) {
+  bool did = false;
+  for (int i = 0; i < n; ++i) {
+    if (evs[i].data.ptr == nullptr) {
+      uint64_t v;
+      (void)!::read(event_, &v, sizeof v);
+      continue;
+    }
+    Sock& s = *static_cast<Sock*>(evs[i].data.ptr);
+    if (s.closed) continue;
+    did = true;
+    if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+      Status st = readable(s);
+      if (!st.isOk()) {
+        lose(s.peer, st.message());
+        continue;
+      }
+    }
+    if ((evs[i].events & EPOLLOUT) && !s.closed) {
+      s.watchingOut = false;  // flush re-arms it if the kernel is still full
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.ptr = &s;
+      ::epoll_ctl(epoll_, EPOLL_CTL_MOD, s.fd, &ev);
+      flush(s);
+    }
+  }
+  return did;
+}
+
+}  // namespace chorus::runtime
