@@ -65,11 +65,15 @@ int runPerf(const PerfArgs& args);
 
 struct LaunchArgs {
   int nprocs = 1;
-  bool keepGoing = false;  // do not stop the others when a rank fails
+  bool keepGoing = false;          // do not stop the others when a rank fails
+  std::vector<std::string> hosts;  // empty: all local; else ranks in blocks per host
+  std::string agent = "ssh -o BatchMode=yes {host}";  // how to run a command on a host
+  std::string root;                  // HOST[:PORT] rank 0 listens at (default: first host)
   std::vector<std::string> command;  // PROGRAM ARGS
 };
-// Starts N local processes as ranks (environment: CHORUS_RANK,
-// CHORUS_WORLD_SIZE, CHORUS_LOCAL_RANK, CHORUS_ROOT, CHORUS_SECRET).
+// Starts N processes as ranks (environment: CHORUS_RANK, CHORUS_WORLD_SIZE,
+// CHORUS_LOCAL_RANK, CHORUS_ROOT, CHORUS_SECRET), locally or on `hosts`
+// through `agent` (its words, {host} replaced, then one shell command line).
 // Exit: 0 when all succeed, else the first failing rank's code (128 + signal
 // for a signal), 2 for bad arguments.
 int runLaunch(const LaunchArgs& args);

@@ -1,8 +1,9 @@
-// `chorus launch -n N -- PROGRAM ARGS`: starts N local processes of PROGRAM
-// as ranks of one communicator (CHORUS_RANK, CHORUS_WORLD_SIZE,
+// `chorus launch -n N [--hosts h1,h2] -- PROGRAM ARGS`: starts N processes of
+// PROGRAM as ranks of one communicator (CHORUS_RANK, CHORUS_WORLD_SIZE,
 // CHORUS_LOCAL_RANK, CHORUS_ROOT, CHORUS_SECRET in their environment),
-// forwards their output line by line prefixed with the rank, and when one
-// fails kills the others and returns its exit code.
+// locally or on the hosts through an agent (ssh by default), forwards their
+// output line by line prefixed with the rank, and when one fails kills the
+// others and returns its exit code.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tools/chorus/commands.h"
@@ -95,6 +97,38 @@ void removeLeftovers(const std::string& job) {
                  names.size());
 }
 
+// `s` quoted for a POSIX shell.
+std::string shellQuote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'')
+      q += "'\\''";
+    else
+      q += c;
+  }
+  return q + "'";
+}
+
+// The agent's words with {host} replaced, then `line` as one more word.
+std::vector<std::string> agentCommand(const std::string& agent, const std::string& host,
+                                      const std::string& line) {
+  std::vector<std::string> words;
+  size_t i = 0;
+  while (i < agent.size()) {
+    while (i < agent.size() && agent[i] == ' ') ++i;
+    size_t j = agent.find(' ', i);
+    if (j == std::string::npos) j = agent.size();
+    if (j > i) {
+      std::string w = agent.substr(i, j - i);
+      for (size_t at; (at = w.find("{host}")) != std::string::npos;) w.replace(at, 6, host);
+      words.push_back(w);
+    }
+    i = j;
+  }
+  words.push_back(line);
+  return words;
+}
+
 int exitCode(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -115,6 +149,14 @@ int runLaunch(const LaunchArgs& a) {
     return 2;
   }
   std::string root = "127.0.0.1:" + std::to_string(port);
+  if (!a.hosts.empty()) root = a.hosts[0] + ":" + std::to_string(port);
+  if (!a.root.empty())
+    root = a.root.find(':') == std::string::npos ? a.root + ":" + std::to_string(port) : a.root;
+  const size_t perHost =
+      a.hosts.empty() ? static_cast<size_t>(a.nprocs)
+                      : (static_cast<size_t>(a.nprocs) + a.hosts.size() - 1) / a.hosts.size();
+  char cwd[4096] = ".";
+  if (::getcwd(cwd, sizeof cwd) == nullptr) std::strcpy(cwd, ".");
   struct sigaction sa {};
   sa.sa_handler = onSignal;
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
@@ -137,14 +179,26 @@ int runLaunch(const LaunchArgs& a) {
       ::setpgid(0, 0);  // its own group: stopping a rank stops what it started
       ::dup2(fds[1], 1);
       ::dup2(fds[1], 2);
-      ::setenv("CHORUS_RANK", std::to_string(r).c_str(), 1);
-      ::setenv("CHORUS_LOCAL_RANK", std::to_string(r).c_str(), 1);
-      ::setenv("CHORUS_WORLD_SIZE", std::to_string(a.nprocs).c_str(), 1);
-      ::setenv("CHORUS_ROOT", root.c_str(), 1);
-      ::setenv("CHORUS_SECRET", secret.c_str(), 1);
-      ::setenv("CHORUS_JOB_ID", job.c_str(), 1);
+      std::vector<std::pair<std::string, std::string>> env = {
+          {"CHORUS_RANK", std::to_string(r)},
+          {"CHORUS_LOCAL_RANK", std::to_string(static_cast<size_t>(r) % perHost)},
+          {"CHORUS_WORLD_SIZE", std::to_string(a.nprocs)},
+          {"CHORUS_ROOT", root},
+          {"CHORUS_SECRET", secret},
+          {"CHORUS_JOB_ID", job}};
+      std::vector<std::string> command = a.command;
+      if (a.hosts.empty()) {
+        for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+      } else {
+        // On a host: one shell line that enters this directory and sets the
+        // variables there (ssh does not carry the environment).
+        std::string line = "cd " + shellQuote(cwd) + " && exec env";
+        for (const auto& [k, v] : env) (line += ' ') += shellQuote(k + "=" + v);
+        for (const std::string& w : a.command) (line += ' ') += shellQuote(w);
+        command = agentCommand(a.agent, a.hosts[static_cast<size_t>(r) / perHost], line);
+      }
       std::vector<char*> argv;
-      for (const std::string& s : a.command) argv.push_back(const_cast<char*>(s.c_str()));
+      for (const std::string& s : command) argv.push_back(const_cast<char*>(s.c_str()));
       argv.push_back(nullptr);
       ::execvp(argv[0], argv.data());
       std::fprintf(stderr, "chorus launch: cannot run '%s': %s\n", argv[0], std::strerror(errno));

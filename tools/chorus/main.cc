@@ -60,13 +60,22 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
 
   chorus::cli::LaunchArgs launch;
-  auto* l =
-      app.add_subcommand("launch", "start N local processes as the ranks of one communicator");
+  auto* l = app.add_subcommand(
+      "launch", "start N processes (local, or on --hosts) as the ranks of one communicator");
   l->add_option("-n,--nprocs", launch.nprocs, "number of processes (ranks)")
       ->required()
       ->check(CLI::PositiveNumber);
   l->add_flag("--keep-going", launch.keepGoing,
               "let the other ranks run on when one fails (they see the failure themselves)");
+  l->add_option("--hosts", launch.hosts,
+                "run the ranks on these hosts, in equal blocks in rank order (h1,h2,...)")
+      ->delimiter(',');
+  l->add_option("--agent", launch.agent,
+                "how to run a command on a host: words with {host}, then the command line as one "
+                "more word (default: ssh -o BatchMode=yes {host})");
+  l->add_option("--root", launch.root,
+                "HOST[:PORT] where rank 0 listens, as the other hosts reach it (default: the "
+                "first host, a free port)");
   l->add_option("command", launch.command, "-- PROGRAM ARGS")->required();
 
   chorus::cli::RunArgs run;
