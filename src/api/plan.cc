@@ -12,6 +12,7 @@ namespace {
 
 // Largest allreduce (bytes) that runs recursive halving-doubling rather
 // than the ring: below it the step count (latency) dominates.
+constexpr size_t kTinyAllReduceBytes = 16 << 10;
 constexpr size_t kSmallAllReduceBytes = 64 << 10;
 
 }  // namespace
@@ -52,9 +53,14 @@ Result<std::vector<PlanPart>> planParts(runtime::SelectionRequest req,
   std::string name;
   switch (req.collective) {
     case CollectiveKind::kAllReduce:
-      name = runtime::requestBytes(req) <= kSmallAllReduceBytes && req.nranks > 2
-                 ? "halving_doubling_allreduce"
-                 : "ring_allreduce";
+      // Fewest steps for the smallest messages (latency), then fewer steps
+      // than the ring at moderate sizes, then the ring (bandwidth).
+      if (runtime::requestBytes(req) <= kTinyAllReduceBytes)
+        name = "recursive_doubling_allreduce";
+      else if (runtime::requestBytes(req) <= kSmallAllReduceBytes && req.nranks > 2)
+        name = "halving_doubling_allreduce";
+      else
+        name = "ring_allreduce";
       break;
     case CollectiveKind::kAllGather:
       name = "ring_allgather";

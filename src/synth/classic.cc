@@ -210,6 +210,39 @@ ir::Algorithm halvingDoublingAllReduce(int n) {
   return std::move(b).finish();
 }
 
+ir::Algorithm recursiveDoublingAllReduce(int n) {
+  if (n == 1) return single("recursive_doubling_allreduce", CollectiveKind::kAllReduce);
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  Builder b("recursive_doubling_allreduce", CollectiveKind::kAllReduce, n, 1, 1, 1);
+  for (int r = 0; r < n; ++r) {
+    if (r >= p) {
+      // An extra rank: its data goes to partner r-p, the result comes back.
+      int t = b.tb(r, r - p, r - p);
+      b.send(r, t, {kI, 0});
+      b.recv(r, t, {kO, 0});
+      continue;
+    }
+    bool folds = r + p < n;
+    int fold = folds ? b.tb(r, r + p, r + p) : -1;
+    std::pair<int, int> last{-1, -1};  // the step the next one waits for
+    Buffer cur = kI;                   // where this rank's partial sum is
+    if (folds) {
+      last = {fold, b.step(r, fold, StepType::kRecvReduceCopy, {kI, 0}, {kO, 0})};
+      cur = kO;
+    }
+    // Distance 1, 2, ... p/2: swap whole partial sums with the partner.
+    for (int d = 1; d < p; d *= 2) {
+      int t = b.tb(r, r ^ d, r ^ d);
+      b.send(r, t, {cur, 0}, 1, last);
+      last = {t, b.step(r, t, StepType::kRecvReduceCopy, {cur, 0}, {kO, 0})};
+      cur = kO;
+    }
+    if (folds) b.send(r, fold, {kO, 0}, 1, last);
+  }
+  return std::move(b).finish();
+}
+
 ir::Algorithm ringAllGather(int n) {
   if (n == 1) return single("ring_allgather", CollectiveKind::kAllGather);
   Builder b("ring_allgather", CollectiveKind::kAllGather, n, n, 1, n);
@@ -312,6 +345,8 @@ const std::vector<ClassicInfo>& classicAlgorithms() {
        "reduce-scatter + allgather around a ring; n chunks, 2(n-1) steps"},
       {"halving_doubling_allreduce", CollectiveKind::kAllReduce,
        "recursive halving then doubling; 2 log2 n steps (+2 for non-powers of two)"},
+      {"recursive_doubling_allreduce", CollectiveKind::kAllReduce,
+       "whole vectors swapped at distance 1, 2, 4...; log2 n steps (+2 for non-powers of two)"},
       {"chain_allreduce", CollectiveKind::kAllReduce,
        "reduce up a chain, broadcast back down; 1 chunk, any count"},
       {"ring_allgather", CollectiveKind::kAllGather, "ring; n-1 steps"},
@@ -331,6 +366,7 @@ Result<ir::Algorithm> makeClassic(std::string_view name, int n, int root) {
                   "root " + std::to_string(root) + " is not a rank of " + std::to_string(n));
   if (name == "ring_allreduce") return ringAllReduce(n);
   if (name == "halving_doubling_allreduce") return halvingDoublingAllReduce(n);
+  if (name == "recursive_doubling_allreduce") return recursiveDoublingAllReduce(n);
   if (name == "chain_allreduce") return chainAllReduce(n);
   if (name == "ring_allgather") return ringAllGather(n);
   if (name == "ring_reducescatter") return ringReduceScatter(n);

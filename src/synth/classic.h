@@ -25,6 +25,11 @@ ir::Algorithm ringAllReduce(int n);
 // two p <= n; the n - p extra ranks fold their data into a partner first and
 // get the result back last. p chunks. The small-message choice.
 ir::Algorithm halvingDoublingAllReduce(int n);
+// Recursive doubling allreduce: partners at distance 1, 2, 4... swap their
+// whole partial sums, log2(p) steps over the largest power of two p <= n
+// (extra ranks fold in first and get the result last). Moves log2(p) times
+// the data, in the fewest steps: the small-message algorithm.
+ir::Algorithm recursiveDoublingAllReduce(int n);
 // Chain allreduce with one chunk: reduce along 0 -> 1 -> ... -> n-1, then
 // broadcast back down the chain. Serves any count (used for the remainder of
 // a count that the chunked algorithms cannot split).
