@@ -1,46 +1,78 @@
 #!/usr/bin/env bash
-# Chorus against OpenMPI, side by side and interleaved (one size of one, then
-# the same size of the other), because this machine's speed drifts over
-# minutes. Prints CSV: times in us, busbw in GB/s, speedup = MPI time /
-# Chorus time (> 1: Chorus is faster), and Chorus's busbw as a fraction of
-# the memcpy bandwidth `chorus perf` measured in the same row.
-#   bench/peer_compare.sh                   # build/release, 2/4/8 ranks, 4K..256M
-#   RANKS="2" COLLS="allreduce" MAX=67108864 bench/peer_compare.sh
-#   PROCS=1 bench/peer_compare.sh           # Chorus ranks as processes (shared memory), like MPI's
-# Needs openmpi-bin and libopenmpi-dev (bench/mpi_perf is built when CMake finds MPI).
+# Chorus against OpenMPI and Gloo, side by side on this machine, in one run.
+# For every (ranks, collective, size) the three run in turn, REPS times
+# (A B C A B C ...: this machine's speed drifts over minutes), and the
+# median time of each is kept. All three run one process per rank: Chorus
+# over shared memory (`chorus perf --procs`), OpenMPI over its shared memory
+# (btl self,vader) at its fair best (below), Gloo over TCP on loopback (its
+# only transport here, as PyTorch's CPU jobs run it). Out-of-place calls,
+# float32 sum.
+#
+# Prints CSV: times in us, busbw in GB/s (nccl-tests' formulas), the ratios
+# vs_mpi = MPI time / Chorus time and vs_gloo = Gloo time / Chorus time
+# (> 1: Chorus is faster), and Chorus's busbw as a fraction of the memcpy
+# bandwidth `chorus perf` measured in the same row.
+#   bench/peer_compare.sh [BUILD]          # build/release; 2/4/8 ranks; 4K..128M
+#   RANKS="2" COLLS="allreduce" SIZES="4096 1048576" REPS=5 bench/peer_compare.sh
+# Needs openmpi-bin + libopenmpi-dev and libgloo-dev (CMake builds
+# bench/mpi_perf and bench/gloo_perf when it finds them); a missing peer's
+# columns are empty.
 set -euo pipefail
 build=${1:-build/release}
 chorus=$build/tools/chorus/chorus
 mpi=$build/bench/mpi_perf
-[[ -x $chorus && -x $mpi ]] || { echo "build $chorus and $mpi first (cmake --preset release)" >&2; exit 2; }
-colls=${COLLS:-"allreduce allgather reducescatter alltoall"}
+gloo=$build/bench/gloo_perf
+[[ -x $chorus ]] || { echo "build $chorus first (cmake --preset release)" >&2; exit 2; }
+colls=${COLLS:-"allreduce allgather alltoall"}
 ranks=${RANKS:-"2 4 8"}
-min=${MIN:-4096}
-max=${MAX:-268435456}
+sizes=${SIZES:-"4096 16384 65536 262144 1048576 4194304 16777216 67108864 134217728"}
+reps=${REPS:-3}
 # OpenMPI at its fair best here: shared memory only, and glibc told to keep
 # freed memory (otherwise every large reduction pays first touch of a fresh
 # temporary buffer: ~23 us per 4 KiB page on this machine).
-export GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736
-mpirun=(mpirun --oversubscribe --mca btl self,vader -x GLIBC_TUNABLES -np)
-[[ $(id -u) -eq 0 ]] && mpirun=(mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -x GLIBC_TUNABLES -np)
+tunables=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736
+mpirun=(mpirun --oversubscribe --mca btl self,vader -x GLIBC_TUNABLES)
+[[ $(id -u) -eq 0 ]] && mpirun=(mpirun --allow-run-as-root --oversubscribe --mca btl self,vader
+                                -x GLIBC_TUNABLES)
 
-echo "collective,ranks,size_bytes,chorus_oop_us,mpi_oop_us,oop_speedup,chorus_ip_us,mpi_ip_us,ip_speedup,chorus_oop_busbw,mpi_oop_busbw,chorus_ip_busbw,mpi_ip_busbw,chorus_oop_frac_memcpy,memcpy_gbs"
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else print v[int((NR + 1) / 2)] }'; }
+
+echo "collective,ranks,size_bytes,chorus_us,mpi_us,gloo_us,vs_mpi,vs_gloo,chorus_busbw,mpi_busbw,gloo_busbw,chorus_frac_memcpy,memcpy_gbs"
 for n in $ranks; do
   for c in $colls; do
-    size=$min
-    while (( size <= max )); do
+    for size in $sizes; do
       iters=$(( 268435456 / size )); (( iters > 200 )) && iters=200; (( iters < 3 )) && iters=3
- ranksFlag=--ranks; [[ ${PROCS:-0} == 1 ]] && ranksFlag=--procs
-      crow=$(GLIBC_TUNABLES= "$chorus" perf "$c" $ranksFlag "$n" -b "$size" -e "$size" -n "$iters" -w 5 --csv | tail -1 | sed 's/^\[0\] //')
-      mrow=$("${mpirun[@]}" "$n" "$mpi" "$c" "$size" "$size" "$iters" 5 | tail -1)
-      # Fields 1-7 of both: collective,ranks,size,count,type,redop,root. Then
-      # chorus: 8 oop_us,9 algbw,10 busbw,11 frac,12 wrong,13 ip_us,14,15 busbw,16,17,18 memcpy;
-      # mpi:    8 oop_us,9 algbw,10 busbw,11 ip_us,12 algbw,13 busbw.
-      awk -F, -v c="$crow" 'BEGIN { split(c, a, ",") } {
-        printf "%s,%s,%s,%.1f,%.1f,%.2f,%.1f,%.1f,%.2f,%.3f,%.3f,%.3f,%.3f,%.3f,%.2f\n",
-          a[1], a[2], a[3], a[8], $8, $8 / a[8], a[13], $11, $11 / a[13],
-          a[10], $10, a[15], $13, a[11], a[18] }' <<<"$mrow"
-      size=$(( size * 4 ))
+      warm=$(( iters / 10 + 1 ))
+      ct=() mt=() gt=() crow=""
+      for ((k = 0; k < reps; ++k)); do
+        row=$("$chorus" perf "$c" --procs "$n" -b "$size" -e "$size" -n "$iters" -w "$warm" --csv |
+              tail -1 | sed 's/^\[0\] //')
+        crow=$row
+        ct+=("$(cut -d, -f8 <<<"$row")")
+        if [[ -x $mpi ]]; then
+          mt+=("$(GLIBC_TUNABLES=$tunables "${mpirun[@]}" -np "$n" "$mpi" "$c" "$size" "$size" \
+                  "$iters" "$warm" | tail -1 | cut -d, -f8)")
+        fi
+        if [[ -x $gloo ]]; then
+          gt+=("$("$chorus" launch -n "$n" -- "$gloo" "$c" "$size" "$size" "$iters" "$warm" |
+                  tail -1 | sed 's/^\[0\] //' | cut -d, -f8)")
+        fi
+      done
+      cmed=$(printf '%s\n' "${ct[@]}" | median)
+      mmed=$( ((${#mt[@]})) && printf '%s\n' "${mt[@]}" | median || true)
+      gmed=$( ((${#gt[@]})) && printf '%s\n' "${gt[@]}" | median || true)
+      # chorus CSV: 2 ranks, 3 size_bytes, 18 memcpy_gbs.
+      awk -F, -v c="$c" -v cm="$cmed" -v mm="$mmed" -v gm="$gmed" '{
+        n = $2; bytes = $3; mem = $18
+        f = (c == "allreduce") ? 2 * (n - 1) / n : (n - 1) / n
+        cb = bytes / cm / 1e3 * f
+        mb = (mm != "") ? bytes / mm / 1e3 * f : ""
+        gb = (gm != "") ? bytes / gm / 1e3 * f : ""
+        printf "%s,%s,%s,%.1f,%s,%s,%s,%s,%.3f,%s,%s,%.3f,%.2f\n", c, n, bytes, cm,
+          (mm != "") ? sprintf("%.1f", mm) : "", (gm != "") ? sprintf("%.1f", gm) : "",
+          (mm != "") ? sprintf("%.2f", mm / cm) : "", (gm != "") ? sprintf("%.2f", gm / cm) : "",
+          cb, (mb != "") ? sprintf("%.3f", mb) : "", (gb != "") ? sprintf("%.3f", gb) : "",
+          cb / mem, mem }' <<<"$crow"
     done
   done
 done

@@ -47,8 +47,8 @@ else
 fi
 # A rank on the second host dies: the others fail naming it, promptly.
 start=$(date +%s)
-CHORUS_TIMEOUT_S=60 timeout 50 "${launch[@]}" --keep-going -- sh -c \
-  'if [ "$CHORUS_RANK" = 3 ]; then (sleep 1; kill -9 $$) & fi; exec "$0"' "$probe" > "$out" 2>&1
+PROBE_KILL_RANK=3 CHORUS_TIMEOUT_S=60 timeout 50 "${launch[@]}" --keep-going -- "$probe" \
+  > "$out" 2>&1
 took=$(( $(date +%s) - start ))
 for r in 0 1 2; do
   if grep -qE "^\[$r\] rank $r: call [0-9]+ failed after [0-9.]+ s: remote process exited.*rank 3" "$out"; then

@@ -73,7 +73,8 @@ struct LaunchArgs {
 };
 // Starts N processes as ranks (environment: CHORUS_RANK, CHORUS_WORLD_SIZE,
 // CHORUS_LOCAL_RANK, CHORUS_ROOT, CHORUS_SECRET), locally or on `hosts`
-// through `agent` (its words, {host} replaced, then one shell command line).
+// through `agent` (its words, {host} replaced, then one shell command line
+// that also carries the launcher's CHORUS_* and MSCCL_* variables).
 // Exit: 0 when all succeed, else the first failing rank's code (128 + signal
 // for a signal), 2 for bad arguments.
 int runLaunch(const LaunchArgs& args);

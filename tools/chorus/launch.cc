@@ -192,7 +192,16 @@ int runLaunch(const LaunchArgs& a) {
       } else {
         // On a host: one shell line that enters this directory and sets the
         // variables there (ssh does not carry the environment).
+        // The launcher's own CHORUS_* and MSCCL_* settings go along too.
         std::string line = "cd " + shellQuote(cwd) + " && exec env";
+        for (char** e = environ; *e != nullptr; ++e) {
+          std::string kv = *e;
+          std::string key = kv.substr(0, kv.find('='));
+          bool ours = false;
+          for (const auto& kvp : env) ours = ours || kvp.first == key;
+          if (!ours && (key.rfind("CHORUS_", 0) == 0 || key.rfind("MSCCL_", 0) == 0))
+            (line += ' ') += shellQuote(kv);
+        }
         for (const auto& [k, v] : env) (line += ' ') += shellQuote(k + "=" + v);
         for (const std::string& w : a.command) (line += ' ') += shellQuote(w);
         command = agentCommand(a.agent, a.hosts[static_cast<size_t>(r) / perHost], line);
