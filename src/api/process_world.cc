@@ -122,6 +122,10 @@ ProcessWorld::~ProcessWorld() {
   // stop the threads that may otherwise still call abort() on members being
   // destroyed. Connections go before the links they are enrolled in.
   if (tcp_ != nullptr) tcp_->shutdown();
+  // A rank whose communicator failed says so as it leaves: peers still in a
+  // call with it fail now, not after the timeout.
+  Status e = asyncError();
+  if (boot_ != nullptr) boot_->goodbye(e.isOk() ? std::string() : e.message());
   boot_.reset();
   calls_.clear();
   fabrics_.clear();

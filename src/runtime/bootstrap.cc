@@ -367,9 +367,11 @@ Status Bootstrap::barrier() {
 
 // Frames after the hello start with a type byte.
 namespace {
-constexpr char kData = 'D';  // an allGather/barrier payload follows
-constexpr char kBye = 'B';   // the sender leaves on purpose
-constexpr char kLost = 'L';  // rank 0 to the others: a rank is gone (u32 follows)
+constexpr char kData = 'D';    // an allGather/barrier payload follows
+constexpr char kBye = 'B';     // the sender leaves on purpose
+constexpr char kFailed = 'F';  // the sender leaves after an error (its text follows)
+constexpr char kLost = 'L';    // rank 0 to the others: a rank is gone (u32, then why)
+constexpr size_t kMaxReason = 2000;
 }  // namespace
 
 Status Bootstrap::sendData(int fd, std::string_view payload, Clock::time_point deadline) {
@@ -403,11 +405,12 @@ Result<std::string> Bootstrap::recvData(int who, Clock::time_point deadline) {
   return f;
 }
 
-void Bootstrap::goodbye() {
+void Bootstrap::goodbye(std::string_view failure) {
   if (saidGoodbye_) return;
   saidGoodbye_ = true;
   auto deadline = Clock::now() + std::chrono::seconds(1);
-  std::string bye(1, kBye);
+  std::string bye(1, failure.empty() ? kBye : kFailed);
+  bye.append(failure.substr(0, kMaxReason));
   std::lock_guard<std::mutex> lock(sendMu_);
   if (config_.rank != 0 && rootFd_ >= 0) (void)sendFrame(rootFd_, bye, deadline);
   for (int fd : peerFds_)
@@ -461,11 +464,19 @@ void Bootstrap::monitorMain() {
           inbox_[static_cast<size_t>(w)].push_back(f.value().substr(1));
         } else if (f.value()[0] == kBye) {
           byeFrom_[static_cast<size_t>(w)] = true;
-        } else if (f.value()[0] == kLost && !root) {
+        } else if (f.value()[0] == kFailed) {
+          // It leaves because its calls failed: ours with it cannot finish.
+          byeFrom_[static_cast<size_t>(w)] = true;
+          lostRank = w;
+          lostWhy = "rank " + std::to_string(w) + " left after an error: " +
+                    std::string(std::string_view(f.value()).substr(1, kMaxReason));
+        } else if (f.value()[0] == kLost && !root && f.value().size() >= 5) {
           uint32_t r = 0;
-          Reader(std::string_view(f.value()).substr(1)).u32(&r);
+          Reader(std::string_view(f.value()).substr(1, 4)).u32(&r);
           lostRank = static_cast<int>(r);
-          lostWhy = "rank " + std::to_string(r) + " is gone (rank 0 lost its connection to it)";
+          lostWhy = f.value().size() > 5 ? f.value().substr(5, kMaxReason)
+                                         : "rank " + std::to_string(r) +
+                                               " is gone (rank 0 lost its connection to it)";
         }
         goneNow = gone_;
       }
@@ -474,6 +485,7 @@ void Bootstrap::monitorMain() {
       if (root) {  // tell everyone else
         std::string notice(1, kLost);
         putU32(notice, static_cast<uint32_t>(lostRank));
+        notice.append(lostWhy);
         std::lock_guard<std::mutex> lock(sendMu_);
         for (int r = 1; r < config_.nranks; ++r)
           if (r != lostRank && !goneNow[static_cast<size_t>(r)])

@@ -103,8 +103,11 @@ class Bootstrap {
   // allGather and barrier keep working (the thread hands their frames over).
   void startMonitor(std::function<void(int, const std::string&)> onLost);
   // Tells the peers this rank leaves on purpose (its connections then close
-  // without alarming them). Called by the destructor too.
-  void goodbye();
+  // without alarming them), or, with `failure`, that it leaves because its
+  // calls failed: then their onLost fires for it with that text (rank 0
+  // passes it on), so a failure anywhere ends every rank's pending call
+  // instead of leaving them to time out. Called by the destructor too.
+  void goodbye(std::string_view failure = {});
 
  private:
   Bootstrap() = default;
