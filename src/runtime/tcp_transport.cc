@@ -182,7 +182,8 @@ class TcpConnection final : public Connection {
       return c_.storage_ + slot * c_.slotBytes_;
     }
     void release() override {
-      c_.tail_.store(c_.tail_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+      c_.tail_.store(c_.tail_.load(std::memory_order_relaxed) + 1,
+                     std::memory_order_seq_cst);  // see poke()
       c_.links_.poke();
     }
 
@@ -195,7 +196,7 @@ class TcpConnection final : public Connection {
     size_t slot = head % slots_;
     sizes_[slot] = bytes;
     refs_[slot] = static_cast<const unsigned char*>(ref);
-    head_.store(head + 1, std::memory_order_release);
+    head_.store(head + 1, std::memory_order_seq_cst);  // see poke()
     links_.poke();
   }
 
@@ -490,13 +491,15 @@ void TcpLinks::poke() {
   // freed) itself when no one else is at the sockets: one system call
   // instead of waking the progress thread. Otherwise the progress thread
   // will see the change: it is awake, or this wakes it.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // Sequentially consistent with the store that published the change (a
+  // head or tail) and with the progress thread's "sleeping" store and
+  // loads: one of the two sides sees the other's (no lost wake-up).
   if (thread_.joinable() && mu_.try_lock()) {
     pump();
     mu_.unlock();
     return;
   }
-  if (sleeping_.load(std::memory_order_relaxed)) {
+  if (sleeping_.load(std::memory_order_seq_cst)) {
     uint64_t one = 1;
     (void)!::write(event_, &one, sizeof one);
   }
@@ -530,7 +533,7 @@ bool TcpLinks::pump() {
   bool did = false;
   for (TcpConnection* c : outbound_) {
     if (lost_[static_cast<size_t>(c->peer_)]) continue;
-    const uint64_t head = c->head_.load(std::memory_order_acquire);
+    const uint64_t head = c->head_.load(std::memory_order_seq_cst);  // see poke()
     auto& socks = byPeer_[static_cast<size_t>(c->peer_)];
     const size_t k = socks.size();
     while (c->next_ < head && c->next_ < c->credit_ + c->slots_) {
@@ -574,7 +577,7 @@ bool TcpLinks::pump() {
     // Credit when half the window is free, or when the sender has used all
     // the credit it was given (it may be waiting): one credit frame per
     // half window instead of one per message.
-    uint64_t released = c->tail_.load(std::memory_order_acquire);
+    uint64_t released = c->tail_.load(std::memory_order_seq_cst);  // see poke()
     if (released == c->creditSent_ ||
         (released - c->creditSent_ < (c->slots_ + 1) / 2 && c->done_ < c->creditSent_ + c->slots_))
       continue;
@@ -787,8 +790,7 @@ void TcpLinks::progressMain() {
       std::lock_guard<std::mutex> lock(mu_);
       if (pump()) continue;
     }
-    sleeping_.store(true, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    sleeping_.store(true, std::memory_order_seq_cst);
     bool did;
     {
       std::lock_guard<std::mutex> lock(mu_);
