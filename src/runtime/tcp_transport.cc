@@ -191,6 +191,17 @@ class TcpConnection final : public Connection {
     TcpConnection& c_;
   };
 
+  // The header of a frame of `kind` on this connection, message `seq`.
+  Header frame(Kind kind, uint64_t seq) const {
+    Header h;
+    h.magic = tcpwire::kMagic;
+    h.kind = static_cast<uint32_t>(kind);
+    h.fabric = fabric_;
+    h.channel = channel_;
+    h.seq = seq;
+    return h;
+  }
+
   void publish(size_t bytes, const void* ref) {
     uint64_t head = head_.load(std::memory_order_relaxed);
     size_t slot = head % slots_;
@@ -548,16 +559,11 @@ bool TcpLinks::pump() {
       size_t off = 0;
       do {
         size_t len = std::min(per, bytes - off);
-        Sock::Out o;
-        Header h;
-        h.magic = tcpwire::kMagic;
-        h.kind = static_cast<uint32_t>(Kind::kData);
-        h.fabric = c->fabric_;
-        h.channel = c->channel_;
-        h.seq = c->next_;
+        Header h = c->frame(Kind::kData, c->next_);
         h.offset = off;
         h.length = len;
         h.total = bytes;
+        Sock::Out o;
         tcpwire::encode(h, o.head);
         o.data = data + off;
         o.len = len;
@@ -582,13 +588,7 @@ bool TcpLinks::pump() {
         (released - c->creditSent_ < (c->slots_ + 1) / 2 && c->done_ < c->creditSent_ + c->slots_))
       continue;
     Sock::Out o;
-    Header h;
-    h.magic = tcpwire::kMagic;
-    h.kind = static_cast<uint32_t>(Kind::kCredit);
-    h.fabric = c->fabric_;
-    h.channel = c->channel_;
-    h.seq = released;
-    tcpwire::encode(h, o.head);
+    tcpwire::encode(c->frame(Kind::kCredit, released), o.head);
     byPeer_[static_cast<size_t>(c->peer_)].front()->out.push_back(o);
     c->creditSent_ = released;
     did = true;
