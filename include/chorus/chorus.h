@@ -96,11 +96,16 @@ const char* chorusGetErrorString(chorusResult_t result);
 const char* chorusGetLastError(chorusComm_t comm);
 
 /* Communicators. */
+/* Starts a root (a thread of this process, listening on an interface's
+ * address; CHORUS_SOCKET_IFNAME picks one) that the ranks of one
+ * communicator meet at. Pass the id's bytes to every rank (threads of this
+ * process, other processes, other hosts). */
 chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId);
-/* Collective over `nranks` callers with the same id: rank r of nranks. Ranks
- * in one process (threads) join through an id from chorusGetUniqueId; an id
- * whose text is "chorus-tcp:HOST:PORT:SECRET" joins ranks in several
- * processes (rank 0 listens on PORT). Blocks until all joined. */
+/* Collective over `nranks` callers with the same id: rank r of nranks.
+ * Ranks that all live in one process become an in-process world; else each
+ * rank is a process-style rank (shared memory on one host, TCP between
+ * hosts). An id whose text is "chorus-tcp:HOST:PORT:SECRET" skips the root:
+ * rank 0 listens on PORT itself. Blocks until all joined (CHORUS_TIMEOUT_S). */
 chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks, chorusUniqueId commId, int rank);
 /* This process is one rank of a job started by `chorus launch`, torchrun or
  * mpirun: rank, size and root address come from the environment (CHORUS_RANK,

@@ -8,7 +8,6 @@
 #include <memory>
 #include <mutex>
 #include <new>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "api/world.h"
 #include "chorus/chorus.h"
 #include "core/log.h"
+#include "runtime/rendezvous.h"
 #include "runtime/selection.h"
 #include "synth/classic.h"
 
@@ -108,11 +108,15 @@ chorusComm_t newComm(std::shared_ptr<World> w, int rank) {
   return newComm(CommState{std::move(w), rank, nullptr});
 }
 
-Status initProcessComm(chorusComm_t* comm, const runtime::BootstrapConfig& config) {
-  auto pw = ProcessWorld::create(config, WorldOptions::fromEnvironment());
+Status initProcessComm(chorusComm_t* comm, Result<std::shared_ptr<ProcessWorld>> pw) {
   if (!pw.isOk()) return pw.status();
-  *comm = newComm(CommState{nullptr, config.rank, pw.value()});
+  int rank = pw.value()->rank();
+  *comm = newComm(CommState{nullptr, rank, std::move(pw).value()});
   return Status::ok();
+}
+
+Status initProcessComm(chorusComm_t* comm, const runtime::BootstrapConfig& config) {
+  return initProcessComm(comm, ProcessWorld::create(config, WorldOptions::fromEnvironment()));
 }
 
 Result<std::shared_ptr<CommState>> lookup(chorusComm_t comm) {
@@ -217,8 +221,6 @@ std::map<std::string, std::shared_ptr<Pending>>& pendings() {
   return *p;
 }
 
-constexpr char kLocalIdTag[] = "chorus-local:";
-
 }  // namespace
 }  // namespace chorus::api
 
@@ -266,10 +268,11 @@ chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId) {
   return apiCall("chorusGetUniqueId", [&] {
     if (uniqueId == nullptr) return bad("uniqueId is NULL");
     std::memset(uniqueId->internal, 0, sizeof(uniqueId->internal));
-    std::random_device rd;
-    std::string id = kLocalIdTag;
-    for (int i = 0; i < 4; ++i) id += std::to_string(rd()) + ".";
-    std::memcpy(uniqueId->internal, id.data(), std::min(id.size(), sizeof(uniqueId->internal) - 1));
+    auto id = runtime::startRendezvousRoot(WorldOptions::fromEnvironment().timeoutMs);
+    if (!id.isOk()) return id.status();
+    if (id.value().size() >= sizeof(uniqueId->internal))
+      return Status(StatusCode::kInternal, "unique id text too long: " + id.value());
+    std::memcpy(uniqueId->internal, id.value().data(), id.value().size());
     return Status::ok();
   });
 }
@@ -289,9 +292,19 @@ chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks, chorusUniqueId
       config.value().nranks = nranks;
       return initProcessComm(comm, config.value());
     }
-    if (id.rfind(kLocalIdTag, 0) != 0)
+    if (id.rfind(runtime::kRendezvousTag, 0) != 0)
       return bad("the unique id did not come from chorusGetUniqueId");
     WorldOptions options = WorldOptions::fromEnvironment();
+    // Meet the other ranks, wherever they are, at the id's root.
+    auto met = runtime::meetAtRoot(id, rank, nranks, options.timeoutMs);
+    if (!met.isOk()) return met.status();
+    if (!met.value().threads) {
+      if (met.value().listening == nullptr)
+        return initProcessComm(comm, ProcessWorld::create(met.value().config, options));
+      CHORUS_RETURN_IF_ERROR(met.value().listening->accept());
+      return initProcessComm(comm, ProcessWorld::create(std::move(met.value().listening), options));
+    }
+    // Every rank lives in this process: one in-process world.
     std::unique_lock<std::mutex> lock(pendingMu);
     auto& p = pendings()[id];
     if (p == nullptr) {

@@ -25,12 +25,17 @@ bool ProcessWorld::Key::operator<(const Key& o) const {
 
 Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(const runtime::BootstrapConfig& config,
                                                            WorldOptions options) {
-  std::shared_ptr<ProcessWorld> w(new ProcessWorld(config.nranks, config.rank, options));
   runtime::BootstrapConfig c = config;
   c.timeoutMs = options.timeoutMs;
   auto boot = runtime::Bootstrap::connect(c);
   if (!boot.isOk()) return boot.status();
-  w->boot_ = std::move(boot).value();
+  return create(std::move(boot).value(), options);
+}
+
+Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runtime::Bootstrap> boot,
+                                                           WorldOptions options) {
+  std::shared_ptr<ProcessWorld> w(new ProcessWorld(boot->nranks(), boot->rank(), options));
+  w->boot_ = std::move(boot);
   // How to reach each peer: shared memory on this host, TCP elsewhere, or
   // as CHORUS_TRANSPORT says. Every rank must say the same.
   const char* t = std::getenv("CHORUS_TRANSPORT");
@@ -105,7 +110,7 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(const runtime::Bootst
                       std::string("CHORUS_TCP_SOCKETS='") + k + "' is not a number in [1, 16]");
     }
     auto tcp = runtime::TcpLinks::create(
-        *w->boot_, config.secret, w->remote_, w->bells_->bell(w->me_), to,
+        *w->boot_, w->boot_->secret(), w->remote_, w->bells_->bell(w->me_), to,
         [raw](int, const std::string& why) { raw->abort(Status(StatusCode::kAborted, why)); });
     if (!tcp.isOk()) return tcp.status();
     w->tcp_ = std::move(tcp).value();

@@ -28,6 +28,9 @@ class ProcessWorld {
   // Collective over the ranks of `config` (bootstrap, doorbells).
   static Result<std::shared_ptr<ProcessWorld>> create(const runtime::BootstrapConfig& config,
                                                       WorldOptions options);
+  // The same over a bootstrap that is connected already.
+  static Result<std::shared_ptr<ProcessWorld>> create(std::unique_ptr<runtime::Bootstrap> boot,
+                                                      WorldOptions options);
   ~ProcessWorld();
   int size() const { return n_; }
   int rank() const { return me_; }

@@ -38,15 +38,6 @@ constexpr uint32_t kMaxHost = 1024;
 constexpr uint32_t kMaxSecret = 256;
 constexpr uint32_t kMaxRanks = 1u << 16;
 
-// The local IP address of a connected socket.
-std::string localEnd(int fd) {
-  sockaddr_in a{};
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  std::string s = net::addressText(a);
-  return s.substr(0, s.rfind(':'));
-}
-
 Result<int> parseInt(const char* name, const char* v, int lo, int hi) {
   char* end = nullptr;
   long x = std::strtol(v, &end, 10);
@@ -54,18 +45,6 @@ Result<int> parseInt(const char* name, const char* v, int lo, int hi) {
     return bad(std::string(name) + "='" + v + "' is not a number in [" + std::to_string(lo) + ", " +
                std::to_string(hi) + "]");
   return static_cast<int>(x);
-}
-
-Status parseHostPort(const char* name, std::string_view v, BootstrapConfig* c) {
-  size_t colon = v.rfind(':');
-  if (colon == std::string_view::npos || colon == 0)
-    return bad(std::string(name) + "='" + std::string(v) + "' is not HOST:PORT");
-  std::string port(v.substr(colon + 1));
-  auto p = parseInt(name, port.c_str(), 1, 65535);
-  if (!p.isOk()) return p.status();
-  c->rootHost = std::string(v.substr(0, colon));
-  c->rootPort = p.value();
-  return Status::ok();
 }
 
 }  // namespace
@@ -142,14 +121,25 @@ std::string hostIdentity() {
   return id;
 }
 
+Status parseHostPort(const char* name, std::string_view v, BootstrapConfig* c) {
+  size_t colon = v.rfind(':');
+  if (colon == std::string_view::npos || colon == 0)
+    return bad(std::string(name) + "='" + std::string(v) + "' is not HOST:PORT");
+  std::string port(v.substr(colon + 1));
+  auto p = parseInt(name, port.c_str(), 1, 65535);
+  if (!p.isOk()) return p.status();
+  c->rootHost = std::string(v.substr(0, colon));
+  c->rootPort = p.value();
+  return Status::ok();
+}
+
 std::string encodeRootId(const std::string& host, int port, const std::string& secret) {
   return "chorus-tcp:" + host + ":" + std::to_string(port) + ":" + secret;
 }
 
-Result<BootstrapConfig> decodeRootId(std::string_view id) {
-  constexpr std::string_view kTag = "chorus-tcp:";
-  if (id.substr(0, kTag.size()) != kTag) return bad("not a Chorus TCP unique id");
-  std::string_view rest = id.substr(kTag.size());
+Result<BootstrapConfig> decodeRootId(std::string_view id, std::string_view tag) {
+  if (id.substr(0, tag.size()) != tag) return bad("not a Chorus TCP unique id");
+  std::string_view rest = id.substr(tag.size());
   size_t last = rest.rfind(':');
   if (last == std::string_view::npos) return bad("malformed Chorus unique id");
   BootstrapConfig c;
@@ -294,7 +284,7 @@ Status Bootstrap::accept() {
     hosts_[hello.value().rank] = hello.value().host;
     ++joined;
   }
-  localAddress_ = n > 1 ? localEnd(peerFds_[1]) : config_.rootHost;
+  localAddress_ = n > 1 ? net::localAddressOf(peerFds_[1]) : config_.rootHost;
   std::string table = wire::encodeTable(hosts_);
   for (int r = 1; r < n; ++r)
     CHORUS_RETURN_IF_ERROR(sendFrame(peerFds_[static_cast<size_t>(r)], table, deadline));
@@ -320,7 +310,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::connect(const BootstrapConfig& con
                                  "bootstrap: rank " + std::to_string(config.rank));
   if (!fd.isOk()) return fd.status();
   b->rootFd_ = fd.value();
-  b->localAddress_ = localEnd(b->rootFd_);
+  b->localAddress_ = net::localAddressOf(b->rootFd_);
   wire::Hello h{config.secret, static_cast<uint32_t>(config.rank),
                 static_cast<uint32_t>(config.nranks), hostIdentity()};
   CHORUS_RETURN_IF_ERROR(sendFrame(b->rootFd_, wire::encodeHello(h), deadline));

@@ -45,10 +45,12 @@ Result<BootstrapConfig> bootstrapConfigFromEnvironment();
 // This host's identity: ranks with equal identities share memory.
 std::string hostIdentity();
 
-// The unique id of chorusGetUniqueId for ranks in several processes:
-// "chorus-tcp:HOST:PORT:SECRET".
+// An id naming rank 0's bootstrap directly: "chorus-tcp:HOST:PORT:SECRET"
+// (`tag` then HOST:PORT:SECRET).
 std::string encodeRootId(const std::string& host, int port, const std::string& secret);
-Result<BootstrapConfig> decodeRootId(std::string_view id);
+Result<BootstrapConfig> decodeRootId(std::string_view id, std::string_view tag = "chorus-tcp:");
+// Reads "HOST:PORT" into c->rootHost and c->rootPort; `name` is what errors call it.
+Status parseHostPort(const char* name, std::string_view v, BootstrapConfig* c);
 
 namespace wire {
 
@@ -86,6 +88,7 @@ class Bootstrap {
   int rank() const { return config_.rank; }
   int nranks() const { return config_.nranks; }
   int rootPort() const { return port_; }
+  const std::string& secret() const { return config_.secret; }
   // The IP address this rank's peers reach it at (the local end of its
   // bootstrap connections).
   const std::string& localAddress() const { return localAddress_; }

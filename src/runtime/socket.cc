@@ -1,6 +1,8 @@
 #include "runtime/socket.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -10,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <random>
 #include <thread>
 
 namespace chorus::runtime::net {
@@ -159,6 +162,40 @@ bool sameSecret(std::string_view a, std::string_view b) {
   for (size_t i = 0; i < a.size() && i < b.size(); ++i)
     diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
+}
+
+std::string randomSecret() {
+  std::random_device rd;
+  std::string s;
+  const char* hex = "0123456789abcdef";
+  for (int i = 0; i < 32; ++i) s += hex[rd() % 16];
+  return s;
+}
+
+std::string localAddressOf(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "";
+  std::string s = addressText(a);
+  return s.substr(0, s.rfind(':'));
+}
+
+Result<std::string> interfaceAddress(const std::string& ifname) {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return ioError("getifaddrs");
+  std::string found;
+  for (ifaddrs* i = list; i != nullptr && found.empty(); i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    if ((i->ifa_flags & IFF_UP) == 0) continue;
+    if (ifname.empty() && (i->ifa_flags & IFF_LOOPBACK) != 0) continue;
+    if (std::string_view(i->ifa_name).substr(0, ifname.size()) != ifname) continue;
+    found = addressText(*reinterpret_cast<const sockaddr_in*>(i->ifa_addr));
+    found.resize(found.rfind(':'));
+  }
+  ::freeifaddrs(list);
+  if (!found.empty()) return found;
+  if (ifname.empty()) return std::string("127.0.0.1");
+  return Status(StatusCode::kNotFound, "no IPv4 interface that is up is named '" + ifname + "...'");
 }
 
 }  // namespace chorus::runtime::net

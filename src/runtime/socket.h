@@ -41,6 +41,14 @@ Result<int> connectRetrying(const sockaddr_in& to, Clock::time_point deadline,
                             const std::string& what);
 // Compares secrets in time that does not depend on their content.
 bool sameSecret(std::string_view a, std::string_view b);
+// 128 random bits as 32 hex digits.
+std::string randomSecret();
+// The local IP address of a connected or bound socket ("" on error).
+std::string localAddressOf(int fd);
+// The first IPv4 address of an interface that is up: of one whose name
+// starts with `ifname` when that is not empty (kNotFound if none), else of
+// one that is not loopback, else 127.0.0.1.
+Result<std::string> interfaceAddress(const std::string& ifname);
 
 void putU32(std::string& out, uint32_t v);
 void putString(std::string& out, std::string_view s);

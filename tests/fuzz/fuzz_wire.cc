@@ -1,13 +1,14 @@
 // libFuzzer target for the wire decoders (docs/testing.md says how to run
-// it): the bootstrap's frames, the TCP transport's hello, and its frame
-// stream fed to a link with one connection each way. Beyond "no crash, no
-// sanitizer report": whatever decodes must encode back to the same bytes.
+// it): the bootstrap's frames, the unique id root's answer, the TCP transport's hello, and its
+// frame stream fed to a link with one connection each way. Beyond "no crash, no sanitizer report":
+// whatever decodes must encode back to the same bytes.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
 
 #include "runtime/bootstrap.h"
+#include "runtime/rendezvous.h"
 #include "runtime/tcp_transport.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -23,6 +24,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::fprintf(stderr, "blob list does not round-trip\n");
       std::abort();
     }
+  }
+  auto verdict = chorus::runtime::wire::decodeVerdict(bytes);
+  if (verdict.isOk() && chorus::runtime::wire::encodeVerdict(verdict.value()) != bytes) {
+    std::fprintf(stderr, "root verdict does not round-trip\n");
+    std::abort();
   }
   auto tcpHello = chorus::runtime::tcpwire::decodeHello(bytes);
   if (tcpHello.isOk() && chorus::runtime::tcpwire::encodeHello(tcpHello.value()) != bytes) {

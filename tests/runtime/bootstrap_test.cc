@@ -15,6 +15,8 @@
 #include <random>
 #include <thread>
 
+#include "runtime/rendezvous.h"
+
 namespace chorus::runtime {
 namespace {
 
@@ -197,6 +199,76 @@ TEST(BootstrapWire, RootIdRoundTrip) {
   EXPECT_EQ(c.value().secret, "k3y");
   EXPECT_FALSE(decodeRootId("chorus-local:1").isOk());
   EXPECT_FALSE(decodeRootId("chorus-tcp:host:notaport:k").isOk());
+}
+
+// Ranks meet at chorusGetUniqueId's root: all in this process → "threads".
+TEST(Rendezvous, RanksOfOneProcessAreToldThreads) {
+  auto id = startRendezvousRoot(20000);
+  ASSERT_TRUE(id.isOk()) << id.status().message();
+  EXPECT_EQ(id.value().rfind("chorus-id:", 0), 0u);
+  const int n = 3;
+  std::vector<Status> st(n);
+  std::vector<int> threads(n, -1);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r)
+    ts.emplace_back([&, r] {
+      auto m = meetAtRoot(id.value(), r, n, 20000);
+      st[static_cast<size_t>(r)] = m.status();
+      if (m.isOk()) threads[static_cast<size_t>(r)] = m.value().threads ? 1 : 0;
+    });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(st[static_cast<size_t>(r)].isOk()) << st[static_cast<size_t>(r)].message();
+    EXPECT_EQ(threads[static_cast<size_t>(r)], 1);
+  }
+}
+
+// A wrong secret, a mismatched world size and a rank twice are refused with
+// the reason; the real ranks still meet.
+TEST(Rendezvous, IntrudersAreRefusedWithTheReason) {
+  auto id = startRendezvousRoot(20000);
+  ASSERT_TRUE(id.isOk());
+  std::string wrong = id.value();
+  wrong.back() = wrong.back() == '0' ? '1' : '0';
+  auto guess = meetAtRoot(wrong, 1, 2, 5000);
+  ASSERT_FALSE(guess.isOk());
+  EXPECT_NE(guess.status().message().find("wrong secret"), std::string::npos)
+      << guess.status().message();
+  Status first, twice, sizes;
+  std::thread rank1([&] { first = meetAtRoot(id.value(), 1, 2, 20000).status(); });
+  // Wait until rank 1 is in, so that the next two are the intruders.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  twice = meetAtRoot(id.value(), 1, 2, 5000).status();
+  sizes = meetAtRoot(id.value(), 0, 3, 5000).status();
+  auto rank0 = meetAtRoot(id.value(), 0, 2, 20000);
+  rank1.join();
+  EXPECT_TRUE(rank0.isOk()) << rank0.status().message();
+  EXPECT_TRUE(first.isOk()) << first.message();
+  EXPECT_NE(twice.message().find("rank 1 joined this communicator twice"), std::string::npos)
+      << twice.message();
+  EXPECT_NE(sizes.message().find("says the communicator has 3 ranks, rank 1 said 2"),
+            std::string::npos)
+      << sizes.message();
+}
+
+TEST(Rendezvous, ARankThatNeverComesTimesOut) {
+  auto id = startRendezvousRoot(20000);
+  ASSERT_TRUE(id.isOk());
+  auto m = meetAtRoot(id.value(), 0, 2, 300);
+  ASSERT_FALSE(m.isOk());
+  EXPECT_EQ(m.status().code(), StatusCode::kTimeout) << m.status().message();
+  EXPECT_FALSE(meetAtRoot("chorus-id:127.0.0.1:x:y", 0, 2, 300).isOk());
+  EXPECT_FALSE(meetAtRoot("chorus-tcp:127.0.0.1:1:y", 0, 2, 300).isOk());
+}
+
+TEST(RendezvousWire, VerdictRoundTripAndEveryTruncationRejected) {
+  std::string bytes = wire::encodeVerdict({"processes", "10.0.0.1:4000"});
+  auto v = wire::decodeVerdict(bytes);
+  ASSERT_TRUE(v.isOk());
+  EXPECT_EQ(v.value().text, "10.0.0.1:4000");
+  for (size_t len = 0; len < bytes.size(); ++len)
+    EXPECT_FALSE(wire::decodeVerdict(bytes.substr(0, len)).isOk()) << len;
+  EXPECT_FALSE(wire::decodeVerdict(wire::encodeVerdict({"maybe", ""})).isOk());
 }
 
 }  // namespace

@@ -18,11 +18,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "runtime/socket.h"
 #include "tools/chorus/commands.h"
 
 namespace chorus::cli {
@@ -43,14 +43,6 @@ int freePort() {
     port = ntohs(a.sin_port);
   ::close(fd);
   return port;
-}
-
-std::string randomSecret() {
-  std::random_device rd;
-  std::string s;
-  const char* hex = "0123456789abcdef";
-  for (int i = 0; i < 32; ++i) s += hex[rd() % 16];
-  return s;
 }
 
 struct Child {
@@ -160,9 +152,10 @@ int runLaunch(const LaunchArgs& a) {
   struct sigaction sa {};
   sa.sa_handler = onSignal;
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
-  std::string secret = randomSecret();
+  std::string secret = chorus::runtime::net::randomSecret();
   // Segment names of this job start with it (see cleanup below).
-  std::string job = "chorus-" + std::to_string(::getpid()) + "-" + randomSecret().substr(0, 8);
+  std::string job = "chorus-" + std::to_string(::getpid()) + "-" +
+                    chorus::runtime::net::randomSecret().substr(0, 8);
   std::vector<Child> kids(static_cast<size_t>(a.nprocs));
   for (int r = 0; r < a.nprocs; ++r) {
     int fds[2];

@@ -1,0 +1,116 @@
+// Ranks that meet through chorusGetUniqueId, as NCCL programs do: this
+// process makes the id, runs ranks 0..T-1 on threads of its own and starts
+// the others as child processes that get the id's bytes (here through an
+// environment variable; MPI programs broadcast them). Every rank checks an
+// allreduce and an allgather of values distinct per rank and element, and
+// that the communicator has the right size and rank.
+//
+//   uniqueid_probe N T   N ranks, T of them threads of this process (1..N)
+//
+// Exit 0 only if every rank, here and in the children, saw the right data.
+#include <chorus/chorus.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+// One rank's work; returns 0 if all it saw was right.
+int runRank(const chorusUniqueId& id, int n, int rank) {
+  chorusComm_t comm = nullptr;
+  if (chorusCommInitRank(&comm, n, id, rank) != chorusSuccess) {
+    std::printf("rank %d: init failed: %s\n", rank, chorusGetLastError(nullptr));
+    return 1;
+  }
+  int count = 0, me = -1, bad = 0;
+  chorusCommCount(comm, &count);
+  chorusCommUserRank(comm, &me);
+  if (count != n || me != rank) {
+    std::printf("rank %d: communicator says rank %d of %d\n", rank, me, count);
+    bad = 1;
+  }
+  const size_t len = 3000;
+  std::vector<int32_t> mine(len), sum(len), all(len * static_cast<size_t>(n));
+  for (size_t i = 0; i < len; ++i) mine[i] = rank * 100000 + static_cast<int32_t>(i);
+  chorusResult_t r =
+      chorusAllReduce(mine.data(), sum.data(), len, chorusInt32, chorusSum, comm, nullptr);
+  if (r == chorusSuccess)
+    r = chorusAllGather(mine.data(), all.data(), len, chorusInt32, comm, nullptr);
+  if (r != chorusSuccess) {
+    std::printf("rank %d: collective failed: %s\n", rank, chorusGetLastError(nullptr));
+    bad = 1;
+  }
+  for (size_t i = 0; i < len && bad == 0; ++i) {
+    int32_t want = n * static_cast<int32_t>(i) + 100000 * (n * (n - 1) / 2);
+    if (sum[i] != want) {
+      std::printf("rank %d: allreduce element %zu is %d, want %d\n", rank, i, sum[i], want);
+      bad = 1;
+    }
+    for (int p = 0; p < n; ++p)
+      if (all[static_cast<size_t>(p) * len + i] != p * 100000 + static_cast<int32_t>(i)) {
+        std::printf("rank %d: allgather block %d element %zu is wrong\n", rank, p, i);
+        bad = 1;
+        break;
+      }
+  }
+  if (chorusCommDestroy(comm) != chorusSuccess) bad = 1;
+  if (bad == 0) std::printf("rank %d of %d: ok\n", rank, n);
+  return bad;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: uniqueid_probe N THREADS\n");
+    return 2;
+  }
+  const int n = std::atoi(argv[1]), threads = std::atoi(argv[2]);
+  if (const char* text = std::getenv("PROBE_UNIQUE_ID")) {  // a child: argv[2] is its rank
+    chorusUniqueId id{};
+    std::strncpy(id.internal, text, sizeof id.internal - 1);
+    return runRank(id, n, threads);
+  }
+  if (n < 1 || threads < 1 || threads > n) return 2;
+  chorusUniqueId id;
+  if (chorusGetUniqueId(&id) != chorusSuccess) {
+    std::printf("chorusGetUniqueId failed: %s\n", chorusGetLastError(nullptr));
+    return 1;
+  }
+  std::string idVar = std::string("PROBE_UNIQUE_ID=") + id.internal;
+  std::vector<char*> env;
+  for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
+  env.push_back(idVar.data());
+  env.push_back(nullptr);
+  std::vector<pid_t> kids;
+  for (int r = threads; r < n; ++r) {
+    std::string rank = std::to_string(r);
+    char* args[] = {argv[0], argv[1], rank.data(), nullptr};
+    pid_t pid = -1;
+    if (posix_spawn(&pid, argv[0], nullptr, nullptr, args, env.data()) != 0) return 1;
+    kids.push_back(pid);
+  }
+  std::vector<int> bad(static_cast<size_t>(threads));
+  std::vector<std::thread> ts;
+  for (int r = 0; r < threads; ++r)
+    ts.emplace_back([&, r] { bad[static_cast<size_t>(r)] = runRank(id, n, r); });
+  for (auto& t : ts) t.join();
+  int failed = 0;
+  for (int b : bad) failed += b;
+  for (pid_t pid : kids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
+  }
+  std::printf("%d of %d ranks failed\n", failed, n);
+  return failed == 0 ? 0 : 1;
+}
