@@ -391,6 +391,30 @@ int runRun(const RunArgs& args) {
   };
 
   size_t bytes = count * esz * m;
+  if (args.procs > 0) {
+    // As processes: `chorus perf` with this file at this size, relaunched
+    // as N processes (it measures every form the file serves).
+    if (args.procs != a.ngpus)
+      return fail("--procs " + std::to_string(args.procs) + ": the algorithm has " +
+                  std::to_string(a.ngpus) + " ranks");
+    if (!isNcclCollective(a.collective))
+      return fail("--procs runs the NCCL collectives; '" + a.collectiveName +
+                  "' runs on thread ranks only");
+    if (args.driver != "threads")
+      return fail("--procs and --driver deterministic exclude each other");
+    PerfArgs p;
+    p.collective = std::string(collectiveName(a.collective));
+    p.minBytes = p.maxBytes = bytes;
+    p.iters = args.iters;
+    p.warmup = args.warmup;
+    p.dtype = args.dtype;
+    p.op = args.op;
+    p.root = std::max(0, va.value()->root());
+    p.algo = args.file;
+    p.check = args.check;
+    p.procs = args.procs;
+    return runPerf(p);
+  }
   fmt::print("algorithm  {} ({}): {}, {} ranks, {}, {}\n", a.name, args.file, a.collectiveName,
              a.ngpus, inplace ? "in-place" : "out-of-place", ir::protocolName(a.protocol));
   fmt::print("call       count {} {} {} ({} bytes), {} iteration(s) of {} elements per chunk\n",

@@ -40,8 +40,10 @@ struct RunArgs {
   size_t sliceBytes = 0;
   int slots = 8;
   int iters = 20, warmup = 5;
+  int procs = 0;  // > 0: as that many processes (must be the file's rank count), via chorus perf
 };
-// Runs one algorithm file on CPU ranks (threads of this process).
+// Runs one algorithm file on CPU ranks (threads of this process), or with
+// `procs` as processes through `chorus perf --algo FILE --procs N`.
 // Exit: 0 ok, 1 wrong results (--check), 2 bad input or a failed run.
 int runRun(const RunArgs& args);
 

@@ -102,6 +102,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   r->add_option("--iters,-n", run.iters, "timed calls")->check(CLI::PositiveNumber);
   r->add_option("--warmup,-w", run.warmup, "untimed calls first")->check(CLI::NonNegativeNumber);
+  r->add_option("--procs", run.procs,
+                "run the ranks as N processes (N = the file's ranks; via chorus perf --algo)")
+      ->check(CLI::PositiveNumber);
 
   std::string code;
   auto* e = app.add_subcommand("explain", "list diagnostic codes, or explain one");
