@@ -17,6 +17,28 @@ Status ioError(const std::string& what, const std::string& name) {
                 what + " shared-memory segment " + name + ": " + std::strerror(errno));
 }
 
+// Maps a segment with every page present and writable now, so that no
+// access on the critical path faults: MADV_POPULATE_WRITE (Linux 5.14) maps
+// them all writable (a first write to a shared page mapped for reading is a
+// fault too).
+void* mapWritable(int fd, size_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+#ifdef MADV_POPULATE_WRITE
+  if (p != MAP_FAILED) (void)::madvise(p, bytes, MADV_POPULATE_WRITE);
+#endif
+  // And one write per page from this process: under a hypervisor that
+  // shadows page tables the first access to a page from each process is
+  // costly even with the page mapped (measured: a 2-process 1 MiB alltoall
+  // ran its first 8 calls at 0.8-1.1 ms instead of 0.12 ms). Nothing else
+  // uses the segment yet: the fabric's barriers order this before traffic.
+  if (p != MAP_FAILED) {
+    auto* c = static_cast<volatile unsigned char*>(p);
+    const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    for (size_t i = 0; i < bytes; i += page) c[i] = c[i];
+  }
+  return p;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Segment>> Segment::create(const std::string& name, size_t bytes) {
@@ -25,19 +47,19 @@ Result<std::unique_ptr<Segment>> Segment::create(const std::string& name, size_t
   std::unique_ptr<Segment> s(new Segment());
   s->name_ = name;
   s->linked_ = true;
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    Status st = ioError("cannot size", name);
+  // Reserve the pages now: a /dev/shm too small fails here with an error,
+  // not with SIGBUS on some later write.
+  if (int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); rc != 0) {
+    errno = rc;
+    Status st = ioError("no room in /dev/shm for " + std::to_string(bytes) + " bytes of", name);
     ::close(fd);
     return st;  // ~Segment unlinks it
   }
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = mapWritable(fd, bytes);
   ::close(fd);
   if (p == MAP_FAILED) return ioError("cannot map", name);
   s->data_ = p;
   s->size_ = bytes;
-  // Touch every page here, not on the critical path (and fail now, not with
-  // SIGBUS later, if /dev/shm cannot hold it).
-  std::memset(p, 0, bytes);
   return s;
 }
 
@@ -51,7 +73,7 @@ Result<std::unique_ptr<Segment>> Segment::open(const std::string& name, size_t b
                                                     std::to_string(st.st_size) + " bytes, not " +
                                                     std::to_string(bytes));
   }
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = mapWritable(fd, bytes);
   ::close(fd);
   if (p == MAP_FAILED) return ioError("cannot map", name);
   std::unique_ptr<Segment> s(new Segment());

@@ -37,6 +37,17 @@ TEST(Shm, CreateOpenUnlink) {
   EXPECT_EQ(static_cast<char*>(a.value()->data())[200], 'y');
 }
 
+// A segment /dev/shm cannot hold is an error now (with nothing left
+// behind), not a SIGBUS at some later write.
+TEST(Shm, ASegmentTooLargeForDevShmIsAnError) {
+  std::string name = uniqueName("huge");
+  auto s = Segment::create(name, size_t{1} << 44);  // 16 TiB
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.status().message().find("no room in /dev/shm"), std::string::npos)
+      << s.status().message();
+  EXPECT_FALSE(Segment::open(name, 1).isOk());
+}
+
 unsigned char pattern(int msg, size_t i) { return static_cast<unsigned char>(msg * 31 + i * 7); }
 
 TEST(Shm, RingBetweenProcessesWithBackpressure) {
