@@ -1,6 +1,7 @@
 // The C API over worlds. The one conversion point from internal Status to
 // chorusResult_t is apiCall(): it also records the calling thread's last
 // error and stops every exception at the C boundary.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <latch>
@@ -9,6 +10,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "api/convert.h"
@@ -146,9 +148,15 @@ Status runOps(std::vector<std::pair<std::shared_ptr<CommState>, Op>> ops) {
   auto keep = [&first](const Status& s) {
     if (first.isOk() && !s.isOk()) first = s;
   };
+  // Process-style ranks: each one's collectives in order, then its sends and
+  // receives together.
+  std::vector<std::pair<ProcessWorld*, std::vector<const Op*>>> procs;
   for (auto& [cs, op] : ops) {
-    if (cs->proc != nullptr) {  // one rank per process: its calls run in order, here
-      keep(cs->proc->collective(op));
+    if (cs->proc != nullptr) {
+      auto it = std::find_if(procs.begin(), procs.end(),
+                             [&](const auto& p) { return p.first == cs->proc.get(); });
+      if (it == procs.end()) it = procs.insert(procs.end(), {cs->proc.get(), {}});
+      it->second.push_back(&op);
       continue;
     }
     bool isColl = op.kind == Op::Kind::kCollective;
@@ -170,6 +178,32 @@ Status runOps(std::vector<std::pair<std::shared_ptr<CommState>, Op>> ops) {
     for (const Status& s : results) keep(s);
   }
   for (auto& [w, t] : p2p) keep(w->complete(t));
+  auto runProc = [](ProcessWorld* w, const std::vector<const Op*>& mine) {
+    Status st;
+    std::vector<const Op*> sendRecv;
+    for (const Op* op : mine) {
+      if (op->kind != Op::Kind::kCollective) {
+        sendRecv.push_back(op);
+      } else if (Status s = w->collective(*op); st.isOk() && !s.isOk()) {
+        st = s;
+      }
+    }
+    if (!sendRecv.empty())
+      if (Status s = w->pointToPoint(sendRecv); st.isOk() && !s.isOk()) st = s;
+    return st;
+  };
+  if (procs.size() == 1) {
+    keep(runProc(procs[0].first, procs[0].second));
+  } else if (!procs.empty()) {
+    // One thread driving several process-style ranks (threads and processes
+    // mixed): each on a thread of its own, so that none waits on another.
+    std::vector<Status> results(procs.size());
+    std::vector<std::thread> ts;
+    for (size_t i = 0; i < procs.size(); ++i)
+      ts.emplace_back([&, i] { results[i] = runProc(procs[i].first, procs[i].second); });
+    for (auto& t : ts) t.join();
+    for (const Status& s : results) keep(s);
+  }
   return first;
 }
 

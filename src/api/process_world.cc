@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <tuple>
 
 #include "core/log.h"
+#include "runtime/p2p.h"
 
 namespace chorus::api {
 
@@ -16,7 +18,11 @@ using runtime::VerifiedAlgorithm;
 
 namespace {
 constexpr size_t kCachedCalls = 32;
-}
+// Sends and receives move in pieces of this size; the pairs' fabric has
+// its own id among the algorithms' fabrics (which count up from 0).
+constexpr size_t kPointToPointPiece = size_t{64} << 10;
+constexpr uint32_t kPointToPointFabric = 0xffffffffu;
+}  // namespace
 
 bool ProcessWorld::Key::operator<(const Key& o) const {
   return std::tie(va, count, type, op, send, recv) <
@@ -115,6 +121,13 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
     if (!tcp.isOk()) return tcp.status();
     w->tcp_ = std::move(tcp).value();
   }
+  // Sends and receives get connections between every pair now: a pair may
+  // start talking at any time, without the other ranks.
+  auto p2p = runtime::ProcessFabric::create(
+      runtime::ProcessFabric::allPairs(w->n_), w->me_, kPointToPointPiece, options.slots,
+      w->prefix_ + "-p2p", kPointToPointFabric, *w->boot_, *w->bells_, w->remote_, w->tcp_.get());
+  if (!p2p.isOk()) return p2p.status();
+  w->p2p_ = std::move(p2p).value();
   w->boot_->startMonitor([raw](int rank, const std::string& why) {
     (void)rank;  // named in `why`
     raw->abort(Status(StatusCode::kAborted, why));
@@ -134,6 +147,7 @@ ProcessWorld::~ProcessWorld() {
   boot_.reset();
   calls_.clear();
   fabrics_.clear();
+  p2p_.reset();
   tcp_.reset();
 }
 
@@ -197,10 +211,7 @@ Result<runtime::RankCall*> ProcessWorld::rankCall(
 
 Status ProcessWorld::collective(const Op& op) {
   if (Status e = asyncError(); !e.isOk()) return e;
-  if (op.kind != Op::Kind::kCollective)
-    return Status(StatusCode::kUnsupported,
-                  "send/recv between processes is not supported yet (issue 4: the TCP and "
-                  "point-to-point transports come next)");
+  if (op.kind != Op::Kind::kCollective) return pointToPoint({&op});
   runtime::SelectionRequest req;
   req.collective = op.collective;
   req.nranks = n_;
@@ -239,6 +250,49 @@ Status ProcessWorld::collective(const Op& op) {
     if (!st.isOk()) return st;
   }
   return Status::ok();
+}
+
+Status ProcessWorld::pointToPoint(const std::vector<const Op*>& ops) {
+  if (Status e = asyncError(); !e.isOk()) return e;
+  runtime::P2pExchange x(*p2p_, me_, kPointToPointPiece);
+  std::vector<const Op*> selfSends, selfRecvs;
+  for (const Op* op : ops) {
+    if (op->peer < 0 || op->peer >= n_)
+      return Status(StatusCode::kInvalidArgument, "rank " + std::to_string(me_) + ": peer " +
+                                                      std::to_string(op->peer) + " is not in [0, " +
+                                                      std::to_string(n_) + ")");
+    size_t bytes = op->args.count * dataTypeSize(op->args.type);
+    bool send = op->kind == Op::Kind::kSend;
+    if (op->peer == me_) {
+      (send ? selfSends : selfRecvs).push_back(op);
+      continue;
+    }
+    CHORUS_RETURN_IF_ERROR(send ? x.addSend(op->peer, op->args.sendbuff, bytes)
+                                : x.addRecv(op->peer, op->args.recvbuff, bytes));
+  }
+  // To itself: the k-th send meets the k-th receive of the group.
+  if (selfSends.size() != selfRecvs.size())
+    return Status(StatusCode::kInvalidArgument,
+                  "rank " + std::to_string(me_) + " sends to itself " +
+                      std::to_string(selfSends.size()) + " time(s) and receives from itself " +
+                      std::to_string(selfRecvs.size()) + " time(s) in one group");
+  for (size_t i = 0; i < selfSends.size(); ++i) {
+    size_t s = selfSends[i]->args.count * dataTypeSize(selfSends[i]->args.type);
+    size_t r = selfRecvs[i]->args.count * dataTypeSize(selfRecvs[i]->args.type);
+    if (s != r)
+      return Status(StatusCode::kInvalidArgument,
+                    "rank " + std::to_string(me_) + ": a send to itself of " + std::to_string(s) +
+                        " bytes meets a receive of " + std::to_string(r) + " bytes");
+    if (s != 0) std::memmove(selfRecvs[i]->args.recvbuff, selfSends[i]->args.sendbuff, s);
+  }
+  runtime::RankRunOptions ro;
+  ro.timeoutMs = options_.timeoutMs;
+  ro.abort = &aborted_;
+  Status st = runtime::runRankLoop(x, bells_->bell(me_), me_, ro);
+  // Messages half moved stay in the rings: the communicator cannot go on.
+  if (!st.isOk() && st.code() != StatusCode::kAborted) abort(st);
+  if (st.code() == StatusCode::kAborted) st = asyncError();
+  return st;
 }
 
 }  // namespace chorus::api

@@ -36,6 +36,10 @@ class ProcessWorld {
   int rank() const { return me_; }
   // This rank's part of the next collective.
   Status collective(const Op& op);
+  // This rank's sends and receives of one group, moved together (a pair
+  // exchanging both ways does not wait on itself). Sends to and receives
+  // from this rank itself pair up in order.
+  Status pointToPoint(const std::vector<const Op*>& ops);
   Status barrier();
   void abort(Status why);
   Status asyncError() const;
@@ -69,6 +73,7 @@ class ProcessWorld {
   std::vector<bool> remote_;  // by rank: reached over TCP
   std::unique_ptr<runtime::TcpLinks> tcp_;
   std::map<const runtime::VerifiedAlgorithm*, std::shared_ptr<runtime::ProcessFabric>> fabrics_;
+  std::shared_ptr<runtime::ProcessFabric> p2p_;  // every ordered pair, for send/recv
   std::map<Key, Entry> calls_;
   uint64_t useClock_ = 0, seq_ = 0;
   std::atomic<bool> aborted_{false};

@@ -76,7 +76,7 @@ Status Session::runRank(size_t r, const RankRunOptions& o) {
 
 // One rank's part of one run: advance until done, sleeping on the rank's
 // doorbell while blocked; then wait for the messages it lent by reference.
-Status runRankLoop(RankExecutor& x, Doorbell& bell, int rank, const RankRunOptions& o,
+Status runRankLoop(Steppable& x, Doorbell& bell, int rank, const RankRunOptions& o,
                    std::atomic<uint64_t>* progress, std::atomic<int>* state) {
   auto setState = [state](int v) {
     if (state != nullptr) state->store(v, std::memory_order_release);

@@ -89,7 +89,7 @@ class PreparedCall {
 // message it lent by reference is released, sleeping on `bell` while
 // blocked. kTimeout / kAborted per `options`. `progress` and `state` (both
 // optional) feed a watchdog.
-Status runRankLoop(RankExecutor& x, Doorbell& bell, int rank, const RankRunOptions& options,
+Status runRankLoop(Steppable& x, Doorbell& bell, int rank, const RankRunOptions& options,
                    std::atomic<uint64_t>* progress = nullptr, std::atomic<int>* state = nullptr);
 
 // One rank's part of a call whose other ranks run in other processes: its

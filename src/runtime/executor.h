@@ -97,7 +97,21 @@ Result<Geometry> planRankCall(const VerifiedAlgorithm& va, int rank, const CallA
 
 enum class Progress { kProgress, kBlocked, kDone };
 
-class RankExecutor {
+// What runRankLoop drives: one rank's part of a call, advanced without
+// blocking until done (RankExecutor for algorithms, P2pExchange for sends
+// and receives).
+class Steppable {
+ public:
+  virtual ~Steppable() = default;
+  virtual Progress advance() = 0;
+  virtual bool done() const = 0;
+  virtual void reset() = 0;
+  virtual const Status& failure() const = 0;
+  virtual bool sendsDrained() const = 0;
+  virtual std::vector<std::string> waiting() const = 0;
+};
+
+class RankExecutor final : public Steppable {
  public:
   // `sendPorts[t]` / `recvPorts[t]`: the ports of threadblock t's send and
   // receive peers (nullptr where it has none). `scratch` holds s_chunks
@@ -108,23 +122,23 @@ class RankExecutor {
   // Runs every threadblock as far as it can without blocking. kProgress if
   // any step ran (the rank may have finished), kBlocked if none could, kDone
   // if nothing was left to run.
-  Progress advance();
-  bool done() const { return doneTbs_ == static_cast<int>(tbs_.size()); }
+  Progress advance() override;
+  bool done() const override { return doneTbs_ == static_cast<int>(tbs_.size()); }
   // Back to the start of the call, to run it again on the same buffers.
-  void reset();
+  void reset() override;
   // Not ok once a message arrived that does not fit its receiving step (the
   // ranks' arguments disagree: possible only across processes, which do not
   // compare every call's arguments). The rank cannot go on.
-  const Status& failure() const { return failure_; }
+  const Status& failure() const override { return failure_; }
   // True when every message this rank sent has been released by its
   // receiver: messages sent by reference point into this rank's buffers, so
   // a rank's call may only return once this holds.
-  bool sendsDrained() const;
+  bool sendsDrained() const override;
   // Sending steps that travel by reference (one copy per hop), for tests.
   int refSteps() const;
   // For deadlock reports: one line per unfinished threadblock,
   // "tb 2 step 5 (rrs, iteration 0): waiting for a message from rank 3 on channel 1".
-  std::vector<std::string> waiting() const;
+  std::vector<std::string> waiting() const override;
 
  private:
   struct TbState {

@@ -44,11 +44,27 @@ Result<std::shared_ptr<ProcessFabric>> ProcessFabric::create(const ir::Algorithm
                                                              Bootstrap& boot, RankBells& bells,
                                                              const std::vector<bool>& remote,
                                                              TcpLinks* tcp) {
+  return create(largestMessages(a), me, unitBytes, slots, prefix, id, boot, bells, remote, tcp);
+}
+
+ProcessFabric::Links ProcessFabric::allPairs(int n) {
+  Links links;
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      if (a != b) links[{0, a, b}] = 1;
+  return links;
+}
+
+Result<std::shared_ptr<ProcessFabric>> ProcessFabric::create(const Links& largest, int me,
+                                                             size_t unitBytes, int slots,
+                                                             const std::string& prefix, uint32_t id,
+                                                             Bootstrap& boot, RankBells& bells,
+                                                             const std::vector<bool>& remote,
+                                                             TcpLinks* tcp) {
   auto f = std::make_shared<ProcessFabric>();
   f->unitBytes_ = unitBytes;
   f->slots_ = slots;
   f->bells_ = &bells;
-  auto largest = largestMessages(a);
   auto name = [&](const std::tuple<int, int, int>& k) {
     return prefix + "-c" + std::to_string(std::get<0>(k)) + "-" + std::to_string(std::get<1>(k)) +
            "-" + std::to_string(std::get<2>(k));

@@ -52,6 +52,17 @@ class ProcessFabric final : public Fabric {
                                                        Bootstrap& boot, RankBells& bells,
                                                        const std::vector<bool>& remote,
                                                        TcpLinks* tcp);
+  // The same for given connections: (channel, from, to) -> slot size in units.
+  using Links = std::map<std::tuple<int, int, int>, int>;
+  static Result<std::shared_ptr<ProcessFabric>> create(const Links& links, int me, size_t unitBytes,
+                                                       int slots, const std::string& prefix,
+                                                       uint32_t id, Bootstrap& boot,
+                                                       RankBells& bells,
+                                                       const std::vector<bool>& remote,
+                                                       TcpLinks* tcp);
+  // Every ordered pair of `n` ranks on channel 0, one unit per slot (sends
+  // and receives).
+  static Links allPairs(int n);
   size_t unitBytes() const override { return unitBytes_; }
   int slots() const override { return slots_; }
   Connection* find(int channel, int from, int to) const override;

@@ -2,7 +2,8 @@
 // process makes the id, runs ranks 0..T-1 on threads of its own and starts
 // the others as child processes that get the id's bytes (here through an
 // environment variable; MPI programs broadcast them). Every rank checks an
-// allreduce and an allgather of values distinct per rank and element, and
+// allreduce, an allgather and a ring of sends and receives of values
+// distinct per rank and element, and
 // that the communicator has the right size and rank.
 //
 //   uniqueid_probe N T   N ranks, T of them threads of this process (1..N)
@@ -45,6 +46,14 @@ int runRank(const chorusUniqueId& id, int n, int rank) {
       chorusAllReduce(mine.data(), sum.data(), len, chorusInt32, chorusSum, comm, nullptr);
   if (r == chorusSuccess)
     r = chorusAllGather(mine.data(), all.data(), len, chorusInt32, comm, nullptr);
+  // And a ring of sends and receives (to the next rank, from the previous).
+  std::vector<int32_t> fromPrev(len, -1);
+  if (r == chorusSuccess) {
+    chorusGroupStart();
+    chorusSend(mine.data(), len, chorusInt32, (rank + 1) % n, comm, nullptr);
+    chorusRecv(fromPrev.data(), len, chorusInt32, (rank + n - 1) % n, comm, nullptr);
+    r = chorusGroupEnd();
+  }
   if (r != chorusSuccess) {
     std::printf("rank %d: collective failed: %s\n", rank, chorusGetLastError(nullptr));
     bad = 1;
@@ -53,6 +62,10 @@ int runRank(const chorusUniqueId& id, int n, int rank) {
     int32_t want = n * static_cast<int32_t>(i) + 100000 * (n * (n - 1) / 2);
     if (sum[i] != want) {
       std::printf("rank %d: allreduce element %zu is %d, want %d\n", rank, i, sum[i], want);
+      bad = 1;
+    }
+    if (fromPrev[i] != (rank + n - 1) % n * 100000 + static_cast<int32_t>(i)) {
+      std::printf("rank %d: element %zu from the previous rank is wrong\n", rank, i);
       bad = 1;
     }
     for (int p = 0; p < n; ++p)

@@ -1,0 +1,158 @@
+#include "runtime/p2p.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+#include "runtime/local_transport.h"
+
+namespace chorus::runtime {
+
+namespace {
+constexpr size_t kHeaderBytes = 8;
+
+void putLength(unsigned char* out, uint64_t v) {
+  for (size_t i = 0; i < kHeaderBytes; ++i) out[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+
+uint64_t getLength(const unsigned char* in) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < kHeaderBytes; ++i) v |= static_cast<uint64_t>(in[i]) << (8 * i);
+  return v;
+}
+}  // namespace
+
+P2pExchange::P2pExchange(Fabric& fabric, int me, size_t pieceBytes)
+    : fabric_(fabric), me_(me), pieceBytes_(pieceBytes) {
+  CHORUS_CHECK(pieceBytes_ >= kHeaderBytes, "point-to-point slots must hold a header");
+}
+
+Status P2pExchange::addSend(int peer, const void* data, size_t bytes) {
+  Connection* c = fabric_.find(0, me_, peer);
+  if (c == nullptr)
+    return Status(
+        StatusCode::kInvalidArgument,
+        "rank " + std::to_string(me_) + " has no connection to rank " + std::to_string(peer));
+  Op op;
+  op.send = true;
+  op.peer = peer;
+  op.data = static_cast<unsigned char*>(const_cast<void*>(data));
+  op.bytes = bytes;
+  op.out = &c->sender();
+  ops_.push_back(op);
+  return Status::ok();
+}
+
+Status P2pExchange::addRecv(int peer, void* data, size_t bytes) {
+  Connection* c = fabric_.find(0, peer, me_);
+  if (c == nullptr)
+    return Status(
+        StatusCode::kInvalidArgument,
+        "rank " + std::to_string(me_) + " has no connection from rank " + std::to_string(peer));
+  Op op;
+  op.peer = peer;
+  op.data = static_cast<unsigned char*>(data);
+  op.bytes = bytes;
+  op.in = &c->receiver();
+  ops_.push_back(op);
+  return Status::ok();
+}
+
+bool P2pExchange::first(size_t i) const {
+  for (size_t j = 0; j < i; ++j)
+    if (!ops_[j].finished && ops_[j].send == ops_[i].send && ops_[j].peer == ops_[i].peer)
+      return false;
+  return true;
+}
+
+bool P2pExchange::step(Op& op) {
+  bool moved = false;
+  if (op.send) {
+    if (!op.header) {
+      void* slot = op.out->tryAcquire(kHeaderBytes);
+      if (slot == nullptr) return false;
+      putLength(static_cast<unsigned char*>(slot), op.bytes);
+      op.out->commit(kHeaderBytes);
+      op.header = moved = true;
+    }
+    while (op.moved < op.bytes) {
+      size_t n = std::min(pieceBytes_, op.bytes - op.moved);
+      void* slot = op.out->tryAcquire(n);
+      if (slot == nullptr) return moved;
+      std::memcpy(slot, op.data + op.moved, n);
+      op.out->commit(n);
+      op.moved += n;
+      moved = true;
+    }
+  } else {
+    size_t got = 0;
+    if (!op.header) {
+      const void* msg = op.in->tryPeek(&got);
+      if (msg == nullptr) return false;
+      uint64_t length = got == kHeaderBytes ? getLength(static_cast<const unsigned char*>(msg)) : 0;
+      op.in->release();
+      if (got != kHeaderBytes || length != op.bytes) {
+        failure_ = Status(
+            StatusCode::kInvalidArgument,
+            "rank " + std::to_string(me_) + ": a receive of " + std::to_string(op.bytes) +
+                " bytes from rank " + std::to_string(op.peer) + " met a send of " +
+                (got == kHeaderBytes ? std::to_string(length) + " bytes" : "something else") +
+                "; do both sides pass the same count and type?");
+        return false;
+      }
+      op.header = moved = true;
+    }
+    while (op.moved < op.bytes) {
+      const void* msg = op.in->tryPeek(&got);
+      if (msg == nullptr) return moved;
+      size_t want = std::min(pieceBytes_, op.bytes - op.moved);
+      if (got != want) {
+        failure_ = Status(StatusCode::kInternal, "rank " + std::to_string(me_) + ": a piece of " +
+                                                     std::to_string(got) + " bytes from rank " +
+                                                     std::to_string(op.peer) + ", expected " +
+                                                     std::to_string(want));
+        return false;
+      }
+      std::memcpy(op.data + op.moved, msg, got);
+      op.in->release();
+      op.moved += got;
+      moved = true;
+    }
+  }
+  op.finished = true;
+  ++finished_;
+  return true;
+}
+
+Progress P2pExchange::advance() {
+  if (done()) return Progress::kDone;
+  bool moved = false;
+  for (size_t i = 0; i < ops_.size() && failure_.isOk(); ++i)
+    if (!ops_[i].finished && first(i) && step(ops_[i])) moved = true;
+  return moved ? Progress::kProgress : Progress::kBlocked;
+}
+
+void P2pExchange::reset() {
+  for (Op& op : ops_) {
+    op.moved = 0;
+    op.header = op.finished = false;
+  }
+  finished_ = 0;
+}
+
+bool P2pExchange::sendsDrained() const {
+  return std::all_of(ops_.begin(), ops_.end(),
+                     [](const Op& op) { return !op.send || op.out->drained(); });
+}
+
+std::vector<std::string> P2pExchange::waiting() const {
+  std::vector<std::string> lines;
+  for (const Op& op : ops_)
+    if (!op.finished)
+      lines.push_back((op.send ? "send to rank " : "receive from rank ") + std::to_string(op.peer) +
+                      ": " + std::to_string(op.moved) + " of " + std::to_string(op.bytes) +
+                      " bytes moved");
+  return lines;
+}
+
+}  // namespace chorus::runtime
