@@ -6,7 +6,8 @@
 # over shared memory (`chorus perf --procs`), OpenMPI over its shared memory
 # (btl self,vader) at its fair best (below), Gloo over TCP on loopback (its
 # only transport here, as PyTorch's CPU jobs run it). Out-of-place calls,
-# float32 sum.
+# float32 sum. COLLS may also name sendrecv (chorusSend/chorusRecv around a
+# ring vs MPI_Sendrecv; Gloo's column stays empty).
 #
 # Prints CSV: times in us, busbw in GB/s (nccl-tests' formulas), the ratios
 # vs_mpi = MPI time / Chorus time and vs_gloo = Gloo time / Chorus time
@@ -53,7 +54,7 @@ for n in $ranks; do
           mt+=("$(GLIBC_TUNABLES=$tunables "${mpirun[@]}" -np "$n" "$mpi" "$c" "$size" "$size" \
                   "$iters" "$warm" | tail -1 | cut -d, -f8)")
         fi
-        if [[ -x $gloo ]]; then
+        if [[ -x $gloo && $c != sendrecv ]]; then  # gloo_perf has no send/recv
           gt+=("$("$chorus" launch -n "$n" -- "$gloo" "$c" "$size" "$size" "$iters" "$warm" |
                   tail -1 | sed 's/^\[0\] //' | cut -d, -f8)")
         fi
@@ -64,7 +65,7 @@ for n in $ranks; do
       # chorus CSV: 2 ranks, 3 size_bytes, 18 memcpy_gbs.
       awk -F, -v c="$c" -v cm="$cmed" -v mm="$mmed" -v gm="$gmed" '{
         n = $2; bytes = $3; mem = $18
-        f = (c == "allreduce") ? 2 * (n - 1) / n : (n - 1) / n
+        f = (c == "allreduce") ? 2 * (n - 1) / n : (c == "sendrecv") ? 1 : (n - 1) / n
         cb = bytes / cm / 1e3 * f
         mb = (mm != "") ? bytes / mm / 1e3 * f : ""
         gb = (gm != "") ? bytes / gm / 1e3 * f : ""

@@ -134,7 +134,7 @@ Result<CollectiveData> CollectiveData::make(const VerifiedAlgorithm& va, size_t 
 Result<CollectiveData> CollectiveData::make(CollectiveKind coll, int nranks, int root, size_t count,
                                             DataType type, ReduceOp op, bool inplace,
                                             int onlyRank) {
-  if (!isNcclCollective(coll))
+  if (!isNcclCollective(coll) && coll != CollectiveKind::kSend)
     return Status(StatusCode::kUnsupported, "no closed-form check for collective '" +
                                                 std::string(collectiveName(coll)) + "'");
   CollectiveData d;
@@ -220,6 +220,9 @@ size_t CollectiveData::countWrong(std::string* first) const {
           break;
         case CollectiveKind::kBroadcast:
           store(type_, want.data(), 0, inputValue(type_, op_, root_, e));
+          break;
+        case CollectiveKind::kSend:  // sendrecv: from the previous rank
+          store(type_, want.data(), 0, inputValue(type_, op_, (r + n - 1) % n, e));
           break;
         default:
           return 0;

@@ -22,6 +22,8 @@ class CollectiveData {
   static Result<CollectiveData> make(const VerifiedAlgorithm& va, size_t count, DataType type,
                                      ReduceOp op, bool inplace);
   // The same for a call on `nranks` ranks (`root` for broadcast and reduce).
+  // kSend stands for nccl-tests' sendrecv: every rank sends `count` elements
+  // to the next rank and receives as many from the previous one.
   // `onlyRank` >= 0: buffers for that rank alone (a process of a
   // multi-process job); the other ranks' CallArgs have null buffers.
   static Result<CollectiveData> make(CollectiveKind coll, int nranks, int root, size_t count,

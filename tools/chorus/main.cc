@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   chorus::cli::PerfArgs perf;
   auto* p = app.add_subcommand("perf", "nccl-tests-style sweep of one collective on thread ranks");
   p->add_option("collective", perf.collective,
-                "allreduce allgather reducescatter alltoall broadcast reduce")
+                "allreduce allgather reducescatter alltoall broadcast reduce sendrecv")
       ->required();
   p->add_option("--minbytes,-b", perf.minBytes, "smallest size (default 4K)")
       ->transform(CLI::AsSizeValue(false));

@@ -113,6 +113,13 @@ Measure measure(const PerfArgs& a, CollectiveKind coll, const Local& local, chor
         return comm.allToAll(c.sendbuff, c.recvbuff, count, ct);
       case CollectiveKind::kBroadcast:
         return comm.broadcast(c.sendbuff, c.recvbuff, count, ct, a.root);
+      case CollectiveKind::kSend: {  // sendrecv: to the next rank, from the previous
+        chorusGroupStart();
+        ApiResult sent = comm.send(c.sendbuff, count, ct, (r + 1) % n);
+        ApiResult got = comm.recv(c.recvbuff, count, ct, (r + n - 1) % n);
+        ApiResult all = check(chorusGroupEnd());
+        return !sent.ok() ? sent : !got.ok() ? got : all;
+      }
       default:
         return comm.reduce(c.sendbuff, c.recvbuff, count, ct, cop, a.root);
     }
@@ -226,12 +233,19 @@ int relaunch(const PerfArgs& a) {
 
 int runPerf(const PerfArgs& a) {
   if (a.procs > 0) return relaunch(a);
-  CollectiveKind coll = parseCollective(a.collective);
-  if (!isNcclCollective(coll)) {
+  // sendrecv (nccl-tests' sendrecv_perf) is chorusSend/chorusRecv around a
+  // ring; it goes by kSend here.
+  const bool sendRecv = a.collective == "sendrecv";
+  CollectiveKind coll = sendRecv ? CollectiveKind::kSend : parseCollective(a.collective);
+  if (!isNcclCollective(coll) && !sendRecv) {
     std::fprintf(stderr,
                  "chorus perf: unknown collective '%s' (allreduce allgather reducescatter "
-                 "alltoall broadcast reduce)\n",
+                 "alltoall broadcast reduce sendrecv)\n",
                  a.collective.c_str());
+    return 2;
+  }
+  if (sendRecv && !a.algo.empty()) {
+    std::fprintf(stderr, "chorus perf: sendrecv takes no --algo\n");
     return 2;
   }
   auto type = parseDataType(a.dtype);
@@ -270,7 +284,8 @@ int runPerf(const PerfArgs& a) {
     return 2;
   }
   chorusAlgoHandle_t algo = 0;
-  bool served[2] = {true, true};  // out-of-place, in-place
+  // Out-of-place, in-place (sendrecv: a buffer is not sent and received into at once).
+  bool served[2] = {true, !sendRecv};
   if (!a.algo.empty() &&
       (a.algo.find('.') != std::string::npos || a.algo.find('/') != std::string::npos)) {
     // A file may serve one call form only: measure the forms it serves.
