@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string_view>
 #include <tuple>
 
 #include "core/log.h"
@@ -91,7 +92,11 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
   auto names = w->boot_->allGather(name);
   if (!names.isOk()) return names.status();
   w->prefix_ = names.value()[0];
-  auto bells = runtime::RankBells::create(w->prefix_, w->me_, w->n_, *w->boot_, w->remote_);
+  // Single copies between processes of a host (cross-memory attach) unless
+  // CHORUS_CMA=0 says otherwise or some rank cannot read its peers.
+  const char* cma = std::getenv("CHORUS_CMA");
+  bool tryCma = cma == nullptr || std::string_view(cma) != "0";
+  auto bells = runtime::RankBells::create(w->prefix_, w->me_, w->n_, *w->boot_, w->remote_, tryCma);
   if (!bells.isOk()) return bells.status();
   w->bells_ = std::move(bells).value();
   if (logEnabled(LogLevel::kInfo)) {
@@ -99,10 +104,12 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
     for (int r = 0; r < w->n_; ++r)
       if (r != w->me_)
         ((w->remote_[static_cast<size_t>(r)] ? tcp : shm) += ' ') += std::to_string(r);
-    logLine(LogLevel::kInfo, "rank " + std::to_string(w->me_) + " (" +
-                                 hosts[static_cast<size_t>(w->me_)] +
-                                 "): shared memory with ranks" + (shm.empty() ? " -" : shm) +
-                                 "; TCP to ranks" + (tcp.empty() ? " -" : tcp));
+    logLine(LogLevel::kInfo,
+            "rank " + std::to_string(w->me_) + " (" + hosts[static_cast<size_t>(w->me_)] +
+                "): shared memory with ranks" + (shm.empty() ? " -" : shm) + "; TCP to ranks" +
+                (tcp.empty() ? " -" : tcp) +
+                (w->bells_->crossMemoryAttach() ? "; single copies by cross-memory attach"
+                                                : "; copies through rings"));
   }
   // A peer that dies ends the communicator at once (not after the timeout).
   ProcessWorld* raw = w.get();

@@ -256,6 +256,16 @@ void RankExecutor::planRefs() {
           stable = stable || (consumer != verify::kNoNode && va_.provenBefore(consumer, write));
         }
       }
+      // Across processes only a plain send's message to a receiver that
+      // copies it (see SendPort::refsForCopiesOnly).
+      if (stable && sendPorts_[t]->refsForCopiesOnly()) {
+        stable = fromSrc;
+        const verify::StepGraph& g = va_.graph();
+        verify::NodeId consumer =
+            g.matchedRecv(g.node(rank_.id, static_cast<int>(t), static_cast<int>(i)));
+        StepType rt = consumer == verify::kNoNode ? StepType::kNop : g.step(consumer).type;
+        stable = stable && (rt == StepType::kRecv || rt == StepType::kRecvCopySend);
+      }
       byRef_[t][i] = stable ? 1 : 0;
     }
   }
@@ -320,13 +330,35 @@ bool RankExecutor::tryStep(int t) {
     }
   }
   unsigned char* out = nullptr;
+  // A step's `count` chunks are contiguous in its buffers at one iteration
+  // when a chunk is one slice (or there is one chunk).
+  bool contiguous = s.count == 1 || g_.iterations == 1;
   // By reference: the message is `count` contiguous slices of this rank's
-  // memory (one chunk, or whole chunks when a chunk is one slice).
-  bool byRef = byRef_[static_cast<size_t>(t)][static_cast<size_t>(st.pc)] != 0 &&
-               (s.count == 1 || g_.iterations == 1);
+  // memory.
+  bool byRef = byRef_[static_cast<size_t>(t)][static_cast<size_t>(st.pc)] != 0 && contiguous &&
+               msgBytes >= sendPorts_[static_cast<size_t>(t)]->minRefBytes() &&
+               msgBytes <= sendPorts_[static_cast<size_t>(t)]->maxRefBytes();
   if (ir::sends(s.type)) {
     out = static_cast<unsigned char*>(sendPorts_[static_cast<size_t>(t)]->tryAcquire(msgBytes));
     if (out == nullptr) return false;
+  }
+  // A message still in the sender's process: copied once, straight to its
+  // destination when the step only copies it there, else into the slot.
+  bool fetchedToDst = false;
+  if (in != nullptr && recvPorts_[static_cast<size_t>(t)]->peekedRemote()) {
+    RecvPort& port = *recvPorts_[static_cast<size_t>(t)];
+    fetchedToDst = contiguous && (s.type == StepType::kRecv || s.type == StepType::kRecvCopySend);
+    void* to =
+        fetchedToDst ? chunkPtr(s.dstBuf, s.dstOff, st.iter) : const_cast<unsigned char*>(in);
+    Status got = port.fetch(to, 0, msgBytes);
+    if (!got.isOk()) {
+      failure_ = Status(got.code(), "rank " + std::to_string(rank_.id) + " threadblock " +
+                                        std::to_string(t) + " step " + std::to_string(st.pc) +
+                                        ": from rank " + std::to_string(tb.recvPeer) + ": " +
+                                        got.message());
+      return false;
+    }
+    if (fetchedToDst) in = chunkPtr(s.dstBuf, s.dstOff, st.iter);
   }
   if (byRef) {
     unsigned char* msg = s.type == StepType::kSend ? chunkPtr(s.srcBuf, s.srcOff, st.iter)
@@ -335,7 +367,7 @@ bool RankExecutor::tryStep(int t) {
       size_t at = static_cast<size_t>(k) * chunkBytes;
       unsigned char* src = s.srcOff >= 0 ? chunkPtr(s.srcBuf, s.srcOff + k, st.iter) : nullptr;
       unsigned char* dst = chunkPtr(s.dstBuf, s.dstOff + k, st.iter);
-      if (s.type == StepType::kRecvCopySend)
+      if (s.type == StepType::kRecvCopySend && !fetchedToDst)
         std::memcpy(dst, in + at, chunkBytes);
       else if (s.type == StepType::kRecvReduceCopySend)
         reduce(call_.type, call_.op, dst, in + at, src, n);
@@ -354,10 +386,10 @@ bool RankExecutor::tryStep(int t) {
         std::memcpy(out + at, src, chunkBytes);
         break;
       case StepType::kRecv:
-        std::memcpy(dst, in + at, chunkBytes);
+        if (!fetchedToDst) std::memcpy(dst, in + at, chunkBytes);
         break;
       case StepType::kRecvCopySend:
-        std::memcpy(dst, in + at, chunkBytes);
+        if (!fetchedToDst) std::memcpy(dst, in + at, chunkBytes);
         std::memcpy(out + at, in + at, chunkBytes);
         break;
       case StepType::kRecvReduceSend:

@@ -11,6 +11,7 @@
 #include <new>
 
 #include "core/check.h"
+#include "runtime/shm.h"
 
 namespace chorus::runtime {
 
@@ -40,19 +41,29 @@ void Doorbell::wait(uint32_t seen, int timeoutMs) const {
   sleepers_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
+namespace {
+
+// Header, then a table of `slots` 64-bit words (sizes; references), each
+// rounded to cache lines, then the slots.
+size_t headerBytes() { return (sizeof(RingHeader) + 63) / 64 * 64; }
+size_t tableBytes(int slots) {
+  return (static_cast<size_t>(slots) * sizeof(uint64_t) + 63) / 64 * 64;
+}
+
+}  // namespace
+
 size_t LocalConnection::ringBytes(int slots, size_t slotBytes) {
-  size_t header = (sizeof(RingHeader) + 63) / 64 * 64;
-  size_t sizes = (static_cast<size_t>(slots) * sizeof(uint64_t) + 63) / 64 * 64;
-  return header + sizes + static_cast<size_t>(slots) * (slotBytes == 0 ? 1 : slotBytes);
+  return headerBytes() + 2 * tableBytes(slots) +
+         static_cast<size_t>(slots) * (slotBytes == 0 ? 1 : slotBytes);
 }
 
 void LocalConnection::layOut(unsigned char* memory, bool create) {
   memory_ = memory;
-  size_t header = (sizeof(RingHeader) + 63) / 64 * 64;
-  size_t sizes = (static_cast<size_t>(slots_) * sizeof(uint64_t) + 63) / 64 * 64;
+  size_t header = headerBytes();
   ring_ = create ? new (memory) RingHeader() : reinterpret_cast<RingHeader*>(memory);
   sizes_ = reinterpret_cast<uint64_t*>(memory + header);
-  storage_ = memory + header + sizes;
+  refs_ = reinterpret_cast<uint64_t*>(memory + header + tableBytes(slots_));
+  storage_ = memory + header + 2 * tableBytes(slots_);
   if (create) {
     ring_->slots = static_cast<uint32_t>(slots_);
     ring_->slotBytes = slotBytes_;
@@ -66,19 +77,22 @@ void LocalConnection::layOut(unsigned char* memory, bool create) {
 }
 
 LocalConnection::LocalConnection(int slots, size_t slotBytes)
-    : slots_(slots), slotBytes_(slotBytes), refs_(static_cast<size_t>(slots), nullptr) {
+    : slots_(slots), slotBytes_(slotBytes) {
   CHORUS_CHECK(slots > 0, "a connection needs at least one slot");
   ownsMemory_ = true;
   layOut(new (std::align_val_t(64)) unsigned char[ringBytes(slots, slotBytes)], true);
 }
 
-LocalConnection::LocalConnection(void* memory, bool create, int slots, size_t slotBytes)
+LocalConnection::LocalConnection(void* memory, bool create, int slots, size_t slotBytes,
+                                 bool crossMemoryAttach, size_t minRefBytes)
     : slots_(slots),
       slotBytes_(slotBytes),
-      refsAllowed_(false),
-      refs_(static_cast<size_t>(slots), nullptr) {
+      refsAllowed_(crossMemoryAttach),
+      crossProcess_(true),
+      minRefBytes_(minRefBytes) {
   CHORUS_CHECK(slots > 0, "a connection needs at least one slot");
   layOut(static_cast<unsigned char*>(memory), create);
+  if (!create) ring_->senderPid = static_cast<int32_t>(::getpid());
 }
 
 LocalConnection::~LocalConnection() {
@@ -100,7 +114,7 @@ void LocalConnection::reset() {
 void LocalConnection::publish(uint64_t head, size_t bytes, const void* ref) {
   size_t slot = head % static_cast<uint64_t>(slots_);
   sizes_[slot] = bytes;
-  refs_[slot] = ref;
+  refs_[slot] = reinterpret_cast<uintptr_t>(ref);
   ring_->head.store(head + 1, std::memory_order_release);
   if (receiverBell_ != nullptr) receiverBell_->ring();
 }
@@ -136,11 +150,22 @@ const void* LocalConnection::Receiver::tryPeek(size_t* bytes) {
   if (c_.ring_->head.load(std::memory_order_acquire) == tail) return nullptr;
   size_t slot = tail % static_cast<uint64_t>(c_.slots_);
   *bytes = static_cast<size_t>(c_.sizes_[slot]);
-  if (c_.refs_[slot] != nullptr) return c_.refs_[slot];
+  remoteAt_ = 0;
+  if (c_.refs_[slot] != 0) {
+    if (!c_.crossProcess_) return reinterpret_cast<const void*>(c_.refs_[slot]);
+    remoteAt_ = c_.refs_[slot];
+  }
   return c_.storage_ + slot * c_.slotBytes_;
 }
 
+Status LocalConnection::Receiver::fetch(void* dst, size_t offset, size_t bytes) {
+  CHORUS_CHECK(remoteAt_ != 0, "fetch() of a message that is not remote");
+  return readPeerMemory(c_.ring_->senderPid, remoteAt_ + offset, dst, bytes,
+                        "a message posted by reference");
+}
+
 void LocalConnection::Receiver::release() {
+  remoteAt_ = 0;
   uint64_t tail = c_.ring_->tail.load(std::memory_order_relaxed);
   c_.ring_->tail.store(tail + 1, std::memory_order_release);
   if (c_.senderBell_ != nullptr) c_.senderBell_->ring();

@@ -50,6 +50,7 @@ struct RingHeader {
   alignas(64) uint32_t magic = kMagic;
   uint32_t slots = 0;
   uint64_t slotBytes = 0;
+  int32_t senderPid = 0;  // for references across processes
 };
 
 class LocalConnection final : public Connection {
@@ -58,11 +59,18 @@ class LocalConnection final : public Connection {
   // lives on the heap and messages may travel by reference.
   LocalConnection(int slots, size_t slotBytes);
   // A view over a ring in `memory` (ringBytes() long), e.g. a shared-memory
-  // segment mapped by both processes. `create`: initialize it (one side
-  // does, before the other attaches); otherwise attach and check it. No
-  // references: the peer cannot read this process's memory.
-  LocalConnection(void* memory, bool create, int slots, size_t slotBytes);
+  // segment mapped by both processes. `create`: the receiver initializes it,
+  // before the sender attaches (and records its pid). Without
+  // `crossMemoryAttach` messages are copied into slots; with it, messages of
+  // at least `minRefBytes` may travel by reference and the receiver copies
+  // them straight from the sender's memory (readPeerMemory).
+  LocalConnection(void* memory, bool create, int slots, size_t slotBytes,
+                  bool crossMemoryAttach = false, size_t minRefBytes = 0);
   static size_t ringBytes(int slots, size_t slotBytes);
+  // Across processes, messages larger than this go through the ring: one
+  // copy by cross-memory attach of a message that size measured slower here
+  // than two copies pipelined through the ring by both sides.
+  static constexpr size_t kMaxCrossRefBytes = size_t{8} << 20;
   ~LocalConnection();
   LocalConnection(const LocalConnection&) = delete;
   LocalConnection& operator=(const LocalConnection&) = delete;
@@ -91,6 +99,9 @@ class LocalConnection final : public Connection {
     void commit(size_t bytes) override;
     bool tryPostRef(const void* data, size_t bytes) override;
     bool supportsRefs() const override { return c_.refsAllowed_; }
+    size_t minRefBytes() const override { return c_.minRefBytes_; }
+    bool refsForCopiesOnly() const override { return c_.crossProcess_; }
+    size_t maxRefBytes() const override { return c_.crossProcess_ ? kMaxCrossRefBytes : SIZE_MAX; }
     bool drained() const override;
 
    private:
@@ -100,10 +111,13 @@ class LocalConnection final : public Connection {
    public:
     explicit Receiver(LocalConnection& c) : c_(c) {}
     const void* tryPeek(size_t* bytes) override;
+    bool peekedRemote() const override { return remoteAt_ != 0; }
+    Status fetch(void* dst, size_t offset, size_t bytes) override;
     void release() override;
 
    private:
     LocalConnection& c_;
+    uint64_t remoteAt_ = 0;  // the peeked message's address in the sender
   };
   void publish(uint64_t head, size_t bytes, const void* ref);
   void layOut(unsigned char* memory, bool create);
@@ -112,11 +126,13 @@ class LocalConnection final : public Connection {
   const size_t slotBytes_;
   bool ownsMemory_ = false;
   bool refsAllowed_ = true;
-  unsigned char* memory_ = nullptr;  // ringBytes(): header, sizes, slots
+  bool crossProcess_ = false;  // references are addresses in the sender's process
+  size_t minRefBytes_ = 0;
+  unsigned char* memory_ = nullptr;  // ringBytes(): header, sizes, refs, slots
   RingHeader* ring_ = nullptr;
   uint64_t* sizes_ = nullptr;
+  uint64_t* refs_ = nullptr;  // non-zero: the message is the sender's memory there
   unsigned char* storage_ = nullptr;
-  std::vector<const void*> refs_;  // non-null: the message is the sender's memory
   Doorbell* senderBell_ = nullptr;
   Doorbell* receiverBell_ = nullptr;
   Sender sender_{*this};

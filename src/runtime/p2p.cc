@@ -76,7 +76,17 @@ bool P2pExchange::step(Op& op) {
       op.header = moved = true;
     }
     while (op.moved < op.bytes) {
-      size_t n = std::min(pieceBytes_, op.bytes - op.moved);
+      size_t left = op.bytes - op.moved;
+      if (op.out->supportsRefs() && op.bytes >= op.out->minRefBytes() &&
+          op.bytes <= op.out->maxRefBytes()) {
+        // By reference, whole: the receiver copies it from here (or the
+        // kernel does).
+        if (!op.out->tryPostRef(op.data + op.moved, left)) return moved;
+        op.moved += left;
+        moved = true;
+        continue;
+      }
+      size_t n = std::min(pieceBytes_, left);
       void* slot = op.out->tryAcquire(n);
       if (slot == nullptr) return moved;
       std::memcpy(slot, op.data + op.moved, n);
@@ -105,15 +115,23 @@ bool P2pExchange::step(Op& op) {
     while (op.moved < op.bytes) {
       const void* msg = op.in->tryPeek(&got);
       if (msg == nullptr) return moved;
-      size_t want = std::min(pieceBytes_, op.bytes - op.moved);
-      if (got != want) {
-        failure_ = Status(StatusCode::kInternal, "rank " + std::to_string(me_) + ": a piece of " +
-                                                     std::to_string(got) + " bytes from rank " +
-                                                     std::to_string(op.peer) + ", expected " +
-                                                     std::to_string(want));
+      if (got == 0 || got > op.bytes - op.moved) {
+        failure_ = Status(StatusCode::kInternal,
+                          "rank " + std::to_string(me_) + ": a piece of " + std::to_string(got) +
+                              " bytes from rank " + std::to_string(op.peer) + " where " +
+                              std::to_string(op.bytes - op.moved) + " bytes are left");
         return false;
       }
-      std::memcpy(op.data + op.moved, msg, got);
+      if (op.in->peekedRemote()) {
+        Status st = op.in->fetch(op.data + op.moved, 0, got);
+        if (!st.isOk()) {
+          failure_ = Status(st.code(), "rank " + std::to_string(me_) + ": receive from rank " +
+                                           std::to_string(op.peer) + ": " + st.message());
+          return false;
+        }
+      } else {
+        std::memcpy(op.data + op.moved, msg, got);
+      }
       op.in->release();
       op.moved += got;
       moved = true;

@@ -27,15 +27,26 @@ class RankBells {
  public:
   // Collective: `prefix` is the communicator's segment name prefix. Only
   // the bells of ranks with `remote[r]` false are mapped (the others live
-  // on other hosts, or are reached over TCP anyway).
+  // on other hosts, or are reached over TCP anyway). With `tryCrossMemory`
+  // (every rank must pass the same) each rank also tries to read a word in
+  // each mapped peer's memory with cross-memory attach; crossMemoryAttach()
+  // then says whether every rank could (a container or Yama's ptrace_scope
+  // may forbid it).
   static Result<std::unique_ptr<RankBells>> create(const std::string& prefix, int me, int n,
-                                                   Bootstrap& boot,
-                                                   const std::vector<bool>& remote);
+                                                   Bootstrap& boot, const std::vector<bool>& remote,
+                                                   bool tryCrossMemory = false);
   Doorbell& bell(int rank) { return *bells_[static_cast<size_t>(rank)]; }
   int me() const { return me_; }
+  bool crossMemoryAttach() const { return crossMemory_; }
+  // Shared-memory messages this large or larger travel by reference when
+  // crossMemoryAttach(): below it, a copy through the ring costs less than
+  // the system call.
+  static constexpr size_t kMinRefBytes = size_t{64} << 10;
 
  private:
   int me_ = 0;
+  bool crossMemory_ = false;
+  uint64_t probe_ = 0;  // a peer reads this to see whether it can
   std::vector<std::unique_ptr<Segment>> segments_;
   std::vector<Doorbell*> bells_;
 };

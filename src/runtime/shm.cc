@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -91,6 +92,24 @@ void Segment::unlink() {
 Segment::~Segment() {
   unlink();
   if (data_ != nullptr) ::munmap(data_, size_);
+}
+
+Status readPeerMemory(int pid, uint64_t address, void* dst, size_t bytes, const std::string& what) {
+  auto* out = static_cast<unsigned char*>(dst);
+  size_t done = 0;
+  while (done < bytes) {  // the kernel may stop short (e.g. at a page it cannot pin)
+    iovec local{out + done, bytes - done};
+    iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(address + done)), bytes - done};
+    ssize_t got = ::process_vm_readv(static_cast<pid_t>(pid), &local, 1, &remote, 1, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0)
+      return Status(StatusCode::kAborted,
+                    "cannot read " + what + " (" + std::to_string(bytes) + " bytes in process " +
+                        std::to_string(pid) +
+                        "): " + (got == 0 ? std::string("nothing read") : std::strerror(errno)));
+    done += static_cast<size_t>(got);
+  }
+  return Status::ok();
 }
 
 }  // namespace chorus::runtime

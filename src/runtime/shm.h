@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -36,5 +37,12 @@ class Segment {
   size_t size_ = 0;
   bool linked_ = false;
 };
+
+// Cross-memory attach (process_vm_readv): copies `bytes` at `address` in
+// process `pid` to `dst`, the one copy that replaces the two of a ring
+// (sender into the slot, receiver out of it). Needs the right to ptrace
+// `pid` (same user; Yama's ptrace_scope 0, or the peer's consent). kAborted
+// naming `what` if the memory cannot be read.
+Status readPeerMemory(int pid, uint64_t address, void* dst, size_t bytes, const std::string& what);
 
 }  // namespace chorus::runtime

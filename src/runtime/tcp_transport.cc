@@ -164,6 +164,7 @@ class TcpConnection final : public Connection {
       return true;
     }
     bool supportsRefs() const override { return true; }
+    size_t maxRefBytes() const override { return c_.slotBytes_; }
     bool drained() const override {
       return c_.tail_.load(std::memory_order_acquire) == c_.head_.load(std::memory_order_relaxed);
     }

@@ -8,8 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "runtime/local_transport.h"
 
@@ -106,6 +108,122 @@ TEST(Shm, RingBetweenProcessesWithBackpressure) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_FALSE(Segment::open(name, bytes).isOk());
+}
+
+// With cross-memory attach, a message of at least minRefBytes travels as a
+// reference to the sender's memory: the receiver sees peekedRemote() and
+// copies it straight from the other process (any part, to any place); the
+// sender keeps its buffer until drained(). A reference whose process is gone
+// is an error, not a crash.
+TEST(Shm, ReferencesAcrossProcessesAreFetchedFromTheSender) {
+  constexpr int kSlots = 2, kMessages = 60;
+  constexpr size_t kSlotBytes = 8192, kMinRef = 1024;
+  std::string name = uniqueName("refs");
+  size_t bellBytes = 2 * 64;
+  size_t bytes = bellBytes + LocalConnection::ringBytes(kSlots, kSlotBytes);
+  auto seg = Segment::create(name, bytes);
+  ASSERT_TRUE(seg.isOk()) << seg.status().message();
+  auto* base = static_cast<unsigned char*>(seg.value()->data());
+  auto* senderBell = new (base) Doorbell(/*shared=*/true);
+  auto* receiverBell = new (base + 64) Doorbell(/*shared=*/true);
+  LocalConnection receiver(base + bellBytes, /*create=*/true, kSlots, kSlotBytes,
+                           /*crossMemoryAttach=*/true, kMinRef);
+  receiver.setDoorbells(senderBell, receiverBell);
+  auto length = [](int m) { return 1 + static_cast<size_t>(m * 997) % kSlotBytes; };
+
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto mine = Segment::open(name, bytes);
+    if (!mine.isOk()) ::_exit(10);
+    auto* b = static_cast<unsigned char*>(mine.value()->data());
+    LocalConnection sender(b + bellBytes, /*create=*/false, kSlots, kSlotBytes, true, kMinRef);
+    auto* sb = reinterpret_cast<Doorbell*>(b);
+    sender.setDoorbells(sb, reinterpret_cast<Doorbell*>(b + 64));
+    SendPort& out = sender.sender();
+    if (!out.supportsRefs() || out.minRefBytes() != kMinRef || !out.refsForCopiesOnly())
+      ::_exit(11);
+    std::vector<unsigned char> buffer(kSlotBytes);
+    // Waits give up after 20 s, so a failing parent does not leave us behind.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    auto wait = [&](uint32_t seen) {
+      if (std::chrono::steady_clock::now() > deadline) ::_exit(12);
+      sb->wait(seen, 100);
+    };
+    bool lent = false;  // the buffer is referenced by a message in flight
+    for (int m = 0; m < kMessages; ++m) {
+      size_t len = length(m);
+      bool byRef = len >= kMinRef;
+      // A referenced buffer may change only once the receiver let go of it.
+      while (lent && !out.drained()) wait(sb->value());
+      for (size_t i = 0; i < len; ++i) buffer[i] = pattern(m, i);
+      for (;;) {
+        uint32_t seen = sb->value();
+        if (byRef && out.tryPostRef(buffer.data(), len)) break;
+        if (!byRef) {
+          if (void* slot = out.tryAcquire(len); slot != nullptr) {
+            std::memcpy(slot, buffer.data(), len);
+            out.commit(len);
+            break;
+          }
+        }
+        wait(seen);
+      }
+      lent = byRef;
+    }
+    // Once all was read, a last reference, then exit without waiting for it.
+    while (!out.drained()) wait(sb->value());
+    while (!out.tryPostRef(buffer.data(), kMinRef)) wait(sb->value());
+    ::_exit(0);
+  }
+  RecvPort& in = receiver.receiver();
+  std::vector<unsigned char> got(kSlotBytes);
+  int remote = 0;
+  for (int m = 0; m < kMessages; ++m) {
+    size_t len = 0;
+    const void* msg;
+    for (;;) {
+      uint32_t seen = receiverBell->value();
+      if ((msg = in.tryPeek(&len)) != nullptr) break;
+      receiverBell->wait(seen, 1000);
+    }
+    ASSERT_EQ(len, length(m)) << m;
+    ASSERT_EQ(in.peekedRemote(), len >= kMinRef) << m;
+    if (in.peekedRemote()) {
+      ++remote;
+      // In two parts, the second first: any offset, any destination.
+      size_t half = len / 2;
+      Status part = in.fetch(got.data() + half, half, len - half);
+      ASSERT_TRUE(part.isOk()) << m << ": " << part.message();
+      ASSERT_TRUE(in.fetch(got.data(), 0, half).isOk());
+    } else {
+      std::memcpy(got.data(), msg, len);
+    }
+    for (size_t i = 0; i < len; ++i) ASSERT_EQ(got[i], pattern(m, i)) << m << " " << i;
+    in.release();
+  }
+  EXPECT_GT(remote, kMessages / 2);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  size_t len = 0;
+  ASSERT_NE(in.tryPeek(&len), nullptr);
+  ASSERT_TRUE(in.peekedRemote());
+  Status gone = in.fetch(got.data(), 0, len);
+  EXPECT_EQ(gone.code(), StatusCode::kAborted);
+  EXPECT_NE(gone.message().find("cannot read a message posted by reference"), std::string::npos)
+      << gone.message();
+}
+
+TEST(Shm, ReadPeerMemoryNamesWhatItCouldNotRead) {
+  uint64_t word = 0x1234567890abcdefULL, copy = 0;
+  ASSERT_TRUE(
+      readPeerMemory(::getpid(), reinterpret_cast<uintptr_t>(&word), &copy, sizeof copy, "a word")
+          .isOk());
+  EXPECT_EQ(copy, word);
+  Status bad = readPeerMemory(::getpid(), 8, &copy, sizeof copy, "the probe word");
+  EXPECT_EQ(bad.code(), StatusCode::kAborted);
+  EXPECT_NE(bad.message().find("cannot read the probe word"), std::string::npos) << bad.message();
 }
 
 }  // namespace
