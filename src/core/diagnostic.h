@@ -82,7 +82,12 @@ namespace chorus {
   X(kLimitDepTb, "W505", "limit-dep-tb", kWarning, "a dependency names a tb id above 127")        \
   X(kLimitSteps, "W506", "limit-steps", kWarning, "a threadblock has more than 64 steps")         \
   X(kLimitAttributes, "W507", "limit-attributes", kWarning,                                       \
-    "the algo element lacks attributes, or names a coll, the current executor refuses")
+    "the algo element lacks attributes, or names a coll, the current executor refuses")           \
+  /* Programs in the Chorus language (the compiler). */                                           \
+  X(kProgramMisuse, "E601", "program-misuse", kError,                                             \
+    "a program operation is invalid at its line")                                                 \
+  X(kAssignmentConflict, "E602", "assignment-conflict", kError,                                   \
+    "threadblocks or channels cannot be assigned as the program needs")
 
 enum class DiagCode {
 #define CHORUS_DIAG_ENUM(e, code, slug, sev, summary) e,

@@ -81,6 +81,22 @@ struct LaunchArgs {
 // for a signal), 2 for bad arguments.
 int runLaunch(const LaunchArgs& args);
 
+struct GenArgs {
+  std::string name;
+  bool list = false;
+  int ranks = 4;
+  int instances = 1;
+  std::string protocol = "Simple";
+  bool inplace = false;
+  std::string output;      // "-" = stdout
+  bool noVerify = false;   // for debugging the compiler only
+  std::string printAfter;  // a pass name
+  bool timePasses = false;
+};
+// Runs a registered program, compiles and verifies it, writes MSCCL XML.
+// Exit: 0 written, 1 the program or its result is wrong, 2 bad arguments.
+int runGen(const GenArgs& args);
+
 // Lists diagnostic codes, or explains one.
 int runExplain(const std::string& code);
 

@@ -1,6 +1,7 @@
 // The `chorus` command line: one binary, one subcommand per job. Thin: the
 // work happens in the libraries; see commands.cc.
 #include <CLI/CLI.hpp>
+#include <cstdio>
 
 #include "tools/chorus/commands.h"
 
@@ -106,6 +107,23 @@ int main(int argc, char** argv) {
                 "run the ranks as N processes (N = the file's ranks; via chorus perf --algo)")
       ->check(CLI::PositiveNumber);
 
+  chorus::cli::GenArgs gen;
+  auto* g = app.add_subcommand(
+      "gen", "compile a registered program of the Chorus language to verified MSCCL XML");
+  g->add_option("name", gen.name, "the program (chorus gen --list)");
+  g->add_flag("--list", gen.list, "list the programs and their options");
+  g->add_option("--ranks", gen.ranks, "ranks")->check(CLI::Range(1, 1 << 16));
+  g->add_option("--instances", gen.instances, "copies of the program side by side")
+      ->check(CLI::Range(1, 64));
+  g->add_option("--protocol", gen.protocol, "Simple, LL or LL128")
+      ->check(CLI::IsMember({"Simple", "LL", "LL128"}));
+  g->add_flag("--inplace", gen.inplace, "the in-place form");
+  g->add_option("-o,--output", gen.output, "the XML file ('-' = stdout)");
+  g->add_flag("--no-verify", gen.noVerify, "write without verifying (debugging the compiler)");
+  g->add_option("--print-after", gen.printAfter, "print the program after this pass")
+      ->check(CLI::IsMember({"replicate", "lower", "fuse", "assign", "dependencies", "emit"}));
+  g->add_flag("--time-passes", gen.timePasses, "time each pass (stderr)");
+
   std::string code;
   auto* e = app.add_subcommand("explain", "list diagnostic codes, or explain one");
   e->add_option("code", code, "a code such as E110 or its name (offset-range)");
@@ -122,6 +140,13 @@ int main(int argc, char** argv) {
   if (*s) return chorus::cli::runShow(showFile);
   if (*c) return chorus::cli::runConvert(convert);
   if (*e) return chorus::cli::runExplain(code);
+  if (*g) {
+    if (!gen.list && gen.name.empty()) {
+      std::fprintf(stderr, "chorus gen: name a program (chorus gen --list)\n");
+      return 2;
+    }
+    return chorus::cli::runGen(gen);
+  }
   if (*r) return chorus::cli::runRun(run);
   if (*p) return chorus::cli::runPerf(perf);
   if (*l) return chorus::cli::runLaunch(launch);

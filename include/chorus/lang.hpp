@@ -1,0 +1,168 @@
+// The Chorus language: a collective algorithm written as the journey of
+// chunks between ranks' buffers (MSCCLang's model), in ordinary C++.
+//
+//   chorus::lang::Program p({.name = "ring_allgather", .collective = "allgather", .ranks = 4});
+//   for (int r = 0; r < 4; ++r) {
+//     chorus::lang::Chunk c = p.chunk(r, chorus::lang::kInput, 0);
+//     c = c.copy(r, chorus::lang::kOutput, r);          // my own block
+//     for (int step = 1; step < 4; ++step)               // then around the ring
+//       c = c.copy((r + step) % 4, chorus::lang::kOutput, r);
+//   }
+//
+// The program only records what happens (a trace, in program order); the
+// compiler (chorus gen, or lang::compile in the library) turns it into the
+// Algorithm IR, which the verifier then proves. Every operation remembers the
+// line that called it, so a misuse (a chunk read before anything is there,
+// an index past the buffer, a rank that does not exist) is reported at that
+// line and the operation is dropped; nothing here throws or aborts.
+#pragma once
+
+#include <source_location>
+#include <string>
+#include <vector>
+
+namespace chorus::lang {
+
+// A buffer of every rank: the call's input and output, or a scratch buffer
+// made by Program::scratch (ids from 2 up).
+using Buffer = int;
+inline constexpr Buffer kInput = 0;
+inline constexpr Buffer kOutput = 1;
+
+struct ProgramOptions {
+  std::string name;
+  // allreduce, allgather, reducescatter, alltoall, broadcast, reduce,
+  // gather, scatter.
+  std::string collective;
+  int ranks = 0;
+  int chunkFactor = 1;  // chunks per rank's share (MSCCLang's chunk factor)
+  bool inplace = false;
+  std::string protocol = "Simple";  // Simple, LL, LL128
+  int instances = 1;  // the program is replicated this many times (chunks interleaved)
+  int root = 0;       // broadcast, reduce, gather, scatter
+};
+
+// Where an operation may run; -1 = the compiler chooses.
+struct Hints {
+  int channel = -1;
+  int sendTb = -1;  // on the sending rank
+  int recvTb = -1;  // on the receiving rank
+};
+
+// A problem in the program, at the line that caused it.
+struct Problem {
+  std::string file;
+  int line = 0;
+  int column = 0;
+  std::string message;
+};
+
+class Program;
+
+// `size` consecutive chunks from `index` of one buffer of one rank, as a
+// value of the program (what is there now). Copying or reducing gives the
+// reference to the result.
+class Chunk {
+ public:
+  Chunk() = default;
+  int rank() const { return rank_; }
+  Buffer buffer() const { return buffer_; }
+  int index() const { return index_; }
+  int size() const { return size_; }
+  // False for a reference a diagnosed misuse produced (operations on it are
+  // dropped silently: the first problem is the one reported).
+  bool valid() const { return program_ != nullptr; }
+
+  // Copies these chunks to `rank`'s `buffer` at `index` and returns the copy.
+  Chunk copy(int rank, Buffer buffer, int index, Hints hints = {},
+             std::source_location where = std::source_location::current()) const;
+  // Reduces `other` (same size, any rank) into these chunks and returns them.
+  Chunk reduce(const Chunk& other, Hints hints = {},
+               std::source_location where = std::source_location::current()) const;
+  // The same, but the result goes to this rank's `buffer` at `index` and
+  // these chunks stay as they are (an out-of-place reduction).
+  Chunk reduce(const Chunk& other, Buffer buffer, int index, Hints hints = {},
+               std::source_location where = std::source_location::current()) const;
+  // The same chunks as `parts` references of equal size.
+  std::vector<Chunk> split(int parts,
+                           std::source_location where = std::source_location::current()) const;
+
+ private:
+  friend class Program;
+  Chunk(Program* p, int rank, Buffer b, int index, int size)
+      : program_(p), rank_(rank), buffer_(b), index_(index), size_(size) {}
+  Program* program_ = nullptr;
+  int rank_ = -1;
+  Buffer buffer_ = kInput;
+  int index_ = -1;
+  int size_ = 0;
+};
+
+// One recorded operation over `size` chunks: dst = src (copy), or
+// dst = local (+) src (reduce; `local` is on dst's rank, often dst itself).
+struct Operation {
+  enum class Kind { kCopy, kReduce };
+  struct Place {
+    int rank = -1;
+    Buffer buffer = kInput;
+    int index = -1;
+  };
+  Kind kind = Kind::kCopy;
+  Place src, dst, local;
+  int size = 1;
+  Hints hints;
+  int line = 0;
+  int column = 0;
+};
+
+class Program {
+ public:
+  explicit Program(ProgramOptions options,
+                   std::source_location where = std::source_location::current());
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+
+  // A reference to chunks that hold data now (the input at the start).
+  // In-place programs may name either buffer: they are one (allgather:
+  // rank r's input chunk k is its output chunk r * chunks + k).
+  Chunk chunk(int rank, Buffer buffer, int index, int size = 1,
+              std::source_location where = std::source_location::current());
+  // A scratch buffer of every rank, sized by the largest index used.
+  Buffer scratch(const std::string& name);
+  // Consecutive references of one buffer of one rank as one.
+  Chunk group(const std::vector<Chunk>& parts,
+              std::source_location where = std::source_location::current());
+
+  const ProgramOptions& options() const { return options_; }
+  const std::string& file() const { return file_; }
+  // Chunks of the input and output buffers of each rank (one instance).
+  int inputChunks() const { return inputChunks_; }
+  int outputChunks() const { return outputChunks_; }
+  const std::vector<std::string>& scratchNames() const { return scratchNames_; }
+  const std::vector<Operation>& operations() const { return ops_; }
+  const std::vector<Problem>& problems() const { return problems_; }
+
+ private:
+  friend class Chunk;
+  // Records a problem at `where`; returns false.
+  bool fail(const std::source_location& where, const std::string& message);
+  // Maps an in-place buffer reference to the one buffer that holds it.
+  void canonical(int rank, Buffer* b, int* index) const;
+  bool inRange(int rank, Buffer b, int index, int size, const std::source_location& where);
+  bool present(int rank, Buffer b, int index, int size, const std::source_location& where);
+  void mark(int rank, Buffer b, int index, int size);
+  Chunk record(Operation::Kind kind, const Chunk& src, const Chunk* local, int rank, Buffer b,
+               int index, Hints h, const std::source_location& where);
+  std::vector<char>& presence(int rank, Buffer b);
+
+  ProgramOptions options_;
+  std::string file_;
+  int inputChunks_ = 0, outputChunks_ = 0;
+  std::vector<std::string> scratchNames_;
+  std::vector<Operation> ops_;
+  std::vector<Problem> problems_;
+  // presence_[rank][buffer][index]: something is there (scratch grows).
+  std::vector<std::vector<std::vector<char>>> presence_;
+};
+
+}  // namespace chorus::lang

@@ -1,0 +1,44 @@
+// Lowers a recorded program (include/chorus/lang.hpp) to the Algorithm IR:
+// one ordered pipeline of passes, each in its own file, each linear in the
+// number of chunk operations, each printable.
+//
+//   replicate  the program's operations once per instance, chunks interleaved
+//   lower      each operation becomes instructions on the ranks it touches
+//              (a send and a receive, or a local copy / reduce)
+//   fuse       a receive whose chunk is sent on next becomes rcs / rrcs, and
+//              rrs where the reduced chunk is scratch nobody reads again
+//   assign     threadblocks (one peer each way per channel) and channels,
+//              honouring hints and naming the lines that make it impossible
+//   deps       the fewest cross-threadblock dependencies that keep every
+//              rank's reads and writes in program order (nops for extras)
+//   emit       the IR, with scratch buffers laid out one after another
+#pragma once
+
+#include <chorus/lang.hpp>
+#include <string>
+#include <vector>
+
+#include "core/diagnostic.h"
+#include "ir/ir.h"
+
+namespace chorus::compiler {
+
+struct CompileOptions {
+  std::string printAfter;  // a pass name: its result goes to Compiled::printed
+  bool timePasses = false;
+};
+
+struct Compiled {
+  ir::Algorithm algo;
+  DiagnosticList diagnostics;  // the program's problems and the compiler's
+  std::string printed;
+  std::string timings;  // one line per pass when timePasses
+  bool ok() const { return !diagnostics.hasErrors(); }
+};
+
+Compiled compile(const lang::Program& program, const CompileOptions& options = {});
+
+// The passes, in order.
+const std::vector<std::string>& passNames();
+
+}  // namespace chorus::compiler

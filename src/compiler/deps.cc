@@ -1,0 +1,82 @@
+// Dependencies: on each rank, an instruction must follow every earlier one
+// (in program order) that wrote a chunk it reads or writes, or read a chunk
+// it writes. Within a threadblock order does that; across threadblocks it
+// waits for the latest such step of each other threadblock — one
+// dependency per threadblock, the fewest that keep program order. The first
+// rides on the step itself, each further one on a nop just before it (IR.md
+// section 4). Positions count those nops.
+#include <map>
+
+#include "compiler/passes.h"
+
+namespace chorus::compiler {
+
+namespace {
+
+struct ChunkState {
+  int writerTb = -1, writerStep = -1;
+  std::vector<std::pair<int, int>> readers;  // (tb, step) since the last write
+};
+
+class States {
+ public:
+  ChunkState& at(int buffer, int index) {
+    if (v_.size() <= static_cast<size_t>(buffer)) v_.resize(static_cast<size_t>(buffer) + 1);
+    auto& b = v_[static_cast<size_t>(buffer)];
+    if (b.size() <= static_cast<size_t>(index)) b.resize(static_cast<size_t>(index) + 1);
+    return b[static_cast<size_t>(index)];
+  }
+
+ private:
+  std::vector<std::vector<ChunkState>> v_;
+};
+
+void rankDependencies(std::vector<Instr>& xs, int tbs) {
+  States states;
+  std::vector<int> length(static_cast<size_t>(std::max(tbs, 1)), 0);
+  for (Instr& x : xs) {
+    if (x.dead) continue;
+    std::map<int, int> need;  // tb -> latest step
+    auto wait = [&](int tb, int step) {
+      if (tb < 0 || tb == x.tb) return;
+      int& s = need.try_emplace(tb, -1).first->second;
+      s = std::max(s, step);
+    };
+    bool readsSrc = ir::readsSrc(x.type), writes = ir::writesDst(x.type);
+    bool readsDst = ir::readsDst(x.type);
+    for (int k = 0; k < x.count; ++k) {
+      if (readsSrc) {
+        const ChunkState& s = states.at(x.srcBuf, x.srcIdx + k);
+        wait(s.writerTb, s.writerStep);
+      }
+      if (writes) {
+        const ChunkState& d = states.at(x.dstBuf, x.dstIdx + k);
+        wait(d.writerTb, d.writerStep);
+        for (const auto& [tb, step] : d.readers) wait(tb, step);
+      }
+    }
+    x.deps.assign(need.begin(), need.end());
+    size_t extra = x.deps.empty() ? 0 : x.deps.size() - 1;
+    int& len = length[static_cast<size_t>(x.tb)];
+    x.step = len + static_cast<int>(extra);
+    len = x.step + 1;
+    for (int k = 0; k < x.count; ++k) {
+      if (readsSrc) states.at(x.srcBuf, x.srcIdx + k).readers.push_back({x.tb, x.step});
+      if (readsDst) states.at(x.dstBuf, x.dstIdx + k).readers.push_back({x.tb, x.step});
+      if (writes) {
+        ChunkState& d = states.at(x.dstBuf, x.dstIdx + k);
+        d.writerTb = x.tb;
+        d.writerStep = x.step;
+        d.readers.clear();
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void dependencies(Mir& m) {
+  for (size_t r = 0; r < m.ranks.size(); ++r) rankDependencies(m.ranks[r], m.tbCount[r]);
+}
+
+}  // namespace chorus::compiler

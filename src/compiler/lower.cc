@@ -1,0 +1,77 @@
+// Each operation becomes instructions in the program order of the ranks it
+// touches: a copy between ranks a send on one and a receive on the other; a
+// reduction between ranks a send and a receive-reduce-copy whose local
+// operand is the chunk being reduced into (IR.md section 2: never the
+// remote one); on one rank a copy, or a reduce (with a copy first when the
+// result goes elsewhere than the local operand).
+#include "compiler/passes.h"
+
+namespace chorus::compiler {
+
+namespace {
+
+Instr make(ir::StepType t, const lang::Operation& op) {
+  Instr x;
+  x.type = t;
+  x.count = op.size;
+  x.channel = op.hints.channel >= 0 ? op.hints.channel : 0;
+  x.hints = op.hints;
+  x.line = op.line;
+  x.column = op.column;
+  return x;
+}
+
+void setSrc(Instr& x, const lang::Operation::Place& p) {
+  x.srcBuf = p.buffer;
+  x.srcIdx = p.index;
+}
+void setDst(Instr& x, const lang::Operation::Place& p) {
+  x.dstBuf = p.buffer;
+  x.dstIdx = p.index;
+}
+
+}  // namespace
+
+void lower(Mir& m) {
+  using ir::StepType;
+  m.ranks.assign(static_cast<size_t>(m.options.ranks), {});
+  for (const lang::Operation& op : m.ops) {
+    auto& from = m.ranks[static_cast<size_t>(op.src.rank)];
+    auto& to = m.ranks[static_cast<size_t>(op.dst.rank)];
+    bool reduce = op.kind == lang::Operation::Kind::kReduce;
+    if (op.src.rank != op.dst.rank) {
+      Instr s = make(StepType::kSend, op);
+      setSrc(s, op.src);
+      s.sendPeer = op.dst.rank;
+      s.hints.recvTb = -1;
+      Instr r = make(reduce ? StepType::kRecvReduceCopy : StepType::kRecv, op);
+      if (reduce) setSrc(r, op.local);
+      setDst(r, op.dst);
+      r.recvPeer = op.src.rank;
+      r.hints.sendTb = -1;
+      from.push_back(s);
+      to.push_back(r);
+      continue;
+    }
+    if (!reduce) {
+      Instr c = make(StepType::kCopy, op);
+      setSrc(c, op.src);
+      setDst(c, op.dst);
+      to.push_back(c);
+      continue;
+    }
+    bool intoLocal = op.local.buffer == op.dst.buffer && op.local.index == op.dst.index;
+    if (!intoLocal) {
+      Instr c = make(StepType::kCopy, op);
+      setSrc(c, op.local);
+      setDst(c, op.dst);
+      to.push_back(c);
+    }
+    Instr re = make(StepType::kReduce, op);
+    setSrc(re, op.src);
+    setDst(re, op.dst);
+    to.push_back(re);
+  }
+}
+
+}  // namespace chorus::compiler

@@ -1,0 +1,51 @@
+// The compiler's working form: per rank, the instructions in program order
+// (the order the program recorded its operations in), each an IR step with
+// its peers, channel, threadblock and dependencies still being decided.
+// Every pass reads and rewrites this, and every pass's result can be printed.
+#pragma once
+
+#include <chorus/lang.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/diagnostic.h"
+#include "ir/ir.h"
+
+namespace chorus::compiler {
+
+struct Instr {
+  ir::StepType type = ir::StepType::kNop;
+  int srcBuf = -1, srcIdx = -1;  // lang buffers (0 input, 1 output, 2.. scratch)
+  int dstBuf = -1, dstIdx = -1;
+  int count = 1;
+  int sendPeer = -1, recvPeer = -1;
+  int channel = 0;
+  lang::Hints hints;
+  int line = 0, column = 0;
+  bool dead = false;  // fused into another instruction
+  int tb = -1;
+  // After the dependency pass: (tb, step position) to wait for, and this
+  // instruction's own position in its tb (nops before it included).
+  std::vector<std::pair<int, int>> deps;
+  int step = -1;
+};
+
+struct Mir {
+  lang::ProgramOptions options;
+  std::string file;
+  int inputChunks = 0, outputChunks = 0;  // per rank, all instances
+  std::vector<std::string> scratchNames;
+  std::vector<lang::Operation> ops;  // after replication
+  std::vector<std::vector<Instr>> ranks;
+  std::vector<int> tbCount;  // per rank, after assignment
+};
+
+// "rank 1 tb 0 step 2 rrcs i[1] -> o[1] cnt 1 recv 0 send 2 chan 0 dep (1,3) @12"
+std::string print(const Mir& m);
+
+// A finding at an instruction's source line.
+Diagnostic& report(DiagnosticList& d, DiagCode code, const Mir& m, const Instr& at, int rank,
+                   std::string message);
+
+}  // namespace chorus::compiler

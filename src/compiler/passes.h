@@ -1,0 +1,15 @@
+// The passes of the pipeline (compiler.h describes each); one file each.
+#pragma once
+
+#include "compiler/mir.h"
+
+namespace chorus::compiler {
+
+void replicate(const lang::Program& program, Mir& m);
+void lower(Mir& m);
+void fuse(Mir& m);
+void assign(Mir& m, DiagnosticList& diags);
+void dependencies(Mir& m);
+ir::Algorithm emit(const Mir& m);
+
+}  // namespace chorus::compiler

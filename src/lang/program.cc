@@ -1,0 +1,246 @@
+// The recording side of the language: checks every operation against what
+// the buffers hold at that point of the program and appends it to the trace.
+#include <chorus/lang.hpp>
+
+#include "lang/collectives.h"
+
+// `ok`, or a problem at `where` (the message is only built on failure).
+#define CHORUS_LANG_CHECK(program, ok, where, message) ((ok) || (program)->fail((where), (message)))
+
+namespace chorus::lang {
+
+Program::Program(ProgramOptions options, std::source_location where)
+    : options_(std::move(options)), file_(where.file_name()) {
+  const ProgramOptions& o = options_;
+  Shape shape = shapeOf(o.collective, o.ranks, o.chunkFactor);
+  bool ok =
+      CHORUS_LANG_CHECK(this, shape.known, where,
+                        "unknown collective '" + o.collective +
+                            "' (allreduce, allgather, reducescatter, alltoall, broadcast, reduce, "
+                            "gather, scatter)");
+  ok = ok && CHORUS_LANG_CHECK(this, o.ranks >= 1, where, "a program needs at least one rank");
+  ok = ok && CHORUS_LANG_CHECK(this, o.chunkFactor >= 1, where, "chunkFactor must be at least 1");
+  ok = ok && CHORUS_LANG_CHECK(this, o.instances >= 1, where, "instances must be at least 1");
+  ok = ok && CHORUS_LANG_CHECK(
+                 this, o.protocol == "Simple" || o.protocol == "LL" || o.protocol == "LL128", where,
+                 "protocol '" + o.protocol + "' is not Simple, LL or LL128");
+  ok = ok && CHORUS_LANG_CHECK(
+                 this, o.root >= 0 && o.root < o.ranks, where,
+                 "root " + std::to_string(o.root) + " is not a rank of " + std::to_string(o.ranks));
+  if (!ok) return;
+  inputChunks_ = shape.input;
+  outputChunks_ = shape.output;
+  presence_.assign(static_cast<size_t>(o.ranks), {});
+  for (int r = 0; r < o.ranks; ++r) {
+    presence(r, kInput).assign(static_cast<size_t>(inputChunks_), 1);
+    presence(r, kOutput).assign(static_cast<size_t>(outputChunks_), 0);
+  }
+  if (o.inplace) {
+    // The input's chunks live in the one buffer: mark them there.
+    for (int r = 0; r < o.ranks; ++r)
+      for (int k = 0; k < inputChunks_; ++k) {
+        Buffer b = kInput;
+        int index = k;
+        canonical(r, &b, &index);
+        presence(r, b)[static_cast<size_t>(index)] = 1;
+      }
+  }
+}
+
+std::vector<char>& Program::presence(int rank, Buffer b) {
+  auto& bufs = presence_[static_cast<size_t>(rank)];
+  if (bufs.size() <= static_cast<size_t>(b)) bufs.resize(static_cast<size_t>(b) + 1);
+  return bufs[static_cast<size_t>(b)];
+}
+
+bool Program::fail(const std::source_location& where, const std::string& message) {
+  problems_.push_back(Problem{where.file_name(), static_cast<int>(where.line()),
+                              static_cast<int>(where.column()), message});
+  return false;
+}
+
+void Program::canonical(int rank, Buffer* b, int* index) const {
+  if (!options_.inplace) return;
+  InPlace ip = inPlaceOf(options_.collective);
+  int c = options_.chunkFactor;
+  if (ip == InPlace::kOutputIsInput && *b == kOutput) *b = kInput;
+  if (ip == InPlace::kInputInOutput && *b == kInput) {
+    *b = kOutput;
+    *index += rank * c;
+  }
+  if (ip == InPlace::kOutputInInput && *b == kOutput) {
+    *b = kInput;
+    *index += rank * c;
+  }
+}
+
+namespace {
+std::string bufferName(const Program& p, Buffer b) {
+  if (b == kInput) return "input";
+  if (b == kOutput) return "output";
+  size_t s = static_cast<size_t>(b - 2);
+  return s < p.scratchNames().size() ? "scratch '" + p.scratchNames()[s] + "'"
+                                     : "buffer " + std::to_string(b);
+}
+std::string place(const Program& p, int rank, Buffer b, int index, int size) {
+  std::string s =
+      "rank " + std::to_string(rank) + " " + bufferName(p, b) + " chunk " + std::to_string(index);
+  if (size > 1) s += ".." + std::to_string(index + size - 1);
+  return s;
+}
+}  // namespace
+
+bool Program::inRange(int rank, Buffer b, int index, int size, const std::source_location& where) {
+  if (!CHORUS_LANG_CHECK(
+          this, rank >= 0 && rank < options_.ranks, where,
+          "rank " + std::to_string(rank) + " is not in 0.." + std::to_string(options_.ranks - 1)))
+    return false;
+  if (!CHORUS_LANG_CHECK(
+          this, b >= 0 && b < 2 + static_cast<int>(scratchNames_.size()), where,
+          "buffer " + std::to_string(b) + " is not input, output or a scratch buffer"))
+    return false;
+  if (!CHORUS_LANG_CHECK(this, size >= 1, where, "a chunk reference needs a size of at least 1"))
+    return false;
+  int limit = b == kInput ? inputChunks_ : b == kOutput ? outputChunks_ : -1;
+  return CHORUS_LANG_CHECK(this, index >= 0 && (limit < 0 || index + size <= limit), where,
+                           place(*this, rank, b, index, size) + " is outside the buffer (" +
+                               (limit < 0 ? std::string("indices start at 0")
+                                          : std::to_string(limit) + " chunks per rank") +
+                               ")");
+}
+
+bool Program::present(int rank, Buffer b, int index, int size, const std::source_location& where) {
+  std::vector<char>& have = presence(rank, b);
+  for (int k = index; k < index + size; ++k)
+    if (static_cast<size_t>(k) >= have.size() || have[static_cast<size_t>(k)] == 0)
+      return CHORUS_LANG_CHECK(
+          this, false, where,
+          place(*this, rank, b, k, 1) +
+              " is read before anything was put there (in this program so far)");
+  return true;
+}
+
+void Program::mark(int rank, Buffer b, int index, int size) {
+  std::vector<char>& have = presence(rank, b);
+  if (have.size() < static_cast<size_t>(index + size))
+    have.resize(static_cast<size_t>(index + size));
+  for (int k = index; k < index + size; ++k) have[static_cast<size_t>(k)] = 1;
+}
+
+Chunk Program::chunk(int rank, Buffer buffer, int index, int size, std::source_location where) {
+  if (presence_.empty()) return {};  // the options were refused
+  if (!inRange(rank, buffer, index, size, where)) return {};
+  canonical(rank, &buffer, &index);
+  if (!present(rank, buffer, index, size, where)) return {};
+  return Chunk(this, rank, buffer, index, size);
+}
+
+Buffer Program::scratch(const std::string& name) {
+  for (size_t i = 0; i < scratchNames_.size(); ++i)
+    if (scratchNames_[i] == name) return static_cast<Buffer>(2 + i);
+  scratchNames_.push_back(name);
+  return static_cast<Buffer>(1 + scratchNames_.size());
+}
+
+Chunk Program::group(const std::vector<Chunk>& parts, std::source_location where) {
+  if (!CHORUS_LANG_CHECK(this, !parts.empty(), where, "group() of no chunks")) return {};
+  for (const Chunk& c : parts)
+    if (!c.valid()) return {};
+  const Chunk& first = parts.front();
+  int next = first.index();
+  for (const Chunk& c : parts) {
+    if (!CHORUS_LANG_CHECK(
+            this, c.rank() == first.rank() && c.buffer() == first.buffer() && c.index() == next,
+            where,
+            "group() needs consecutive chunks of one buffer of one rank; " +
+                place(*this, c.rank(), c.buffer(), c.index(), c.size()) + " does not follow " +
+                place(*this, first.rank(), first.buffer(), first.index(), next - first.index())))
+      return {};
+    next += c.size();
+  }
+  return Chunk(this, first.rank(), first.buffer(), first.index(), next - first.index());
+}
+
+namespace {
+bool overlap(const Chunk& c, int rank, Buffer b, int index, int size) {
+  return c.rank() == rank && c.buffer() == b && index < c.index() + c.size() &&
+         c.index() < index + size;
+}
+}  // namespace
+
+Chunk Program::record(Operation::Kind kind, const Chunk& src, const Chunk* local, int rank,
+                      Buffer b, int index, Hints h, const std::source_location& where) {
+  if (!inRange(rank, b, index, src.size(), where)) return {};
+  canonical(rank, &b, &index);
+  // The source holds data (the verifier proves which: here, presence).
+  if (!present(src.rank(), src.buffer(), src.index(), src.size(), where)) return {};
+  if (!CHORUS_LANG_CHECK(
+          this, !overlap(src, rank, b, index, src.size()), where,
+          "source and destination overlap (" + place(*this, rank, b, index, src.size()) + ")"))
+    return {};
+  if (local != nullptr && !(local->buffer() == b && local->index() == index) &&
+      !CHORUS_LANG_CHECK(this, !overlap(*local, rank, b, index, src.size()), where,
+                         "the result overlaps the chunks it is computed from (" +
+                             place(*this, rank, b, index, src.size()) + ")"))
+    return {};
+  if (local != nullptr &&
+      !CHORUS_LANG_CHECK(
+          this, !overlap(src, local->rank(), local->buffer(), local->index(), local->size()), where,
+          "a chunk reduced with itself"))
+    return {};
+  if (!CHORUS_LANG_CHECK(this, h.channel >= -1 && h.sendTb >= -1 && h.recvTb >= -1, where,
+                         "hints are -1 (automatic) or at least 0"))
+    return {};
+  Operation op;
+  op.kind = kind;
+  op.src = {src.rank(), src.buffer(), src.index()};
+  op.dst = {rank, b, index};
+  op.local =
+      local != nullptr ? Operation::Place{local->rank(), local->buffer(), local->index()} : op.dst;
+  op.size = src.size();
+  op.hints = h;
+  op.line = static_cast<int>(where.line());
+  op.column = static_cast<int>(where.column());
+  ops_.push_back(op);
+  mark(rank, b, index, src.size());
+  return Chunk(this, rank, b, index, src.size());
+}
+
+Chunk Chunk::copy(int rank, Buffer buffer, int index, Hints hints,
+                  std::source_location where) const {
+  if (program_ == nullptr) return {};
+  return program_->record(Operation::Kind::kCopy, *this, nullptr, rank, buffer, index, hints,
+                          where);
+}
+
+Chunk Chunk::reduce(const Chunk& other, Hints hints, std::source_location where) const {
+  return reduce(other, buffer_, index_, hints, where);
+}
+
+Chunk Chunk::reduce(const Chunk& other, Buffer buffer, int index, Hints hints,
+                    std::source_location where) const {
+  if (program_ == nullptr || !other.valid()) return {};
+  if (!CHORUS_LANG_CHECK(
+          program_, other.size_ == size_, where,
+          "reduce() of " + std::to_string(other.size_) + " chunks into " + std::to_string(size_)))
+    return {};
+  // Still there? (A reference may outlive what it names only by misuse.)
+  if (!program_->present(rank_, buffer_, index_, size_, where)) return {};
+  return program_->record(Operation::Kind::kReduce, other, this, rank_, buffer, index, hints,
+                          where);
+}
+
+std::vector<Chunk> Chunk::split(int parts, std::source_location where) const {
+  if (program_ == nullptr) return {};
+  if (!CHORUS_LANG_CHECK(program_, parts >= 1 && size_ % parts == 0, where,
+                         "split(" + std::to_string(parts) + ") of " + std::to_string(size_) +
+                             " chunks: the parts must be equal"))
+    return {};
+  std::vector<Chunk> out;
+  int each = size_ / parts;
+  for (int k = 0; k < parts; ++k)
+    out.push_back(Chunk(program_, rank_, buffer_, index_ + k * each, each));
+  return out;
+}
+
+}  // namespace chorus::lang
