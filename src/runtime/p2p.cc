@@ -28,32 +28,28 @@ P2pExchange::P2pExchange(Fabric& fabric, int me, size_t pieceBytes)
 }
 
 Status P2pExchange::addSend(int peer, const void* data, size_t bytes) {
-  Connection* c = fabric_.find(0, me_, peer);
-  if (c == nullptr)
-    return Status(
-        StatusCode::kInvalidArgument,
-        "rank " + std::to_string(me_) + " has no connection to rank " + std::to_string(peer));
-  Op op;
-  op.send = true;
-  op.peer = peer;
-  op.data = static_cast<unsigned char*>(const_cast<void*>(data));
-  op.bytes = bytes;
-  op.out = &c->sender();
-  ops_.push_back(op);
-  return Status::ok();
+  return add(true, peer, const_cast<void*>(data), bytes);
 }
 
 Status P2pExchange::addRecv(int peer, void* data, size_t bytes) {
-  Connection* c = fabric_.find(0, peer, me_);
+  return add(false, peer, data, bytes);
+}
+
+Status P2pExchange::add(bool send, int peer, void* data, size_t bytes) {
+  Connection* c = send ? fabric_.find(0, me_, peer) : fabric_.find(0, peer, me_);
   if (c == nullptr)
-    return Status(
-        StatusCode::kInvalidArgument,
-        "rank " + std::to_string(me_) + " has no connection from rank " + std::to_string(peer));
+    return Status(StatusCode::kInvalidArgument, "rank " + std::to_string(me_) +
+                                                    " has no connection " + (send ? "to" : "from") +
+                                                    " rank " + std::to_string(peer));
   Op op;
+  op.send = send;
   op.peer = peer;
   op.data = static_cast<unsigned char*>(data);
   op.bytes = bytes;
-  op.in = &c->receiver();
+  if (send)
+    op.out = &c->sender();
+  else
+    op.in = &c->receiver();
   ops_.push_back(op);
   return Status::ok();
 }

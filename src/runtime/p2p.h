@@ -49,6 +49,7 @@ class P2pExchange final : public Steppable {
     SendPort* out = nullptr;
     RecvPort* in = nullptr;
   };
+  Status add(bool send, int peer, void* data, size_t bytes);
   bool step(Op& op);  // moves what it can; true if anything moved
   // The first unfinished op of each (direction, peer) goes first.
   bool first(size_t i) const;

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <vector>
 
@@ -52,19 +53,42 @@ TEST(Shm, ASegmentTooLargeForDevShmIsAnError) {
 
 unsigned char pattern(int msg, size_t i) { return static_cast<unsigned char>(msg * 31 + i * 7); }
 
+// A segment holding two shared doorbells (the sender's, the receiver's) and
+// one connection ring, created by the receiver; the sender (a forked child)
+// maps it again by name.
+struct SharedRing {
+  static constexpr size_t kBellBytes = 2 * 64;
+  SharedRing(const char* what, int slots, size_t slotBytes, bool crossMemoryAttach = false,
+             size_t minRefBytes = 0)
+      : name(uniqueName(what)), bytes(kBellBytes + LocalConnection::ringBytes(slots, slotBytes)) {
+    auto s = Segment::create(name, bytes);
+    EXPECT_TRUE(s.isOk()) << s.status().message();
+    if (!s.isOk()) return;
+    seg = std::move(s).value();
+    auto* base = static_cast<unsigned char*>(seg->data());
+    senderBell = new (base) Doorbell(/*shared=*/true);
+    receiverBell = new (base + 64) Doorbell(/*shared=*/true);
+    receiver = std::make_unique<LocalConnection>(base + kBellBytes, /*create=*/true, slots,
+                                                 slotBytes, crossMemoryAttach, minRefBytes);
+    receiver->setDoorbells(senderBell, receiverBell);
+  }
+  std::string name;
+  size_t bytes;
+  std::unique_ptr<Segment> seg;
+  Doorbell* senderBell = nullptr;
+  Doorbell* receiverBell = nullptr;
+  std::unique_ptr<LocalConnection> receiver;  // the parent's side
+};
+
 TEST(Shm, RingBetweenProcessesWithBackpressure) {
   constexpr int kSlots = 2, kMessages = 400;
   constexpr size_t kSlotBytes = 4096;
-  std::string name = uniqueName("ring");
-  size_t bellBytes = 2 * 64;
-  size_t bytes = bellBytes + LocalConnection::ringBytes(kSlots, kSlotBytes);
-  auto seg = Segment::create(name, bytes);
-  ASSERT_TRUE(seg.isOk()) << seg.status().message();
-  auto* base = static_cast<unsigned char*>(seg.value()->data());
-  auto* senderBell = new (base) Doorbell(/*shared=*/true);
-  auto* receiverBell = new (base + 64) Doorbell(/*shared=*/true);
-  LocalConnection receiver(base + bellBytes, /*create=*/true, kSlots, kSlotBytes);
-  receiver.setDoorbells(senderBell, receiverBell);
+  SharedRing shared("ring", kSlots, kSlotBytes);
+  ASSERT_NE(shared.seg, nullptr);
+  const std::string& name = shared.name;
+  const size_t bytes = shared.bytes, bellBytes = SharedRing::kBellBytes;
+  Doorbell* receiverBell = shared.receiverBell;
+  LocalConnection& receiver = *shared.receiver;
 
   pid_t child = ::fork();
   ASSERT_GE(child, 0);
@@ -101,7 +125,7 @@ TEST(Shm, RingBetweenProcessesWithBackpressure) {
     ASSERT_EQ(len, 1 + static_cast<size_t>(m * 37) % kSlotBytes) << m;
     for (size_t i = 0; i < len; ++i)
       ASSERT_EQ(static_cast<const unsigned char*>(msg)[i], pattern(m, i)) << m << " " << i;
-    if (m == 10) seg.value()->unlink();  // both sides mapped long ago
+    if (m == 10) shared.seg->unlink();  // both sides mapped long ago
     receiver.receiver().release();
   }
   int status = 0;
@@ -118,17 +142,12 @@ TEST(Shm, RingBetweenProcessesWithBackpressure) {
 TEST(Shm, ReferencesAcrossProcessesAreFetchedFromTheSender) {
   constexpr int kSlots = 2, kMessages = 60;
   constexpr size_t kSlotBytes = 8192, kMinRef = 1024;
-  std::string name = uniqueName("refs");
-  size_t bellBytes = 2 * 64;
-  size_t bytes = bellBytes + LocalConnection::ringBytes(kSlots, kSlotBytes);
-  auto seg = Segment::create(name, bytes);
-  ASSERT_TRUE(seg.isOk()) << seg.status().message();
-  auto* base = static_cast<unsigned char*>(seg.value()->data());
-  auto* senderBell = new (base) Doorbell(/*shared=*/true);
-  auto* receiverBell = new (base + 64) Doorbell(/*shared=*/true);
-  LocalConnection receiver(base + bellBytes, /*create=*/true, kSlots, kSlotBytes,
-                           /*crossMemoryAttach=*/true, kMinRef);
-  receiver.setDoorbells(senderBell, receiverBell);
+  SharedRing shared("refs", kSlots, kSlotBytes, /*crossMemoryAttach=*/true, kMinRef);
+  ASSERT_NE(shared.seg, nullptr);
+  const std::string& name = shared.name;
+  const size_t bytes = shared.bytes, bellBytes = SharedRing::kBellBytes;
+  Doorbell* receiverBell = shared.receiverBell;
+  LocalConnection& receiver = *shared.receiver;
   auto length = [](int m) { return 1 + static_cast<size_t>(m * 997) % kSlotBytes; };
 
   pid_t child = ::fork();
