@@ -11,6 +11,9 @@ const std::vector<ProgramEntry>& programs() {
     std::vector<ProgramEntry> v;
     addRingPrograms(v);
     addAllToAllPrograms(v);
+    addAllPairsPrograms(v);
+    addRecursivePrograms(v);
+    addTreePrograms(v);
     std::sort(v.begin(), v.end(),
               [](const ProgramEntry& a, const ProgramEntry& b) { return a.name < b.name; });
     return v;

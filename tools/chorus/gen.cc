@@ -15,7 +15,7 @@ namespace chorus::cli {
 int runGen(const GenArgs& args) {
   if (args.list) {
     for (const lang::ProgramEntry& e : lang::programs())
-      fmt::print("{:<22} {:<14} ranks: {:<14} {}\n", e.name, e.collective, e.ranks, e.description);
+      fmt::print("{:<30} {:<14} ranks: {:<14} {}\n", e.name, e.collective, e.ranks, e.description);
     fmt::print("options: --ranks N --instances I --protocol Simple|LL|LL128 --inplace\n");
     return 0;
   }

@@ -9,5 +9,8 @@ namespace chorus::lang {
 
 void addRingPrograms(std::vector<ProgramEntry>& out);
 void addAllToAllPrograms(std::vector<ProgramEntry>& out);
+void addAllPairsPrograms(std::vector<ProgramEntry>& out);
+void addRecursivePrograms(std::vector<ProgramEntry>& out);
+void addTreePrograms(std::vector<ProgramEntry>& out);
 
 }  // namespace chorus::lang

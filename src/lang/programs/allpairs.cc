@@ -1,0 +1,50 @@
+// All-pairs allreduce: every rank talks to every other directly.
+//   one step: every rank sends its whole input to every other rank, and
+//             every rank sums all of them itself (latency-bound sizes);
+//   two steps: rank r collects and sums chunk r from everyone (an all-pairs
+//             reduce-scatter), then sends the sum to everyone (allgather).
+#include "lang/programs/programs.h"
+
+namespace chorus::lang {
+
+namespace {
+
+void allPairsAllReduce1(Program& p) {
+  const int n = p.options().ranks;
+  Buffer theirs = p.scratch("theirs");
+  for (int r = 0; r < n; ++r)
+    for (int q = 0; q < n; ++q)
+      if (q != r) p.chunk(q, kInput, 0).copy(r, theirs, q);
+  for (int r = 0; r < n; ++r) {
+    Chunk sum = p.chunk(r, kInput, 0);
+    for (int q = 0; q < n; ++q)
+      if (q != r) sum = sum.reduce(p.chunk(r, theirs, q), kOutput, 0);
+    if (n == 1 && !p.options().inplace) sum.copy(r, kOutput, 0);
+  }
+}
+
+void allPairsAllReduce2(Program& p) {
+  const int n = p.options().ranks;
+  for (int r = 0; r < n; ++r) {
+    Chunk sum = p.chunk(r, kInput, r);
+    for (int q = 0; q < n; ++q)
+      if (q != r) sum = sum.reduce(p.chunk(q, kInput, r), kOutput, r);
+    if (n == 1 && !p.options().inplace) sum = sum.copy(r, kOutput, r);
+    for (int q = 0; q < n; ++q)
+      if (q != r) sum.copy(q, kOutput, r);
+  }
+}
+
+}  // namespace
+
+void addAllPairsPrograms(std::vector<ProgramEntry>& out) {
+  auto any = [](int n) { return n >= 1; };
+  out.push_back({"allpairs_allreduce_1step",
+                 "every rank sends its input to all others and sums everything itself", "allreduce",
+                 "any", any, [](int) { return 1; }, allPairsAllReduce1});
+  out.push_back({"allpairs_allreduce_2step",
+                 "all-pairs reduce-scatter (rank r sums chunk r), then all-pairs allgather",
+                 "allreduce", "any", any, [](int n) { return n; }, allPairsAllReduce2});
+}
+
+}  // namespace chorus::lang

@@ -1,0 +1,65 @@
+// Recursive doubling and halving (powers of two): in step k every rank
+// exchanges with the rank whose number differs in one bit.
+//   allgather: the block range a rank holds doubles each step;
+//   allreduce: recursive halving reduce-scatter (each step a rank keeps half
+//              of its range, summed with its partner's), then recursive
+//              doubling allgather of the sums.
+#include "lang/programs/programs.h"
+
+namespace chorus::lang {
+
+namespace {
+
+bool powerOfTwo(int n) { return n >= 1 && (n & (n - 1)) == 0; }
+
+void recursiveDoublingAllGather(Program& p) {
+  const int n = p.options().ranks;
+  if (!p.options().inplace)
+    for (int r = 0; r < n; ++r) p.chunk(r, kInput, 0).copy(r, kOutput, r);
+  for (int d = 1; d < n; d *= 2)
+    for (int r = 0; r < n; ++r) {
+      int base = r & ~(d - 1);
+      p.chunk(r, kOutput, base, d).copy(r ^ d, kOutput, base);
+    }
+}
+
+void halvingDoublingAllReduce(Program& p) {
+  const int n = p.options().ranks;
+  if (n == 1) {
+    if (!p.options().inplace) p.chunk(0, kInput, 0).copy(0, kOutput, 0);
+    return;
+  }
+  // Reduce-scatter: ranges of 2d chunks, halved each step; rank r keeps
+  // the half its bit d selects. Step one reads the inputs, later ones the
+  // partial sums in the output.
+  std::vector<int> lo(static_cast<size_t>(n), 0);
+  Buffer from = kInput;
+  for (int d = n / 2; d >= 1; d /= 2) {
+    for (int r = 0; r < n; ++r) {
+      int keep = lo[static_cast<size_t>(r)] + ((r & d) != 0 ? d : 0);
+      p.chunk(r, from, keep, d).reduce(p.chunk(r ^ d, from, keep, d), kOutput, keep);
+    }
+    for (int r = 0; r < n; ++r) lo[static_cast<size_t>(r)] += (r & d) != 0 ? d : 0;
+    from = kOutput;
+  }
+  // Allgather of the sums: rank r holds chunk r, then ranges that double.
+  for (int d = 1; d < n; d *= 2)
+    for (int r = 0; r < n; ++r) {
+      int base = r & ~(d - 1);
+      p.chunk(r, kOutput, base, d).copy(r ^ d, kOutput, base);
+    }
+}
+
+}  // namespace
+
+void addRecursivePrograms(std::vector<ProgramEntry>& out) {
+  out.push_back({"recursive_doubling_allgather",
+                 "log2(n) exchanges with partners one bit apart; the held range doubles",
+                 "allgather", "powers of two", powerOfTwo, [](int) { return 1; },
+                 recursiveDoublingAllGather});
+  out.push_back({"halving_doubling_allreduce",
+                 "recursive halving reduce-scatter, then recursive doubling allgather", "allreduce",
+                 "powers of two", powerOfTwo, [](int n) { return n; }, halvingDoublingAllReduce});
+}
+
+}  // namespace chorus::lang
