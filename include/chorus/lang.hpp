@@ -40,6 +40,9 @@ struct ProgramOptions {
   std::string protocol = "Simple";  // Simple, LL, LL128
   int instances = 1;  // the program is replicated this many times (chunks interleaved)
   int root = 0;       // broadcast, reduce, gather, scatter
+  // Ranks per node for programs that know the topology (0: one node); rank
+  // r is GPU r % gpusPerNode of node r / gpusPerNode.
+  int gpusPerNode = 0;
 };
 
 // Where an operation may run; -1 = the compiler chooses.
@@ -132,6 +135,11 @@ class Program {
   // Consecutive references of one buffer of one rank as one.
   Chunk group(const std::vector<Chunk>& parts,
               std::source_location where = std::source_location::current());
+
+  // For a program's own conditions on its options: false, and a problem at
+  // the caller's line, unless `ok`.
+  bool require(bool ok, const std::string& message,
+               std::source_location where = std::source_location::current());
 
   const ProgramOptions& options() const { return options_; }
   const std::string& file() const { return file_; }

@@ -47,6 +47,10 @@ Program::Program(ProgramOptions options, std::source_location where)
   }
 }
 
+bool Program::require(bool ok, const std::string& message, std::source_location where) {
+  return ok || fail(where, message);
+}
+
 std::vector<char>& Program::presence(int rank, Buffer b) {
   auto& bufs = presence_[static_cast<size_t>(rank)];
   if (bufs.size() <= static_cast<size_t>(b)) bufs.resize(static_cast<size_t>(b) + 1);

@@ -14,6 +14,7 @@ const std::vector<ProgramEntry>& programs() {
     addAllPairsPrograms(v);
     addRecursivePrograms(v);
     addTreePrograms(v);
+    addHierarchicalPrograms(v);
     std::sort(v.begin(), v.end(),
               [](const ProgramEntry& a, const ProgramEntry& b) { return a.name < b.name; });
     return v;

@@ -69,6 +69,38 @@ TEST(Lang, EveryProgramCompilesVerifiesAndRuns) {
     }
 }
 
+// Hierarchical allreduce on nodes x GPUs: intra-node rings and the
+// inter-node ring (channel 1) together compute the sum.
+TEST(Lang, HierarchicalAllReduceOnNodesOfGpus) {
+  const lang::ProgramEntry* e = lang::findProgram("hierarchical_allreduce");
+  ASSERT_NE(e, nullptr);
+  for (auto [nodes, gpus] : {std::pair{2, 2}, {2, 3}, {3, 2}, {4, 2}, {2, 4}, {3, 1}})
+    for (int instances : {1, 2})
+      for (bool inplace : {false, true}) {
+        int n = nodes * gpus;
+        SCOPED_TRACE(std::to_string(nodes) + "x" + std::to_string(gpus) + " instances " +
+                     std::to_string(instances) + (inplace ? " in place" : ""));
+        Program p({.name = "h",
+                   .collective = "allreduce",
+                   .ranks = n,
+                   .chunkFactor = e->chunkFactor(n),
+                   .inplace = inplace,
+                   .instances = instances,
+                   .gpusPerNode = gpus});
+        e->build(p);
+        auto va = compileAndVerify(p);
+        ASSERT_NE(va, nullptr);
+        EXPECT_EQ(va->algo().nchannels, nodes > 1 ? 2 * instances : instances);
+        runBothWays(*va, inplace, static_cast<uint64_t>(n));
+      }
+  Program bad(
+      {.name = "h", .collective = "allreduce", .ranks = 6, .chunkFactor = 6, .gpusPerNode = 4});
+  e->build(bad);
+  ASSERT_EQ(bad.problems().size(), 1u);
+  EXPECT_NE(bad.problems()[0].message.find("--gpus-per-node 4 does not divide 6 ranks"),
+            std::string::npos);
+}
+
 int count(const ir::Algorithm& a, ir::StepType t) {
   int k = 0;
   for (const ir::Rank& r : a.ranks)

@@ -88,6 +88,7 @@ struct GenArgs {
   int instances = 1;
   std::string protocol = "Simple";
   bool inplace = false;
+  int gpusPerNode = 0;     // hierarchical programs
   std::string output;      // "-" = stdout
   bool noVerify = false;   // for debugging the compiler only
   std::string printAfter;  // a pass name

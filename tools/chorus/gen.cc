@@ -16,7 +16,9 @@ int runGen(const GenArgs& args) {
   if (args.list) {
     for (const lang::ProgramEntry& e : lang::programs())
       fmt::print("{:<30} {:<14} ranks: {:<14} {}\n", e.name, e.collective, e.ranks, e.description);
-    fmt::print("options: --ranks N --instances I --protocol Simple|LL|LL128 --inplace\n");
+    fmt::print(
+        "options: --ranks N --instances I --protocol Simple|LL|LL128 --inplace "
+        "--gpus-per-node G\n");
     return 0;
   }
   const lang::ProgramEntry* e = lang::findProgram(args.name);
@@ -43,6 +45,7 @@ int runGen(const GenArgs& args) {
   o.inplace = args.inplace;
   o.protocol = args.protocol;
   o.instances = args.instances;
+  o.gpusPerNode = args.gpusPerNode;
   lang::Program program(o);
   e->build(program);
   GenerateOptions go;

@@ -118,6 +118,8 @@ int main(int argc, char** argv) {
   g->add_option("--protocol", gen.protocol, "Simple, LL or LL128")
       ->check(CLI::IsMember({"Simple", "LL", "LL128"}));
   g->add_flag("--inplace", gen.inplace, "the in-place form");
+  g->add_option("--gpus-per-node", gen.gpusPerNode, "ranks per node (hierarchical programs)")
+      ->check(CLI::PositiveNumber);
   g->add_option("-o,--output", gen.output, "the XML file ('-' = stdout)");
   g->add_flag("--no-verify", gen.noVerify, "write without verifying (debugging the compiler)");
   g->add_option("--print-after", gen.printAfter, "print the program after this pass")

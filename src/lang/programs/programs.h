@@ -12,5 +12,6 @@ void addAllToAllPrograms(std::vector<ProgramEntry>& out);
 void addAllPairsPrograms(std::vector<ProgramEntry>& out);
 void addRecursivePrograms(std::vector<ProgramEntry>& out);
 void addTreePrograms(std::vector<ProgramEntry>& out);
+void addHierarchicalPrograms(std::vector<ProgramEntry>& out);
 
 }  // namespace chorus::lang

@@ -1,0 +1,70 @@
+// Hierarchical allreduce for N nodes of G GPUs (rank = node * G + gpu):
+//   1. inside each node, a ring reduce-scatter: GPU g ends with its node's
+//      sum of block g (N chunks);
+//   2. across nodes, GPU g of every node runs a ring allreduce of block g
+//      (one chunk per node), on channel 1;
+//   3. inside each node, a ring allgather of the blocks.
+// Intra-node traffic moves G times more data than inter-node traffic, the
+// shape that suits fast links inside a node and slower ones between.
+#include "lang/programs/programs.h"
+
+namespace chorus::lang {
+
+namespace {
+
+void hierarchicalAllReduce(Program& p) {
+  const int n = p.options().ranks;
+  const int g = p.options().gpusPerNode > 0 ? p.options().gpusPerNode : n;
+  if (!p.require(n % g == 0, "--gpus-per-node " + std::to_string(g) + " does not divide " +
+                                 std::to_string(n) + " ranks"))
+    return;
+  const int nodes = n / g;
+  auto rank = [g](int node, int gpu) { return node * g + gpu; };
+  const Hints across{.channel = 1};
+  if (n == 1) {
+    if (!p.options().inplace) p.chunk(0, kInput, 0).copy(0, kOutput, 0);
+    return;
+  }
+  for (int node = 0; node < nodes; ++node)
+    for (int b = 0; b < g; ++b) {
+      // 1. Block b summed around the node's ring, ending at GPU b.
+      int start = (b + 1) % g;
+      Chunk c = p.chunk(rank(node, start), kInput, b * nodes, nodes);
+      for (int step = 1; step < g; ++step) {
+        int gpu = (start + step) % g;
+        c = p.chunk(rank(node, gpu), kInput, b * nodes, nodes).reduce(c, kOutput, b * nodes);
+      }
+      if (g == 1 && !p.options().inplace) c.copy(rank(node, 0), kOutput, 0);
+    }
+  for (int b = 0; b < g; ++b)
+    for (int k = 0; k < nodes; ++k) {
+      // 2. Chunk b*nodes + k of block b: around the nodes, ending at node k,
+      //    then around once more.
+      int index = b * nodes + k;
+      int start = (k + 1) % nodes;
+      Chunk c = p.chunk(rank(start, b), kOutput, index);
+      for (int step = 1; step < nodes; ++step)
+        c = p.chunk(rank((start + step) % nodes, b), kOutput, index).reduce(c, across);
+      for (int step = 1; step < nodes; ++step)
+        c = c.copy(rank((k + step) % nodes, b), kOutput, index, across);
+    }
+  for (int node = 0; node < nodes; ++node)
+    for (int b = 0; b < g; ++b) {
+      // 3. Block b from GPU b around the node.
+      Chunk c = p.chunk(rank(node, b), kOutput, b * nodes, nodes);
+      for (int step = 1; step < g; ++step)
+        c = c.copy(rank(node, (b + step) % g), kOutput, b * nodes);
+    }
+}
+
+}  // namespace
+
+void addHierarchicalPrograms(std::vector<ProgramEntry>& out) {
+  out.push_back({"hierarchical_allreduce",
+                 "ring reduce-scatter in each node, ring allreduce across nodes, ring "
+                 "allgather in each node (--gpus-per-node G)",
+                 "allreduce", "any (G divides it)", [](int n) { return n >= 1; },
+                 [](int n) { return n; }, hierarchicalAllReduce});
+}
+
+}  // namespace chorus::lang
