@@ -2,10 +2,12 @@
 // (in program order) that wrote a chunk it reads or writes, or read a chunk
 // it writes. Within a threadblock order does that; across threadblocks it
 // waits for the latest such step of each other threadblock — one
-// dependency per threadblock, the fewest that keep program order. The first
+// dependency per threadblock, and none where an earlier step of its own
+// threadblock already waited for that step or a later one. The first
 // rides on the step itself, each further one on a nop just before it (IR.md
 // section 4). Positions count those nops.
 #include <map>
+#include <unordered_map>
 
 #include "compiler/passes.h"
 
@@ -34,6 +36,9 @@ class States {
 void rankDependencies(std::vector<Instr>& xs, int tbs) {
   States states;
   std::vector<int> length(static_cast<size_t>(std::max(tbs, 1)), 0);
+  // known[t][u]: the latest step of tb u that tb t has already waited for
+  // (a later step of t needs no dependency on u up to there).
+  std::vector<std::unordered_map<int, int>> known(static_cast<size_t>(std::max(tbs, 1)));
   for (Instr& x : xs) {
     if (x.dead) continue;
     std::map<int, int> need;  // tb -> latest step
@@ -55,7 +60,14 @@ void rankDependencies(std::vector<Instr>& xs, int tbs) {
         for (const auto& [tb, step] : d.readers) wait(tb, step);
       }
     }
-    x.deps.assign(need.begin(), need.end());
+    auto& mine = known[static_cast<size_t>(x.tb)];
+    x.deps.clear();
+    for (const auto& [tb, step] : need) {
+      auto [it, fresh] = mine.try_emplace(tb, step);
+      if (!fresh && it->second >= step) continue;
+      it->second = step;
+      x.deps.push_back({tb, step});
+    }
     size_t extra = x.deps.empty() ? 0 : x.deps.size() - 1;
     int& len = length[static_cast<size_t>(x.tb)];
     x.step = len + static_cast<int>(extra);
