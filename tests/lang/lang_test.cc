@@ -70,7 +70,8 @@ TEST(Lang, EveryProgramCompilesVerifiesAndRuns) {
 }
 
 // Hierarchical allreduce on nodes x GPUs: intra-node rings and the
-// inter-node ring (channel 1) together compute the sum.
+// inter-node ring (channel 1) together compute the sum; two-step alltoall
+// on the same shapes.
 TEST(Lang, HierarchicalAllReduceOnNodesOfGpus) {
   const lang::ProgramEntry* e = lang::findProgram("hierarchical_allreduce");
   ASSERT_NE(e, nullptr);
@@ -93,6 +94,23 @@ TEST(Lang, HierarchicalAllReduceOnNodesOfGpus) {
         EXPECT_EQ(va->algo().nchannels, nodes > 1 ? 2 * instances : instances);
         runBothWays(*va, inplace, static_cast<uint64_t>(n));
       }
+  const lang::ProgramEntry* a2a = lang::findProgram("twostep_alltoall");
+  ASSERT_NE(a2a, nullptr);
+  for (auto [nodes, gpus] : {std::pair{2, 2}, {2, 3}, {3, 2}, {1, 4}, {4, 1}})
+    for (bool inplace : {false, true}) {
+      SCOPED_TRACE("two-step alltoall " + std::to_string(nodes) + "x" + std::to_string(gpus) +
+                   (inplace ? " in place" : ""));
+      Program p({.name = "t",
+                 .collective = "alltoall",
+                 .ranks = nodes * gpus,
+                 .inplace = inplace,
+                 .instances = 2,
+                 .gpusPerNode = gpus});
+      a2a->build(p);
+      auto va = compileAndVerify(p);
+      ASSERT_NE(va, nullptr);
+      runBothWays(*va, inplace, static_cast<uint64_t>(nodes * 10 + gpus));
+    }
   Program bad(
       {.name = "h", .collective = "allreduce", .ranks = 6, .chunkFactor = 6, .gpusPerNode = 4});
   e->build(bad);

@@ -57,9 +57,53 @@ void hierarchicalAllReduce(Program& p) {
     }
 }
 
+// Two-step alltoall for N nodes of G GPUs: a block for GPU h of another node
+// first moves inside its node to the local GPU h (into scratch, grouped by
+// destination node), then each GPU sends one message of G blocks per other
+// node, to the GPU with its own index there. Blocks for the own node go
+// directly. Cross-node messages: N - 1 per GPU instead of (N - 1) * G.
+void twoStepAllToAll(Program& p) {
+  const int n = p.options().ranks;
+  const int g = p.options().gpusPerNode > 0 ? p.options().gpusPerNode : n;
+  if (!p.require(n % g == 0, "--gpus-per-node " + std::to_string(g) + " does not divide " +
+                                 std::to_string(n) + " ranks"))
+    return;
+  const int nodes = n / g;
+  const bool inplace = p.options().inplace;
+  Buffer gathered = p.scratch("gathered");
+  // In place a block may only land once its slot has been sent: it lands in
+  // scratch first and moves in at the end.
+  Buffer landing = inplace ? p.scratch("arrived") : kOutput;
+  for (int s = 0; s < n; ++s)
+    for (int d = 0; d < n; ++d) {
+      int node = s / g, gpu = s % g, toNode = d / g, toGpu = d % g;
+      if (inplace && s == d) continue;
+      Chunk c = p.chunk(s, kInput, d);
+      if (node == toNode)
+        c.copy(d, landing, s);
+      else
+        c.copy(node * g + toGpu, gathered, toNode * g + gpu);
+    }
+  for (int r = 0; r < n; ++r)
+    for (int toNode = 0; toNode < nodes; ++toNode) {
+      int node = r / g, gpu = r % g;
+      if (toNode == node) continue;
+      p.chunk(r, gathered, toNode * g, g).copy(toNode * g + gpu, landing, node * g);
+    }
+  if (inplace)
+    for (int d = 0; d < n; ++d)
+      for (int s = 0; s < n; ++s)
+        if (s != d) p.chunk(d, landing, s).copy(d, kInput, s);
+}
+
 }  // namespace
 
 void addHierarchicalPrograms(std::vector<ProgramEntry>& out) {
+  out.push_back({"twostep_alltoall",
+                 "blocks gather at the GPU with the destination's index inside the node, then "
+                 "one message per node pair and GPU (--gpus-per-node G)",
+                 "alltoall", "any (G divides it)", [](int n) { return n >= 1; },
+                 [](int) { return 1; }, twoStepAllToAll});
   out.push_back({"hierarchical_allreduce",
                  "ring reduce-scatter in each node, ring allreduce across nodes, ring "
                  "allgather in each node (--gpus-per-node G)",
