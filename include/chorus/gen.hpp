@@ -23,7 +23,10 @@ struct GenerateOptions {
 struct Generated {
   bool ok = false;
   std::string xml;          // when ok
-  std::string diagnostics;  // one line per finding: file:line:column: error[Exxx]: ...
+  // One line per finding: file:line:column: error[Exxx]: ..., and warnings
+  // (W5xx) where the result exceeds a limit of MSCCL's executor (it is
+  // still correct and Chorus runs it).
+  std::string diagnostics;
   std::string printed;      // GenerateOptions::printAfter
   std::string timings;      // GenerateOptions::timePasses: one line per pass
 };

@@ -23,8 +23,9 @@ Generated generate(const lang::Program& program, const GenerateOptions& options)
   if (options.printAfter == "emit") g.printed = g.xml;
   if (options.verify) {
     verify::Report rep = verify::verifyAlgorithm(c.algo);
+    // Errors, and the MSCCL executor's limits (W5xx) the result exceeds.
     for (const Diagnostic& d : rep.diagnostics.items())
-      if (d.severity == Severity::kError) g.diagnostics += d.format() + "\n";
+      if (d.severity != Severity::kNote) g.diagnostics += d.format() + "\n";
     if (!rep.correct()) {
       g.diagnostics +=
           "the compiled algorithm does not verify: the program computes something "
