@@ -114,6 +114,7 @@ struct Operation {
   Place src, dst, local;
   int size = 1;
   Hints hints;
+  const char* file = "";  // where it was recorded (std::source_location)
   int line = 0;
   int column = 0;
 };

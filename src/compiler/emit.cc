@@ -18,7 +18,9 @@ ir::Algorithm emit(const Mir& m) {
   a.inplace = o.inplace;
   a.outofplace = !o.inplace;
   a.nchunksPerLoop = std::max(m.inputChunks, m.outputChunks);
-  a.sourceFile = m.file;
+  // Steps carry lines of the file the operations were recorded in (a
+  // registered program's own file, not the one that made the Program).
+  a.sourceFile = m.ops.empty() ? m.file : m.ops.front().file;
   // Scratch layout.
   std::vector<int> size(m.scratchNames.size(), 0), base(m.scratchNames.size(), 0);
   int channels = 1;

@@ -16,6 +16,7 @@ Instr make(ir::StepType t, const lang::Operation& op) {
   x.count = op.size;
   x.channel = op.hints.channel >= 0 ? op.hints.channel : 0;
   x.hints = op.hints;
+  x.file = op.file;
   x.line = op.line;
   x.column = op.column;
   return x;

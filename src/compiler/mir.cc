@@ -48,7 +48,7 @@ std::string print(const Mir& m) {
 Diagnostic& report(DiagnosticList& d, DiagCode code, const Mir& m, const Instr& at, int rank,
                    std::string message) {
   Location loc;
-  loc.file = m.file;
+  loc.file = at.file != nullptr && *at.file != '\0' ? at.file : m.file;
   loc.line = at.line;
   loc.column = at.column;
   loc.rank = rank;

@@ -22,6 +22,7 @@ struct Instr {
   int sendPeer = -1, recvPeer = -1;
   int channel = 0;
   lang::Hints hints;
+  const char* file = "";
   int line = 0, column = 0;
   bool dead = false;  // fused into another instruction
   int tb = -1;

@@ -203,6 +203,7 @@ Chunk Program::record(Operation::Kind kind, const Chunk& src, const Chunk* local
       local != nullptr ? Operation::Place{local->rank(), local->buffer(), local->index()} : op.dst;
   op.size = src.size();
   op.hints = h;
+  op.file = where.file_name();
   op.line = static_cast<int>(where.line());
   op.column = static_cast<int>(where.column());
   ops_.push_back(op);
