@@ -12,12 +12,21 @@ namespace chorus::lang {
 
 namespace {
 
-void hierarchicalAllReduce(Program& p) {
+// GPUs per node from the options (unset: all ranks on one node); 0, with a
+// problem recorded, when they do not divide the ranks.
+int gpusPerNode(Program& p) {
   const int n = p.options().ranks;
   const int g = p.options().gpusPerNode > 0 ? p.options().gpusPerNode : n;
-  if (!p.require(n % g == 0, "--gpus-per-node " + std::to_string(g) + " does not divide " +
-                                 std::to_string(n) + " ranks"))
-    return;
+  return p.require(n % g == 0, "--gpus-per-node " + std::to_string(g) + " does not divide " +
+                                   std::to_string(n) + " ranks")
+             ? g
+             : 0;
+}
+
+void hierarchicalAllReduce(Program& p) {
+  const int n = p.options().ranks;
+  const int g = gpusPerNode(p);
+  if (g == 0) return;
   const int nodes = n / g;
   auto rank = [g](int node, int gpu) { return node * g + gpu; };
   const Hints across{.channel = 1};
@@ -64,10 +73,8 @@ void hierarchicalAllReduce(Program& p) {
 // directly. Cross-node messages: N - 1 per GPU instead of (N - 1) * G.
 void twoStepAllToAll(Program& p) {
   const int n = p.options().ranks;
-  const int g = p.options().gpusPerNode > 0 ? p.options().gpusPerNode : n;
-  if (!p.require(n % g == 0, "--gpus-per-node " + std::to_string(g) + " does not divide " +
-                                 std::to_string(n) + " ranks"))
-    return;
+  const int g = gpusPerNode(p);
+  if (g == 0) return;
   const int nodes = n / g;
   const bool inplace = p.options().inplace;
   Buffer gathered = p.scratch("gathered");
