@@ -33,11 +33,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto t0 = std::chrono::steady_clock::now();
-  chorus::lang::Program p({.name = e->name,
-                           .collective = e->collective,
-                           .ranks = n,
-                           .chunkFactor = e->chunkFactor(n),
-                           .instances = instances});
+  chorus::lang::ProgramOptions options{
+      .name = e->name, .collective = e->collective, .ranks = n, .instances = instances};
+  options.chunkFactor = e->chunkFactor(options);
+  chorus::lang::Program p(options);
   e->build(p);
   double recordMs = since(t0);
   t0 = std::chrono::steady_clock::now();

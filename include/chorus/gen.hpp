@@ -22,13 +22,16 @@ struct GenerateOptions {
 
 struct Generated {
   bool ok = false;
-  std::string xml;          // when ok
+  std::string xml;  // when ok
   // One line per finding: file:line:column: error[Exxx]: ..., and warnings
   // (W5xx) where the result exceeds a limit of MSCCL's executor (it is
   // still correct and Chorus runs it).
   std::string diagnostics;
-  std::string printed;      // GenerateOptions::printAfter
-  std::string timings;      // GenerateOptions::timePasses: one line per pass
+  // A custom collective's postconditions as JSON (docs/postcondition.md),
+  // for `chorus verify --spec` and `chorus run --spec`; empty otherwise.
+  std::string spec;
+  std::string printed;  // GenerateOptions::printAfter
+  std::string timings;  // GenerateOptions::timePasses: one line per pass
 };
 
 Generated generate(const lang::Program& program, const GenerateOptions& options = {});

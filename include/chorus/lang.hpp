@@ -30,12 +30,16 @@ inline constexpr Buffer kInput = 0;
 inline constexpr Buffer kOutput = 1;
 
 struct ProgramOptions {
-  std::string name;
+  std::string name = {};
   // allreduce, allgather, reducescatter, alltoall, broadcast, reduce,
-  // gather, scatter.
-  std::string collective;
+  // gather, scatter; any other name is a custom collective, whose meaning
+  // the program states with Program::postcondition (and, optionally,
+  // Program::precondition).
+  std::string collective = {};
   int ranks = 0;
-  int chunkFactor = 1;  // chunks per rank's share (MSCCLang's chunk factor)
+  // Chunks per rank's share (MSCCLang's chunk factor); for a custom
+  // collective, the chunks of each rank's input and of its output buffer.
+  int chunkFactor = 1;
   bool inplace = false;
   std::string protocol = "Simple";  // Simple, LL, LL128
   int instances = 1;  // the program is replicated this many times (chunks interleaved)
@@ -43,6 +47,23 @@ struct ProgramOptions {
   // Ranks per node for programs that know the topology (0: one node); rank
   // r is GPU r % gpusPerNode of node r / gpusPerNode.
   int gpusPerNode = 0;
+  // Channels one instance of a program spreads its chunks over (programs
+  // that read it: ring programs put chunk k on channel k % channels).
+  int channels = 1;
+};
+
+// Input chunk `index` of `rank`: what a custom collective's results are made of.
+struct Source {
+  int rank = 0;
+  int index = 0;
+};
+
+// What output chunk `index` of `rank` holds when a custom collective ends:
+// the reduction of `holds`, each once (one source: a copy of it).
+struct Expected {
+  int rank = 0;
+  int index = 0;
+  std::vector<Source> holds;
 };
 
 // Where an operation may run; -1 = the compiler chooses.
@@ -137,6 +158,19 @@ class Program {
   Chunk group(const std::vector<Chunk>& parts,
               std::source_location where = std::source_location::current());
 
+  // Custom collectives. The input chunks that hold data when the call
+  // starts (default: all of them); reading any other input chunk is a
+  // misuse. Call before the first operation.
+  void precondition(const std::vector<Source>& present,
+                    std::source_location where = std::source_location::current());
+  // What one output chunk must hold at the end; chunks never named are
+  // unconstrained. The verifier proves the compiled algorithm against these
+  // (and `chorus run --spec` checks real data against them).
+  void postcondition(int rank, int index, std::vector<Source> holds,
+                     std::source_location where = std::source_location::current());
+  bool custom() const { return custom_; }
+  const std::vector<Expected>& postconditions() const { return post_; }
+
   // For a program's own conditions on its options: false, and a problem at
   // the caller's line, unless `ok`.
   bool require(bool ok, const std::string& message,
@@ -144,6 +178,7 @@ class Program {
 
   const ProgramOptions& options() const { return options_; }
   const std::string& file() const { return file_; }
+  int line() const { return line_; }  // where the Program was made
   // Chunks of the input and output buffers of each rank (one instance).
   int inputChunks() const { return inputChunks_; }
   int outputChunks() const { return outputChunks_; }
@@ -166,7 +201,11 @@ class Program {
 
   ProgramOptions options_;
   std::string file_;
+  int line_ = 0;
   int inputChunks_ = 0, outputChunks_ = 0;
+  bool custom_ = false;
+  std::vector<Expected> post_;
+  std::vector<char> posted_;  // [rank * outputChunks + index]: stated
   std::vector<std::string> scratchNames_;
   std::vector<Operation> ops_;
   std::vector<Problem> problems_;

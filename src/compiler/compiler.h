@@ -30,6 +30,9 @@ struct CompileOptions {
 
 struct Compiled {
   ir::Algorithm algo;
+  // What a custom collective's outputs hold (all instances); the verifier
+  // proves `algo` against it. Empty for the collectives it knows.
+  std::vector<lang::Expected> postconditions;
   DiagnosticList diagnostics;  // the program's problems and the compiler's
   std::string printed;
   std::string timings;  // one line per pass when timePasses

@@ -38,6 +38,7 @@ struct Mir {
   int inputChunks = 0, outputChunks = 0;  // per rank, all instances
   std::vector<std::string> scratchNames;
   std::vector<lang::Operation> ops;  // after replication
+  std::vector<lang::Expected> post;  // custom collectives, after replication
   std::vector<std::vector<Instr>> ranks;
   std::vector<int> tbCount;  // per rank, after assignment
 };

@@ -22,6 +22,15 @@ Compiled compile(const lang::Program& program, const CompileOptions& options) {
     loc.column = p.column;
     out.diagnostics.add(DiagCode::kProgramMisuse, loc, p.message);
   }
+  if (program.custom() && program.postconditions().empty() && !out.diagnostics.hasErrors()) {
+    Location loc;
+    loc.file = program.file();
+    loc.line = program.line();
+    out.diagnostics.add(DiagCode::kProgramMisuse, loc,
+                        "custom collective '" + program.options().collective +
+                            "' has no postcondition(): say what its outputs hold (or name a "
+                            "collective the verifier knows, e.g. allreduce)");
+  }
   if (out.diagnostics.hasErrors()) return out;
   Mir m;
   auto run = [&](const std::string& name, const std::function<void()>& pass) {
@@ -43,6 +52,7 @@ Compiled compile(const lang::Program& program, const CompileOptions& options) {
   if (out.diagnostics.hasErrors()) return out;
   run("dependencies", [&] { dependencies(m); });
   run("emit", [&] { out.algo = emit(m); });
+  out.postconditions = std::move(m.post);
   return out;
 }
 

@@ -1,5 +1,6 @@
 // The recording side of the language: checks every operation against what
 // the buffers hold at that point of the program and appends it to the trace.
+#include <cctype>
 #include <chorus/lang.hpp>
 
 #include "lang/collectives.h"
@@ -9,18 +10,36 @@
 
 namespace chorus::lang {
 
+namespace {
+// Known collectives, and names a custom one may have (it becomes the XML's
+// `coll`); send, recv and alltoallv depend on per-call arguments.
+bool customNameOk(const std::string& name) {
+  if (shapeOf(name, 1, 1).known) return true;
+  if (name.empty() || name == "send" || name == "recv" || name == "alltoallv") return false;
+  for (char ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '-') return false;
+  return true;
+}
+}  // namespace
+
 Program::Program(ProgramOptions options, std::source_location where)
-    : options_(std::move(options)), file_(where.file_name()) {
+    : options_(std::move(options)),
+      file_(where.file_name()),
+      line_(static_cast<int>(where.line())) {
   const ProgramOptions& o = options_;
   Shape shape = shapeOf(o.collective, o.ranks, o.chunkFactor);
-  bool ok =
-      CHORUS_LANG_CHECK(this, shape.known, where,
-                        "unknown collective '" + o.collective +
-                            "' (allreduce, allgather, reducescatter, alltoall, broadcast, reduce, "
-                            "gather, scatter)");
+  custom_ = !shape.known;
+  // Any other name is a custom collective: one buffer size both ways.
+  if (custom_) shape = {true, o.chunkFactor, o.chunkFactor};
+  bool ok = CHORUS_LANG_CHECK(this, customNameOk(o.collective), where,
+                              "collective '" + o.collective +
+                                  "' cannot be written as a program: name one of allreduce, "
+                                  "allgather, reducescatter, alltoall, broadcast, reduce, gather, "
+                                  "scatter, or a custom collective (letters, digits, '_', '-')");
   ok = ok && CHORUS_LANG_CHECK(this, o.ranks >= 1, where, "a program needs at least one rank");
   ok = ok && CHORUS_LANG_CHECK(this, o.chunkFactor >= 1, where, "chunkFactor must be at least 1");
   ok = ok && CHORUS_LANG_CHECK(this, o.instances >= 1, where, "instances must be at least 1");
+  ok = ok && CHORUS_LANG_CHECK(this, o.channels >= 1, where, "channels must be at least 1");
   ok = ok && CHORUS_LANG_CHECK(
                  this, o.protocol == "Simple" || o.protocol == "LL" || o.protocol == "LL128", where,
                  "protocol '" + o.protocol + "' is not Simple, LL or LL128");
@@ -45,6 +64,56 @@ Program::Program(ProgramOptions options, std::source_location where)
         presence(r, b)[static_cast<size_t>(index)] = 1;
       }
   }
+}
+
+void Program::precondition(const std::vector<Source>& present, std::source_location where) {
+  if (presence_.empty()) return;
+  if (!CHORUS_LANG_CHECK(this, custom_, where,
+                         "precondition() is for custom collectives; every input chunk of " +
+                             options_.collective + " holds data"))
+    return;
+  if (!CHORUS_LANG_CHECK(this, ops_.empty(), where,
+                         "precondition() after the first operation (state it first)"))
+    return;
+  std::vector<std::vector<char>> have(static_cast<size_t>(options_.ranks),
+                                      std::vector<char>(static_cast<size_t>(inputChunks_), 0));
+  for (const Source& s : present) {
+    if (!inRange(s.rank, kInput, s.index, 1, where)) return;
+    have[static_cast<size_t>(s.rank)][static_cast<size_t>(s.index)] = 1;
+  }
+  for (int r = 0; r < options_.ranks; ++r)
+    for (int k = 0; k < inputChunks_; ++k) {
+      Buffer b = kInput;
+      int index = k;
+      canonical(r, &b, &index);
+      presence(r, b)[static_cast<size_t>(index)] =
+          have[static_cast<size_t>(r)][static_cast<size_t>(k)];
+    }
+}
+
+void Program::postcondition(int rank, int index, std::vector<Source> holds,
+                            std::source_location where) {
+  if (presence_.empty()) return;
+  if (!CHORUS_LANG_CHECK(this, custom_, where,
+                         "postcondition() is for custom collectives; the verifier knows what " +
+                             options_.collective + " computes"))
+    return;
+  if (!inRange(rank, kOutput, index, 1, where)) return;
+  if (!CHORUS_LANG_CHECK(this, !holds.empty(), where,
+                         "postcondition() of rank " + std::to_string(rank) + " output chunk " +
+                             std::to_string(index) + " lists no input chunk"))
+    return;
+  for (const Source& s : holds)
+    if (!inRange(s.rank, kInput, s.index, 1, where)) return;
+  posted_.resize(static_cast<size_t>(options_.ranks) * static_cast<size_t>(outputChunks_));
+  char& stated = posted_[static_cast<size_t>(rank) * static_cast<size_t>(outputChunks_) +
+                         static_cast<size_t>(index)];
+  if (!CHORUS_LANG_CHECK(this, stated == 0, where,
+                         "postcondition() of rank " + std::to_string(rank) + " output chunk " +
+                             std::to_string(index) + " stated twice"))
+    return;
+  stated = 1;
+  post_.push_back(Expected{rank, index, std::move(holds)});
 }
 
 bool Program::require(bool ok, const std::string& message, std::source_location where) {

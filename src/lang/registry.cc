@@ -15,6 +15,8 @@ const std::vector<ProgramEntry>& programs() {
     addRecursivePrograms(v);
     addTreePrograms(v);
     addHierarchicalPrograms(v);
+    addNvidiaPrograms(v);
+    addAllToNextPrograms(v);
     std::sort(v.begin(), v.end(),
               [](const ProgramEntry& a, const ProgramEntry& b) { return a.name < b.name; });
     return v;

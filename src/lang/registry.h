@@ -18,9 +18,13 @@ struct ProgramEntry {
   std::string ranks;
   // Whether a rank count suits it (checked before building).
   std::function<bool(int ranks)> ranksOk;
-  // The chunk factor the program needs for `ranks` (chunks per rank's share).
-  std::function<int(int ranks)> chunkFactor;
+  // The chunk factor the program needs (chunks per rank's share; `chorus
+  // gen --chunk-factor K` multiplies it for programs that read it).
+  std::function<int(const ProgramOptions&)> chunkFactor;
   std::function<void(Program&)> build;
+  // The options beyond --ranks, --instances, --protocol and --inplace it
+  // reads: "gpus-per-node", "channels", "chunk-factor", "root".
+  std::vector<std::string> options = {};
 };
 
 // Every registered program, in name order.

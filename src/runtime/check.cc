@@ -124,11 +124,37 @@ void storeReduced(DataType t, ReduceOp op, void* base, size_t i, double v, int n
 }  // namespace
 
 Result<CollectiveData> CollectiveData::make(const VerifiedAlgorithm& va, size_t count,
-                                            DataType type, ReduceOp op, bool inplace) {
-  if (va.algo().collective == CollectiveKind::kCustom)
-    return Status(StatusCode::kUnsupported,
-                  "no closed-form check for collective '" + va.algo().collectiveName + "'");
-  return make(va.algo().collective, va.algo().ngpus, va.root(), count, type, op, inplace);
+                                            DataType type, ReduceOp op, bool inplace,
+                                            const verify::PostCondition* spec) {
+  const ir::Algorithm& a = va.algo();
+  if (a.collective != CollectiveKind::kCustom)
+    return make(a.collective, a.ngpus, va.root(), count, type, op, inplace);
+  if (spec == nullptr)
+    return Status(StatusCode::kUnsupported, "no closed-form check for collective '" +
+                                                a.collectiveName + "' (give its --spec)");
+  const auto chunks = static_cast<size_t>(a.nchunksPerLoop);
+  if (spec->inputChunks != a.nchunksPerLoop || spec->outputChunks != a.nchunksPerLoop)
+    return Status(StatusCode::kInvalidArgument,
+                  "the spec has " + std::to_string(spec->inputChunks) + " input and " +
+                      std::to_string(spec->outputChunks) + " output chunks per rank; " +
+                      a.collectiveName + " runs on " + std::to_string(chunks) + " both ways");
+  CollectiveData d = build(a.collective, a.ngpus, -1, count, type, op, inplace, -1);
+  d.chunkElems_ = count / chunks;
+  d.expected_.assign(static_cast<size_t>(a.ngpus),
+                     std::vector<std::vector<std::pair<int, int>>>(chunks));
+  for (const verify::PostCondition::Entry& e : spec->entries) {
+    if (e.rank < 0 || e.rank >= a.ngpus || e.chunk < 0 || static_cast<size_t>(e.chunk) >= chunks)
+      return Status(StatusCode::kInvalidArgument, "the spec names rank " + std::to_string(e.rank) +
+                                                      " output chunk " + std::to_string(e.chunk) +
+                                                      ", outside the algorithm");
+    for (auto [q, k] : e.holds)
+      if (q < 0 || q >= a.ngpus || k < 0 || static_cast<size_t>(k) >= chunks)
+        return Status(StatusCode::kInvalidArgument, "the spec names rank " + std::to_string(q) +
+                                                        " input chunk " + std::to_string(k) +
+                                                        ", outside the algorithm");
+    d.expected_[static_cast<size_t>(e.rank)][static_cast<size_t>(e.chunk)] = e.holds;
+  }
+  return d;
 }
 
 Result<CollectiveData> CollectiveData::make(CollectiveKind coll, int nranks, int root, size_t count,
@@ -137,6 +163,11 @@ Result<CollectiveData> CollectiveData::make(CollectiveKind coll, int nranks, int
   if (!isNcclCollective(coll) && coll != CollectiveKind::kSend)
     return Status(StatusCode::kUnsupported, "no closed-form check for collective '" +
                                                 std::string(collectiveName(coll)) + "'");
+  return build(coll, nranks, root, count, type, op, inplace, onlyRank);
+}
+
+CollectiveData CollectiveData::build(CollectiveKind coll, int nranks, int root, size_t count,
+                                     DataType type, ReduceOp op, bool inplace, int onlyRank) {
   CollectiveData d;
   d.collective_ = coll;
   d.nranks_ = nranks;
@@ -224,6 +255,19 @@ size_t CollectiveData::countWrong(std::string* first) const {
         case CollectiveKind::kSend:  // sendrecv: from the previous rank
           store(type_, want.data(), 0, inputValue(type_, op_, (r + n - 1) % n, e));
           break;
+        case CollectiveKind::kCustom: {
+          const auto& holds = expected_[static_cast<size_t>(r)][e / chunkElems_];
+          if (holds.empty()) continue;  // unconstrained
+          size_t at = e % chunkElems_;
+          auto value = [&](std::pair<int, int> c) {
+            return inputValue(type_, op_, c.first,
+                              static_cast<size_t>(c.second) * chunkElems_ + at);
+          };
+          double v = value(holds[0]);
+          for (size_t h = 1; h < holds.size(); ++h) v = combine(op_, v, value(holds[h]));
+          storeReduced(type_, op_, want.data(), 0, v, n);
+          break;
+        }
         default:
           return 0;
       }

@@ -11,16 +11,20 @@
 
 #include "core/status.h"
 #include "runtime/executor.h"
+#include "verify/collective.h"
 
 namespace chorus::runtime {
 
 class CollectiveData {
  public:
   // Buffers for `count` elements of `type` per the collective's convention,
-  // in place or not. kUnsupported for collectives without a closed form here
-  // (custom, send/recv, gather/scatter, alltoallv).
+  // in place or not. A custom collective is checked against `spec` (its
+  // constrained output chunks; avg divides by the rank count, as the
+  // runtime does). kUnsupported for collectives without a closed form here
+  // (custom without a spec, send/recv, gather/scatter, alltoallv).
   static Result<CollectiveData> make(const VerifiedAlgorithm& va, size_t count, DataType type,
-                                     ReduceOp op, bool inplace);
+                                     ReduceOp op, bool inplace,
+                                     const verify::PostCondition* spec = nullptr);
   // The same for a call on `nranks` ranks (`root` for broadcast and reduce).
   // kSend stands for nccl-tests' sendrecv: every rank sends `count` elements
   // to the next rank and receives as many from the previous one.
@@ -38,6 +42,9 @@ class CollectiveData {
   size_t countWrong(std::string* first = nullptr) const;
 
  private:
+  static CollectiveData build(CollectiveKind coll, int nranks, int root, size_t count,
+                              DataType type, ReduceOp op, bool inplace, int onlyRank);
+
   CollectiveKind collective_ = CollectiveKind::kAllReduce;
   int nranks_ = 0;
   int root_ = -1;
@@ -47,6 +54,10 @@ class CollectiveData {
   bool inplace_ = false;
   size_t inElems_ = 0, outElems_ = 0;
   std::vector<std::vector<unsigned char>> send_, recv_;
+  // Custom collectives: [rank][output chunk] -> the (rank, input chunk)
+  // contributions it must hold; empty = unconstrained.
+  std::vector<std::vector<std::vector<std::pair<int, int>>>> expected_;
+  size_t chunkElems_ = 0;
   std::vector<CallArgs> calls_;
 };
 

@@ -64,6 +64,23 @@ std::optional<PostCondition> readPostCondition(const std::string& path, Diagnost
   return pc;
 }
 
+std::string writePostCondition(const PostCondition& pc) {
+  nlohmann::ordered_json head = {{"collective", pc.collective},
+                                 {"input_chunks", pc.inputChunks},
+                                 {"output_chunks", pc.outputChunks}};
+  std::string out = head.dump();
+  out.pop_back();  // the entries follow, one per line
+  out += ",\"postcondition\":[";
+  for (size_t i = 0; i < pc.entries.size(); ++i) {
+    const PostCondition::Entry& e = pc.entries[i];
+    nlohmann::ordered_json entry = {{"rank", e.rank}, {"chunk", e.chunk}, {"holds", e.holds}};
+    out.append(i == 0 ? "\n  " : ",\n  ");
+    out.append(entry.dump());
+  }
+  out += "\n]}\n";
+  return out;
+}
+
 std::optional<CallModel> CallModel::make(const ir::Algorithm& a, bool inplace,
                                          const PostCondition* spec, std::string* whyNot,
                                          DiagCode* whyCode) {

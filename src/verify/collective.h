@@ -30,6 +30,8 @@ struct PostCondition {
 
 // Reads a post-condition file; problems are E309 diagnostics with the JSON path.
 std::optional<PostCondition> readPostCondition(const std::string& path, DiagnosticList& diags);
+// The JSON text readPostCondition reads (one entry per line).
+std::string writePostCondition(const PostCondition& pc);
 
 // The buffers of one call form of one algorithm, as physical chunk slots per
 // rank: [0, mainSlots) holds input and output (one region each when out of

@@ -106,5 +106,24 @@ check perf-procs 0 '^\[0\] # chorus perf allreduce: 3 ranks \(processes: shared 
 check launch-perf 0 'Out of bounds values : 0 OK' -- "$chorus" launch -n 2 -- "$chorus" perf reducescatter \
   -b 4K -e 1M -f 16 -n 2 -w 1 --check
 
+# gen: programs with their own options; custom collectives carry their postconditions.
+check gen-alltonext 0 'warning\[W507\]' -- "$chorus" gen alltonext_backward --ranks 6 \
+  --gpus-per-node 3 --instances 2 -o "$tmp/a2n.xml" --spec "$tmp/a2n.json"
+check gen-alltonext-run 0 'check +0 wrong element' -- "$chorus" run "$tmp/a2n.xml" \
+  --spec "$tmp/a2n.json" --check -n 1 -w 0
+check gen-alltonext-verify 0 '^ok ' -- "$chorus" verify --spec "$tmp/a2n.json" "$tmp/a2n.xml"
+check run-custom-needs-spec 2 "no closed-form check for collective 'alltonext' \(give its --spec\)" \
+  -- "$chorus" run "$tmp/a2n.xml" --check
+check gen-unread-option 2 'it does not read --channels \(it reads --gpus-per-node\)' \
+  -- "$chorus" gen hierarchical_allreduce --ranks 8 --channels 2 -o "$tmp/h.xml"
+check gen-spec-known 2 '--spec is for custom collectives' \
+  -- "$chorus" gen ring_allreduce --ranks 4 -o "$tmp/r.xml" --spec "$tmp/r.json"
+check gen-root 0 '' -- "$chorus" gen ring_broadcast --ranks 5 --root 3 --chunk-factor 4 \
+  --channels 2 -o "$tmp/b.xml"
+check gen-root-run 0 'check +0 wrong element' -- "$chorus" run "$tmp/b.xml" --check -n 1 -w 0
+check gen-root-verify 0 'root 3' -- "$chorus" verify "$tmp/b.xml"
+check gen-root-bad 2 '--root 5 is not a rank of 5' \
+  -- "$chorus" gen ring_broadcast --ranks 5 --root 5 -o "$tmp/b.xml"
+
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

@@ -33,11 +33,10 @@ TEST(LangGolden, PrintedPassesMatchTheFiles) {
     SCOPED_TRACE(g.file);
     const lang::ProgramEntry* e = lang::findProgram(g.program);
     ASSERT_NE(e, nullptr);
-    lang::Program p({.name = g.program,
-                     .collective = e->collective,
-                     .ranks = g.ranks,
-                     .chunkFactor = e->chunkFactor(g.ranks),
-                     .inplace = g.inplace});
+    lang::ProgramOptions options{
+        .name = g.program, .collective = e->collective, .ranks = g.ranks, .inplace = g.inplace};
+    options.chunkFactor = e->chunkFactor(options);
+    lang::Program p(options);
     e->build(p);
     GenerateOptions o;
     o.printAfter = g.pass;

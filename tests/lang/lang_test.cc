@@ -6,12 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <chorus/lang.hpp>
+#include <optional>
 #include <random>
 
+#include "api/generate.h"
 #include "compiler/compiler.h"
+#include "core/io.h"
 #include "lang/registry.h"
 #include "runtime/check.h"
 #include "tests/support/collective_check.h"
+#include "verify/verifier.h"
 
 namespace chorus {
 namespace {
@@ -21,26 +25,52 @@ using lang::kInput;
 using lang::kOutput;
 using lang::Program;
 
-std::shared_ptr<const runtime::VerifiedAlgorithm> compileAndVerify(const Program& p) {
+// A compiled program proven by the verifier (against its postconditions
+// when the collective is custom), ready to run.
+struct Built {
+  std::shared_ptr<const runtime::VerifiedAlgorithm> va;
+  std::optional<verify::PostCondition> spec;
+};
+
+Built compileAndVerify(const Program& p) {
   compiler::Compiled c = compiler::compile(p);
   for (const Diagnostic& d : c.diagnostics.items()) ADD_FAILURE() << d.format();
-  if (!c.ok()) return nullptr;
+  if (!c.ok()) return {};
+  Built b;
+  b.spec = postconditionOf(p, c);
+  verify::Options vo;
+  vo.spec = b.spec ? &*b.spec : nullptr;
+  verify::Report rep = verify::verifyAlgorithm(c.algo, vo);
+  for (const Diagnostic& d : rep.diagnostics.items())
+    if (d.severity == Severity::kError) ADD_FAILURE() << d.format();
+  EXPECT_TRUE(rep.semanticsChecked);
   auto va = runtime::VerifiedAlgorithm::make(std::move(c.algo));
   EXPECT_TRUE(va.isOk()) << va.status().message();
-  return va.isOk() ? va.value() : nullptr;
+  if (va.isOk() && rep.correct()) b.va = va.value();
+  return b;
 }
 
-void runBothWays(const runtime::VerifiedAlgorithm& va, bool inplace, uint64_t seed) {
+void runBothWays(const Built& b, bool inplace, uint64_t seed) {
   for (size_t slice : {size_t{0}, size_t{4}}) {
     testing::Case c;
-    c.count = testing::unitCount(va.algo()) * 3;
+    c.count = testing::unitCount(b.va->algo()) * 3;
     c.inplace = inplace;
     c.type = DataType::kInt32;
     c.options.sliceBytes = slice;
     c.options.order = runtime::DeterministicOptions::Order::kRandom;
     c.options.seed = seed;
-    testing::runAndCheck(va, c);
+    c.spec = b.spec ? &*b.spec : nullptr;
+    testing::runAndCheck(*b.va, c);
   }
+}
+
+// The options `chorus gen` gives a registered program (o.chunkFactor: the
+// --chunk-factor multiplier).
+lang::ProgramOptions optionsFor(const lang::ProgramEntry& e, lang::ProgramOptions o) {
+  o.name = e.name;
+  o.collective = e.collective;
+  o.chunkFactor *= e.chunkFactor(o);
+  return o;
 }
 
 TEST(Lang, EveryProgramCompilesVerifiesAndRuns) {
@@ -52,19 +82,14 @@ TEST(Lang, EveryProgramCompilesVerifiesAndRuns) {
           for (const char* protocol : {"Simple", "LL"}) {
             SCOPED_TRACE(e.name + " n=" + std::to_string(n) + " instances=" +
                          std::to_string(instances) + (inplace ? " in place " : " ") + protocol);
-            Program p({.name = e.name,
-                       .collective = e.collective,
-                       .ranks = n,
-                       .chunkFactor = e.chunkFactor(n),
-                       .inplace = inplace,
-                       .protocol = protocol,
-                       .instances = instances});
+            Program p(optionsFor(
+                e, {.ranks = n, .inplace = inplace, .protocol = protocol, .instances = instances}));
             e.build(p);
-            auto va = compileAndVerify(p);
-            ASSERT_NE(va, nullptr);
-            EXPECT_EQ(va->algo().inplace, inplace);
-            EXPECT_EQ(ir::protocolName(va->algo().protocol), protocol);
-            runBothWays(*va, inplace, static_cast<uint64_t>(n * 7 + instances));
+            Built b = compileAndVerify(p);
+            ASSERT_NE(b.va, nullptr);
+            EXPECT_EQ(b.va->algo().inplace, inplace);
+            EXPECT_EQ(ir::protocolName(b.va->algo().protocol), protocol);
+            runBothWays(b, inplace, static_cast<uint64_t>(n * 7 + instances));
           }
     }
 }
@@ -81,42 +106,159 @@ TEST(Lang, HierarchicalAllReduceOnNodesOfGpus) {
         int n = nodes * gpus;
         SCOPED_TRACE(std::to_string(nodes) + "x" + std::to_string(gpus) + " instances " +
                      std::to_string(instances) + (inplace ? " in place" : ""));
-        Program p({.name = "h",
-                   .collective = "allreduce",
-                   .ranks = n,
-                   .chunkFactor = e->chunkFactor(n),
-                   .inplace = inplace,
-                   .instances = instances,
-                   .gpusPerNode = gpus});
+        Program p(optionsFor(
+            *e, {.ranks = n, .inplace = inplace, .instances = instances, .gpusPerNode = gpus}));
         e->build(p);
-        auto va = compileAndVerify(p);
-        ASSERT_NE(va, nullptr);
-        EXPECT_EQ(va->algo().nchannels, nodes > 1 ? 2 * instances : instances);
-        runBothWays(*va, inplace, static_cast<uint64_t>(n));
+        Built b = compileAndVerify(p);
+        ASSERT_NE(b.va, nullptr);
+        EXPECT_EQ(b.va->algo().nchannels, nodes > 1 ? 2 * instances : instances);
+        runBothWays(b, inplace, static_cast<uint64_t>(n));
       }
-  const lang::ProgramEntry* a2a = lang::findProgram("twostep_alltoall");
-  ASSERT_NE(a2a, nullptr);
-  for (auto [nodes, gpus] : {std::pair{2, 2}, {2, 3}, {3, 2}, {1, 4}, {4, 1}})
-    for (bool inplace : {false, true}) {
-      SCOPED_TRACE("two-step alltoall " + std::to_string(nodes) + "x" + std::to_string(gpus) +
-                   (inplace ? " in place" : ""));
-      Program p({.name = "t",
-                 .collective = "alltoall",
-                 .ranks = nodes * gpus,
-                 .inplace = inplace,
-                 .instances = 2,
-                 .gpusPerNode = gpus});
-      a2a->build(p);
-      auto va = compileAndVerify(p);
-      ASSERT_NE(va, nullptr);
-      runBothWays(*va, inplace, static_cast<uint64_t>(nodes * 10 + gpus));
-    }
+  for (const char* name : {"twostep_alltoall", "threestep_alltoall"}) {
+    const lang::ProgramEntry* a2a = lang::findProgram(name);
+    ASSERT_NE(a2a, nullptr);
+    for (auto [nodes, gpus] : {std::pair{2, 2}, {2, 3}, {3, 2}, {1, 4}, {4, 1}, {3, 3}})
+      for (bool inplace : {false, true}) {
+        SCOPED_TRACE(std::string(name) + " " + std::to_string(nodes) + "x" + std::to_string(gpus) +
+                     (inplace ? " in place" : ""));
+        Program p(optionsFor(
+            *a2a,
+            {.ranks = nodes * gpus, .inplace = inplace, .instances = 2, .gpusPerNode = gpus}));
+        a2a->build(p);
+        Built b = compileAndVerify(p);
+        ASSERT_NE(b.va, nullptr);
+        runBothWays(b, inplace, static_cast<uint64_t>(nodes * 10 + gpus));
+      }
+  }
   Program bad(
       {.name = "h", .collective = "allreduce", .ranks = 6, .chunkFactor = 6, .gpusPerNode = 4});
   e->build(bad);
   ASSERT_EQ(bad.problems().size(), 1u);
   EXPECT_NE(bad.problems()[0].message.find("--gpus-per-node 4 does not divide 6 ranks"),
             std::string::npos);
+}
+
+// The topology programs of MSCCLang's paper on more than one node, and the
+// ring programs' channels, pieces (pipelining) and roots.
+TEST(Lang, ProgramOptionsAndNodeShapes) {
+  struct Case {
+    const char* name;
+    lang::ProgramOptions options;
+  };
+  std::vector<Case> cases;
+  for (int n : {16, 24}) cases.push_back({"dgx1_allreduce", {.ranks = n}});
+  for (const char* ring : {"ring_allreduce", "ring_allgather", "ring_reducescatter"})
+    for (int channels : {1, 2, 3})
+      for (int pieces : {1, 2, 3})
+        cases.push_back({ring, {.ranks = 4, .chunkFactor = pieces, .channels = channels}});
+  for (const char* rooted : {"ring_broadcast", "ring_reduce"})
+    for (int root = 0; root < 5; ++root)
+      cases.push_back({rooted, {.ranks = 5, .chunkFactor = 1 + root % 3, .root = root}});
+  for (const char* name : {"alltonext_forward", "alltonext_backward"})
+    for (auto [nodes, gpus] : {std::pair{1, 4}, {2, 1}, {2, 3}, {3, 2}, {4, 2}})
+      cases.push_back({name, {.ranks = nodes * gpus, .gpusPerNode = gpus}});
+  cases.push_back({"threestep_alltoall", {.ranks = 8, .gpusPerNode = 2, .channels = 2}});
+  for (const Case& k : cases)
+    for (int instances : {1, 2})
+      for (bool inplace : {false, true}) {
+        lang::ProgramOptions o = k.options;
+        o.instances = instances;
+        o.inplace = inplace;
+        SCOPED_TRACE(std::string(k.name) + " ranks " + std::to_string(o.ranks) + " pieces " +
+                     std::to_string(o.chunkFactor) + " channels " + std::to_string(o.channels) +
+                     " root " + std::to_string(o.root) + " gpus " + std::to_string(o.gpusPerNode) +
+                     " instances " + std::to_string(instances) + (inplace ? " in place" : ""));
+        const lang::ProgramEntry* e = lang::findProgram(k.name);
+        ASSERT_NE(e, nullptr);
+        Program p(optionsFor(*e, o));
+        e->build(p);
+        Built b = compileAndVerify(p);
+        ASSERT_NE(b.va, nullptr);
+        if (o.channels > 1) {
+          EXPECT_EQ(b.va->algo().nchannels, o.channels * instances);
+        }
+        runBothWays(b, inplace, static_cast<uint64_t>(o.ranks + instances));
+      }
+}
+
+// A custom collective written by hand: rank r's output holds the sum of its
+// left neighbour's chunk 0 and its own chunk 1; rank 2 holds no chunk 0.
+// The verifier proves it, the runtime computes it, and a wrong claim about
+// the result is caught by the verifier.
+TEST(Lang, CustomCollectiveWithPreAndPostconditions) {
+  for (bool wrongClaim : {false, true}) {
+    Program p(
+        {.name = "neighbour_sum", .collective = "neighboursum", .ranks = 3, .chunkFactor = 2});
+    p.precondition({{0, 0}, {0, 1}, {1, 0}, {1, 1}, {2, 1}});
+    for (int r = 0; r < 3; ++r) {
+      int left = (r + 2) % 3;
+      if (left == 2) continue;  // nothing to send
+      p.chunk(left, kInput, 0)
+          .copy(r, p.scratch("in"), 0)
+          .reduce(p.chunk(r, kInput, 1), kOutput, 0);
+      p.postcondition(r, 0, {{left, 0}, {r, wrongClaim ? 0 : 1}});
+    }
+    compiler::Compiled c = compiler::compile(p);
+    ASSERT_TRUE(c.ok());
+    std::optional<verify::PostCondition> spec = postconditionOf(p, c);
+    ASSERT_TRUE(spec.has_value());
+    EXPECT_EQ(spec->entries.size(), 2u);
+    verify::Options vo;
+    vo.spec = &*spec;
+    verify::Report rep = verify::verifyAlgorithm(c.algo, vo);
+    EXPECT_EQ(rep.correct(), !wrongClaim) << rep.diagnostics.size();
+    // The runtime's check of real data agrees (run regardless of the proof).
+    auto va = runtime::VerifiedAlgorithm::make(c.algo);
+    ASSERT_TRUE(va.isOk()) << va.status().message();
+    auto data = runtime::CollectiveData::make(*va.value(), 2 * 5, DataType::kInt32, ReduceOp::kSum,
+                                              false, &*spec);
+    ASSERT_TRUE(data.isOk()) << data.status().message();
+    ASSERT_TRUE(runtime::runDeterministic(*va.value(), data.value().calls(), {}).isOk());
+    EXPECT_EQ(data.value().countWrong() > 0, wrongClaim);
+  }
+  Program p({.name = "x", .collective = "mine", .ranks = 2});
+  p.precondition({{0, 0}});
+  int withheld = __LINE__ + 1;
+  p.chunk(1, kInput, 0);
+  p.chunk(0, kInput, 0).copy(1, kOutput, 0);
+  int late = __LINE__ + 1;
+  p.precondition({});
+  int outside = __LINE__ + 1;
+  p.postcondition(1, 0, {{0, 1}});
+  ASSERT_EQ(p.problems().size(), 3u);
+  EXPECT_EQ(p.problems()[0].line, withheld);
+  EXPECT_EQ(p.problems()[1].line, late);
+  EXPECT_EQ(p.problems()[2].line, outside);
+  Program known({.name = "x", .collective = "allreduce", .ranks = 2});
+  known.postcondition(0, 0, {{0, 0}});
+  ASSERT_EQ(known.problems().size(), 1u);
+  EXPECT_NE(known.problems()[0].message.find("for custom collectives"), std::string::npos);
+}
+
+// The JSON a custom program's postconditions are written as reads back the same.
+TEST(Lang, PostconditionJsonRoundTrips) {
+  const lang::ProgramEntry* e = lang::findProgram("alltonext_forward");
+  ASSERT_NE(e, nullptr);
+  Program p(optionsFor(*e, {.ranks = 4, .instances = 2, .gpusPerNode = 2}));
+  e->build(p);
+  compiler::Compiled c = compiler::compile(p);
+  ASSERT_TRUE(c.ok());
+  std::optional<verify::PostCondition> spec = postconditionOf(p, c);
+  ASSERT_TRUE(spec.has_value());
+  EXPECT_EQ(spec->inputChunks, 4);  // 2 chunks x 2 instances
+  EXPECT_EQ(spec->entries.size(), 3u * 4u);
+  std::string path = ::testing::TempDir() + "alltonext.spec.json";
+  ASSERT_TRUE(writeTextFile(verify::writePostCondition(*spec), path).isOk());
+  DiagnosticList diags;
+  std::optional<verify::PostCondition> back = verify::readPostCondition(path, diags);
+  ASSERT_TRUE(back.has_value()) << (diags.size() ? diags.items()[0].format() : "");
+  EXPECT_EQ(back->collective, "alltonext");
+  ASSERT_EQ(back->entries.size(), spec->entries.size());
+  for (size_t i = 0; i < spec->entries.size(); ++i) {
+    EXPECT_EQ(back->entries[i].rank, spec->entries[i].rank);
+    EXPECT_EQ(back->entries[i].chunk, spec->entries[i].chunk);
+    EXPECT_EQ(back->entries[i].holds, spec->entries[i].holds);
+  }
 }
 
 int count(const ir::Algorithm& a, ir::StepType t) {
@@ -130,11 +272,7 @@ int count(const ir::Algorithm& a, ir::StepType t) {
 compiler::Compiled compileRegistered(const std::string& name, int n, bool inplace = false) {
   const lang::ProgramEntry* e = lang::findProgram(name);
   EXPECT_NE(e, nullptr) << name;
-  Program p({.name = name,
-             .collective = e->collective,
-             .ranks = n,
-             .chunkFactor = e->chunkFactor(n),
-             .inplace = inplace});
+  Program p(optionsFor(*e, {.ranks = n, .inplace = inplace}));
   e->build(p);
   return compiler::compile(p);
 }
@@ -239,10 +377,21 @@ TEST(Lang, MisuseIsReportedAtItsLine) {
 
 TEST(Lang, BadOptionsAreReportedAtTheProgram) {
   int line = __LINE__ + 1;
-  Program p({.name = "x", .collective = "allgatherv", .ranks = 3});
+  Program p({.name = "x", .collective = "all gather", .ranks = 3});
   ASSERT_EQ(p.problems().size(), 1u);
   EXPECT_EQ(p.problems()[0].line, line);
   EXPECT_FALSE(p.chunk(0, kInput, 0).valid());
+  // Any other name is a custom collective, which must say what it computes.
+  line = __LINE__ + 1;
+  Program typo({.name = "x", .collective = "allgatherv", .ranks = 3});
+  EXPECT_TRUE(typo.problems().empty());
+  typo.chunk(0, kInput, 0).copy(1, kOutput, 0);
+  compiler::Compiled c = compiler::compile(typo);
+  ASSERT_EQ(c.diagnostics.size(), 1u);
+  EXPECT_EQ(c.diagnostics.items()[0].loc.line, line);
+  EXPECT_NE(c.diagnostics.items()[0].message.find("'allgatherv' has no postcondition()"),
+            std::string::npos)
+      << c.diagnostics.items()[0].message;
   Program q({.name = "x", .collective = "broadcast", .ranks = 3, .root = 3});
   ASSERT_EQ(q.problems().size(), 1u);
   EXPECT_NE(q.problems()[0].message.find("root 3"), std::string::npos);
@@ -314,9 +463,9 @@ TEST(Lang, RandomAllGatherJourneysCompileVerifyAndRun) {
         if (rng() % 4 == 0) c = p.chunk(q, kOutput, r);  // continue from the copy (same data)
       }
     }
-    auto va = compileAndVerify(p);
-    ASSERT_NE(va, nullptr);
-    runBothWays(*va, false, static_cast<uint64_t>(trial));
+    Built b = compileAndVerify(p);
+    ASSERT_NE(b.va, nullptr);
+    runBothWays(b, false, static_cast<uint64_t>(trial));
   }
 }
 

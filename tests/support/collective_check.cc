@@ -18,7 +18,7 @@ std::shared_ptr<const VerifiedAlgorithm> load(const std::string& path) {
 }
 
 void runAndCheck(const VerifiedAlgorithm& va, const Case& c) {
-  auto data = runtime::CollectiveData::make(va, c.count, c.type, c.op, c.inplace);
+  auto data = runtime::CollectiveData::make(va, c.count, c.type, c.op, c.inplace, c.spec);
   ASSERT_TRUE(data.isOk()) << data.status().toString();
   ThreadedOptions threaded;
   threaded.sliceBytes = c.options.sliceBytes;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "runtime/driver.h"
+#include "verify/collective.h"
 
 namespace chorus::testing {
 
@@ -16,7 +17,8 @@ struct Case {
   size_t count = 0;
   bool inplace = false;
   runtime::DeterministicOptions options;
-  bool threaded = false;  // run with runThreaded (same slices and slots)
+  bool threaded = false;                        // run with runThreaded (same slices and slots)
+  const verify::PostCondition* spec = nullptr;  // a custom collective's meaning
 };
 
 // Loads and verifies an algorithm file (ADD_FAILURE and nullptr if it fails).

@@ -371,7 +371,15 @@ int runRun(const RunArgs& args) {
                   "algorithm can serve (" +
                   std::to_string(quantum * esz * m) + " bytes)");
   }
-  auto data = runtime::CollectiveData::make(*va.value(), count, *type, *op, inplace);
+  std::optional<verify::PostCondition> spec;
+  if (!args.spec.empty()) {
+    DiagnosticList specDiags;
+    spec = verify::readPostCondition(args.spec, specDiags);
+    for (const auto& d : specDiags.items()) std::fprintf(stderr, "%s\n", d.format().c_str());
+    if (!spec) return 2;
+  }
+  auto data = runtime::CollectiveData::make(*va.value(), count, *type, *op, inplace,
+                                            spec ? &*spec : nullptr);
   if (!data.isOk()) return fail(data.status().message());
   const auto& calls = data.value().calls();
   // Prepared once (connections, scratch, executors; all memory touched now),

@@ -40,7 +40,8 @@ struct RunArgs {
   size_t sliceBytes = 0;
   int slots = 8;
   int iters = 20, warmup = 5;
-  int procs = 0;  // > 0: as that many processes (must be the file's rank count), via chorus perf
+  int procs = 0;     // > 0: as that many processes (must be the file's rank count), via chorus perf
+  std::string spec;  // a custom collective's postcondition JSON, for --check
 };
 // Runs one algorithm file on CPU ranks (threads of this process), or with
 // `procs` as processes through `chorus perf --algo FILE --procs N`.
@@ -89,7 +90,11 @@ struct GenArgs {
   std::string protocol = "Simple";
   bool inplace = false;
   int gpusPerNode = 0;     // hierarchical programs
+  int channels = 1;        // channels per ring (ring programs), parts (threestep_alltoall)
+  int chunkFactor = 1;     // pieces per block (pipelined programs)
+  int root = 0;            // rooted programs
   std::string output;      // "-" = stdout
+  std::string specOutput;  // custom collectives: the postcondition JSON
   bool noVerify = false;   // for debugging the compiler only
   std::string printAfter;  // a pass name
   bool timePasses = false;

@@ -2,6 +2,7 @@
 // compiles it, verifies the result and writes MSCCL XML.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <chorus/gen.hpp>
 #include <chrono>
 #include <cstdio>
@@ -13,12 +14,18 @@
 namespace chorus::cli {
 
 int runGen(const GenArgs& args) {
+  auto optionList = [](const lang::ProgramEntry& e) {
+    std::string s;
+    for (const std::string& o : e.options) s += (s.empty() ? "--" : " --") + o;
+    return s;
+  };
   if (args.list) {
-    for (const lang::ProgramEntry& e : lang::programs())
-      fmt::print("{:<30} {:<14} ranks: {:<14} {}\n", e.name, e.collective, e.ranks, e.description);
+    for (const lang::ProgramEntry& e : lang::programs()) {
+      fmt::print("{:<28} {:<13} ranks: {:<18} {}\n", e.name, e.collective, e.ranks, e.description);
+      if (!e.options.empty()) fmt::print("{:<28} also reads: {}\n", "", optionList(e));
+    }
     fmt::print(
-        "options: --ranks N --instances I --protocol Simple|LL|LL128 --inplace "
-        "--gpus-per-node G\n");
+        "every program reads --ranks N --instances I --protocol Simple|LL|LL128 --inplace\n");
     return 0;
   }
   const lang::ProgramEntry* e = lang::findProgram(args.name);
@@ -31,6 +38,23 @@ int runGen(const GenArgs& args) {
                args.ranks, e->ranks);
     return 2;
   }
+  // An option the program does not read would be silently ignored: refuse it.
+  const std::pair<const char*, bool> given[] = {{"gpus-per-node", args.gpusPerNode != 0},
+                                                {"channels", args.channels != 1},
+                                                {"chunk-factor", args.chunkFactor != 1},
+                                                {"root", args.root != 0}};
+  for (auto [name, set] : given)
+    if (set && std::find(e->options.begin(), e->options.end(), name) == e->options.end()) {
+      fmt::print(stderr, "chorus gen {}: it does not read --{} ({})\n", e->name, name,
+                 e->options.empty() ? "it reads none beyond the common options"
+                                    : "it reads " + optionList(*e));
+      return 2;
+    }
+  if (args.root >= args.ranks) {
+    fmt::print(stderr, "chorus gen {}: --root {} is not a rank of {}\n", e->name, args.root,
+               args.ranks);
+    return 2;
+  }
   if (args.output.empty() && args.printAfter.empty()) {
     fmt::print(stderr, "chorus gen {}: say where the XML goes (-o FILE, or -o - for stdout)\n",
                e->name);
@@ -41,11 +65,13 @@ int runGen(const GenArgs& args) {
   o.name = args.name;
   o.collective = e->collective;
   o.ranks = args.ranks;
-  o.chunkFactor = e->chunkFactor(args.ranks);
   o.inplace = args.inplace;
   o.protocol = args.protocol;
   o.instances = args.instances;
   o.gpusPerNode = args.gpusPerNode;
+  o.channels = args.channels;
+  o.root = args.root;
+  o.chunkFactor = e->chunkFactor(o) * args.chunkFactor;
   lang::Program program(o);
   e->build(program);
   GenerateOptions go;
@@ -63,6 +89,11 @@ int runGen(const GenArgs& args) {
     fmt::print(stderr, "chorus gen {}: nothing written\n", e->name);
     return 1;
   }
+  if (!args.specOutput.empty() && g.spec.empty()) {
+    fmt::print(stderr, "chorus gen {}: --spec is for custom collectives; the verifier knows {}\n",
+               e->name, e->collective);
+    return 2;
+  }
   const std::string& xml = g.xml;
   if (args.output.empty()) return 0;
   if (args.output == "-") {
@@ -70,6 +101,7 @@ int runGen(const GenArgs& args) {
     return 0;
   }
   Status st = writeTextFile(xml, args.output);
+  if (st.isOk() && !args.specOutput.empty()) st = writeTextFile(g.spec, args.specOutput);
   if (!st.isOk()) {
     fmt::print(stderr, "chorus gen: {}\n", st.message());
     return 1;

@@ -103,6 +103,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   r->add_option("--iters,-n", run.iters, "timed calls")->check(CLI::PositiveNumber);
   r->add_option("--warmup,-w", run.warmup, "untimed calls first")->check(CLI::NonNegativeNumber);
+  r->add_option("--spec", run.spec,
+                "postcondition JSON of a custom collective (what --check compares against)");
   r->add_option("--procs", run.procs,
                 "run the ranks as N processes (N = the file's ranks; via chorus perf --algo)")
       ->check(CLI::PositiveNumber);
@@ -120,7 +122,16 @@ int main(int argc, char** argv) {
   g->add_flag("--inplace", gen.inplace, "the in-place form");
   g->add_option("--gpus-per-node", gen.gpusPerNode, "ranks per node (hierarchical programs)")
       ->check(CLI::PositiveNumber);
+  g->add_option("--channels", gen.channels, "channels per ring (ring programs)")
+      ->check(CLI::Range(1, 32));
+  g->add_option("--chunk-factor", gen.chunkFactor,
+                "pieces per block, pipelined one after another (ring programs)")
+      ->check(CLI::Range(1, 1024));
+  g->add_option("--root", gen.root, "root rank (rooted programs)")->check(CLI::NonNegativeNumber);
   g->add_option("-o,--output", gen.output, "the XML file ('-' = stdout)");
+  g->add_option("--spec", gen.specOutput,
+                "custom collectives: write the postcondition JSON here (for chorus run/verify "
+                "--spec)");
   g->add_flag("--no-verify", gen.noVerify, "write without verifying (debugging the compiler)");
   g->add_option("--print-after", gen.printAfter, "print the program after this pass")
       ->check(CLI::IsMember({"replicate", "lower", "fuse", "assign", "dependencies", "emit"}));

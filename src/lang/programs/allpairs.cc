@@ -41,10 +41,11 @@ void addAllPairsPrograms(std::vector<ProgramEntry>& out) {
   auto any = [](int n) { return n >= 1; };
   out.push_back({"allpairs_allreduce_1step",
                  "every rank sends its input to all others and sums everything itself", "allreduce",
-                 "any", any, [](int) { return 1; }, allPairsAllReduce1});
+                 "any", any, [](const ProgramOptions&) { return 1; }, allPairsAllReduce1});
   out.push_back({"allpairs_allreduce_2step",
                  "all-pairs reduce-scatter (rank r sums chunk r), then all-pairs allgather",
-                 "allreduce", "any", any, [](int n) { return n; }, allPairsAllReduce2});
+                 "allreduce", "any", any, [](const ProgramOptions& o) { return o.ranks; },
+                 allPairsAllReduce2});
 }
 
 }  // namespace chorus::lang

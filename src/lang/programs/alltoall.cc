@@ -28,7 +28,8 @@ void allPairsAllToAll(Program& p) {
 
 void addAllToAllPrograms(std::vector<ProgramEntry>& out) {
   out.push_back({"allpairs_alltoall", "every rank sends each peer its block directly", "alltoall",
-                 "any", [](int n) { return n >= 1; }, [](int) { return 1; }, allPairsAllToAll});
+                 "any", [](int n) { return n >= 1; }, [](const ProgramOptions&) { return 1; },
+                 allPairsAllToAll});
 }
 
 }  // namespace chorus::lang

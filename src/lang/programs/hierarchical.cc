@@ -10,18 +10,18 @@
 
 namespace chorus::lang {
 
-namespace {
-
-// GPUs per node from the options (unset: all ranks on one node); 0, with a
-// problem recorded, when they do not divide the ranks.
-int gpusPerNode(Program& p) {
+int gpusPerNode(Program& p, std::source_location where) {
   const int n = p.options().ranks;
   const int g = p.options().gpusPerNode > 0 ? p.options().gpusPerNode : n;
-  return p.require(n % g == 0, "--gpus-per-node " + std::to_string(g) + " does not divide " +
-                                   std::to_string(n) + " ranks")
+  return p.require(n % g == 0,
+                   "--gpus-per-node " + std::to_string(g) + " does not divide " +
+                       std::to_string(n) + " ranks",
+                   where)
              ? g
              : 0;
 }
+
+namespace {
 
 void hierarchicalAllReduce(Program& p) {
   const int n = p.options().ranks;
@@ -103,19 +103,93 @@ void twoStepAllToAll(Program& p) {
         if (s != d) p.chunk(d, landing, s).copy(d, kInput, s);
 }
 
+// Three-step alltoall for N nodes of G GPUs: all traffic from node a to
+// node b goes over one link pair, between GPU (b or b - 1) % G of node a and
+// GPU (a or a - 1) % G of node b (the larger node index drops by one, so
+// each GPU serves its own share of the node pairs):
+//   1. every GPU sends its G blocks for node b to node a's gateway for b;
+//   2. the gateway sends all G x G blocks to node b's gateway for a, as one
+//      message (or `--channels C` parts on C channels);
+//   3. that gateway scatters them to their destinations.
+// One cross-node message per node pair instead of G (two-step) or G x G.
+void threeStepAllToAll(Program& p) {
+  const int n = p.options().ranks;
+  const int g = gpusPerNode(p);
+  if (g == 0) return;
+  const int nodes = n / g;
+  const int parts = p.options().channels;
+  if (!p.require(g * g % parts == 0, "--channels " + std::to_string(parts) +
+                                         " does not divide the " + std::to_string(g * g) +
+                                         " blocks of a node pair's message"))
+    return;
+  const bool inplace = p.options().inplace;
+  auto gateway = [g](int node, int peerNode) {
+    return node * g + (peerNode > node ? peerNode - 1 : peerNode) % g;
+  };
+  // Per gateway, G x G blocks for each peer node: [peer node][source gpu][destination gpu].
+  Buffer outbound = p.scratch("outbound"), inbound = p.scratch("inbound");
+  Buffer landing = inplace ? p.scratch("arrived") : kOutput;
+  for (int s = 0; s < n; ++s) {
+    const int node = s / g, gpu = s % g;
+    for (int toNode = 0; toNode < nodes; ++toNode) {
+      if (toNode != node) {  // 1. to the gateway
+        p.chunk(s, kInput, toNode * g, g)
+            .copy(gateway(node, toNode), outbound, (toNode * g + gpu) * g);
+        continue;
+      }
+      for (int d = toNode * g; d < (toNode + 1) * g; ++d)  // inside the node: directly
+        if (!(inplace && s == d)) p.chunk(s, kInput, d).copy(d, landing, s);
+    }
+  }
+  for (int a = 0; a < nodes; ++a)
+    for (int b = 0; b < nodes; ++b) {
+      if (a == b) continue;
+      // 2. one message per node pair, 3. scattered at the far gateway.
+      const int from = gateway(a, b), to = gateway(b, a), each = g * g / parts;
+      for (int part = 0; part < parts; ++part)
+        p.chunk(from, outbound, b * g * g + part * each, each)
+            .copy(to, inbound, a * g * g + part * each,
+                  parts > 1 ? Hints{.channel = part} : Hints{});
+      for (int src = 0; src < g; ++src)
+        for (int dst = 0; dst < g; ++dst)
+          p.chunk(to, inbound, (a * g + src) * g + dst).copy(b * g + dst, landing, a * g + src);
+    }
+  if (inplace)
+    for (int d = 0; d < n; ++d)
+      for (int s = 0; s < n; ++s)
+        if (s != d) p.chunk(d, landing, s).copy(d, kInput, s);
+}
+
 }  // namespace
 
 void addHierarchicalPrograms(std::vector<ProgramEntry>& out) {
   out.push_back({"twostep_alltoall",
                  "blocks gather at the GPU with the destination's index inside the node, then "
                  "one message per node pair and GPU (--gpus-per-node G)",
-                 "alltoall", "any (G divides it)", [](int n) { return n >= 1; },
-                 [](int) { return 1; }, twoStepAllToAll});
+                 "alltoall",
+                 "any (G divides it)",
+                 [](int n) { return n >= 1; },
+                 [](const ProgramOptions&) { return 1; },
+                 twoStepAllToAll,
+                 {"gpus-per-node"}});
+  out.push_back({"threestep_alltoall",
+                 "blocks gather at one gateway GPU per node pair, one message crosses per node "
+                 "pair, the far gateway scatters (--gpus-per-node G; --channels C parts)",
+                 "alltoall",
+                 "any (G divides it)",
+                 [](int n) { return n >= 1; },
+                 [](const ProgramOptions&) { return 1; },
+                 threeStepAllToAll,
+                 {"gpus-per-node", "channels"}});
   out.push_back({"hierarchical_allreduce",
                  "ring reduce-scatter in each node, ring allreduce across nodes, ring "
                  "allgather in each node (--gpus-per-node G)",
-                 "allreduce", "any (G divides it)", [](int n) { return n >= 1; },
-                 [](int n) { return n; }, hierarchicalAllReduce});
+                 "allreduce",
+                 "any (G divides it)",
+                 [](int n) { return n >= 1; },
+                 [](const ProgramOptions& o) { return o.ranks; },
+                 hierarchicalAllReduce,
+                 {"gpus-per-node"}});
 }
 
 }  // namespace chorus::lang

@@ -55,11 +55,12 @@ void halvingDoublingAllReduce(Program& p) {
 void addRecursivePrograms(std::vector<ProgramEntry>& out) {
   out.push_back({"recursive_doubling_allgather",
                  "log2(n) exchanges with partners one bit apart; the held range doubles",
-                 "allgather", "powers of two", powerOfTwo, [](int) { return 1; },
+                 "allgather", "powers of two", powerOfTwo, [](const ProgramOptions&) { return 1; },
                  recursiveDoublingAllGather});
   out.push_back({"halving_doubling_allreduce",
                  "recursive halving reduce-scatter, then recursive doubling allgather", "allreduce",
-                 "powers of two", powerOfTwo, [](int n) { return n; }, halvingDoublingAllReduce});
+                 "powers of two", powerOfTwo, [](const ProgramOptions& o) { return o.ranks; },
+                 halvingDoublingAllReduce});
 }
 
 }  // namespace chorus::lang

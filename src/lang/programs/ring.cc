@@ -1,8 +1,13 @@
 // Rings: every chunk travels once around the ranks, reduced on the way
 // (reduce-scatter), copied on the way (allgather), or both (allreduce: the
-// reduce-scatter of each chunk ends where its allgather starts). With one
-// chunk per rank's share, rank r's chunk k starts at rank k + 1 and its sum
-// is complete at rank k.
+// reduce-scatter of each chunk ends where its allgather starts). Rank r's
+// block k starts at rank k + 1 and its sum is complete at rank k.
+//
+// Every ring program reads two options: `--chunk-factor K` cuts each block
+// into K pieces that follow one another around the ring (a pipelined ring:
+// a rank forwards piece j while piece j + 1 arrives), and `--channels C`
+// puts piece index i on channel i % C (C channels per ring, as MSCCLang's
+// A100 rings do; each channel gets its own threadblocks).
 #include "lang/programs/programs.h"
 
 namespace chorus::lang {
@@ -11,69 +16,119 @@ namespace {
 
 int next(int r, int step, int n) { return (r + step) % n; }
 
-void ringAllGather(Program& p) {
-  const int n = p.options().ranks;
-  for (int r = 0; r < n; ++r) {
-    Chunk c = p.chunk(r, kInput, 0);
-    if (!p.options().inplace) c.copy(r, kOutput, r);  // my own block
-    for (int step = 1; step < n; ++step) c = c.copy(next(r, step, n), kOutput, r);
-  }
+// The pieces of each rank's block, and the channel of chunk `index`.
+int pieces(const Program& p, int base) { return p.options().chunkFactor / base; }
+Hints on(const Program& p, int index) {
+  const int c = p.options().channels;
+  return c > 1 ? Hints{.channel = index % c} : Hints{};
 }
 
-// Partial sums of chunk k travel from rank k + 1 to rank k; `last` says
-// where each rank keeps what it reduced (the final rank: the result).
+void ringAllGather(Program& p) {
+  const int n = p.options().ranks, k = pieces(p, 1);
+  for (int r = 0; r < n; ++r)
+    for (int j = 0; j < k; ++j) {
+      const int index = r * k + j;
+      Chunk c = p.chunk(r, kInput, j);
+      if (!p.options().inplace) c.copy(r, kOutput, index);  // my own block
+      for (int step = 1; step < n; ++step)
+        c = c.copy(next(r, step, n), kOutput, index, on(p, index));
+    }
+}
+
+// Partial sums of chunk `index` of `from` travel from rank `start` around
+// the ring; `where(r)` says where rank r keeps what it reduced (the final
+// rank: the result).
 template <typename Where>
-Chunk reduceAround(Program& p, Buffer from, int k, Where where) {
+Chunk reduceAround(Program& p, Buffer from, int index, int start, Hints h, Where where) {
   const int n = p.options().ranks;
-  int start = next(k, 1, n);
-  Chunk c = p.chunk(start, from, k);
+  Chunk c = p.chunk(start, from, index);
   for (int step = 1; step < n; ++step) {
     int r = next(start, step, n);
-    auto [buffer, index] = where(r);
-    c = p.chunk(r, from, k).reduce(c, buffer, index);
+    auto [buffer, at] = where(r);
+    c = p.chunk(r, from, index).reduce(c, buffer, at, h);
   }
   if (n == 1) {  // nothing to reduce: the result is the chunk itself
-    auto [buffer, index] = where(k);
-    if (!(buffer == from && index == k) && !(p.options().inplace && buffer == kOutput))
-      c = c.copy(k, buffer, index);
+    auto [buffer, at] = where(start);
+    if (!(buffer == from && at == index) && !(p.options().inplace && buffer == kOutput))
+      c = c.copy(start, buffer, at);
   }
   return c;
 }
 
 void ringReduceScatter(Program& p) {
-  const int n = p.options().ranks;
+  const int n = p.options().ranks, k = pieces(p, 1);
   Buffer partial = p.scratch("partial");
-  for (int k = 0; k < n; ++k)
-    reduceAround(p, kInput, k, [&](int r) {
-      return r == k ? std::pair{kOutput, 0} : std::pair{partial, k};
-    });
+  for (int b = 0; b < n; ++b)
+    for (int j = 0; j < k; ++j) {
+      const int index = b * k + j;
+      reduceAround(p, kInput, index, next(b, 1, n), on(p, index), [&](int r) {
+        return r == b ? std::pair{kOutput, j} : std::pair{partial, index};
+      });
+    }
 }
 
 void ringAllReduce(Program& p) {
-  const int n = p.options().ranks;
-  for (int k = 0; k < n; ++k) {
-    // The sums accumulate in the output (in place: the one buffer).
-    Chunk c = reduceAround(p, kInput, k, [&](int) { return std::pair{kOutput, k}; });
-    for (int step = 1; step < n; ++step) c = c.copy(next(k, step, n), kOutput, k);
+  const int n = p.options().ranks, k = pieces(p, n);
+  for (int b = 0; b < n; ++b)
+    for (int j = 0; j < k; ++j) {
+      // The sums accumulate in the output (in place: the one buffer).
+      const int index = b * k + j;
+      Chunk c = reduceAround(p, kInput, index, next(b, 1, n), on(p, index), [&](int) {
+        return std::pair{kOutput, index};
+      });
+      for (int step = 1; step < n; ++step)
+        c = c.copy(next(b, step, n), kOutput, index, on(p, index));
+    }
+}
+
+// Rooted: each piece goes down the chain root, root + 1, ..., root - 1
+// (broadcast), or is summed up it in the other direction, ending at the
+// root (reduce; partial sums in scratch).
+void ringBroadcast(Program& p) {
+  const int n = p.options().ranks, root = p.options().root;
+  for (int j = 0; j < p.options().chunkFactor; ++j) {
+    Chunk c = p.chunk(root, kInput, j);
+    if (!p.options().inplace) c.copy(root, kOutput, j);
+    for (int step = 1; step < n; ++step) c = c.copy(next(root, step, n), kOutput, j, on(p, j));
   }
 }
 
+void ringReduce(Program& p) {
+  const int n = p.options().ranks, root = p.options().root;
+  Buffer partial = p.scratch("partial");
+  for (int j = 0; j < p.options().chunkFactor; ++j)
+    reduceAround(p, kInput, j, next(root, 1, n), on(p, j), [&](int r) {
+      return r == root ? std::pair{kOutput, j} : std::pair{partial, j};
+    });
+}
+
 bool any(int n) { return n >= 1; }
-int one(int) { return 1; }
-int perRank(int n) { return n; }
+const std::vector<std::string> kRingOptions = {"chunk-factor", "channels"};
+const std::vector<std::string> kRootedOptions = {"chunk-factor", "channels", "root"};
 
 }  // namespace
 
 void addRingPrograms(std::vector<ProgramEntry>& out) {
+  auto times = [](int base) {
+    return [base](const ProgramOptions& o) { return base == 0 ? o.ranks : base; };
+  };
   out.push_back({"ring_allgather", "each rank's block travels once around the ring", "allgather",
-                 "any", any, one, ringAllGather});
+                 "any", any, times(1), ringAllGather, kRingOptions});
   out.push_back({"ring_reducescatter",
                  "each block is summed around the ring, ending at its owner (partial sums in "
                  "scratch)",
-                 "reducescatter", "any", any, one, ringReduceScatter});
+                 "reducescatter", "any", any, times(1), ringReduceScatter, kRingOptions});
   out.push_back({"ring_allreduce",
                  "reduce-scatter then allgather around one ring, one chunk per rank", "allreduce",
-                 "any", any, perRank, ringAllReduce});
+                 "any", any, times(0), ringAllReduce, kRingOptions});
+  out.push_back({"ring_broadcast",
+                 "the root's buffer goes down the chain of ranks from the root, pipelined in "
+                 "--chunk-factor pieces",
+                 "broadcast", "any", any, times(1), ringBroadcast, kRootedOptions});
+  out.push_back({"ring_reduce",
+                 "pieces are summed up the chain of ranks, ending at the root, pipelined in "
+                 "--chunk-factor pieces",
+                 "reduce", "any", any, times(1), ringReduce, kRootedOptions});
 }
 
 }  // namespace chorus::lang

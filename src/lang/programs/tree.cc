@@ -28,8 +28,8 @@ void binomialAllReduce(Program& p) {
 void addTreePrograms(std::vector<ProgramEntry>& out) {
   out.push_back({"binomial_allreduce",
                  "reduce up a binomial tree to rank 0, then broadcast down the same tree",
-                 "allreduce", "any", [](int n) { return n >= 1; }, [](int) { return 1; },
-                 binomialAllReduce});
+                 "allreduce", "any", [](int n) { return n >= 1; },
+                 [](const ProgramOptions&) { return 1; }, binomialAllReduce});
 }
 
 }  // namespace chorus::lang
