@@ -42,8 +42,12 @@ struct ProgramOptions {
   int chunkFactor = 1;
   bool inplace = false;
   std::string protocol = "Simple";  // Simple, LL, LL128
-  int instances = 1;  // the program is replicated this many times (chunks interleaved)
-  int root = 0;       // broadcast, reduce, gather, scatter
+  int instances = 1;  // the program is replicated this many times, on channels of its own
+  // How the instances share the buffers: interleaved (chunk x of instance i
+  // is chunk x * instances + i) or blocked (inside each rank's share, each
+  // instance's chunks together; MSCCLang's interleaved_replication=False).
+  bool blockedInstances = false;
+  int root = 0;  // broadcast, reduce, gather, scatter
   // Ranks per node for programs that know the topology (0: one node); rank
   // r is GPU r % gpusPerNode of node r / gpusPerNode.
   int gpusPerNode = 0;

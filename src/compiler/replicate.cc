@@ -1,11 +1,15 @@
-// Instances: the program runs `instances` times side by side. Chunk k of
-// every buffer of instance i becomes chunk k * instances + i (interleaved:
-// the collective's chunk order is kept, so the copies together still
-// implement it), and channel c of instance i becomes channel
-// c * instances + i (operations without a channel are on channel 0), so
-// every instance has connections of its own. A multi-chunk operation of several instances becomes
-// one operation per chunk (its chunks are no longer adjacent). A custom
-// collective's postconditions are replicated the same way.
+// Instances: the program runs `instances` times side by side, each copy on
+// chunks and channels of its own, so that together they still implement the
+// collective:
+//   interleaved (default): chunk x of every buffer of instance i becomes
+//     chunk x * instances + i;
+//   blocked: inside each rank's share of c chunks (c = the chunk factor),
+//     instance i takes the i-th run of c: chunk b * c + k becomes
+//     b * c * instances + i * c + k; scratch buffers hold one instance after
+//     another. Multi-chunk operations stay multi-chunk.
+// Channel h of instance i becomes channel h * instances + i (operations
+// without a channel are on channel 0), so every instance has connections of
+// its own. A custom collective's postconditions are replicated the same way.
 #include <algorithm>
 
 #include "compiler/passes.h"
@@ -13,8 +17,9 @@
 namespace chorus::compiler {
 
 void replicate(const lang::Program& program, Mir& m) {
-  const int copies = program.options().instances;
-  m.options = program.options();
+  const lang::ProgramOptions& o = program.options();
+  const int copies = o.instances, c = o.chunkFactor;
+  m.options = o;
   m.file = program.file();
   m.inputChunks = program.inputChunks() * copies;
   m.outputChunks = program.outputChunks() * copies;
@@ -26,26 +31,51 @@ void replicate(const lang::Program& program, Mir& m) {
     m.post = program.postconditions();
     return;
   }
+  // Blocked scratch: the chunks one instance uses, per scratch buffer.
+  std::vector<int> extent(program.scratchNames().size(), 0);
+  for (const lang::Operation& op : program.operations())
+    for (const lang::Operation::Place& p : {op.src, op.dst, op.local})
+      if (p.buffer >= 2) {
+        int& e = extent[static_cast<size_t>(p.buffer - 2)];
+        e = std::max(e, p.index + op.size);
+      }
+  auto index = [&](lang::Buffer b, int x, int i) {
+    if (!o.blockedInstances) return x * copies + i;
+    if (b >= 2) return i * extent[static_cast<size_t>(b - 2)] + x;
+    return x / c * c * copies + i * c + x % c;
+  };
   for (int i = 0; i < copies; ++i)
     for (lang::Expected e : program.postconditions()) {
-      e.index = e.index * copies + i;
-      for (lang::Source& s : e.holds) s.index = s.index * copies + i;
+      e.index = index(lang::kOutput, e.index, i);
+      for (lang::Source& s : e.holds) s.index = index(lang::kInput, s.index, i);
       m.post.push_back(std::move(e));
     }
-  auto at = [copies](lang::Operation::Place p, int k, int i) {
-    p.index = (p.index + k) * copies + i;
+  auto at = [&](lang::Operation::Place p, int k, int i) {
+    p.index = index(p.buffer, p.index + k, i);
     return p;
+  };
+  auto follows = [](const lang::Operation::Place& a, const lang::Operation::Place& b, int n) {
+    return b.index == a.index + n;
   };
   for (int i = 0; i < copies; ++i)
     for (const lang::Operation& op : program.operations())
       for (int k = 0; k < op.size; ++k) {
-        lang::Operation o = op;
-        o.src = at(op.src, k, i);
-        o.dst = at(op.dst, k, i);
-        o.local = at(op.local, k, i);
-        o.size = 1;
-        o.hints.channel = std::max(0, op.hints.channel) * copies + i;
-        m.ops.push_back(o);
+        lang::Operation x = op;
+        x.src = at(op.src, k, i);
+        x.dst = at(op.dst, k, i);
+        x.local = at(op.local, k, i);
+        x.size = 1;
+        x.hints.channel = std::max(0, op.hints.channel) * copies + i;
+        // The chunks of one operation that stay adjacent stay one operation.
+        if (k > 0) {
+          lang::Operation& last = m.ops.back();
+          if (follows(last.src, x.src, last.size) && follows(last.dst, x.dst, last.size) &&
+              follows(last.local, x.local, last.size)) {
+            ++last.size;
+            continue;
+          }
+        }
+        m.ops.push_back(x);
       }
 }
 

@@ -77,13 +77,17 @@ TEST(Lang, EveryProgramCompilesVerifiesAndRuns) {
   for (const lang::ProgramEntry& e : lang::programs())
     for (int n : {1, 2, 3, 4, 5, 8}) {
       if (!e.ranksOk(n)) continue;
-      for (int instances : {1, 2})
+      for (auto [instances, blocked] : {std::pair{1, false}, {2, false}, {2, true}})
         for (bool inplace : {false, true})
           for (const char* protocol : {"Simple", "LL"}) {
-            SCOPED_TRACE(e.name + " n=" + std::to_string(n) + " instances=" +
-                         std::to_string(instances) + (inplace ? " in place " : " ") + protocol);
-            Program p(optionsFor(
-                e, {.ranks = n, .inplace = inplace, .protocol = protocol, .instances = instances}));
+            SCOPED_TRACE(e.name + " n=" + std::to_string(n) +
+                         " instances=" + std::to_string(instances) + (blocked ? " blocked" : "") +
+                         (inplace ? " in place " : " ") + protocol);
+            Program p(optionsFor(e, {.ranks = n,
+                                     .inplace = inplace,
+                                     .protocol = protocol,
+                                     .instances = instances,
+                                     .blockedInstances = blocked}));
             e.build(p);
             Built b = compileAndVerify(p);
             ASSERT_NE(b.va, nullptr);
@@ -275,6 +279,25 @@ compiler::Compiled compileRegistered(const std::string& name, int n, bool inplac
   Program p(optionsFor(*e, {.ranks = n, .inplace = inplace}));
   e->build(p);
   return compiler::compile(p);
+}
+
+// Blocked instances keep each instance's chunks together, so multi-chunk
+// operations stay multi-chunk steps; interleaved instances cut them apart.
+TEST(Lang, BlockedInstancesKeepMultiChunkSteps) {
+  const lang::ProgramEntry* e = lang::findProgram("hierarchical_allreduce");
+  ASSERT_NE(e, nullptr);
+  for (bool blocked : {false, true}) {
+    Program p(optionsFor(
+        *e, {.ranks = 4, .instances = 2, .blockedInstances = blocked, .gpusPerNode = 2}));
+    e->build(p);
+    compiler::Compiled c = compiler::compile(p);
+    ASSERT_TRUE(c.ok());
+    int widest = 0;
+    for (const ir::Rank& r : c.algo.ranks)
+      for (const ir::Threadblock& tb : r.tbs)
+        for (const ir::Step& st : tb.steps) widest = std::max(widest, st.count);
+    EXPECT_EQ(widest, blocked ? 2 : 1);
+  }
 }
 
 // A ring allreduce on n ranks: per chunk one send, n - 2 rrcs and one rrcs

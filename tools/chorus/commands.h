@@ -87,6 +87,7 @@ struct GenArgs {
   bool list = false;
   int ranks = 4;
   int instances = 1;
+  bool blockedInstances = false;
   std::string protocol = "Simple";
   bool inplace = false;
   int gpusPerNode = 0;     // hierarchical programs

@@ -25,7 +25,8 @@ int runGen(const GenArgs& args) {
       if (!e.options.empty()) fmt::print("{:<28} also reads: {}\n", "", optionList(e));
     }
     fmt::print(
-        "every program reads --ranks N --instances I --protocol Simple|LL|LL128 --inplace\n");
+        "every program reads --ranks N --instances I [--blocked-instances] --protocol "
+        "Simple|LL|LL128 --inplace\n");
     return 0;
   }
   const lang::ProgramEntry* e = lang::findProgram(args.name);
@@ -68,6 +69,7 @@ int runGen(const GenArgs& args) {
   o.inplace = args.inplace;
   o.protocol = args.protocol;
   o.instances = args.instances;
+  o.blockedInstances = args.blockedInstances;
   o.gpusPerNode = args.gpusPerNode;
   o.channels = args.channels;
   o.root = args.root;

@@ -117,6 +117,8 @@ int main(int argc, char** argv) {
   g->add_option("--ranks", gen.ranks, "ranks")->check(CLI::Range(1, 1 << 16));
   g->add_option("--instances", gen.instances, "copies of the program side by side")
       ->check(CLI::Range(1, 64));
+  g->add_flag("--blocked-instances", gen.blockedInstances,
+              "each instance's chunks together in every rank's share (default: interleaved)");
   g->add_option("--protocol", gen.protocol, "Simple, LL or LL128")
       ->check(CLI::IsMember({"Simple", "LL", "LL128"}));
   g->add_flag("--inplace", gen.inplace, "the in-place form");
