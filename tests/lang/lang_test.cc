@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chorus/lang.hpp>
+#include <numeric>
 #include <optional>
 #include <random>
 
@@ -486,6 +487,68 @@ TEST(Lang, RandomAllGatherJourneysCompileVerifyAndRun) {
         if (rng() % 4 == 0) c = p.chunk(q, kOutput, r);  // continue from the copy (same data)
       }
     }
+    Built b = compileAndVerify(p);
+    ASSERT_NE(b.va, nullptr);
+    runBothWays(b, false, static_cast<uint64_t>(trial));
+  }
+}
+
+// Property: random programs of other collectives compile, verify and run:
+// alltoall blocks and the chunks of a custom permutation take random routes
+// through scratch on other ranks; allreduce chunks are summed along a random
+// order of the ranks and spread back from random ranks that have the sum.
+TEST(Lang, RandomJourneysOfOtherCollectivesCompileVerifyAndRun) {
+  std::mt19937 rng(777);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  for (int trial = 0; trial < 45; ++trial) {
+    const int n = 2 + pick(5), instances = 1 + pick(2), kind = trial % 3;
+    const char* collective = kind == 0 ? "alltoall" : kind == 1 ? "allreduce" : "permute";
+    SCOPED_TRACE("trial " + std::to_string(trial) + " " + collective + " n=" + std::to_string(n));
+    const int chunks = kind == 1 ? n : kind == 2 ? 2 : 1;
+    Program p({.name = "random",
+               .collective = collective,
+               .ranks = n,
+               .chunkFactor = chunks,
+               .instances = instances,
+               .blockedInstances = pick(2) == 1});
+    lang::Buffer hop = p.scratch("hop");
+    // A random route from `c` to (to, buffer, index), through scratch.
+    auto route = [&](Chunk c, int to, lang::Buffer b, int index, int slot) {
+      for (int hops = pick(3); hops > 0; --hops)
+        c = c.copy((c.rank() + 1 + pick(n - 1)) % n, hop, slot);  // another rank
+      c.copy(to, b, index);
+    };
+    if (kind == 0) {
+      for (int s = 0; s < n; ++s)
+        for (int d = 0; d < n; ++d) route(p.chunk(s, kInput, d), d, kOutput, s, s * n + d);
+    } else if (kind == 1) {
+      for (int k = 0; k < n; ++k) {
+        std::vector<int> order(static_cast<size_t>(n));
+        std::iota(order.begin(), order.end(), 0);
+        std::shuffle(order.begin(), order.end(), rng);
+        Chunk sum = p.chunk(order[0], kInput, k);
+        for (size_t j = 1; j < order.size(); ++j)
+          sum = p.chunk(order[j], kInput, k).reduce(sum, kOutput, k);
+        if (n == 1) sum = sum.copy(order[0], kOutput, k);
+        std::vector<int> have = {order.back()};
+        for (size_t j = 0; j + 1 < order.size(); ++j) {
+          int from = have[static_cast<size_t>(pick(static_cast<int>(have.size())))];
+          p.chunk(from, kOutput, k).copy(order[j], kOutput, k);
+          have.push_back(order[j]);
+        }
+      }
+    } else {
+      std::vector<int> to(static_cast<size_t>(n));
+      std::iota(to.begin(), to.end(), 0);
+      std::shuffle(to.begin(), to.end(), rng);
+      for (int r = 0; r < n; ++r)
+        for (int k = 0; k < chunks; ++k) {
+          int d = to[static_cast<size_t>(r)];
+          p.postcondition(d, k, {{r, k}});
+          route(p.chunk(r, kInput, k), d, kOutput, k, r * chunks + k);
+        }
+    }
+    ASSERT_TRUE(p.problems().empty()) << p.problems()[0].message;
     Built b = compileAndVerify(p);
     ASSERT_NE(b.va, nullptr);
     runBothWays(b, false, static_cast<uint64_t>(trial));
