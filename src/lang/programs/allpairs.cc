@@ -1,4 +1,6 @@
-// All-pairs allreduce: every rank talks to every other directly.
+// All-pairs: every rank talks to every other directly.
+//   allgather: every rank sends its block to every other rank (one step).
+// Allreduce:
 //   one step: every rank sends its whole input to every other rank, and
 //             every rank sums all of them itself (latency-bound sizes);
 //   two steps: rank r collects and sums chunk r from everyone (an all-pairs
@@ -35,10 +37,23 @@ void allPairsAllReduce2(Program& p) {
   }
 }
 
+void allPairsAllGather(Program& p) {
+  const int n = p.options().ranks;
+  for (int r = 0; r < n; ++r) {
+    Chunk mine = p.chunk(r, kInput, 0);
+    if (!p.options().inplace) mine.copy(r, kOutput, r);
+    for (int q = 0; q < n; ++q)
+      if (q != r) mine.copy(q, kOutput, r);
+  }
+}
+
 }  // namespace
 
 void addAllPairsPrograms(std::vector<ProgramEntry>& out) {
   auto any = [](int n) { return n >= 1; };
+  out.push_back({"allpairs_allgather", "every rank sends its block to every other rank directly",
+                 "allgather", "any", any, [](const ProgramOptions&) { return 1; },
+                 allPairsAllGather});
   out.push_back({"allpairs_allreduce_1step",
                  "every rank sends its input to all others and sums everything itself", "allreduce",
                  "any", any, [](const ProgramOptions&) { return 1; }, allPairsAllReduce1});
