@@ -36,6 +36,16 @@ void setDst(Instr& x, const lang::Operation::Place& p) {
 void lower(Mir& m) {
   using ir::StepType;
   m.ranks.assign(static_cast<size_t>(m.options.ranks), {});
+  // Sized first: every instruction is written once, never moved.
+  std::vector<size_t> per(m.ranks.size(), 0);
+  for (const lang::Operation& op : m.ops) {
+    ++per[static_cast<size_t>(op.dst.rank)];
+    if (op.src.rank != op.dst.rank)
+      ++per[static_cast<size_t>(op.src.rank)];
+    else if (op.kind == lang::Operation::Kind::kReduce)
+      ++per[static_cast<size_t>(op.dst.rank)];  // at most a copy and a reduce
+  }
+  for (size_t r = 0; r < per.size(); ++r) m.ranks[r].reserve(per[r]);
   for (const lang::Operation& op : m.ops) {
     auto& from = m.ranks[static_cast<size_t>(op.src.rank)];
     auto& to = m.ranks[static_cast<size_t>(op.dst.rank)];

@@ -57,6 +57,9 @@ void replicate(const lang::Program& program, Mir& m) {
   auto follows = [](const lang::Operation::Place& a, const lang::Operation::Place& b, int n) {
     return b.index == a.index + n;
   };
+  size_t chunks = 0;
+  for (const lang::Operation& op : program.operations()) chunks += static_cast<size_t>(op.size);
+  m.ops.reserve(chunks * static_cast<size_t>(copies));
   for (int i = 0; i < copies; ++i)
     for (const lang::Operation& op : program.operations())
       for (int k = 0; k < op.size; ++k) {
