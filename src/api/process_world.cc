@@ -222,7 +222,7 @@ Status ProcessWorld::collective(const Op& op) {
   runtime::SelectionRequest req;
   req.collective = op.collective;
   req.nranks = n_;
-  req.inplace = runtime::isInPlaceCall(op.collective, op.args, me_);
+  req.inplace = runtime::isInPlaceCall(op.collective, op.args, me_, n_);
   req.count = op.args.count;
   req.type = op.args.type;
   req.op = op.args.op;

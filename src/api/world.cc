@@ -256,7 +256,7 @@ Status World::plan(Assembly& a, std::vector<std::string>* why) {
   runtime::SelectionRequest req;
   req.collective = op0.collective;
   req.nranks = n_;
-  req.inplace = runtime::isInPlaceCall(op0.collective, calls[0], 0);
+  req.inplace = runtime::isInPlaceCall(op0.collective, calls[0], 0, n_);
   req.count = op0.args.count;
   req.type = op0.args.type;
   req.op = op0.args.op;

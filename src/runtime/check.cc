@@ -127,6 +127,8 @@ Result<CollectiveData> CollectiveData::make(const VerifiedAlgorithm& va, size_t 
                                             DataType type, ReduceOp op, bool inplace,
                                             const verify::PostCondition* spec) {
   const ir::Algorithm& a = va.algo();
+  if (a.collective == CollectiveKind::kGather || a.collective == CollectiveKind::kScatter)
+    return build(a.collective, a.ngpus, va.root(), count, type, op, inplace, -1);
   if (a.collective != CollectiveKind::kCustom)
     return make(a.collective, a.ngpus, va.root(), count, type, op, inplace);
   if (spec == nullptr)
@@ -193,9 +195,13 @@ CollectiveData CollectiveData::build(CollectiveKind coll, int nranks, int root, 
     if (inplace) {
       // NCCL's in-place conventions: the input is a view of the output
       // (allgather) or the output a view of the input (reducescatter).
-      size_t at = coll == CollectiveKind::kAllGather ? r * count : 0;
-      c.sendbuff = rb + at * esz;
-      c.recvbuff = coll == CollectiveKind::kReduceScatter ? rb + r * count * esz : rb;
+      // Gather and scatter: the rank's share is count / n (m = 1).
+      size_t share =
+          coll == CollectiveKind::kGather || coll == CollectiveKind::kScatter ? count / n : count;
+      bool gathers = coll == CollectiveKind::kAllGather || coll == CollectiveKind::kGather;
+      bool scatters = coll == CollectiveKind::kReduceScatter || coll == CollectiveKind::kScatter;
+      c.sendbuff = rb + (gathers ? r * share : 0) * esz;
+      c.recvbuff = rb + (scatters ? r * share : 0) * esz;
     } else {
       d.send_[r].assign(std::max<size_t>(1, d.inElems_ * esz), 0);
       c.sendbuff = d.send_[r].data();
@@ -227,7 +233,9 @@ size_t CollectiveData::countWrong(std::string* first) const {
     return v;
   };
   for (int r = 0; r < n; ++r) {
-    if (collective_ == CollectiveKind::kReduce && r != root_) continue;
+    bool rootOnly =
+        collective_ == CollectiveKind::kReduce || collective_ == CollectiveKind::kGather;
+    if (rootOnly && r != root_) continue;
     if (recv_[static_cast<size_t>(r)].empty()) continue;  // another process's rank
     const void* out = calls_[static_cast<size_t>(r)].recvbuff;
     for (size_t e = 0; e < outElems_; ++e) {
@@ -251,6 +259,14 @@ size_t CollectiveData::countWrong(std::string* first) const {
           break;
         case CollectiveKind::kBroadcast:
           store(type_, want.data(), 0, inputValue(type_, op_, root_, e));
+          break;
+        case CollectiveKind::kGather:  // at the root: share q from rank q
+          store(type_, want.data(), 0,
+                inputValue(type_, op_, static_cast<int>(e / inElems_), e % inElems_));
+          break;
+        case CollectiveKind::kScatter:  // rank r: share r of the root's input
+          store(type_, want.data(), 0,
+                inputValue(type_, op_, root_, static_cast<size_t>(r) * outElems_ + e));
           break;
         case CollectiveKind::kSend:  // sendrecv: from the previous rank
           store(type_, want.data(), 0, inputValue(type_, op_, (r + n - 1) % n, e));

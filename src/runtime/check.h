@@ -20,8 +20,9 @@ class CollectiveData {
   // Buffers for `count` elements of `type` per the collective's convention,
   // in place or not. A custom collective is checked against `spec` (its
   // constrained output chunks; avg divides by the rank count, as the
-  // runtime does). kUnsupported for collectives without a closed form here
-  // (custom without a spec, send/recv, gather/scatter, alltoallv).
+  // runtime does). Gather and scatter (no NCCL call, but algorithms) are
+  // checked here. kUnsupported for collectives without a closed form here
+  // (custom without a spec, send/recv, alltoallv).
   static Result<CollectiveData> make(const VerifiedAlgorithm& va, size_t count, DataType type,
                                      ReduceOp op, bool inplace,
                                      const verify::PostCondition* spec = nullptr);

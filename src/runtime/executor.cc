@@ -88,11 +88,15 @@ std::pair<size_t, size_t> bufferElems(CollectiveKind coll, int nranks, size_t co
   size_t n = static_cast<size_t>(nranks);
   switch (coll) {
     case CollectiveKind::kAllGather:
-    case CollectiveKind::kGather:
       return {count, count * n};
     case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kScatter:
       return {count * n, count};
+    // IR.md section 3: m = 1, so `count` is the root's whole buffer and
+    // every rank's share is count / n.
+    case CollectiveKind::kGather:
+      return {count / n, count};
+    case CollectiveKind::kScatter:
+      return {count, count / n};
     case CollectiveKind::kAllToAll:
       return {count * n, count * n};
     default:
@@ -100,17 +104,20 @@ std::pair<size_t, size_t> bufferElems(CollectiveKind coll, int nranks, size_t co
   }
 }
 
-bool isInPlaceCall(CollectiveKind coll, const CallArgs& c, int rank) {
+bool isInPlaceCall(CollectiveKind coll, const CallArgs& c, int rank, int nranks) {
   auto send = reinterpret_cast<uintptr_t>(c.sendbuff);
   auto recv = reinterpret_cast<uintptr_t>(c.recvbuff);
   size_t shift = static_cast<size_t>(rank) * c.count * dataTypeSize(c.type);
   switch (coll) {
     case CollectiveKind::kAllGather:
-    case CollectiveKind::kGather:
       return send == recv + shift;
     case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kScatter:
       return recv == send + shift;
+    // A rank's share of `count` is count / n (IR.md section 3).
+    case CollectiveKind::kGather:
+      return send == recv + shift / static_cast<size_t>(nranks);
+    case CollectiveKind::kScatter:
+      return recv == send + shift / static_cast<size_t>(nranks);
     default:
       return send == recv;
   }
@@ -140,7 +147,7 @@ Result<Geometry> planRankCall(const VerifiedAlgorithm& va, int rank, const CallA
   g.chunkElems = g.totalElems / nchunks;
   if (c.count > 0 && (c.sendbuff == nullptr || c.recvbuff == nullptr))
     return bad("rank " + std::to_string(rank) + " passes a null buffer");
-  g.inplace = isInPlaceCall(a.collective, c, rank);
+  g.inplace = isInPlaceCall(a.collective, c, rank, a.ngpus);
   if (!g.inplace && c.count > 0) {
     auto [inElems, outElems] = bufferElems(a, c.count);
     auto s = reinterpret_cast<uintptr_t>(c.sendbuff);

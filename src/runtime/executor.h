@@ -72,14 +72,17 @@ size_t countMultiplier(const ir::Algorithm& a);
 size_t countQuantum(const ir::Algorithm& a);
 
 // Elements of one rank's input and output buffer for a call of `count`
-// (allgather/gather output and reducescatter/scatter input span all ranks).
+// (allgather output and reducescatter input span all ranks; for gather and
+// scatter, m = 1: `count` is the root's whole buffer, a rank's share
+// count / n).
 std::pair<size_t, size_t> bufferElems(const ir::Algorithm& a, size_t count);
 std::pair<size_t, size_t> bufferElems(CollectiveKind coll, int nranks, size_t count);
 
-// Whether rank `rank`'s call of a `coll` collective is in place: NCCL's rule
-// (allgather: send == recv + rank x count; reducescatter: recv == send +
-// rank x count; otherwise send == recv).
-bool isInPlaceCall(CollectiveKind coll, const CallArgs& c, int rank);
+// Whether rank `rank`'s call of a `coll` collective on `nranks` ranks is in
+// place: NCCL's rule (allgather: send == recv + rank x count; reducescatter:
+// recv == send + rank x count; gather and scatter the same with their share
+// count / nranks; otherwise send == recv).
+bool isInPlaceCall(CollectiveKind coll, const CallArgs& c, int rank, int nranks);
 
 // Default slice sizes in bytes (MSCCL's): Simple 2 MiB, LL 32 KiB, LL128 576,000.
 size_t defaultSliceBytes(ir::Protocol p);

@@ -159,6 +159,9 @@ TEST(Lang, ProgramOptionsAndNodeShapes) {
   for (const char* rooted : {"ring_broadcast", "ring_reduce"})
     for (int root = 0; root < 5; ++root)
       cases.push_back({rooted, {.ranks = 5, .chunkFactor = 1 + root % 3, .root = root}});
+  for (const char* rooted : {"binomial_gather", "binomial_scatter"})
+    for (int n : {5, 6})
+      for (int root = 0; root < n; ++root) cases.push_back({rooted, {.ranks = n, .root = root}});
   for (const char* name : {"alltonext_forward", "alltonext_backward"})
     for (auto [nodes, gpus] : {std::pair{1, 4}, {2, 1}, {2, 3}, {3, 2}, {4, 2}})
       cases.push_back({name, {.ranks = nodes * gpus, .gpusPerNode = gpus}});
