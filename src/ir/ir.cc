@@ -1,6 +1,7 @@
 #include "ir/ir.h"
 
 #include <array>
+#include <numeric>
 #include <tuple>
 
 namespace chorus::ir {
@@ -106,6 +107,34 @@ size_t Algorithm::totalThreadblocks() const {
   size_t n = 0;
   for (const auto& r : ranks) n += r.tbs.size();
   return n;
+}
+
+size_t defaultSliceBytes(Protocol p) {
+  switch (p) {
+    case Protocol::kSimple:
+      return size_t{2} << 20;
+    case Protocol::kLL:
+      return size_t{32} << 10;
+    case Protocol::kLL128:
+      return 576000;
+  }
+  return size_t{2} << 20;
+}
+
+size_t countMultiplier(const Algorithm& a) {
+  switch (a.collective) {
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
+      return static_cast<size_t>(a.ngpus);
+    default:
+      return 1;
+  }
+}
+
+size_t countQuantum(const Algorithm& a) {
+  auto c = static_cast<size_t>(a.nchunksPerLoop);
+  return c / std::gcd(c, countMultiplier(a));
 }
 
 }  // namespace chorus::ir

@@ -121,4 +121,13 @@ struct Algorithm {
   size_t totalThreadblocks() const;
 };
 
+// m of IR.md section 3: ngpus for allgather, reducescatter and alltoall, else
+// 1. The total element count of a call is count x m.
+size_t countMultiplier(const Algorithm& a);
+// The smallest count whose total splits into the algorithm's chunks; every
+// valid count is a multiple of it.
+size_t countQuantum(const Algorithm& a);
+// Default slice sizes in bytes (MSCCL's): Simple 2 MiB, LL 32 KiB, LL128 576,000.
+size_t defaultSliceBytes(Protocol p);
+
 }  // namespace chorus::ir

@@ -52,34 +52,6 @@ bool VerifiedAlgorithm::provenBefore(verify::NodeId a, verify::NodeId b, size_t 
   return false;
 }
 
-size_t defaultSliceBytes(ir::Protocol p) {
-  switch (p) {
-    case ir::Protocol::kSimple:
-      return size_t{2} << 20;
-    case ir::Protocol::kLL:
-      return size_t{32} << 10;
-    case ir::Protocol::kLL128:
-      return 576000;
-  }
-  return size_t{2} << 20;
-}
-
-size_t countMultiplier(const ir::Algorithm& a) {
-  switch (a.collective) {
-    case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllToAll:
-      return static_cast<size_t>(a.ngpus);
-    default:
-      return 1;
-  }
-}
-
-size_t countQuantum(const ir::Algorithm& a) {
-  auto c = static_cast<size_t>(a.nchunksPerLoop);
-  return c / std::gcd(c, countMultiplier(a));
-}
-
 std::pair<size_t, size_t> bufferElems(const ir::Algorithm& a, size_t count) {
   return bufferElems(a.collective, a.ngpus, count);
 }

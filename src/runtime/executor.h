@@ -64,12 +64,10 @@ struct Geometry {
   bool inplace = false;
 };
 
-// m of IR.md section 3: ngpus for allgather, reducescatter and alltoall, else
-// 1. The total element count of a call is count x m.
-size_t countMultiplier(const ir::Algorithm& a);
-// The smallest count whose total splits into the algorithm's chunks; every
-// valid count is a multiple of it.
-size_t countQuantum(const ir::Algorithm& a);
+// IR.md section 3's sizes (ir.h), also under these names.
+using ir::countMultiplier;
+using ir::countQuantum;
+using ir::defaultSliceBytes;
 
 // Elements of one rank's input and output buffer for a call of `count`
 // (allgather output and reducescatter input span all ranks; for gather and
@@ -83,9 +81,6 @@ std::pair<size_t, size_t> bufferElems(CollectiveKind coll, int nranks, size_t co
 // recv == send + rank x count; gather and scatter the same with their share
 // count / nranks; otherwise send == recv).
 bool isInPlaceCall(CollectiveKind coll, const CallArgs& c, int rank, int nranks);
-
-// Default slice sizes in bytes (MSCCL's): Simple 2 MiB, LL 32 KiB, LL128 576,000.
-size_t defaultSliceBytes(ir::Protocol p);
 
 // Checks one call against the algorithm and computes its geometry. Errors
 // (kInvalidArgument) name what is wrong: mismatched arguments across ranks,

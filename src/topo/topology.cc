@@ -1,0 +1,186 @@
+#include "topo/topology.h"
+
+#include <algorithm>
+#include <deque>
+#include <limits>
+#include <set>
+
+namespace chorus::topo {
+
+namespace {
+constexpr const char* kNodeKinds[] = {"rank", "switch", "nic"};
+constexpr const char* kLinkKinds[] = {"nvlink",     "nvswitch", "xgmi",   "pcie",
+                                      "infiniband", "ethernet", "generic"};
+}  // namespace
+
+const char* nodeKindName(NodeKind k) { return kNodeKinds[static_cast<int>(k)]; }
+const char* linkKindName(LinkKind k) { return kLinkKinds[static_cast<int>(k)]; }
+
+bool parseNodeKind(const std::string& s, NodeKind* out) {
+  for (int i = 0; i < 3; ++i)
+    if (s == kNodeKinds[i]) {
+      *out = static_cast<NodeKind>(i);
+      return true;
+    }
+  return false;
+}
+
+bool parseLinkKind(const std::string& s, LinkKind* out) {
+  for (int i = 0; i < 7; ++i)
+    if (s == kLinkKinds[i]) {
+      *out = static_cast<LinkKind>(i);
+      return true;
+    }
+  return false;
+}
+
+int Topology::addNode(std::string nodeName, NodeKind kind, int box) {
+  Node n;
+  n.name = std::move(nodeName);
+  n.kind = kind;
+  n.box = box;
+  if (kind == NodeKind::kRank) {
+    n.rank = static_cast<int>(rankNodes_.size());
+    rankNodes_.push_back(static_cast<int>(nodes.size()));
+  }
+  nodes.push_back(std::move(n));
+  routes_.clear();
+  return static_cast<int>(nodes.size()) - 1;
+}
+
+int Topology::addRank(int box) {
+  return addNode("gpu" + std::to_string(rankNodes_.size()), NodeKind::kRank, box);
+}
+
+void Topology::addLink(int from, int to, double gbps, double latencySeconds, LinkKind kind) {
+  links.push_back(Link{from, to, gbps, latencySeconds, kind});
+  routes_.clear();
+}
+
+void Topology::connect(int a, int b, double gbps, double latencySeconds, LinkKind kind) {
+  addLink(a, b, gbps, latencySeconds, kind);
+  addLink(b, a, gbps, latencySeconds, kind);
+}
+
+int Topology::findNode(const std::string& nodeName) const {
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].name == nodeName) return static_cast<int>(i);
+  return -1;
+}
+
+Status Topology::validate() const {
+  std::set<std::string> names;
+  int rank = 0;
+  for (const Node& n : nodes) {
+    if (n.name.empty()) return Status(StatusCode::kInvalidArgument, "a node has no name");
+    if (!names.insert(n.name).second)
+      return Status(StatusCode::kInvalidArgument, "two nodes are named '" + n.name + "'");
+    if (n.kind == NodeKind::kRank && n.rank != rank++)
+      return Status(StatusCode::kInvalidArgument,
+                    "ranks must be numbered 0.. in node order ('" + n.name + "')");
+  }
+  if (rankNodes_.empty()) return Status(StatusCode::kInvalidArgument, "the topology has no ranks");
+  const int count = static_cast<int>(nodes.size());
+  for (size_t i = 0; i < links.size(); ++i) {
+    const Link& l = links[i];
+    std::string which = "link " + std::to_string(i);
+    if (l.from < 0 || l.from >= count || l.to < 0 || l.to >= count)
+      return Status(StatusCode::kInvalidArgument, which + " joins a node that does not exist");
+    if (l.from == l.to) return Status(StatusCode::kInvalidArgument, which + " is a loop");
+    if (!(l.bandwidth > 0))
+      return Status(StatusCode::kInvalidArgument, which + " needs a bandwidth above 0");
+    if (!(l.latency >= 0))
+      return Status(StatusCode::kInvalidArgument, which + " has a negative latency");
+  }
+  return Status::ok();
+}
+
+void Topology::routesFrom(int a) const {
+  const size_t count = nodes.size();
+  if (routes_.empty()) routes_.assign(rankNodes_.size(), {});
+  std::vector<std::vector<int>>& out = routes_[static_cast<size_t>(a)];
+  out.assign(rankNodes_.size(), {});
+  std::vector<std::vector<int>> outgoing(count);
+  for (size_t i = 0; i < links.size(); ++i)
+    outgoing[static_cast<size_t>(links[i].from)].push_back(static_cast<int>(i));
+  const int source = nodeOfRank(a);
+  // Breadth first; ranks forward only in the second pass, for the targets
+  // the first could not reach.
+  for (bool ranksForward : {false, true}) {
+    std::vector<int> dist(count, -1), via(count, -1);
+    std::vector<double> widest(count, 0);
+    std::deque<int> queue{source};
+    dist[static_cast<size_t>(source)] = 0;
+    widest[static_cast<size_t>(source)] = std::numeric_limits<double>::infinity();
+    while (!queue.empty()) {
+      int u = queue.front();
+      queue.pop_front();
+      if (u != source && nodes[static_cast<size_t>(u)].kind == NodeKind::kRank && !ranksForward)
+        continue;
+      for (int li : outgoing[static_cast<size_t>(u)]) {
+        const Link& l = links[static_cast<size_t>(li)];
+        auto v = static_cast<size_t>(l.to);
+        double w = std::min(widest[static_cast<size_t>(u)], l.bandwidth);
+        if (dist[v] < 0) {
+          dist[v] = dist[static_cast<size_t>(u)] + 1;
+          widest[v] = w;
+          via[v] = li;
+          queue.push_back(l.to);
+        } else if (dist[v] == dist[static_cast<size_t>(u)] + 1 && w > widest[v]) {
+          widest[v] = w;
+          via[v] = li;
+        }
+      }
+    }
+    for (size_t b = 0; b < rankNodes_.size(); ++b) {
+      if (!out[b].empty() || static_cast<int>(b) == a) continue;
+      int at = rankNodes_[b];
+      if (dist[static_cast<size_t>(at)] < 0) continue;
+      std::vector<int> path;
+      while (at != source) {
+        int li = via[static_cast<size_t>(at)];
+        path.push_back(li);
+        at = links[static_cast<size_t>(li)].from;
+      }
+      std::reverse(path.begin(), path.end());
+      out[b] = std::move(path);
+    }
+  }
+}
+
+const std::vector<int>& Topology::route(int a, int b) const {
+  if (routes_.empty() || routes_[static_cast<size_t>(a)].empty()) routesFrom(a);
+  return routes_[static_cast<size_t>(a)][static_cast<size_t>(b)];
+}
+
+Result<Topology> Topology::subset(const std::vector<int>& keep) const {
+  std::vector<int> newId(nodes.size(), -1);
+  Topology t;
+  t.name = name + "@";
+  t.memoryBandwidth = memoryBandwidth;
+  std::vector<bool> taken(rankNodes_.size(), false);
+  for (size_t i = 0; i < keep.size(); ++i) {
+    int r = keep[i];
+    if (r < 0 || r >= ranks())
+      return Status(StatusCode::kInvalidArgument, "rank " + std::to_string(r) + " is not in " +
+                                                      name + " (" + std::to_string(ranks()) +
+                                                      " ranks)");
+    if (taken[static_cast<size_t>(r)])
+      return Status(StatusCode::kInvalidArgument, "rank " + std::to_string(r) + " listed twice");
+    taken[static_cast<size_t>(r)] = true;
+    if (i > 0) t.name += ",";
+    t.name += std::to_string(r);
+    const Node& n = nodes[static_cast<size_t>(nodeOfRank(r))];
+    newId[static_cast<size_t>(nodeOfRank(r))] = t.addNode(n.name, NodeKind::kRank, n.box);
+  }
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].kind != NodeKind::kRank)
+      newId[i] = t.addNode(nodes[i].name, nodes[i].kind, nodes[i].box);
+  for (const Link& l : links) {
+    int a = newId[static_cast<size_t>(l.from)], b = newId[static_cast<size_t>(l.to)];
+    if (a >= 0 && b >= 0) t.addLink(a, b, l.bandwidth, l.latency, l.kind);
+  }
+  return t;
+}
+
+}  // namespace chorus::topo

@@ -1,0 +1,78 @@
+// The topology model (docs/topology.md): a directed graph of compute ranks,
+// switches and NICs joined by links with a bandwidth per direction, a
+// latency and a kind. The simulator routes every transfer over it and the
+// synthesizer reads its capacities. Presets (presets.cc) build the machines
+// of TOPOLOGIES.md; JSON (json.cc) reads and writes any graph.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace chorus::topo {
+
+enum class NodeKind { kRank, kSwitch, kNic };
+enum class LinkKind { kNvlink, kNvswitch, kXgmi, kPcie, kInfiniband, kEthernet, kGeneric };
+
+const char* nodeKindName(NodeKind k);
+const char* linkKindName(LinkKind k);
+bool parseNodeKind(const std::string& s, NodeKind* out);
+bool parseLinkKind(const std::string& s, LinkKind* out);
+
+struct Node {
+  std::string name;
+  NodeKind kind = NodeKind::kRank;
+  int rank = -1;  // ranks: 0..ranks-1
+  int box = 0;    // the machine it is in (multi-node systems)
+};
+
+// One direction of a connection. Parallel links of TOPOLOGIES.md ("a-b x2")
+// are one link with their summed bandwidth.
+struct Link {
+  int from = -1, to = -1;  // node ids
+  double bandwidth = 0;    // GB/s (1e9 bytes per second) in this direction
+  double latency = 0;      // seconds
+  LinkKind kind = LinkKind::kGeneric;
+};
+
+class Topology {
+ public:
+  std::string name;
+  std::vector<Node> nodes;
+  std::vector<Link> links;
+  // What a rank's own memory moves per second for local copies and
+  // reductions (GB/s; 0 = free, as in bandwidth-only models).
+  double memoryBandwidth = 0;
+
+  int addNode(std::string nodeName, NodeKind kind, int box = 0);
+  int addRank(int box = 0);  // named "gpu<rank>"
+  // A link each way with the same bandwidth and latency.
+  void connect(int a, int b, double gbps, double latencySeconds, LinkKind kind);
+  void addLink(int from, int to, double gbps, double latencySeconds, LinkKind kind);
+
+  int ranks() const { return static_cast<int>(rankNodes_.size()); }
+  int nodeOfRank(int rank) const { return rankNodes_[static_cast<size_t>(rank)]; }
+  int findNode(const std::string& nodeName) const;  // -1 if absent
+
+  // The links a transfer from rank `a` to rank `b` crosses: fewest hops,
+  // then the widest bottleneck (ties: lowest link ids). Ranks forward only
+  // where no path through switches and NICs alone exists. Empty when `b`
+  // cannot be reached. Cached after the first call per source.
+  const std::vector<int>& route(int a, int b) const;
+
+  // Structural checks: names unique, ranks numbered 0..n-1, links between
+  // existing nodes with positive bandwidth and non-negative latency.
+  Status validate() const;
+
+  // Keeps the ranks `keep` (renumbered 0.. in that order) and every node
+  // that is not a rank, and the links among what is kept.
+  Result<Topology> subset(const std::vector<int>& keep) const;
+
+ private:
+  std::vector<int> rankNodes_;
+  mutable std::vector<std::vector<std::vector<int>>> routes_;  // [src rank][dst rank]
+  void routesFrom(int a) const;
+};
+
+}  // namespace chorus::topo
