@@ -104,6 +104,30 @@ struct GenArgs {
 // Exit: 0 written, 1 the program or its result is wrong, 2 bad arguments.
 int runGen(const GenArgs& args);
 
+struct TopoArgs {
+  bool list = false;
+  std::string name;  // a preset (NAME[:ARGS][@RANKS]) or a .json file
+  bool dot = false, json = false;
+};
+// Lists the presets, or shows one topology as text, Graphviz or JSON.
+int runTopo(const TopoArgs& args);
+
+struct SimArgs {
+  std::vector<std::string> files;  // several: compared side by side
+  std::string topo;
+  size_t bytes = 0;  // one size; else -b .. -e by -f
+  size_t minBytes = 1 << 10, maxBytes = size_t{1} << 30;
+  int factor = 4;
+  bool inplace = false;
+  size_t sliceBytes = 0;
+  int slots = 8;
+  double stepLatencyUs = -1;
+  std::string trace;  // Chrome trace of the largest size (first file)
+  bool json = false;
+};
+// Predicts each algorithm's time on the topology. Exit 0, or 2 for bad input.
+int runSim(const SimArgs& args);
+
 // Lists diagnostic codes, or explains one.
 int runExplain(const std::string& code);
 

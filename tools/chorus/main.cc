@@ -139,6 +139,41 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"replicate", "lower", "fuse", "assign", "dependencies", "emit"}));
   g->add_flag("--time-passes", gen.timePasses, "time each pass (stderr)");
 
+  chorus::cli::TopoArgs topoArgs;
+  auto* tp = app.add_subcommand("topo", "topology presets: list them, show one");
+  auto* tpList = tp->add_subcommand("list", "the presets and their arguments");
+  auto* tpShow = tp->add_subcommand("show", "a topology as text (or --dot, --json)");
+  tpShow->add_option("topology", topoArgs.name, "a preset (NAME[:ARGS][@RANKS]) or a .json file")
+      ->required();
+  tpShow->add_flag("--dot", topoArgs.dot, "Graphviz");
+  tpShow->add_flag("--json", topoArgs.json, "the JSON topology format");
+  tp->require_subcommand(1);
+
+  chorus::cli::SimArgs simArgs;
+  auto* sm = app.add_subcommand("sim", "predict how fast algorithms run on a topology");
+  sm->add_option("files", simArgs.files,
+                 "algorithm files (several: compared side by side; 'compare' may come first)")
+      ->required();
+  sm->add_option("--topo,-t", simArgs.topo, "a preset (chorus topo list) or a .json file")
+      ->required();
+  sm->add_option("--bytes", simArgs.bytes, "one size (nccl-tests' meaning)")
+      ->transform(CLI::AsSizeValue(false));
+  sm->add_option("--minbytes,-b", simArgs.minBytes, "smallest size (default 1K)")
+      ->transform(CLI::AsSizeValue(false));
+  sm->add_option("--maxbytes,-e", simArgs.maxBytes, "largest size (default 1G)")
+      ->transform(CLI::AsSizeValue(false));
+  sm->add_option("--stepfactor,-f", simArgs.factor, "size multiplier between rows (default 4)");
+  sm->add_flag("--inplace", simArgs.inplace, "the in-place call");
+  sm->add_option("--slice-bytes", simArgs.sliceBytes, "slice per chunk (default: the protocol's)")
+      ->transform(CLI::AsSizeValue(false));
+  sm->add_option("--slots", simArgs.slots, "messages in flight per connection (default 8)")
+      ->check(CLI::PositiveNumber);
+  sm->add_option("--step-latency-us", simArgs.stepLatencyUs,
+                 "per-step latency besides the links' (default: the protocol's)")
+      ->check(CLI::NonNegativeNumber);
+  sm->add_option("--trace", simArgs.trace, "Chrome trace (Perfetto) of the largest size");
+  sm->add_flag("--json", simArgs.json, "machine-readable results");
+
   std::string code;
   auto* e = app.add_subcommand("explain", "list diagnostic codes, or explain one");
   e->add_option("code", code, "a code such as E110 or its name (offset-range)");
@@ -163,6 +198,19 @@ int main(int argc, char** argv) {
     return chorus::cli::runGen(gen);
   }
   if (*r) return chorus::cli::runRun(run);
+  if (*tp) {
+    topoArgs.list = tpList->parsed();
+    return chorus::cli::runTopo(topoArgs);
+  }
+  if (*sm) {
+    if (!simArgs.files.empty() && simArgs.files.front() == "compare")
+      simArgs.files.erase(simArgs.files.begin());
+    if (simArgs.files.empty()) {
+      std::fprintf(stderr, "chorus sim: name at least one algorithm file\n");
+      return 2;
+    }
+    return chorus::cli::runSim(simArgs);
+  }
   if (*p) return chorus::cli::runPerf(perf);
   if (*l) return chorus::cli::runLaunch(launch);
   return 2;

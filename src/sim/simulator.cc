@@ -1,0 +1,516 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <queue>
+#include <tuple>
+
+namespace chorus::sim {
+
+double busFactor(CollectiveKind coll, int n) {
+  double dn = n;
+  switch (coll) {
+    case CollectiveKind::kAllReduce:
+      return 2 * (dn - 1) / dn;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
+      return (dn - 1) / dn;
+    default:
+      return 1;
+  }
+}
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+double protocolLatency(ir::Protocol p) {
+  switch (p) {
+    case ir::Protocol::kLL:
+      return 0.6e-6;
+    case ir::Protocol::kLL128:
+      return 1.9e-6;
+    case ir::Protocol::kSimple:
+      return 3.4e-6;
+  }
+  return 3.4e-6;
+}
+
+// Wire bytes per useful byte.
+double protocolOverhead(ir::Protocol p) {
+  switch (p) {
+    case ir::Protocol::kLL:
+      return 2.0;
+    case ir::Protocol::kLL128:
+      return 128.0 / 120.0;
+    case ir::Protocol::kSimple:
+      return 1.0;
+  }
+  return 1.0;
+}
+
+enum class Why : uint8_t { kStart, kOrder, kDependency, kData, kSlot };
+const char* whyName(Why w) {
+  static const char* names[] = {"start", "order", "dependency", "data", "slot"};
+  return names[static_cast<int>(w)];
+}
+
+struct Connection {
+  int senderTb = -1, receiverTb = -1;
+  std::vector<int> route;
+  double latency = 0;  // the route's links
+  size_t sent = 0, arrived = 0, consumed = 0;
+  std::vector<size_t> arrivals;   // message seq -> step instance that sent it
+  std::vector<size_t> consumers;  // message seq -> step instance that consumed it
+  std::vector<double> freedAt;    // message seq -> when its slot was freed
+};
+
+struct Tb {
+  int rank = 0, index = 0;
+  const ir::Threadblock* ir = nullptr;
+  size_t base = 0;  // first step instance id of iteration 0
+  size_t iter = 0;
+  int pos = 0;
+  bool recvDone = false, busy = false, done = false;
+  int sendConn = -1, recvConn = -1;
+  double stepStart = 0;
+  // What let the current step go on last, and when.
+  size_t blocker = SIZE_MAX;
+  Why why = Why::kStart;
+  double blockTime = 0;
+  std::vector<int> waiters;  // tbs waiting for a step of this one
+};
+
+struct Flow {
+  double remaining = 0, rate = 0, start = 0;
+  int conn = -1, tb = -1;
+  size_t instance = 0;
+};
+
+struct Timer {
+  double time;
+  uint64_t seq;
+  int kind;  // 0: local work done (tb), 1: latency over, flow starts (pending flow)
+  int id;
+  bool operator>(const Timer& o) const { return std::tie(time, seq) > std::tie(o.time, o.seq); }
+};
+
+class Engine {
+ public:
+  Engine(const ir::Algorithm& a, const topo::Topology& t, const Options& o) : a_(a), t_(t), o_(o) {}
+  chorus::Status run(Result& out);
+
+ private:
+  chorus::Status setup(Result& out);
+  size_t bytesOf(const Tb& tb, const ir::Step& s) const {
+    size_t first = tb.iter * sliceElems_;
+    size_t elems = std::min(sliceElems_, chunkElems_ - first);
+    return static_cast<size_t>(s.count) * elems * o_.elementSize;
+  }
+  double localCost(size_t bytes) const {
+    return t_.memoryBandwidth > 0 ? static_cast<double>(bytes) / (t_.memoryBandwidth * 1e9) : 0;
+  }
+  size_t instance(const Tb& tb) const {
+    return tb.iter * stepsPerIter_ + tb.base + static_cast<size_t>(tb.pos);
+  }
+  // A constraint of the current step was met at `time`: the latest one met
+  // is what the step waited for.
+  void satisfied(Tb& tb, size_t by, double time, Why why) {
+    if (time < tb.blockTime) return;
+    tb.blocker = by;
+    tb.why = why;
+    tb.blockTime = time;
+  }
+  void advance(int t);
+  void complete(Tb& tb);
+  void startSend(int t);
+  void finishFlow(Flow& f);
+  void computeRates();
+  void addTimer(double at, int kind, int id) { timers_.push(Timer{at, seq_++, kind, id}); }
+
+  const ir::Algorithm& a_;
+  const topo::Topology& t_;
+  const Options& o_;
+  std::vector<Tb> tbs_;
+  std::vector<std::vector<int>> tbOf_;  // [rank][tb id] -> tbs_ index
+  std::vector<Connection> conns_;
+  std::vector<Flow> flows_;    // moving bytes
+  std::vector<Flow> pending_;  // paying latency, by timer id
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
+  uint64_t seq_ = 0;
+  std::vector<int> ready_;
+  double now_ = 0;
+  bool ratesDirty_ = false;
+  size_t chunkElems_ = 0, sliceElems_ = 0, iterations_ = 0, stepsPerIter_ = 0, transfers_ = 0;
+  double stepLatency_ = 0, overhead_ = 1;
+  std::vector<double> linkBytes_, linkCap_;
+  // Per step instance (iteration-major), for the critical path and trace.
+  bool keepPath_ = false;
+  std::vector<double> startOf_, endOf_;
+  std::vector<size_t> predOf_;
+  std::vector<Why> whyOf_;
+  nlohmann::json events_ = nlohmann::json::array();
+};
+
+chorus::Status Engine::setup(Result& out) {
+  const int n = a_.ngpus;
+  if (n > t_.ranks())
+    return chorus::Status(StatusCode::kInvalidArgument, "the algorithm has " + std::to_string(n) +
+                                                            " ranks; topology '" + t_.name +
+                                                            "' has " + std::to_string(t_.ranks()));
+  size_t m = ir::countMultiplier(a_), quantum = ir::countQuantum(a_);
+  size_t count = o_.bytes / (o_.elementSize * m) / quantum * quantum;
+  if (count == 0)
+    return chorus::Status(StatusCode::kInvalidArgument,
+                          std::to_string(o_.bytes) + " bytes is below the smallest call " +
+                              a_.name + " serves (" + std::to_string(quantum * m * o_.elementSize) +
+                              " bytes)");
+  out.count = count;
+  chunkElems_ = count * m / static_cast<size_t>(a_.nchunksPerLoop);
+  size_t slice = o_.sliceBytes > 0 ? o_.sliceBytes : ir::defaultSliceBytes(a_.protocol);
+  sliceElems_ = std::max<size_t>(1, slice / o_.elementSize);
+  iterations_ = (chunkElems_ + sliceElems_ - 1) / sliceElems_;
+  out.iterations = iterations_;
+  stepLatency_ = o_.stepLatency >= 0 ? o_.stepLatency : protocolLatency(a_.protocol);
+  overhead_ = protocolOverhead(a_.protocol);
+  tbOf_.assign(static_cast<size_t>(n), {});
+  std::map<std::tuple<int, int, int>, int> connOf;  // (from, to, channel)
+  auto connection = [&](int from, int to, int channel) {
+    auto [it, fresh] = connOf.try_emplace({from, to, channel}, static_cast<int>(conns_.size()));
+    if (fresh) conns_.emplace_back();
+    return it->second;
+  };
+  for (const ir::Rank& r : a_.ranks)
+    for (const ir::Threadblock& irTb : r.tbs) {
+      Tb tb;
+      tb.rank = r.id;
+      tb.index = irTb.id;
+      tb.ir = &irTb;
+      tb.base = stepsPerIter_;
+      stepsPerIter_ += irTb.steps.size();
+      int me = static_cast<int>(tbs_.size());
+      if (irTb.sendPeer >= 0) {
+        tb.sendConn = connection(r.id, irTb.sendPeer, irTb.channel);
+        conns_[static_cast<size_t>(tb.sendConn)].senderTb = me;
+      }
+      if (irTb.recvPeer >= 0) {
+        tb.recvConn = connection(irTb.recvPeer, r.id, irTb.channel);
+        conns_[static_cast<size_t>(tb.recvConn)].receiverTb = me;
+      }
+      auto& ids = tbOf_[static_cast<size_t>(r.id)];
+      if (ids.size() <= static_cast<size_t>(irTb.id))
+        ids.resize(static_cast<size_t>(irTb.id) + 1, -1);
+      ids[static_cast<size_t>(irTb.id)] = me;
+      tbs_.push_back(tb);
+    }
+  for (auto& [key, id] : connOf) {
+    auto [from, to, channel] = key;
+    Connection& c = conns_[static_cast<size_t>(id)];
+    c.route = t_.route(from, to);
+    if (c.route.empty())
+      return chorus::Status(StatusCode::kInvalidArgument,
+                            "rank " + std::to_string(from) + " cannot reach rank " +
+                                std::to_string(to) + " on topology '" + t_.name + "'");
+    for (int l : c.route) c.latency += t_.links[static_cast<size_t>(l)].latency;
+  }
+  linkBytes_.assign(t_.links.size(), 0);
+  linkCap_.resize(t_.links.size());
+  for (size_t l = 0; l < t_.links.size(); ++l) linkCap_[l] = t_.links[l].bandwidth * 1e9;
+  size_t instances = stepsPerIter_ * iterations_;
+  keepPath_ = (o_.criticalPath || o_.trace) && instances <= (size_t{1} << 25);
+  if (keepPath_) {
+    startOf_.assign(instances, 0);
+    endOf_.assign(instances, -1);
+    predOf_.assign(instances, SIZE_MAX);
+    whyOf_.assign(instances, Why::kStart);
+  }
+  return chorus::Status::ok();
+}
+
+bool stepDone(const Tb& tb, size_t iter, int step) {
+  return tb.done || tb.iter > iter || (tb.iter == iter && tb.pos > step);
+}
+
+void Engine::advance(int t) {
+  Tb& tb = tbs_[static_cast<size_t>(t)];
+  while (!tb.done && !tb.busy) {
+    const ir::Step& s = tb.ir->steps[static_cast<size_t>(tb.pos)];
+    if (s.depTb >= 0) {
+      const auto& ids = tbOf_[static_cast<size_t>(tb.rank)];
+      int d = ids[static_cast<size_t>(s.depTb)];
+      Tb& dep = tbs_[static_cast<size_t>(d)];
+      if (!stepDone(dep, tb.iter, s.depStep)) {
+        dep.waiters.push_back(t);
+        return;
+      }
+      if (keepPath_) {
+        size_t di = tb.iter * stepsPerIter_ + dep.base + static_cast<size_t>(s.depStep);
+        satisfied(tb, di, endOf_[di], Why::kDependency);
+      }
+    }
+    if (ir::receives(s.type) && !tb.recvDone) {
+      Connection& c = conns_[static_cast<size_t>(tb.recvConn)];
+      if (c.arrived <= c.consumed) return;  // woken by the arrival
+      size_t seq = c.consumed++;
+      if (keepPath_) {
+        size_t from = c.arrivals[seq];
+        satisfied(tb, from, endOf_[from], Why::kData);
+        c.consumers.push_back(instance(tb));
+        c.freedAt.push_back(now_);
+      }
+      tb.recvDone = true;
+      // A slot is free again.
+      if (c.senderTb >= 0) ready_.push_back(c.senderTb);
+      double cost = localCost(bytesOf(tb, s));
+      if (cost > 0) {
+        tb.busy = true;
+        addTimer(now_ + cost, 0, t);
+        return;
+      }
+    }
+    if (ir::sends(s.type)) {
+      startSend(t);
+      return;
+    }
+    if (!ir::receives(s.type) && s.type != ir::StepType::kNop) {
+      double cost = localCost(bytesOf(tb, s));
+      if (cost > 0 && !tb.recvDone) {
+        tb.recvDone = true;  // the local work is under way
+        tb.busy = true;
+        addTimer(now_ + cost, 0, t);
+        return;
+      }
+    }
+    complete(tb);
+  }
+}
+
+void Engine::startSend(int t) {
+  Tb& tb = tbs_[static_cast<size_t>(t)];
+  Connection& c = conns_[static_cast<size_t>(tb.sendConn)];
+  if (c.sent - c.consumed >= static_cast<size_t>(o_.slots)) return;  // woken by a consume
+  if (keepPath_ && c.sent >= static_cast<size_t>(o_.slots)) {
+    size_t k = c.sent - static_cast<size_t>(o_.slots);
+    satisfied(tb, c.consumers[k], c.freedAt[k], Why::kSlot);
+  }
+  ++c.sent;
+  ++transfers_;
+  tb.busy = true;
+  Flow f;
+  f.conn = tb.sendConn;
+  f.tb = t;
+  f.instance = instance(tb);
+  f.remaining =
+      static_cast<double>(bytesOf(tb, tb.ir->steps[static_cast<size_t>(tb.pos)])) * overhead_;
+  pending_.push_back(f);
+  addTimer(now_ + stepLatency_ + c.latency, 1, static_cast<int>(pending_.size()) - 1);
+}
+
+void Engine::complete(Tb& tb) {
+  if (keepPath_) {
+    size_t i = instance(tb);
+    startOf_[i] = tb.stepStart;
+    endOf_[i] = now_;
+    whyOf_[i] = tb.why;
+    predOf_[i] = tb.blocker;
+  }
+  if (o_.trace) {
+    const ir::Step& s = tb.ir->steps[static_cast<size_t>(tb.pos)];
+    events_.push_back({{"name", std::string(ir::stepTypeName(s.type))},
+                       {"ph", "X"},
+                       {"ts", tb.stepStart * 1e6},
+                       {"dur", (now_ - tb.stepStart) * 1e6},
+                       {"pid", tb.rank},
+                       {"tid", tb.index},
+                       {"args", {{"step", tb.pos}, {"iteration", tb.iter}, {"count", s.count}}}});
+  }
+  size_t previous = instance(tb);
+  tb.recvDone = false;
+  tb.busy = false;
+  if (++tb.pos == static_cast<int>(tb.ir->steps.size())) {
+    tb.pos = 0;
+    if (++tb.iter == iterations_) tb.done = true;
+  }
+  tb.stepStart = now_;
+  tb.blocker = previous;
+  tb.why = Why::kOrder;
+  tb.blockTime = now_;
+  for (int w : tb.waiters) ready_.push_back(w);
+  tb.waiters.clear();
+}
+
+void Engine::finishFlow(Flow& f) {
+  Connection& c = conns_[static_cast<size_t>(f.conn)];
+  c.arrivals.push_back(f.instance);
+  ++c.arrived;
+  if (c.receiverTb >= 0) ready_.push_back(c.receiverTb);
+  Tb& tb = tbs_[static_cast<size_t>(f.tb)];
+  complete(tb);
+  ready_.push_back(f.tb);
+}
+
+// Max-min fair rates by progressive filling: the link with the smallest
+// fair share fixes the rate of its flows, which leave the others.
+void Engine::computeRates() {
+  ratesDirty_ = false;
+  std::vector<int> count(linkCap_.size(), 0);
+  std::vector<double> left(linkCap_.size(), 0);
+  std::vector<std::vector<int>> on(linkCap_.size());
+  for (size_t f = 0; f < flows_.size(); ++f)
+    for (int l : conns_[static_cast<size_t>(flows_[f].conn)].route) {
+      if (count[static_cast<size_t>(l)]++ == 0)
+        left[static_cast<size_t>(l)] = linkCap_[static_cast<size_t>(l)];
+      on[static_cast<size_t>(l)].push_back(static_cast<int>(f));
+    }
+  using Entry = std::pair<double, int>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
+  for (size_t l = 0; l < count.size(); ++l)
+    if (count[l] > 0) heap.push({left[l] / count[l], static_cast<int>(l)});
+  std::vector<char> fixed(flows_.size(), 0);
+  while (!heap.empty()) {
+    auto [share, l] = heap.top();
+    heap.pop();
+    auto li = static_cast<size_t>(l);
+    if (count[li] == 0 || share != left[li] / count[li]) continue;  // stale
+    for (int f : on[li]) {
+      if (fixed[static_cast<size_t>(f)]) continue;
+      fixed[static_cast<size_t>(f)] = 1;
+      flows_[static_cast<size_t>(f)].rate = share;
+      for (int l2 : conns_[static_cast<size_t>(flows_[static_cast<size_t>(f)].conn)].route) {
+        auto l2i = static_cast<size_t>(l2);
+        left[l2i] -= share;
+        if (--count[l2i] > 0) heap.push({left[l2i] / count[l2i], l2});
+      }
+    }
+  }
+}
+
+chorus::Status Engine::run(Result& out) {
+  CHORUS_RETURN_IF_ERROR(setup(out));
+  for (size_t t = 0; t < tbs_.size(); ++t) {
+    if (tbs_[t].ir->steps.empty()) tbs_[t].done = true;
+    ready_.push_back(static_cast<int>(t));
+  }
+  for (;;) {
+    while (!ready_.empty()) {
+      int t = ready_.back();
+      ready_.pop_back();
+      advance(t);
+    }
+    if (ratesDirty_) computeRates();
+    double next = timers_.empty() ? kInf : timers_.top().time;
+    for (const Flow& f : flows_)
+      next = std::min(next, f.rate > 0 ? now_ + f.remaining / f.rate : kInf);
+    if (next == kInf) break;
+    double dt = next - now_;
+    for (Flow& f : flows_) {
+      double moved = std::min(f.remaining, f.rate * dt);
+      f.remaining -= moved;
+      for (int l : conns_[static_cast<size_t>(f.conn)].route)
+        linkBytes_[static_cast<size_t>(l)] += moved;
+    }
+    now_ = next;
+    // Finished flows (within rounding), then every timer due now.
+    for (size_t i = 0; i < flows_.size();) {
+      Flow& f = flows_[i];
+      if (f.remaining <= 1e-6 || (f.rate > 0 && f.remaining / f.rate <= 1e-15)) {
+        Flow done = f;
+        flows_[i] = flows_.back();
+        flows_.pop_back();
+        ratesDirty_ = true;
+        finishFlow(done);
+        continue;
+      }
+      ++i;
+    }
+    while (!timers_.empty() && timers_.top().time <= now_) {
+      Timer tm = timers_.top();
+      timers_.pop();
+      if (tm.kind == 0) {
+        Tb& tb = tbs_[static_cast<size_t>(tm.id)];
+        tb.busy = false;
+        ready_.push_back(tm.id);
+        const ir::Step& s = tb.ir->steps[static_cast<size_t>(tb.pos)];
+        if (!ir::sends(s.type)) complete(tb);
+      } else {
+        Flow f = pending_[static_cast<size_t>(tm.id)];
+        if (f.remaining <= 0) {
+          finishFlow(f);
+        } else {
+          flows_.push_back(f);
+          ratesDirty_ = true;
+        }
+      }
+    }
+  }
+  for (const Tb& tb : tbs_)
+    if (!tb.done) {
+      const ir::Step& s = tb.ir->steps[static_cast<size_t>(tb.pos)];
+      return chorus::Status(StatusCode::kDeadlock,
+                            "rank " + std::to_string(tb.rank) + " tb " + std::to_string(tb.index) +
+                                " step " + std::to_string(tb.pos) + " (" +
+                                std::string(ir::stepTypeName(s.type)) + ", iteration " +
+                                std::to_string(tb.iter) + ") waits forever with " +
+                                std::to_string(o_.slots) + " slot(s) per connection");
+    }
+  out.time = now_;
+  out.transfers = transfers_;
+  out.linkBytes = linkBytes_;
+  double bytes = static_cast<double>(out.count * ir::countMultiplier(a_) * o_.elementSize);
+  if (a_.collective == CollectiveKind::kAllGather ||
+      a_.collective == CollectiveKind::kReduceScatter || a_.collective == CollectiveKind::kAllToAll)
+    bytes = static_cast<double>(out.count * static_cast<size_t>(a_.ngpus) * o_.elementSize);
+  out.algbw = now_ > 0 ? bytes / now_ / 1e9 : 0;
+  out.busbw = out.algbw * busFactor(a_.collective, a_.ngpus);
+  if (keepPath_ && o_.criticalPath) {
+    size_t last = SIZE_MAX;
+    double end = -1;
+    for (size_t i = 0; i < endOf_.size(); ++i)
+      if (endOf_[i] > end) {
+        end = endOf_[i];
+        last = i;
+      }
+    std::vector<PathStep> path;
+    std::vector<std::pair<int, int>> where(stepsPerIter_);  // instance -> (tb, step)
+    for (size_t t = 0; t < tbs_.size(); ++t)
+      for (size_t k = 0; k < tbs_[t].ir->steps.size(); ++k)
+        where[tbs_[t].base + k] = {static_cast<int>(t), static_cast<int>(k)};
+    for (size_t i = last; i != SIZE_MAX && path.size() < endOf_.size(); i = predOf_[i]) {
+      auto [t, k] = where[i % stepsPerIter_];
+      const Tb& tb = tbs_[static_cast<size_t>(t)];
+      path.push_back(PathStep{tb.rank, tb.index, k, static_cast<int>(i / stepsPerIter_),
+                              tb.ir->steps[static_cast<size_t>(k)].type, startOf_[i], endOf_[i],
+                              whyName(whyOf_[i])});
+    }
+    std::reverse(path.begin(), path.end());
+    out.critical = std::move(path);
+  }
+  if (o_.trace) {
+    for (int r = 0; r < a_.ngpus; ++r)
+      events_.push_back({{"name", "process_name"},
+                         {"ph", "M"},
+                         {"pid", r},
+                         {"args", {{"name", "rank " + std::to_string(r)}}}});
+    out.trace = nlohmann::json{{"traceEvents", events_}, {"displayTimeUnit", "ns"}}.dump();
+  }
+  return chorus::Status::ok();
+}
+
+}  // namespace
+
+chorus::Result<Result> simulate(const ir::Algorithm& algo, const topo::Topology& topo,
+                                const Options& options) {
+  if (options.slots < 1 || options.elementSize < 1)
+    return chorus::Status(StatusCode::kInvalidArgument, "slots and element size must be >= 1");
+  Engine e(algo, topo, options);
+  Result out;
+  chorus::Status st = e.run(out);
+  if (!st.isOk()) return st;
+  return out;
+}
+
+}  // namespace chorus::sim

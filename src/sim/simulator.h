@@ -1,0 +1,69 @@
+// The simulator (docs/simulator.md): runs an algorithm's IR on a topology
+// at the level of transfers, with the runtime's semantics — every
+// threadblock runs its steps in order once per slice iteration, waits for
+// its dependencies, a receive for its message, a send for a free slot on
+// its connection — and predicts the time:
+//   - a send is a flow over the topology's route from sender to receiver;
+//     flows share each link max-min fairly;
+//   - every transfer pays a per-step latency (the protocol's, plus the
+//     links' own) before its bytes move;
+//   - LL carries 8 useful bytes in 16, LL128 120 in 128, Simple all 16;
+//   - local copies and reductions cost bytes / the rank's memory bandwidth
+//     (free when the topology gives none).
+// Results: time, algbw and busbw (nccl-tests' factors), bytes per link, the
+// critical path, and optionally a Chrome trace (Perfetto opens it).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "ir/ir.h"
+#include "topo/topology.h"
+
+namespace chorus::sim {
+
+struct Options {
+  size_t bytes = 1 << 20;  // nccl-tests' size: count = bytes / (element size x m)
+  size_t elementSize = 4;
+  bool inplace = false;   // which call form (an algorithm may serve only one)
+  size_t sliceBytes = 0;  // per chunk per iteration; 0 = the protocol's (IR.md section 3)
+  int slots = 8;          // messages in flight per connection (NCCL_STEPS)
+  // Seconds every transfer step costs before its bytes move, besides the
+  // links' latencies; < 0: the protocol's (LL 0.6 us, LL128 1.9 us,
+  // Simple 3.4 us: NCCL's ring figures for NVLink).
+  double stepLatency = -1;
+  bool trace = false;  // fill Result::trace (Chrome trace JSON)
+  bool criticalPath = true;
+};
+
+struct PathStep {
+  int rank = 0, tb = 0, step = 0, iteration = 0;
+  ir::StepType type = ir::StepType::kNop;
+  double start = 0, end = 0;  // seconds
+  // What it waited for last: "start", "order" (its threadblock's previous
+  // step), "dependency", "data" (its message), "slot" (a free slot).
+  const char* waited = "start";
+};
+
+struct Result {
+  double time = 0;                 // seconds
+  double algbw = 0, busbw = 0;     // GB/s
+  size_t count = 0;                // elements per rank as nccl-tests counts them
+  size_t iterations = 0;           // slice iterations per threadblock
+  size_t transfers = 0;            // messages sent
+  std::vector<double> linkBytes;   // per topology link, wire bytes carried
+  std::vector<PathStep> critical;  // first to last
+  std::string trace;               // Options::trace
+};
+
+// nccl-tests' bus bandwidth factor for `coll` on `n` ranks.
+double busFactor(CollectiveKind coll, int n);
+
+// kInvalidArgument when the algorithm's ranks exceed the topology's, a
+// rank cannot reach a peer, or the size does not split into its chunks;
+// kDeadlock when the ranks wait on each other (with `slots` slots).
+chorus::Result<Result> simulate(const ir::Algorithm& algo, const topo::Topology& topo,
+                                const Options& options);
+
+}  // namespace chorus::sim

@@ -1,0 +1,261 @@
+// The simulator against closed forms (within 1 %), the topology model and
+// its formats, and the runtime's step semantics.
+#include <gtest/gtest.h>
+
+#include <chorus/lang.hpp>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "compiler/compiler.h"
+#include "sim/simulator.h"
+#include "synth/classic.h"
+#include "tests/support/files.h"
+#include "topo/json.h"
+#include "topo/presets.h"
+
+namespace chorus {
+namespace {
+
+constexpr double kGB = 1e9;
+
+sim::Result mustSimulate(const ir::Algorithm& a, const topo::Topology& t, sim::Options o) {
+  auto r = sim::simulate(a, t, o);
+  EXPECT_TRUE(r.isOk()) << r.status().toString();
+  return r.isOk() ? r.value() : sim::Result{};
+}
+
+topo::Topology preset(const std::string& name) {
+  auto t = topo::makePreset(name);
+  EXPECT_TRUE(t.isOk()) << t.status().toString();
+  return t.isOk() ? t.value() : topo::Topology{};
+}
+
+// One slice per chunk, no protocol latency: the closed forms' model.
+sim::Options plain(size_t bytes) {
+  sim::Options o;
+  o.bytes = bytes;
+  o.sliceBytes = size_t{1} << 40;
+  o.stepLatency = 0;
+  return o;
+}
+
+// Ring allreduce on an n-ring of bandwidth B and link latency a:
+// 2(n-1) a + 2(n-1)/n M/B; ring allgather: (n-1) a + (n-1)/n M/B.
+TEST(Sim, RingsMatchTheirClosedForms) {
+  for (int n : {2, 3, 4, 8, 16})
+    for (double bw : {25.0, 100.0})
+      for (size_t bytes : {size_t{1} << 16, size_t{1} << 24}) {
+        SCOPED_TRACE("n=" + std::to_string(n) + " bw=" + std::to_string(bw) +
+                     " bytes=" + std::to_string(bytes));
+        topo::Topology ring = preset("ring:" + std::to_string(n) + ":" + std::to_string(bw));
+        const double a = 1e-6, m = static_cast<double>(bytes), b = bw * kGB;
+        sim::Result r = mustSimulate(synth::ringAllReduce(n), ring, plain(bytes));
+        double want = 2 * (n - 1) * a + 2.0 * (n - 1) / n * m / b;
+        EXPECT_NEAR(r.time, want, want * 0.01);
+        sim::Result g = mustSimulate(synth::ringAllGather(n), ring, plain(bytes));
+        want = (n - 1) * a + (n - 1.0) / n * m / b;
+        EXPECT_NEAR(g.time, want, want * 0.01);
+        // busbw of a ring on a ring is the link's bandwidth, less latency.
+        EXPECT_LT(r.busbw, bw);
+      }
+}
+
+// All-pairs alltoall on a fully connected graph: every block crosses its
+// own link at once: a + (M/n)/B.
+TEST(Sim, AllPairsOnFullyConnected) {
+  for (int n : {3, 4, 8}) {
+    topo::Topology full = preset("full:" + std::to_string(n));
+    size_t bytes = size_t{1} << 22;
+    sim::Result r = mustSimulate(synth::pairwiseAllToAll(n), full, plain(bytes));
+    double want = 1e-6 + static_cast<double>(bytes) / n / (25 * kGB);
+    EXPECT_NEAR(r.time, want, want * 0.01) << n;
+  }
+}
+
+// Two flows into one rank through a switch share its last link: half speed each.
+TEST(Sim, FlowsSharingALinkGetHalfEach) {
+  topo::Topology t;
+  int r0 = t.addRank(), r1 = t.addRank(), r2 = t.addRank();
+  int sw = t.addNode("switch", topo::NodeKind::kSwitch);
+  for (int r : {r0, r1}) t.connect(r, sw, 100, 0, topo::LinkKind::kGeneric);
+  t.connect(sw, r2, 50, 0, topo::LinkKind::kGeneric);
+  lang::Program p({.name = "two_to_one", .collective = "gather", .ranks = 3, .root = 2});
+  p.chunk(0, lang::kInput, 0).copy(2, lang::kOutput, 0);
+  p.chunk(1, lang::kInput, 0).copy(2, lang::kOutput, 1);
+  p.chunk(2, lang::kInput, 0).copy(2, lang::kOutput, 2);
+  compiler::Compiled c = compiler::compile(p);
+  ASSERT_TRUE(c.ok());
+  size_t bytes = size_t{3} << 20;  // each rank's share 1 MiB
+  sim::Result r = mustSimulate(c.algo, t, plain(bytes));
+  double want = (1 << 20) / (25 * kGB);
+  EXPECT_NEAR(r.time, want, want * 0.01);
+  // The shared link carried both, the others one each.
+  int shared = -1;
+  for (size_t l = 0; l < t.links.size(); ++l)
+    if (t.links[l].from == sw && t.links[l].to == r2) shared = static_cast<int>(l);
+  EXPECT_NEAR(r.linkBytes[static_cast<size_t>(shared)], 2.0 * (1 << 20), 1);
+}
+
+// LL puts 16 bytes on the wire for 8 useful ones, LL128 128 for 120.
+TEST(Sim, ProtocolEfficiency) {
+  topo::Topology ring = preset("ring:4");
+  ir::Algorithm simple = synth::ringAllReduce(4);
+  ir::Algorithm ll = simple, ll128 = simple;
+  ll.protocol = ir::Protocol::kLL;
+  ll128.protocol = ir::Protocol::kLL128;
+  for (auto* t : {&ring}) {
+    for (topo::Link& l : t->links) l.latency = 0;
+  }
+  double s = mustSimulate(simple, ring, plain(1 << 24)).time;
+  EXPECT_NEAR(mustSimulate(ll, ring, plain(1 << 24)).time, 2 * s, 2 * s * 0.01);
+  EXPECT_NEAR(mustSimulate(ll128, ring, plain(1 << 24)).time, s * 128 / 120, s * 0.01);
+  // With their own slices and step latencies, LL wins small sizes and
+  // Simple large ones.
+  sim::Options small, large;
+  small.bytes = 4 << 10;
+  large.bytes = 256 << 20;
+  EXPECT_LT(mustSimulate(ll, ring, small).time, mustSimulate(simple, ring, small).time);
+  EXPECT_GT(mustSimulate(ll, ring, large).time, mustSimulate(simple, ring, large).time);
+}
+
+// Every production file on NDv4 runs below the box's bound (each GPU moves
+// at most 300 GB/s through the NVSwitch, plus 25 through its NIC).
+TEST(Sim, ProductionFilesStayBelowTheNdv4Bound) {
+  topo::Topology ndv4 = preset("ndv4");
+  for (const std::string& f : testing::productionFiles()) {
+    ir::Algorithm a = testing::mustRead(f);
+    for (size_t bytes : {size_t{1} << 20, size_t{64} << 20}) {
+      sim::Options o;
+      o.bytes = bytes;
+      o.inplace = !a.outofplace;
+      o.criticalPath = false;
+      auto r = sim::simulate(a, ndv4, o);
+      ASSERT_TRUE(r.isOk()) << f << ": " << r.status().toString();
+      EXPECT_GT(r.value().busbw, 0) << f;
+      EXPECT_LT(r.value().busbw, 325) << f;
+    }
+  }
+}
+
+// The simulator keeps the runtime's semantics: every step ends after the
+// step it depends on and after the send of the message it receives, and
+// each threadblock's steps follow one another (checked on the trace).
+TEST(Sim, TraceKeepsDependenciesAndMessageOrder) {
+  ir::Algorithm a = testing::mustRead(std::string(CHORUS_MSCCL_DIR) + "/ap4ll.xml");
+  sim::Options o;
+  o.bytes = 1 << 20;
+  o.inplace = !a.outofplace;
+  o.trace = true;
+  sim::Result r = mustSimulate(a, preset("ndv4"), o);
+  auto doc = nlohmann::json::parse(r.trace);
+  // (rank, tb, iteration, step) -> [start, end]
+  std::map<std::tuple<int, int, int, int>, std::pair<double, double>> when;
+  for (const auto& e : doc["traceEvents"])
+    if (e["ph"] == "X")
+      when[{e["pid"].get<int>(), e["tid"].get<int>(), e["args"]["iteration"].get<int>(),
+            e["args"]["step"].get<int>()}] = {e["ts"].get<double>(),
+                                              e["ts"].get<double>() + e["dur"].get<double>()};
+  ASSERT_EQ(when.size(), a.totalSteps() * r.iterations);
+  const double eps = 1e-6;
+  for (const ir::Rank& rank : a.ranks)
+    for (const ir::Threadblock& tb : rank.tbs)
+      for (int it = 0; it < static_cast<int>(r.iterations); ++it)
+        for (size_t k = 0; k < tb.steps.size(); ++k) {
+          auto me = when.at({rank.id, tb.id, it, static_cast<int>(k)});
+          if (k > 0) {
+            EXPECT_GE(me.first + eps,
+                      when.at({rank.id, tb.id, it, static_cast<int>(k) - 1}).second);
+          }
+          const ir::Step& s = tb.steps[k];
+          if (s.depTb >= 0) {
+            EXPECT_GE(me.second + eps, when.at({rank.id, s.depTb, it, s.depStep}).second);
+          }
+        }
+}
+
+TEST(Topo, PresetsHaveTheirShapes) {
+  struct Case {
+    const char* name;
+    int ranks;
+  };
+  for (auto [name, ranks] :
+       {Case{"dgx1", 8}, Case{"ndv2:2", 16}, Case{"dgx2:2", 32}, Case{"ndv4:4", 32},
+        Case{"dgx-h100:2", 16}, Case{"mi250", 16}, Case{"mi250:2", 32}, Case{"ring:5", 5},
+        Case{"torus:4", 16}, Case{"full:6", 6}, Case{"fattree:4:8:2", 32},
+        Case{"dgx1@0,1,4,5", 4}}) {
+    topo::Topology t = preset(name);
+    EXPECT_EQ(t.ranks(), ranks) << name;
+    EXPECT_TRUE(t.validate().isOk()) << name << ": " << t.validate().toString();
+    for (int a = 0; a < t.ranks(); ++a)  // every rank reaches every other
+      for (int b = 0; b < t.ranks(); ++b)
+        if (a != b) {
+          EXPECT_FALSE(t.route(a, b).empty()) << name << " " << a << "->" << b;
+        }
+  }
+  // DGX-1: six NVLinks per GPU (150 GB/s out); the subset keeps 0-1 (x2), 0-4 (x2), 1-5, 4-5 (x2).
+  topo::Topology d = preset("dgx1");
+  double out = 0;
+  for (const topo::Link& l : d.links) out += l.from == d.nodeOfRank(3) ? l.bandwidth : 0;
+  EXPECT_EQ(out, 150);
+  EXPECT_EQ(preset("dgx1@0,1,4,5").links.size(), 8u);
+  // Routes: through the NVSwitch inside a box, NIC and fabric across.
+  topo::Topology two = preset("ndv4:2");
+  EXPECT_EQ(two.route(0, 1).size(), 2u);
+  EXPECT_EQ(two.route(0, 9).size(), 4u);
+  for (const char* bad :
+       {"nosuch", "ring", "ring:0", "ring:x", "ndv2:3", "dgx1@9", "dgx1@1,1", "ndv4:1:2"}) {
+    auto t = topo::makePreset(bad);
+    EXPECT_FALSE(t.isOk()) << bad;
+  }
+}
+
+TEST(Topo, JsonRoundTripsAndBadFilesSayWhere) {
+  topo::Topology t = preset("ndv4:2");
+  auto back = topo::parseTopology(topo::writeTopology(t), "mem.json");
+  ASSERT_TRUE(back.isOk()) << back.status().toString();
+  EXPECT_EQ(back.value().ranks(), t.ranks());
+  ASSERT_EQ(back.value().links.size(), t.links.size());
+  for (size_t i = 0; i < t.links.size(); ++i) {
+    EXPECT_EQ(back.value().links[i].from, t.links[i].from);
+    EXPECT_DOUBLE_EQ(back.value().links[i].bandwidth, t.links[i].bandwidth);
+    EXPECT_NEAR(back.value().links[i].latency, t.links[i].latency, 1e-15);
+  }
+  struct Bad {
+    const char* text;
+    const char* says;
+  };
+  for (auto [text, says] :
+       {Bad{"[]", "not a JSON object"}, Bad{"{\"links\": []}", "missing array 'nodes'"},
+        Bad{R"({"nodes": [{"name": "a"}], "links": [{"from": "a", "to": "b", "bandwidth": 1}]})",
+            "links[0]: no node named 'b'"},
+        Bad{R"({"nodes": [{"name": "a"}, {"name": "b"}], "links": [{"from": "a", "to": "b"}]})",
+            "links[0]: needs 'bandwidth'"},
+        Bad{R"({"nodes": [{"name": "a"}, {"name": "a"}], "links": []})", "nodes[1]: the name"},
+        Bad{R"({"nodes": [{"name": "s", "kind": "switch"}], "links": []})", "no ranks"},
+        Bad{R"({"nodes": [{"name": "a", "kind": "gpu"}], "links": []})", "nodes[0]: 'kind'"}}) {
+    auto r = topo::parseTopology(text, "bad.json");
+    ASSERT_FALSE(r.isOk()) << text;
+    EXPECT_NE(r.status().message().find(says), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("bad.json"), std::string::npos);
+  }
+}
+
+TEST(Sim, BadInputIsAnError) {
+  topo::Topology ring4 = preset("ring:4");
+  auto big = sim::simulate(synth::ringAllReduce(8), ring4, sim::Options{});
+  ASSERT_FALSE(big.isOk());
+  EXPECT_NE(big.status().message().find("has 4"), std::string::npos);
+  sim::Options tiny;
+  tiny.bytes = 4;
+  EXPECT_FALSE(sim::simulate(synth::ringAllReduce(4), ring4, tiny).isOk());
+  // Two islands: rank 0 cannot reach rank 1.
+  topo::Topology split;
+  split.addRank();
+  split.addRank();
+  auto r = sim::simulate(synth::ringAllReduce(2), split, sim::Options{});
+  ASSERT_FALSE(r.isOk());
+  EXPECT_NE(r.status().message().find("cannot reach"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace chorus

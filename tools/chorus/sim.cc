@@ -1,0 +1,236 @@
+// `chorus topo` (list, show) and `chorus sim` (one algorithm or several
+// compared, over a sweep of sizes, on a topology).
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/io.h"
+#include "ir/json_io.h"
+#include "sim/simulator.h"
+#include "tools/chorus/commands.h"
+#include "topo/json.h"
+#include "topo/presets.h"
+
+namespace chorus::cli {
+
+namespace {
+
+std::string sizeText(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  return fmt::format("{:g} {}", bytes, units[u]);
+}
+
+std::string linkName(const topo::Topology& t, int l) {
+  const topo::Link& k = t.links[static_cast<size_t>(l)];
+  return t.nodes[static_cast<size_t>(k.from)].name + " -> " +
+         t.nodes[static_cast<size_t>(k.to)].name;
+}
+
+}  // namespace
+
+int runTopo(const TopoArgs& args) {
+  if (args.list) {
+    for (const topo::PresetInfo& p : topo::presets())
+      fmt::print("{:<26} {}\n", p.name + p.arguments, p.description);
+    fmt::print("any preset takes @R,R,... to keep only those ranks (e.g. dgx1@0,1,4,5)\n");
+    return 0;
+  }
+  auto t = topo::loadTopology(args.name);
+  if (!t.isOk()) {
+    fmt::print(stderr, "chorus topo: {}\n", t.status().message());
+    return 2;
+  }
+  const topo::Topology& g = t.value();
+  if (args.json) {
+    fmt::print("{}", topo::writeTopology(g));
+    return 0;
+  }
+  if (args.dot) {
+    fmt::print("digraph \"{}\" {{\n  node [fontname=Helvetica];\n", g.name);
+    for (const topo::Node& n : g.nodes)
+      fmt::print("  \"{}\" [shape={}];\n", n.name,
+                 n.kind == topo::NodeKind::kRank     ? "box"
+                 : n.kind == topo::NodeKind::kSwitch ? "ellipse"
+                                                     : "diamond");
+    for (const topo::Link& l : g.links)
+      fmt::print("  \"{}\" -> \"{}\" [label=\"{:g}\"];\n",
+                 g.nodes[static_cast<size_t>(l.from)].name, g.nodes[static_cast<size_t>(l.to)].name,
+                 l.bandwidth);
+    fmt::print("}}\n");
+    return 0;
+  }
+  int switches = 0, nics = 0;
+  for (const topo::Node& n : g.nodes) {
+    switches += n.kind == topo::NodeKind::kSwitch;
+    nics += n.kind == topo::NodeKind::kNic;
+  }
+  fmt::print("topology {}: {} ranks, {} switches, {} NICs, {} links (one direction each)\n", g.name,
+             g.ranks(), switches, nics, g.links.size());
+  if (g.memoryBandwidth > 0) fmt::print("rank memory bandwidth {:g} GB/s\n", g.memoryBandwidth);
+  fmt::print("{:>8} {:>4}  {:>10} {:>10}  links out (GB/s, latency us, kind)\n", "rank", "box",
+             "out GB/s", "in GB/s");
+  for (int r = 0; r < g.ranks(); ++r) {
+    int id = g.nodeOfRank(r);
+    double out = 0, in = 0;
+    std::string list;
+    for (const topo::Link& l : g.links) {
+      if (l.to == id) in += l.bandwidth;
+      if (l.from != id) continue;
+      out += l.bandwidth;
+      list += fmt::format("{}{} {:g} {:g} {}", list.empty() ? "" : ", ",
+                          g.nodes[static_cast<size_t>(l.to)].name, l.bandwidth, l.latency * 1e6,
+                          topo::linkKindName(l.kind));
+    }
+    fmt::print("{:>8} {:>4}  {:>10g} {:>10g}  {}\n", g.nodes[static_cast<size_t>(id)].name,
+               g.nodes[static_cast<size_t>(id)].box, out, in, list);
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (g.nodes[i].kind == topo::NodeKind::kRank) continue;
+    int degree = 0;
+    double out = 0;
+    for (const topo::Link& l : g.links)
+      if (l.from == static_cast<int>(i)) {
+        ++degree;
+        out += l.bandwidth;
+      }
+    fmt::print("{:>8} {:>6}  {} links out, {:g} GB/s in all\n", g.nodes[i].name,
+               topo::nodeKindName(g.nodes[i].kind), degree, out);
+  }
+  return 0;
+}
+
+int runSim(const SimArgs& args) {
+  auto fail = [](const std::string& m) {
+    fmt::print(stderr, "chorus sim: {}\n", m);
+    return 2;
+  };
+  auto topology = topo::loadTopology(args.topo);
+  if (!topology.isOk()) return fail(topology.status().message());
+  std::vector<ir::Algorithm> algos;
+  for (const std::string& f : args.files) {
+    ir::ReadResult rr = ir::readAlgorithmFile(f);
+    if (!rr.algorithm) {
+      rr.diagnostics.sort();
+      for (const auto& d : rr.diagnostics.items()) fmt::print(stderr, "{}\n", d.format());
+      return 2;
+    }
+    algos.push_back(std::move(*rr.algorithm));
+  }
+  std::vector<size_t> sizes;
+  size_t lo = args.bytes > 0 ? args.bytes : args.minBytes,
+         hi = args.bytes > 0 ? args.bytes : args.maxBytes;
+  if (lo == 0 || hi < lo || args.factor < 2) return fail("sizes: need 0 < -b <= -e and -f >= 2");
+  for (size_t b = lo; b <= hi; b *= static_cast<size_t>(args.factor)) {
+    sizes.push_back(b);
+    if (b > hi / static_cast<size_t>(args.factor)) break;
+  }
+  sim::Options o;
+  o.slots = args.slots;
+  o.sliceBytes = args.sliceBytes;
+  o.stepLatency = args.stepLatencyUs >= 0 ? args.stepLatencyUs * 1e-6 : -1;
+  const bool compare = algos.size() > 1;
+  nlohmann::ordered_json doc = nlohmann::ordered_json::array();
+  if (!args.json) {
+    fmt::print("# chorus sim on {} ({} ranks)\n", topology.value().name, topology.value().ranks());
+    for (size_t i = 0; i < algos.size(); ++i)
+      fmt::print("# [{}] {} ({}): {} ranks, {}, {}\n", i, algos[i].name, args.files[i],
+                 algos[i].ngpus, algos[i].collectiveName, ir::protocolName(algos[i].protocol));
+    fmt::print("{:>12}", "size");
+    for (size_t i = 0; i < algos.size(); ++i)
+      fmt::print("  {:>11} {:>9} {:>9}", compare ? fmt::format("[{}] us", i) : "time (us)", "algbw",
+                 "busbw");
+    fmt::print("{}\n", compare ? "  best" : "");
+  }
+  sim::Result last;
+  for (size_t bytes : sizes) {
+    o.bytes = bytes;
+    nlohmann::ordered_json row = {{"bytes", bytes}};
+    nlohmann::ordered_json per = nlohmann::ordered_json::array();
+    std::string line = fmt::format("{:>12}", sizeText(static_cast<double>(bytes)));
+    double best = 0;
+    size_t bestAt = 0;
+    for (size_t i = 0; i < algos.size(); ++i) {
+      o.inplace = args.inplace || !algos[i].outofplace;
+      o.trace = !args.trace.empty() && bytes == sizes.back() && i == 0;
+      auto r = sim::simulate(algos[i], topology.value(), o);
+      if (!r.isOk()) {
+        if (r.status().code() != StatusCode::kInvalidArgument || !compare) {
+          fmt::print(stderr, "chorus sim: {}: {}\n", args.files[i], r.status().message());
+          return 2;
+        }
+        line += fmt::format("  {:>11} {:>9} {:>9}", "-", "-", "-");
+        per.push_back({{"file", args.files[i]}, {"error", r.status().message()}});
+        continue;
+      }
+      const sim::Result& res = r.value();
+      line += fmt::format("  {:>11.2f} {:>9.3f} {:>9.3f}", res.time * 1e6, res.algbw, res.busbw);
+      per.push_back({{"file", args.files[i]},
+                     {"time", res.time},
+                     {"algbw", res.algbw},
+                     {"busbw", res.busbw}});
+      if (res.busbw > best) {
+        best = res.busbw;
+        bestAt = i;
+      }
+      if (o.trace) {
+        Status st = writeTextFile(res.trace, args.trace);
+        if (!st.isOk()) return fail(st.message());
+      }
+      if (i == 0) last = r.value();
+    }
+    if (compare) line += fmt::format("  [{}]", bestAt);
+    row["results"] = per;
+    doc.push_back(row);
+    if (!args.json) fmt::print("{}\n", line);
+  }
+  if (args.json) {
+    fmt::print("{}\n", doc.dump(1));
+    return 0;
+  }
+  if (compare) return 0;
+  // Where the time went at the largest size.
+  const topo::Topology& g = topology.value();
+  std::vector<size_t> order(last.linkBytes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return last.linkBytes[a] > last.linkBytes[b]; });
+  fmt::print(
+      "# at {}: {} transfers, {} slice iteration(s); busiest links (utilization = bytes / "
+      "(bandwidth x time)):\n",
+      sizeText(static_cast<double>(sizes.back())), last.transfers, last.iterations);
+  for (size_t k = 0; k < std::min<size_t>(5, order.size()) && last.linkBytes[order[k]] > 0; ++k) {
+    const topo::Link& l = g.links[order[k]];
+    fmt::print("#   {:<28} {:>6.1f} %  ({} over {:g} GB/s)\n",
+               linkName(g, static_cast<int>(order[k])),
+               100 * last.linkBytes[order[k]] / (l.bandwidth * 1e9 * last.time),
+               sizeText(last.linkBytes[order[k]]), l.bandwidth);
+  }
+  if (!last.critical.empty()) {
+    std::map<std::string, int> why;
+    for (const sim::PathStep& p : last.critical) ++why[p.waited];
+    std::string whyText;
+    for (auto& [w, n] : why) whyText += fmt::format("{}{} {}", whyText.empty() ? "" : ", ", n, w);
+    fmt::print("# critical path: {} steps ({}); last ones:\n", last.critical.size(), whyText);
+    for (size_t k = last.critical.size() > 6 ? last.critical.size() - 6 : 0;
+         k < last.critical.size(); ++k) {
+      const sim::PathStep& p = last.critical[k];
+      fmt::print("#   rank {} tb {} step {} {} (iteration {}) {:.2f}..{:.2f} us, waited for {}\n",
+                 p.rank, p.tb, p.step, ir::stepTypeName(p.type), p.iteration, p.start * 1e6,
+                 p.end * 1e6, p.waited);
+    }
+  }
+  if (!args.trace.empty())
+    fmt::print("# trace of {} written to {} (open it in https://ui.perfetto.dev)\n",
+               sizeText(static_cast<double>(sizes.back())), args.trace);
+  return 0;
+}
+
+}  // namespace chorus::cli
