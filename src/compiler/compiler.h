@@ -2,7 +2,9 @@
 // one ordered pipeline of passes, each in its own file, each linear in the
 // number of chunk operations, each printable.
 //
-//   replicate  the program's operations once per instance, chunks interleaved
+//   schedule   the operations by depth (hops from what they depend on), then
+//              program order: every rank does every chunk's first hop first
+//   replicate  the operations once per instance, chunks interleaved or blocked
 //   lower      each operation becomes instructions on the ranks it touches
 //              (a send and a receive, or a local copy / reduce)
 //   fuse       a receive whose chunk is sent on next becomes rcs / rrcs, and

@@ -15,23 +15,6 @@ namespace {
 
 bool isScratch(int buffer) { return buffer >= 2; }
 
-// A flag or an instruction index per chunk of every buffer, growing on use.
-template <typename T>
-class PerChunk {
- public:
-  explicit PerChunk(T init) : init_(init) {}
-  T& at(int buffer, int index) {
-    if (v_.size() <= static_cast<size_t>(buffer)) v_.resize(static_cast<size_t>(buffer) + 1);
-    auto& b = v_[static_cast<size_t>(buffer)];
-    if (b.size() <= static_cast<size_t>(index)) b.resize(static_cast<size_t>(index) + 1, init_);
-    return b[static_cast<size_t>(index)];
-  }
-
- private:
-  T init_;
-  std::vector<std::vector<T>> v_;
-};
-
 void fuseRank(std::vector<Instr>& xs) {
   using ir::StepType;
   PerChunk<int> pending(-1);                    // the unfused receive that last wrote the chunk

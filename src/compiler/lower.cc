@@ -46,42 +46,56 @@ void lower(Mir& m) {
       ++per[static_cast<size_t>(op.dst.rank)];  // at most a copy and a reduce
   }
   for (size_t r = 0; r < per.size(); ++r) m.ranks[r].reserve(per[r]);
-  for (const lang::Operation& op : m.ops) {
+  // Operations of one depth (schedule.cc) become, on each rank, its sends,
+  // then its local work, then its receives: three passes over the group.
+  enum Part { kSends, kLocal, kReceives };
+  auto lowerPart = [&](const lang::Operation& op, Part part) {
     auto& from = m.ranks[static_cast<size_t>(op.src.rank)];
     auto& to = m.ranks[static_cast<size_t>(op.dst.rank)];
     bool reduce = op.kind == lang::Operation::Kind::kReduce;
     if (op.src.rank != op.dst.rank) {
-      Instr s = make(StepType::kSend, op);
-      setSrc(s, op.src);
-      s.sendPeer = op.dst.rank;
-      s.hints.recvTb = -1;
-      Instr r = make(reduce ? StepType::kRecvReduceCopy : StepType::kRecv, op);
-      if (reduce) setSrc(r, op.local);
-      setDst(r, op.dst);
-      r.recvPeer = op.src.rank;
-      r.hints.sendTb = -1;
-      from.push_back(s);
-      to.push_back(r);
-      continue;
+      if (part == kSends) {
+        Instr s = make(StepType::kSend, op);
+        setSrc(s, op.src);
+        s.sendPeer = op.dst.rank;
+        s.hints.recvTb = -1;
+        from.push_back(std::move(s));
+      } else if (part == kReceives) {
+        Instr r = make(reduce ? StepType::kRecvReduceCopy : StepType::kRecv, op);
+        if (reduce) setSrc(r, op.local);
+        setDst(r, op.dst);
+        r.recvPeer = op.src.rank;
+        r.hints.sendTb = -1;
+        to.push_back(std::move(r));
+      }
+      return;
     }
+    if (part != kLocal) return;
     if (!reduce) {
       Instr c = make(StepType::kCopy, op);
       setSrc(c, op.src);
       setDst(c, op.dst);
-      to.push_back(c);
-      continue;
+      to.push_back(std::move(c));
+      return;
     }
     bool intoLocal = op.local.buffer == op.dst.buffer && op.local.index == op.dst.index;
     if (!intoLocal) {
       Instr c = make(StepType::kCopy, op);
       setSrc(c, op.local);
       setDst(c, op.dst);
-      to.push_back(c);
+      to.push_back(std::move(c));
     }
     Instr re = make(StepType::kReduce, op);
     setSrc(re, op.src);
     setDst(re, op.dst);
-    to.push_back(re);
+    to.push_back(std::move(re));
+  };
+  const bool scheduled = m.depth.size() == m.ops.size();
+  auto depthOf = [&](size_t i) { return scheduled ? m.depth[i] : 0; };
+  for (size_t begin = 0, end = 0; begin < m.ops.size(); begin = end) {
+    for (end = begin; end < m.ops.size() && depthOf(end) == depthOf(begin);) ++end;
+    for (Part part : {kSends, kLocal, kReceives})
+      for (size_t i = begin; i < end; ++i) lowerPart(m.ops[i], part);
   }
 }
 

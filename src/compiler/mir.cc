@@ -23,6 +23,24 @@ std::string place(int b, int k, int count) {
 
 std::string print(const Mir& m) {
   std::string out;
+  if (m.ranks.empty()) {  // before lowering: the operations, in order
+    // After scheduling: the program's, by `order`; after replication: `ops`.
+    const bool scheduled = m.source != nullptr && m.order.size() == m.source->size();
+    const std::vector<lang::Operation>& ops = scheduled ? *m.source : m.ops;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const lang::Operation& op = ops[scheduled ? m.order[i] : i];
+      bool reduce = op.kind == lang::Operation::Kind::kReduce;
+      out.append(reduce ? "reduce " : "copy ")
+          .append("r" + std::to_string(op.src.rank) + " ")
+          .append(place(op.src.buffer, op.src.index, op.size))
+          .append(" -> r" + std::to_string(op.dst.rank) + " ")
+          .append(place(op.dst.buffer, op.dst.index, op.size));
+      if (reduce) out.append(" with ").append(place(op.local.buffer, op.local.index, op.size));
+      if (i < m.depth.size()) out.append(" depth " + std::to_string(m.depth[i]));
+      out.append(" @" + std::to_string(op.line) + "\n");
+    }
+    return out;
+  }
   for (size_t r = 0; r < m.ranks.size(); ++r) {
     out += "rank " + std::to_string(r) + "\n";
     for (const Instr& x : m.ranks[r]) {

@@ -37,10 +37,33 @@ struct Mir {
   std::string file;
   int inputChunks = 0, outputChunks = 0;  // per rank, all instances
   std::vector<std::string> scratchNames;
+  // Scheduling: the program's operations in the order to lower them
+  // (indices) with the depth of each; replication then writes `ops` in that
+  // order, `depth` per operation, and empties `order`.
+  const std::vector<lang::Operation>* source = nullptr;  // the program's
+  std::vector<uint32_t> order;
+  std::vector<int> depth;
   std::vector<lang::Operation> ops;  // after replication
   std::vector<lang::Expected> post;  // custom collectives, after replication
   std::vector<std::vector<Instr>> ranks;
   std::vector<int> tbCount;  // per rank, after assignment
+};
+
+// A value per chunk of every buffer of one rank, growing on use.
+template <typename T>
+class PerChunk {
+ public:
+  explicit PerChunk(T init) : init_(init) {}
+  T& at(int buffer, int index) {
+    if (v_.size() <= static_cast<size_t>(buffer)) v_.resize(static_cast<size_t>(buffer) + 1);
+    auto& b = v_[static_cast<size_t>(buffer)];
+    if (b.size() <= static_cast<size_t>(index)) b.resize(static_cast<size_t>(index) + 1, init_);
+    return b[static_cast<size_t>(index)];
+  }
+
+ private:
+  T init_;
+  std::vector<std::vector<T>> v_;
 };
 
 // "rank 1 tb 0 step 2 rrcs i[1] -> o[1] cnt 1 recv 0 send 2 chan 0 dep (1,3) @12"

@@ -5,6 +5,7 @@
 
 namespace chorus::compiler {
 
+void schedule(const lang::Program& program, Mir& m);
 void replicate(const lang::Program& program, Mir& m);
 void lower(Mir& m);
 void fuse(Mir& m);

@@ -8,8 +8,8 @@
 namespace chorus::compiler {
 
 const std::vector<std::string>& passNames() {
-  static const std::vector<std::string> names = {"replicate", "lower",        "fuse",
-                                                 "assign",    "dependencies", "emit"};
+  static const std::vector<std::string> names = {"schedule", "replicate",    "lower", "fuse",
+                                                 "assign",   "dependencies", "emit"};
   return names;
 }
 
@@ -45,6 +45,8 @@ Compiled compile(const lang::Program& program, const CompileOptions& options) {
     }
     if (options.printAfter == name && name != "emit") out.printed = print(m);
   };
+  m.source = &program.operations();
+  run("schedule", [&] { schedule(program, m); });
   run("replicate", [&] { replicate(program, m); });
   run("lower", [&] { lower(m); });
   run("fuse", [&] { fuse(m); });

@@ -26,8 +26,21 @@ void replicate(const lang::Program& program, Mir& m) {
   m.scratchNames = program.scratchNames();
   m.ops.clear();
   m.post.clear();
+  // In the scheduled order (schedule.cc), every instance of an operation
+  // next to the others; depths follow the operations.
+  const std::vector<lang::Operation>& source = program.operations();
+  const bool scheduled = m.order.size() == source.size();
+  auto sourceAt = [&](size_t k) -> const lang::Operation& {
+    return source[scheduled ? m.order[k] : k];
+  };
+  std::vector<int> depthOf = std::move(m.depth);
+  m.depth.clear();
+  auto depthAt = [&](size_t k) { return scheduled ? depthOf[k] : 0; };
   if (copies == 1) {
-    m.ops = program.operations();
+    m.ops.reserve(source.size());
+    for (size_t k = 0; k < source.size(); ++k) m.ops.push_back(sourceAt(k));
+    m.depth = std::move(depthOf);
+    m.order.clear();
     m.post = program.postconditions();
     return;
   }
@@ -58,28 +71,36 @@ void replicate(const lang::Program& program, Mir& m) {
     return b.index == a.index + n;
   };
   size_t chunks = 0;
-  for (const lang::Operation& op : program.operations()) chunks += static_cast<size_t>(op.size);
+  for (const lang::Operation& op : source) chunks += static_cast<size_t>(op.size);
   m.ops.reserve(chunks * static_cast<size_t>(copies));
-  for (int i = 0; i < copies; ++i)
-    for (const lang::Operation& op : program.operations())
-      for (int k = 0; k < op.size; ++k) {
-        lang::Operation x = op;
-        x.src = at(op.src, k, i);
-        x.dst = at(op.dst, k, i);
-        x.local = at(op.local, k, i);
-        x.size = 1;
-        x.hints.channel = std::max(0, op.hints.channel) * copies + i;
-        // The chunks of one operation that stay adjacent stay one operation.
-        if (k > 0) {
-          lang::Operation& last = m.ops.back();
-          if (follows(last.src, x.src, last.size) && follows(last.dst, x.dst, last.size) &&
-              follows(last.local, x.local, last.size)) {
-            ++last.size;
-            continue;
+  m.depth.reserve(chunks * static_cast<size_t>(copies));
+  for (size_t begin = 0, end = 0; begin < source.size(); begin = end) {
+    for (end = begin; end < source.size() && depthAt(end) == depthAt(begin);) ++end;
+    for (int i = 0; i < copies; ++i)
+      for (size_t s = begin; s < end; ++s) {
+        const lang::Operation& op = sourceAt(s);
+        for (int k = 0; k < op.size; ++k) {
+          lang::Operation x = op;
+          x.src = at(op.src, k, i);
+          x.dst = at(op.dst, k, i);
+          x.local = at(op.local, k, i);
+          x.size = 1;
+          x.hints.channel = std::max(0, op.hints.channel) * copies + i;
+          // The chunks of one operation that stay adjacent stay one operation.
+          if (k > 0) {
+            lang::Operation& last = m.ops.back();
+            if (follows(last.src, x.src, last.size) && follows(last.dst, x.dst, last.size) &&
+                follows(last.local, x.local, last.size)) {
+              ++last.size;
+              continue;
+            }
           }
+          m.ops.push_back(x);
+          m.depth.push_back(depthAt(begin));
         }
-        m.ops.push_back(x);
       }
+  }
+  m.order.clear();
 }
 
 }  // namespace chorus::compiler

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "compiler/compiler.h"
 #include "tools/chorus/commands.h"
 
 int main(int argc, char** argv) {
@@ -136,7 +137,7 @@ int main(int argc, char** argv) {
                 "--spec)");
   g->add_flag("--no-verify", gen.noVerify, "write without verifying (debugging the compiler)");
   g->add_option("--print-after", gen.printAfter, "print the program after this pass")
-      ->check(CLI::IsMember({"replicate", "lower", "fuse", "assign", "dependencies", "emit"}));
+      ->check(CLI::IsMember(chorus::compiler::passNames()));
   g->add_flag("--time-passes", gen.timePasses, "time each pass (stderr)");
 
   chorus::cli::TopoArgs topoArgs;
