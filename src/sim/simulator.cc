@@ -27,6 +27,9 @@ double busFactor(CollectiveKind coll, int n) {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// Events this close (seconds) are one: flows that end a picosecond apart
+// would otherwise each cost a recomputation of every rate.
+constexpr double kSameTime = 1e-12;
 
 double protocolLatency(ir::Protocol p) {
   switch (p) {
@@ -148,6 +151,12 @@ class Engine {
   size_t chunkElems_ = 0, sliceElems_ = 0, iterations_ = 0, stepsPerIter_ = 0, transfers_ = 0;
   double stepLatency_ = 0, overhead_ = 1;
   std::vector<double> linkBytes_, linkCap_;
+  // computeRates' buffers, reused (per link, sized once).
+  std::vector<int> count_, touched_, onLink_;
+  std::vector<size_t> first_, fill_;
+  std::vector<double> left_;
+  std::vector<char> fixed_;
+  std::vector<std::pair<double, int>> heap_;
   // Per step instance (iteration-major), for the critical path and trace.
   bool keepPath_ = false;
   std::vector<double> startOf_, endOf_;
@@ -219,6 +228,10 @@ chorus::Status Engine::setup(Result& out) {
   }
   linkBytes_.assign(t_.links.size(), 0);
   linkCap_.resize(t_.links.size());
+  count_.assign(t_.links.size(), 0);
+  first_.assign(t_.links.size(), 0);
+  fill_.assign(t_.links.size(), 0);
+  left_.assign(t_.links.size(), 0);
   for (size_t l = 0; l < t_.links.size(); ++l) linkCap_[l] = t_.links[l].bandwidth * 1e9;
   size_t instances = stepsPerIter_ * iterations_;
   keepPath_ = (o_.criticalPath || o_.trace) && instances <= (size_t{1} << 25);
@@ -357,33 +370,48 @@ void Engine::finishFlow(Flow& f) {
 // fair share fixes the rate of its flows, which leave the others.
 void Engine::computeRates() {
   ratesDirty_ = false;
-  std::vector<int> count(linkCap_.size(), 0);
-  std::vector<double> left(linkCap_.size(), 0);
-  std::vector<std::vector<int>> on(linkCap_.size());
-  for (size_t f = 0; f < flows_.size(); ++f)
-    for (int l : conns_[static_cast<size_t>(flows_[f].conn)].route) {
-      if (count[static_cast<size_t>(l)]++ == 0)
-        left[static_cast<size_t>(l)] = linkCap_[static_cast<size_t>(l)];
-      on[static_cast<size_t>(l)].push_back(static_cast<int>(f));
-    }
-  using Entry = std::pair<double, int>;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
-  for (size_t l = 0; l < count.size(); ++l)
-    if (count[l] > 0) heap.push({left[l] / count[l], static_cast<int>(l)});
-  std::vector<char> fixed(flows_.size(), 0);
-  while (!heap.empty()) {
-    auto [share, l] = heap.top();
-    heap.pop();
+  // Flows per link as one flat array (counting sort), in reused buffers.
+  for (int l : touched_) count_[static_cast<size_t>(l)] = 0;
+  touched_.clear();
+  for (const Flow& f : flows_)
+    for (int l : conns_[static_cast<size_t>(f.conn)].route)
+      if (count_[static_cast<size_t>(l)]++ == 0) touched_.push_back(l);
+  size_t total = 0;
+  for (int l : touched_) {
     auto li = static_cast<size_t>(l);
-    if (count[li] == 0 || share != left[li] / count[li]) continue;  // stale
-    for (int f : on[li]) {
-      if (fixed[static_cast<size_t>(f)]) continue;
-      fixed[static_cast<size_t>(f)] = 1;
-      flows_[static_cast<size_t>(f)].rate = share;
-      for (int l2 : conns_[static_cast<size_t>(flows_[static_cast<size_t>(f)].conn)].route) {
+    first_[li] = total;
+    fill_[li] = total;
+    total += static_cast<size_t>(count_[li]);
+    left_[li] = linkCap_[li];
+  }
+  onLink_.resize(total);
+  for (size_t f = 0; f < flows_.size(); ++f)
+    for (int l : conns_[static_cast<size_t>(flows_[f].conn)].route)
+      onLink_[fill_[static_cast<size_t>(l)]++] = static_cast<int>(f);
+  using Entry = std::pair<double, int>;
+  heap_.clear();
+  for (int l : touched_)
+    heap_.push_back({left_[static_cast<size_t>(l)] / count_[static_cast<size_t>(l)], l});
+  std::make_heap(heap_.begin(), heap_.end(), std::greater<Entry>());
+  fixed_.assign(flows_.size(), 0);
+  while (!heap_.empty()) {
+    std::pop_heap(heap_.begin(), heap_.end(), std::greater<Entry>());
+    auto [share, l] = heap_.back();
+    heap_.pop_back();
+    auto li = static_cast<size_t>(l);
+    if (count_[li] == 0 || share != left_[li] / count_[li]) continue;  // stale
+    for (size_t k = first_[li]; k < fill_[li]; ++k) {
+      auto f = static_cast<size_t>(onLink_[k]);
+      if (fixed_[f]) continue;
+      fixed_[f] = 1;
+      flows_[f].rate = share;
+      for (int l2 : conns_[static_cast<size_t>(flows_[f].conn)].route) {
         auto l2i = static_cast<size_t>(l2);
-        left[l2i] -= share;
-        if (--count[l2i] > 0) heap.push({left[l2i] / count[l2i], l2});
+        left_[l2i] -= share;
+        if (--count_[l2i] > 0) {
+          heap_.push_back({left_[l2i] / count_[l2i], l2});
+          std::push_heap(heap_.begin(), heap_.end(), std::greater<Entry>());
+        }
       }
     }
   }
@@ -417,7 +445,7 @@ chorus::Status Engine::run(Result& out) {
     // Finished flows (within rounding), then every timer due now.
     for (size_t i = 0; i < flows_.size();) {
       Flow& f = flows_[i];
-      if (f.remaining <= 1e-6 || (f.rate > 0 && f.remaining / f.rate <= 1e-15)) {
+      if (f.remaining <= 1e-6 || (f.rate > 0 && f.remaining / f.rate <= kSameTime)) {
         Flow done = f;
         flows_[i] = flows_.back();
         flows_.pop_back();
@@ -427,7 +455,7 @@ chorus::Status Engine::run(Result& out) {
       }
       ++i;
     }
-    while (!timers_.empty() && timers_.top().time <= now_) {
+    while (!timers_.empty() && timers_.top().time <= now_ + kSameTime) {
       Timer tm = timers_.top();
       timers_.pop();
       if (tm.kind == 0) {

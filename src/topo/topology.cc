@@ -4,6 +4,7 @@
 #include <deque>
 #include <limits>
 #include <set>
+#include <utility>
 
 namespace chorus::topo {
 
@@ -45,6 +46,7 @@ int Topology::addNode(std::string nodeName, NodeKind kind, int box) {
   }
   nodes.push_back(std::move(n));
   routes_.clear();
+  via_.clear();
   return static_cast<int>(nodes.size()) - 1;
 }
 
@@ -55,6 +57,7 @@ int Topology::addRank(int box) {
 void Topology::addLink(int from, int to, double gbps, double latencySeconds, LinkKind kind) {
   links.push_back(Link{from, to, gbps, latencySeconds, kind});
   routes_.clear();
+  via_.clear();
 }
 
 void Topology::connect(int a, int b, double gbps, double latencySeconds, LinkKind kind) {
@@ -97,17 +100,18 @@ Status Topology::validate() const {
 
 void Topology::routesFrom(int a) const {
   const size_t count = nodes.size();
-  if (routes_.empty()) routes_.assign(rankNodes_.size(), {});
-  std::vector<std::vector<int>>& out = routes_[static_cast<size_t>(a)];
-  out.assign(rankNodes_.size(), {});
+  if (via_.empty()) via_.assign(rankNodes_.size(), {});
+  std::vector<int>& via = via_[static_cast<size_t>(a)];
+  via.assign(count, -1);
   std::vector<std::vector<int>> outgoing(count);
   for (size_t i = 0; i < links.size(); ++i)
     outgoing[static_cast<size_t>(links[i].from)].push_back(static_cast<int>(i));
   const int source = nodeOfRank(a);
   // Breadth first; ranks forward only in the second pass, for the targets
   // the first could not reach.
+  std::vector<bool> reached(count, false);
   for (bool ranksForward : {false, true}) {
-    std::vector<int> dist(count, -1), via(count, -1);
+    std::vector<int> dist(count, -1), from(count, -1);
     std::vector<double> widest(count, 0);
     std::deque<int> queue{source};
     dist[static_cast<size_t>(source)] = 0;
@@ -124,33 +128,46 @@ void Topology::routesFrom(int a) const {
         if (dist[v] < 0) {
           dist[v] = dist[static_cast<size_t>(u)] + 1;
           widest[v] = w;
-          via[v] = li;
+          from[v] = li;
           queue.push_back(l.to);
         } else if (dist[v] == dist[static_cast<size_t>(u)] + 1 && w > widest[v]) {
           widest[v] = w;
-          via[v] = li;
+          from[v] = li;
         }
       }
     }
-    for (size_t b = 0; b < rankNodes_.size(); ++b) {
-      if (!out[b].empty() || static_cast<int>(b) == a) continue;
-      int at = rankNodes_[b];
-      if (dist[static_cast<size_t>(at)] < 0) continue;
-      std::vector<int> path;
-      while (at != source) {
-        int li = via[static_cast<size_t>(at)];
-        path.push_back(li);
-        at = links[static_cast<size_t>(li)].from;
+    // A rank target keeps the first pass's way; the second pass fills in
+    // the ones it could not reach, and the nodes on their ways.
+    for (size_t v = 0; v < count; ++v)
+      if (!reached[v] && from[v] >= 0) {
+        via[v] = from[v];
+        if (!ranksForward) reached[v] = true;
       }
-      std::reverse(path.begin(), path.end());
-      out[b] = std::move(path);
+    if (!ranksForward) {
+      bool all = true;
+      for (int r : rankNodes_) all = all && (r == source || reached[static_cast<size_t>(r)]);
+      if (all) break;
     }
   }
 }
 
 const std::vector<int>& Topology::route(int a, int b) const {
-  if (routes_.empty() || routes_[static_cast<size_t>(a)].empty()) routesFrom(a);
-  return routes_[static_cast<size_t>(a)][static_cast<size_t>(b)];
+  auto key = std::pair{a, b};
+  if (auto it = routes_.find(key); it != routes_.end()) return it->second;
+  if (via_.empty() || via_[static_cast<size_t>(a)].empty()) routesFrom(a);
+  const std::vector<int>& via = via_[static_cast<size_t>(a)];
+  std::vector<int> path;
+  const int source = nodeOfRank(a);
+  int at = nodeOfRank(b);
+  if (a != b && via[static_cast<size_t>(at)] >= 0) {
+    while (at != source && path.size() <= nodes.size()) {
+      int li = via[static_cast<size_t>(at)];
+      path.push_back(li);
+      at = links[static_cast<size_t>(li)].from;
+    }
+    std::reverse(path.begin(), path.end());
+  }
+  return routes_.emplace(key, std::move(path)).first->second;
 }
 
 Result<Topology> Topology::subset(const std::vector<int>& keep) const {

@@ -5,7 +5,9 @@
 // of TOPOLOGIES.md; JSON (json.cc) reads and writes any graph.
 #pragma once
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -58,7 +60,7 @@ class Topology {
   // The links a transfer from rank `a` to rank `b` crosses: fewest hops,
   // then the widest bottleneck (ties: lowest link ids). Ranks forward only
   // where no path through switches and NICs alone exists. Empty when `b`
-  // cannot be reached. Cached after the first call per source.
+  // cannot be reached. Cached per pair (one search per source).
   const std::vector<int>& route(int a, int b) const;
 
   // Structural checks: names unique, ranks numbered 0..n-1, links between
@@ -71,7 +73,10 @@ class Topology {
 
  private:
   std::vector<int> rankNodes_;
-  mutable std::vector<std::vector<std::vector<int>>> routes_;  // [src rank][dst rank]
+  // Per source rank: the link that reaches each node on its way (computed
+  // on first use); the routes asked for, built from it.
+  mutable std::vector<std::vector<int>> via_;
+  mutable std::map<std::pair<int, int>, std::vector<int>> routes_;
   void routesFrom(int a) const;
 };
 
