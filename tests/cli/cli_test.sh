@@ -125,5 +125,22 @@ check gen-root-verify 0 'root 3' -- "$chorus" verify "$tmp/b.xml"
 check gen-root-bad 2 '--root 5 is not a rank of 5' \
   -- "$chorus" gen ring_broadcast --ranks 5 --root 5 -o "$tmp/b.xml"
 
+# topologies and the simulator
+check topo-list 0 '^ndv4\[:BOXES\] +Azure NDv4' -- "$chorus" topo list
+check topo-show 0 'topology dgx1@0,1,4,5: 4 ranks' -- "$chorus" topo show dgx1@0,1,4,5
+check topo-dot 0 '"gpu0" -> "nvswitch0" \[label="300"\]' -- "$chorus" topo show ndv4 --dot
+check topo-json 0 '"kind": "infiniband"' -- "$chorus" topo show ndv4:2 --json
+"$chorus" topo show ring:4 --json > "$tmp/ring4.json"
+check topo-json-load 0 'topology ring:4: 4 ranks' -- "$chorus" topo show "$tmp/ring4.json"
+check topo-bad 2 "unknown topology 'nosuch'" -- "$chorus" topo show nosuch
+check sim-curve 0 '^ +1 GiB +[0-9.]+ +[0-9.]+ +[0-9.]+$' -- "$chorus" sim "$msccl/r48ll.xml" \
+  --topo ndv4 -b 1K -e 1G -f 1024 --trace "$tmp/trace.json"
+check sim-trace 0 '"traceEvents"' -- head -c 200 "$tmp/trace.json"
+check sim-compare 0 'best' -- "$chorus" sim compare "$msccl/r48ll.xml" "$msccl/ap4ll.xml" --topo ndv4 \
+  -b 1K -e 1M -f 32
+check sim-json 0 '"busbw"' -- "$chorus" sim "$msccl/ap4ll.xml" --topo ndv4 --bytes 1M --json
+check sim-too-few-ranks 2 "the algorithm has 8 ranks; topology 'ring:4' has 4" \
+  -- "$chorus" sim "$msccl/r48ll.xml" --topo ring:4 --bytes 1M
+
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]
