@@ -172,6 +172,20 @@ bool isRooted(CollectiveKind k) {
          k == CollectiveKind::kGather || k == CollectiveKind::kScatter;
 }
 
+double busBandwidthFactor(CollectiveKind k, int n) {
+  double dn = n;
+  switch (k) {
+    case CollectiveKind::kAllReduce:
+      return 2 * (dn - 1) / dn;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
+      return (dn - 1) / dn;
+    default:
+      return 1;
+  }
+}
+
 bool isNcclCollective(CollectiveKind k) {
   switch (k) {
     case CollectiveKind::kAllReduce:

@@ -58,6 +58,9 @@ bool isRooted(CollectiveKind k);
 // The six collectives with NCCL's fixed signatures: allreduce, allgather,
 // reducescatter, alltoall, broadcast, reduce.
 bool isNcclCollective(CollectiveKind k);
+// nccl-tests' bus bandwidth factor for `k` on `n` ranks (busbw = algbw x it):
+// what each rank's links carry relative to the message size.
+double busBandwidthFactor(CollectiveKind k, int n);
 
 // Narrow floating-point conversions. float -> narrow rounds to nearest even.
 // Overflow: fp16 and bf16 give infinity (IEEE); fp8 saturates to the largest

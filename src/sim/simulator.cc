@@ -10,20 +10,6 @@
 
 namespace chorus::sim {
 
-double busFactor(CollectiveKind coll, int n) {
-  double dn = n;
-  switch (coll) {
-    case CollectiveKind::kAllReduce:
-      return 2 * (dn - 1) / dn;
-    case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllToAll:
-      return (dn - 1) / dn;
-    default:
-      return 1;
-  }
-}
-
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -493,7 +479,7 @@ chorus::Status Engine::run(Result& out) {
       a_.collective == CollectiveKind::kReduceScatter || a_.collective == CollectiveKind::kAllToAll)
     bytes = static_cast<double>(out.count * static_cast<size_t>(a_.ngpus) * o_.elementSize);
   out.algbw = now_ > 0 ? bytes / now_ / 1e9 : 0;
-  out.busbw = out.algbw * busFactor(a_.collective, a_.ngpus);
+  out.busbw = out.algbw * busBandwidthFactor(a_.collective, a_.ngpus);
   if (keepPath_ && o_.criticalPath) {
     size_t last = SIZE_MAX;
     double end = -1;

@@ -57,9 +57,6 @@ struct Result {
   std::string trace;               // Options::trace
 };
 
-// nccl-tests' bus bandwidth factor for `coll` on `n` ranks.
-double busFactor(CollectiveKind coll, int n);
-
 // kInvalidArgument when the algorithm's ranks exceed the topology's, a
 // rank cannot reach a peer, or the size does not split into its chunks;
 // kDeadlock when the ranks wait on each other (with `slots` slots).

@@ -319,26 +319,6 @@ int runConvert(const ConvertArgs& args) {
   return 0;
 }
 
-namespace {
-
-// nccl-tests' bus bandwidth factor: what each rank's links must carry
-// relative to the message size.
-double busFactor(CollectiveKind k, int n) {
-  double dn = n;
-  switch (k) {
-    case CollectiveKind::kAllReduce:
-      return 2 * (dn - 1) / dn;
-    case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllToAll:
-      return (dn - 1) / dn;
-    default:
-      return 1;
-  }
-}
-
-}  // namespace
-
 int runRun(const RunArgs& args) {
   auto fail = [](const std::string& msg) {
     std::fprintf(stderr, "chorus run: %s\n", msg.c_str());
@@ -449,7 +429,8 @@ int runRun(const RunArgs& args) {
   fmt::print(
       "time       {:.1f} us per call (mean of {}, after {} warm-up)   algbw {:.3f} GB/s   "
       "busbw {:.3f} GB/s\n",
-      secs * 1e6, args.iters, args.warmup, algbw, algbw * busFactor(a.collective, a.ngpus));
+      secs * 1e6, args.iters, args.warmup, algbw,
+      algbw * busBandwidthFactor(a.collective, a.ngpus));
   if (!args.check) return 0;
   std::string first;
   size_t wrong = data.value().countWrong(&first);

@@ -47,20 +47,6 @@ double memcpyBandwidth() {
   return best;
 }
 
-// nccl-tests: the bus bandwidth factor and how "size" relates to count.
-double busFactor(CollectiveKind k, int n) {
-  switch (k) {
-    case CollectiveKind::kAllReduce:
-      return 2.0 * (n - 1) / n;
-    case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllToAll:
-      return static_cast<double>(n - 1) / n;
-    default:
-      return 1.0;
-  }
-}
-
 // nccl-tests' size is the total over ranks' parts: count x m x element size.
 size_t multiplier(CollectiveKind k, int n) {
   bool perRank = k == CollectiveKind::kAllGather || k == CollectiveKind::kReduceScatter ||
@@ -367,7 +353,7 @@ int runPerf(const PerfArgs& a) {
     for (int f = 0; f < 2; ++f) {
       if (!served[f]) continue;
       alg[f] = static_cast<double>(size) / (forms[f].us * 1e-6) / 1e9;
-      bus[f] = alg[f] * busFactor(coll, local.nranks);
+      bus[f] = alg[f] * busBandwidthFactor(coll, local.nranks);
       wrongTotal += forms[f].wrong;
       busRow += bus[f];
       ++measured;
