@@ -7,6 +7,7 @@
 #include <charconv>
 
 #include "topo/json.h"
+#include "topo/nccl_xml.h"
 
 namespace chorus::topo {
 
@@ -300,6 +301,15 @@ Result<Topology> makePreset(const std::string& spec) {
 Result<Topology> loadTopology(const std::string& nameOrFile) {
   if (nameOrFile.size() > 5 && nameOrFile.compare(nameOrFile.size() - 5, 5, ".json") == 0)
     return readTopologyFile(nameOrFile);
+  // NCCL's topology XML: FILE.xml or FILE.xml:BOXES.
+  if (size_t at = nameOrFile.rfind(".xml"); at != std::string::npos) {
+    std::string path = nameOrFile.substr(0, at + 4), rest = nameOrFile.substr(at + 4);
+    double boxes = 1;
+    if (!rest.empty() && (rest[0] != ':' || !toNumber(rest.substr(1), &boxes) || boxes < 1 ||
+                          boxes != static_cast<int>(boxes)))
+      return bad("topology '" + nameOrFile + "': FILE.xml or FILE.xml:BOXES");
+    if (rest.empty() || rest[0] == ':') return readNcclTopologyFile(path, static_cast<int>(boxes));
+  }
   return makePreset(nameOrFile);
 }
 

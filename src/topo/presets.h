@@ -22,7 +22,8 @@ const std::vector<PresetInfo>& presets();
 // name or unusable arguments.
 Result<Topology> makePreset(const std::string& spec);
 
-// A preset name, or a JSON topology file (a path ending in .json).
+// A preset name, a JSON topology file (a path ending in .json), or NCCL's
+// topology XML (FILE.xml, or FILE.xml:BOXES for that many such boxes).
 Result<Topology> loadTopology(const std::string& nameOrFile);
 
 }  // namespace chorus::topo

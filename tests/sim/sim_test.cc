@@ -11,6 +11,7 @@
 #include "synth/classic.h"
 #include "tests/support/files.h"
 #include "topo/json.h"
+#include "topo/nccl_xml.h"
 #include "topo/presets.h"
 
 namespace chorus {
@@ -238,6 +239,40 @@ TEST(Topo, JsonRoundTripsAndBadFilesSayWhere) {
     EXPECT_NE(r.status().message().find(says), std::string::npos) << r.status().message();
     EXPECT_NE(r.status().message().find("bad.json"), std::string::npos);
   }
+}
+
+// NCCL's topology XML: GPUs by rank, the NVSwitch and direct NVLinks, the
+// PCI tree and NICs; several boxes share one network.
+TEST(Topo, NcclTopologyXml) {
+  const std::string file = std::string(CHORUS_SOURCE_DIR) + "/tests/data/topo/nccl_box.xml";
+  auto one = topo::loadTopology(file);
+  ASSERT_TRUE(one.isOk()) << one.status().toString();
+  const topo::Topology& t = one.value();
+  EXPECT_EQ(t.ranks(), 4);
+  EXPECT_EQ(t.nodes[static_cast<size_t>(t.nodeOfRank(0))].name, "gpu0");
+  ASSERT_EQ(t.route(0, 1).size(), 1u);  // the direct NVLinks (2 x 25)
+  EXPECT_EQ(t.links[static_cast<size_t>(t.route(0, 1)[0])].bandwidth, 50);
+  ASSERT_EQ(t.route(0, 2).size(), 2u);  // through the NVSwitch (12 x 25)
+  EXPECT_EQ(t.links[static_cast<size_t>(t.route(0, 2)[0])].bandwidth, 300);
+  auto two = topo::loadTopology(file + ":2");
+  ASSERT_TRUE(two.isOk()) << two.status().toString();
+  EXPECT_EQ(two.value().ranks(), 8);
+  bool viaNetwork = false;
+  for (int l : two.value().route(0, 4))
+    viaNetwork =
+        viaNetwork || two.value().links[static_cast<size_t>(l)].kind == topo::LinkKind::kInfiniband;
+  EXPECT_TRUE(viaNetwork);
+  sim::Options o;
+  o.bytes = 1 << 24;
+  sim::Result r = mustSimulate(synth::ringAllReduce(8), two.value(), o);
+  EXPECT_GT(r.busbw, 0);
+  EXPECT_LT(r.busbw, 25);  // the ring crosses 25 GB/s NICs
+  for (const char* bad : {"<system", "<other/>", "<system version=\"1\"><cpu/></system>"}) {
+    auto e = topo::parseNcclTopology(bad, "bad.xml", 1);
+    ASSERT_FALSE(e.isOk()) << bad;
+    EXPECT_NE(e.status().message().find("bad.xml"), std::string::npos) << e.status().message();
+  }
+  EXPECT_FALSE(topo::loadTopology(file + ":x").isOk());
 }
 
 TEST(Sim, BadInputIsAnError) {
