@@ -92,7 +92,8 @@ Topology switched(int boxes, int gpus, double nvswitch, double nic, bool rails, 
   }
   std::vector<int> fabric;
   for (int s = 0; s < (rails ? gpus : 1); ++s)
-    fabric.push_back(t.addNode(rails ? "rail" + std::to_string(s) : "ib", NodeKind::kSwitch));
+    fabric.push_back(
+        t.addNode(rails ? std::string("rail").append(std::to_string(s)) : "ib", NodeKind::kSwitch));
   for (int b = 0; b < boxes; ++b) {
     int sw = t.addNode("nvswitch" + std::to_string(b), NodeKind::kSwitch, b);
     for (int g = 0; g < gpus; ++g) {
