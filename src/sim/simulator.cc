@@ -127,8 +127,9 @@ class Engine {
   std::vector<Tb> tbs_;
   std::vector<std::vector<int>> tbOf_;  // [rank][tb id] -> tbs_ index
   std::vector<Connection> conns_;
-  std::vector<Flow> flows_;    // moving bytes
-  std::vector<Flow> pending_;  // paying latency, by timer id
+  std::vector<Flow> flows_;       // moving bytes
+  std::vector<Flow> pending_;     // paying latency, by timer id
+  std::vector<int> freePending_;  // slots of pending_ to reuse
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
   uint64_t seq_ = 0;
   std::vector<int> ready_;
@@ -305,8 +306,15 @@ void Engine::startSend(int t) {
   f.instance = instance(tb);
   f.remaining =
       static_cast<double>(bytesOf(tb, tb.ir->steps[static_cast<size_t>(tb.pos)])) * overhead_;
-  pending_.push_back(f);
-  addTimer(now_ + stepLatency_ + c.latency, 1, static_cast<int>(pending_.size()) - 1);
+  int slot = static_cast<int>(pending_.size());
+  if (freePending_.empty()) {
+    pending_.push_back(f);
+  } else {
+    slot = freePending_.back();
+    freePending_.pop_back();
+    pending_[static_cast<size_t>(slot)] = f;
+  }
+  addTimer(now_ + stepLatency_ + c.latency, 1, slot);
 }
 
 void Engine::complete(Tb& tb) {
@@ -344,7 +352,7 @@ void Engine::complete(Tb& tb) {
 
 void Engine::finishFlow(Flow& f) {
   Connection& c = conns_[static_cast<size_t>(f.conn)];
-  c.arrivals.push_back(f.instance);
+  if (keepPath_) c.arrivals.push_back(f.instance);  // only the critical path reads it
   ++c.arrived;
   if (c.receiverTb >= 0) ready_.push_back(c.receiverTb);
   Tb& tb = tbs_[static_cast<size_t>(f.tb)];
@@ -452,6 +460,7 @@ chorus::Status Engine::run(Result& out) {
         if (!ir::sends(s.type)) complete(tb);
       } else {
         Flow f = pending_[static_cast<size_t>(tm.id)];
+        freePending_.push_back(tm.id);
         if (f.remaining <= 0) {
           finishFlow(f);
         } else {
