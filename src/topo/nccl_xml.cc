@@ -120,24 +120,17 @@ Result<Topology> parseNcclTopology(const std::string& text, const std::string& o
     }
     for (size_t i = 0; i < bl.gpus.size(); ++i) {
       int id = rankOf[static_cast<size_t>(b)][bl.gpus[i].xml.internal_object()];
+      double toSwitch = 0;  // anything else over NVLink is an NVSwitch
       for (pugi::xml_node nv : bl.gpus[i].xml.children("nvlink")) {
         double bw = nv.attribute("count").as_int(1) * kNvlinkGBps;
-        std::string target = nv.attribute("target").as_string("");
-        if (auto it = byBus.find(target); it != byBus.end()) {
+        if (auto it = byBus.find(nv.attribute("target").as_string("")); it != byBus.end())
           t.addLink(id, it->second, bw, 0.5 * kUs, LinkKind::kNvlink);
-          continue;
-        }
-        // Anything else over NVLink is an NVSwitch: one node for all of them.
+        else
+          toSwitch += bw;
+      }
+      if (toSwitch > 0) {  // one NVSwitch node per box for all of them
         if (nvswitch < 0) nvswitch = bl.add("nvswitch", NodeKind::kSwitch);
-        bool linked = false;
-        for (const Link& l : t.links) linked = linked || (l.from == id && l.to == nvswitch);
-        if (linked) {
-          for (Link& l : t.links)
-            if ((l.from == id && l.to == nvswitch) || (l.from == nvswitch && l.to == id))
-              l.bandwidth += bw;
-        } else {
-          t.connect(id, nvswitch, bw, 0.35 * kUs, LinkKind::kNvswitch);
-        }
+        t.connect(id, nvswitch, toSwitch, 0.35 * kUs, LinkKind::kNvswitch);
       }
     }
   }
