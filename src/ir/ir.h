@@ -70,6 +70,14 @@ struct Step {
   bool operator==(const Step& o) const;
 };
 
+// One run of one step: threadblock `tb` of `rank` ran step `step` of slice
+// iteration `iteration` (the simulator records them in the order they
+// finish; the runtime can replay such an order).
+struct StepInstance {
+  int rank = 0, tb = 0, step = 0;
+  size_t iteration = 0;
+};
+
 struct Threadblock {
   int id = 0;
   int sendPeer = -1;

@@ -270,6 +270,26 @@ Status PreparedCall::runDeterministic(const DeterministicOptions& options) {
   return finish(Status::ok());
 }
 
+Status PreparedCall::runInOrder(const std::vector<ir::StepInstance>& order) {
+  Session& s = *s_;
+  if (s.dirty) recover();
+  for (auto& x : s.ranks) x->reset();
+  for (size_t k = 0; k < order.size(); ++k) {
+    const ir::StepInstance& e = order[k];
+    if (e.rank < 0 || static_cast<size_t>(e.rank) >= s.ranks.size())
+      return finish(Status(StatusCode::kInvalidArgument,
+                           "entry " + std::to_string(k) + ": no rank " + std::to_string(e.rank)));
+    Status st = s.ranks[static_cast<size_t>(e.rank)]->runStep(e.tb, e.step, e.iteration);
+    if (!st.isOk())
+      return finish(Status(st.code(), "entry " + std::to_string(k) + ": " + st.message()));
+  }
+  for (size_t r = 0; r < s.ranks.size(); ++r)
+    if (!s.ranks[r]->done())
+      return finish(Status(StatusCode::kInvalidArgument,
+                           "the order ends before rank " + std::to_string(r) + " is done"));
+  return finish(Status::ok());
+}
+
 Status PreparedCall::runThreaded(const ThreadedOptions& options) {
   Session& s = *s_;
   if (s.dirty) recover();

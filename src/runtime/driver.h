@@ -62,6 +62,11 @@ class PreparedCall {
   // Runs the call once with the deterministic driver (order and seed from
   // `options`; its sliceBytes and slots are fixed at make()).
   Status runDeterministic(const DeterministicOptions& options = {});
+  // Runs the call once, one step at a time in exactly `order` (e.g. the
+  // order the simulator finished them in: sim::Result::order). Each step
+  // must be able to run when its turn comes, and the order must finish
+  // the call; kInvalidArgument naming the first entry that cannot.
+  Status runInOrder(const std::vector<ir::StepInstance>& order);
   // Runs the call once with one thread per rank.
   Status runThreaded(const ThreadedOptions& options = {});
   // Runs rank r's part of one run on the calling thread; every rank's

@@ -407,6 +407,23 @@ bool RankExecutor::finishStep(int t) {
   return true;
 }
 
+Status RankExecutor::runStep(int tb, int step, size_t iteration) {
+  auto bad = [&](const std::string& why) {
+    return Status(StatusCode::kInvalidArgument, "rank " + std::to_string(rank_.id) + " tb " +
+                                                    std::to_string(tb) + " step " +
+                                                    std::to_string(step) + " iteration " +
+                                                    std::to_string(iteration) + ": " + why);
+  };
+  if (tb < 0 || tb >= static_cast<int>(tbs_.size())) return bad("no such threadblock");
+  const TbState& st = tbs_[static_cast<size_t>(tb)];
+  if (st.iter >= g_.iterations) return bad("the threadblock is done");
+  if (st.pc != step || st.iter != iteration)
+    return bad("the threadblock is at step " + std::to_string(st.pc) + " iteration " +
+               std::to_string(st.iter));
+  if (!tryStep(tb)) return failure_.isOk() ? bad("cannot run: " + blockedOn(tb)) : failure_;
+  return Status::ok();
+}
+
 Progress RankExecutor::advance() {
   if (done()) return Progress::kDone;
   bool moved = false;

@@ -134,6 +134,10 @@ class RankExecutor final : public Steppable {
   bool sendsDrained() const override;
   // Sending steps that travel by reference (one copy per hop), for tests.
   int refSteps() const;
+  // Runs exactly one step: threadblock `tb`'s step `step` of iteration
+  // `iteration`. kInvalidArgument naming the step and what it waits for
+  // when that is not the threadblock's next step or it cannot run now.
+  Status runStep(int tb, int step, size_t iteration);
   // For deadlock reports: one line per unfinished threadblock,
   // "tb 2 step 5 (rrs, iteration 0): waiting for a message from rank 3 on channel 1".
   std::vector<std::string> waiting() const override;

@@ -50,9 +50,11 @@ const char* whyName(Why w) {
 
 struct Connection {
   int senderTb = -1, receiverTb = -1;
-  std::vector<int> route;
-  double latency = 0;  // the route's links
-  size_t sent = 0, arrived = 0, consumed = 0;
+  std::vector<int> route;  // links, then the ranks' caps (ids past the links)
+  double latency = 0;      // the route's links
+  // Messages sent, arrived, taken by their receive step, and whose receive
+  // step has finished (its slot is free again then, as in the runtime).
+  size_t sent = 0, arrived = 0, consumed = 0, released = 0;
   std::vector<size_t> arrivals;   // message seq -> step instance that sent it
   std::vector<size_t> consumers;  // message seq -> step instance that consumed it
   std::vector<double> freedAt;    // message seq -> when its slot was freed
@@ -150,6 +152,7 @@ class Engine {
   std::vector<size_t> predOf_;
   std::vector<Why> whyOf_;
   nlohmann::json events_ = nlohmann::json::array();
+  std::vector<ir::StepInstance> order_;
 };
 
 chorus::Status Engine::setup(Result& out) {
@@ -212,14 +215,26 @@ chorus::Status Engine::setup(Result& out) {
                             "rank " + std::to_string(from) + " cannot reach rank " +
                                 std::to_string(to) + " on topology '" + t_.name + "'");
     for (int l : c.route) c.latency += t_.links[static_cast<size_t>(l)].latency;
+    // A rank's caps act as one more link its flows out (in) all cross.
+    const int links = static_cast<int>(t_.links.size());
+    if (t_.nodes[static_cast<size_t>(t_.nodeOfRank(from))].sendCap > 0)
+      c.route.push_back(links + 2 * from);
+    if (t_.nodes[static_cast<size_t>(t_.nodeOfRank(to))].recvCap > 0)
+      c.route.push_back(links + 2 * to + 1);
   }
-  linkBytes_.assign(t_.links.size(), 0);
-  linkCap_.resize(t_.links.size());
-  count_.assign(t_.links.size(), 0);
-  first_.assign(t_.links.size(), 0);
-  fill_.assign(t_.links.size(), 0);
-  left_.assign(t_.links.size(), 0);
+  const size_t all = t_.links.size() + 2 * static_cast<size_t>(n);
+  linkBytes_.assign(all, 0);
+  linkCap_.resize(all);
+  count_.assign(all, 0);
+  first_.assign(all, 0);
+  fill_.assign(all, 0);
+  left_.assign(all, 0);
   for (size_t l = 0; l < t_.links.size(); ++l) linkCap_[l] = t_.links[l].bandwidth * 1e9;
+  for (int r = 0; r < n; ++r) {
+    const topo::Node& node = t_.nodes[static_cast<size_t>(t_.nodeOfRank(r))];
+    linkCap_[t_.links.size() + 2 * static_cast<size_t>(r)] = node.sendCap * 1e9;
+    linkCap_[t_.links.size() + 2 * static_cast<size_t>(r) + 1] = node.recvCap * 1e9;
+  }
   size_t instances = stepsPerIter_ * iterations_;
   keepPath_ = (o_.criticalPath || o_.trace) && instances <= (size_t{1} << 25);
   if (keepPath_) {
@@ -260,11 +275,8 @@ void Engine::advance(int t) {
         size_t from = c.arrivals[seq];
         satisfied(tb, from, endOf_[from], Why::kData);
         c.consumers.push_back(instance(tb));
-        c.freedAt.push_back(now_);
       }
       tb.recvDone = true;
-      // A slot is free again.
-      if (c.senderTb >= 0) ready_.push_back(c.senderTb);
       double cost = localCost(bytesOf(tb, s));
       if (cost > 0) {
         tb.busy = true;
@@ -292,7 +304,7 @@ void Engine::advance(int t) {
 void Engine::startSend(int t) {
   Tb& tb = tbs_[static_cast<size_t>(t)];
   Connection& c = conns_[static_cast<size_t>(tb.sendConn)];
-  if (c.sent - c.consumed >= static_cast<size_t>(o_.slots)) return;  // woken by a consume
+  if (c.sent - c.released >= static_cast<size_t>(o_.slots)) return;  // woken by a release
   if (keepPath_ && c.sent >= static_cast<size_t>(o_.slots)) {
     size_t k = c.sent - static_cast<size_t>(o_.slots);
     satisfied(tb, c.consumers[k], c.freedAt[k], Why::kSlot);
@@ -318,6 +330,15 @@ void Engine::startSend(int t) {
 }
 
 void Engine::complete(Tb& tb) {
+  const ir::Step& s = tb.ir->steps[static_cast<size_t>(tb.pos)];
+  if (ir::receives(s.type)) {
+    // Its slot is free again.
+    Connection& c = conns_[static_cast<size_t>(tb.recvConn)];
+    ++c.released;
+    if (keepPath_) c.freedAt.push_back(now_);
+    if (c.senderTb >= 0) ready_.push_back(c.senderTb);
+  }
+  if (o_.recordOrder) order_.push_back(ir::StepInstance{tb.rank, tb.index, tb.pos, tb.iter});
   if (keepPath_) {
     size_t i = instance(tb);
     startOf_[i] = tb.stepStart;
@@ -326,7 +347,6 @@ void Engine::complete(Tb& tb) {
     predOf_[i] = tb.blocker;
   }
   if (o_.trace) {
-    const ir::Step& s = tb.ir->steps[static_cast<size_t>(tb.pos)];
     events_.push_back({{"name", std::string(ir::stepTypeName(s.type))},
                        {"ph", "X"},
                        {"ts", tb.stepStart * 1e6},
@@ -482,7 +502,9 @@ chorus::Status Engine::run(Result& out) {
     }
   out.time = now_;
   out.transfers = transfers_;
-  out.linkBytes = linkBytes_;
+  out.linkBytes.assign(linkBytes_.begin(),
+                       linkBytes_.begin() + static_cast<std::ptrdiff_t>(t_.links.size()));
+  out.order = std::move(order_);
   double bytes = static_cast<double>(out.count * ir::countMultiplier(a_) * o_.elementSize);
   if (a_.collective == CollectiveKind::kAllGather ||
       a_.collective == CollectiveKind::kReduceScatter || a_.collective == CollectiveKind::kAllToAll)

@@ -9,7 +9,9 @@
 //     links' own) before its bytes move;
 //   - LL carries 8 useful bytes in 16, LL128 120 in 128, Simple all 16;
 //   - local copies and reductions cost bytes / the rank's memory bandwidth
-//     (free when the topology gives none).
+//     (free when the topology gives none);
+//   - a rank's send / receive caps (topo::Node) bound the sum of its flows
+//     out / in, as links do.
 // Results: time, algbw and busbw (nccl-tests' factors), bytes per link, the
 // critical path, and optionally a Chrome trace (Perfetto opens it).
 #pragma once
@@ -35,6 +37,7 @@ struct Options {
   double stepLatency = -1;
   bool trace = false;  // fill Result::trace (Chrome trace JSON)
   bool criticalPath = true;
+  bool recordOrder = false;  // fill Result::order
 };
 
 struct PathStep {
@@ -55,6 +58,11 @@ struct Result {
   std::vector<double> linkBytes;   // per topology link, wire bytes carried
   std::vector<PathStep> critical;  // first to last
   std::string trace;               // Options::trace
+  // Options::recordOrder: every step instance in the order it completed (a
+  // send when its message has arrived, a receive when its work is done).
+  // The runtime can run the algorithm in exactly this order
+  // (runtime::PreparedCall::runInOrder): both follow IR.md's rules.
+  std::vector<ir::StepInstance> order;
 };
 
 // kInvalidArgument when the algorithm's ranks exceed the topology's, a

@@ -1,6 +1,7 @@
 #include "topo/json.h"
 
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "core/io.h"
 
@@ -45,7 +46,13 @@ Result<Topology> parseTopology(const std::string& text, const std::string& origi
     }
     if (t.findNode(name->get<std::string>()) >= 0)
       return bad(where, "the name '" + name->get<std::string>() + "' is taken");
-    t.addNode(name->get<std::string>(), kind, box);
+    int id = t.addNode(name->get<std::string>(), kind, box);
+    for (auto [key, cap] : {std::pair{"send_cap", &Node::sendCap}, {"recv_cap", &Node::recvCap}})
+      if (auto c = n.find(key); c != n.end()) {
+        if (!c->is_number() || c->get<double>() < 0)
+          return bad(where, std::string("'") + key + "' must be a number >= 0 (GB/s)");
+        t.nodes[static_cast<size_t>(id)].*cap = c->get<double>();
+      }
   }
   auto links = doc.find("links");
   if (links == doc.end() || !links->is_array()) return bad("", "missing array 'links'");
@@ -101,8 +108,13 @@ std::string writeTopology(const Topology& t) {
   doc["name"] = t.name;
   doc["memory_bandwidth"] = t.memoryBandwidth;
   doc["nodes"] = nlohmann::ordered_json::array();
-  for (const Node& n : t.nodes)
-    doc["nodes"].push_back({{"name", n.name}, {"kind", nodeKindName(n.kind)}, {"box", n.box}});
+  for (const Node& n : t.nodes) {
+    nlohmann::ordered_json node = {
+        {"name", n.name}, {"kind", nodeKindName(n.kind)}, {"box", n.box}};
+    if (n.sendCap > 0) node["send_cap"] = n.sendCap;
+    if (n.recvCap > 0) node["recv_cap"] = n.recvCap;
+    doc["nodes"].push_back(std::move(node));
+  }
   doc["links"] = nlohmann::ordered_json::array();
   for (const Link& l : t.links)
     doc["links"].push_back({{"from", t.nodes[static_cast<size_t>(l.from)].name},

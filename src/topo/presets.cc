@@ -4,7 +4,9 @@
 // (NIC <-> switch), a synthetic link 1 us.
 #include "topo/presets.h"
 
+#include <algorithm>
 #include <charconv>
+#include <iterator>
 
 #include "topo/json.h"
 #include "topo/nccl_xml.h"
@@ -81,7 +83,9 @@ Topology full(int n, double bw) {
 }
 
 // Boxes of `gpus` GPUs on an NVSwitch, one NIC per GPU; NIC g of every box
-// on rail switch g (`rails`) or all NICs on one switch.
+// on rail switch g (`rails`) or all NICs on one switch. One box has no NICs:
+// traffic within a box never leaves it (NCCL does not loop through the
+// network), and TOPOLOGIES.md's one-box optimum counts the NVSwitch alone.
 Topology switched(int boxes, int gpus, double nvswitch, double nic, bool rails, double memBw) {
   Topology t;
   t.memoryBandwidth = memBw;
@@ -91,7 +95,7 @@ Topology switched(int boxes, int gpus, double nvswitch, double nic, bool rails, 
     gpuIds.insert(gpuIds.end(), g.begin(), g.end());
   }
   std::vector<int> fabric;
-  for (int s = 0; s < (rails ? gpus : 1); ++s)
+  for (int s = 0; boxes > 1 && s < (rails ? gpus : 1); ++s)
     fabric.push_back(
         t.addNode(rails ? std::string("rail").append(std::to_string(s)) : "ib", NodeKind::kSwitch));
   for (int b = 0; b < boxes; ++b) {
@@ -99,6 +103,7 @@ Topology switched(int boxes, int gpus, double nvswitch, double nic, bool rails, 
     for (int g = 0; g < gpus; ++g) {
       int gpu = gpuIds[static_cast<size_t>(b * gpus + g)];
       t.connect(gpu, sw, nvswitch, kSwitchLat, LinkKind::kNvswitch);
+      if (boxes == 1) continue;
       int n = t.addNode("nic" + std::to_string(b * gpus + g), NodeKind::kNic, b);
       t.connect(gpu, n, nic, kPcieLat, LinkKind::kPcie);
       t.connect(n, fabric[rails ? static_cast<size_t>(g) : 0], nic, kIbLat, LinkKind::kInfiniband);
@@ -209,9 +214,10 @@ const std::vector<PresetInfo>& presets() {
       {"dgx2", "[:BOXES]",
        "DGX-2: 16 V100 on NVSwitch (125); two boxes by 8 arcs of 12.5 each way"},
       {"dgx-a100", "[:BOXES]",
-       "DGX A100: 8 GPUs on NVSwitch (300), a 25 GB/s NIC each, one IB fabric"},
+       "DGX A100: 8 GPUs on NVSwitch (300); boxes by a 25 GB/s NIC per GPU on one IB fabric"},
       {"ndv4", "[:BOXES]", "Azure NDv4: the DGX A100 shape"},
-      {"dgx-h100", "[:BOXES]", "DGX H100: 8 GPUs on NVSwitch (450), a 50 GB/s NIC each on rail g"},
+      {"dgx-h100", "[:BOXES]",
+       "DGX H100: 8 GPUs on NVSwitch (450); boxes by a 50 GB/s NIC per GPU, NIC g on rail g"},
       {"ndv5", "[:BOXES]", "Azure NDv5: the DGX H100 shape"},
       {"mi250", "[:BOXES]", "AMD MI250 box: 16 GCDs, xGMI 50 per link; boxes by 16 GB/s NICs"},
       {"fattree", ":BOXES[:GPUS[:OVERSUB]]",
@@ -232,6 +238,15 @@ Result<Topology> makePreset(const std::string& spec) {
     parts.push_back(head.substr(start, colon - start));
     if (colon == std::string::npos) break;
     start = colon + 1;
+  }
+  // "dgx-a100x2" is "dgx-a100:2" (the names papers use).
+  static const char* kBoxed[] = {"ndv2", "dgx2", "dgx-a100", "ndv4", "dgx-h100", "ndv5", "mi250"};
+  if (size_t x = parts[0].rfind('x');
+      parts.size() == 1 && x != std::string::npos && x + 1 < parts[0].size() &&
+      parts[0].find_first_not_of("0123456789", x + 1) == std::string::npos &&
+      std::find(std::begin(kBoxed), std::end(kBoxed), parts[0].substr(0, x)) != std::end(kBoxed)) {
+    parts.push_back(parts[0].substr(x + 1));
+    parts[0].resize(x);
   }
   const std::string& name = parts[0];
   std::vector<double> args;

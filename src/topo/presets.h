@@ -1,7 +1,8 @@
 // The machines of TOPOLOGIES.md, by name (`chorus topo list`):
 //   NAME[:ARG[:ARG]][@R,R,...]
 // e.g. "ndv4:2" (two boxes), "ring:8", "ring:8:50" (8 ranks, 50 GB/s),
-// "dgx1@0,1,4,5" (a job given four GPUs of the box: their links only).
+// "dgx1@0,1,4,5" (a job given four GPUs of the box: their links only);
+// "dgx-a100x2" is "dgx-a100:2".
 #pragma once
 
 #include <string>

@@ -81,6 +81,11 @@ Status Topology::validate() const {
     if (n.kind == NodeKind::kRank && n.rank != rank++)
       return Status(StatusCode::kInvalidArgument,
                     "ranks must be numbered 0.. in node order ('" + n.name + "')");
+    if (!(n.sendCap >= 0) || !(n.recvCap >= 0))
+      return Status(StatusCode::kInvalidArgument, "node '" + n.name + "' has a negative cap");
+    if (n.kind != NodeKind::kRank && (n.sendCap > 0 || n.recvCap > 0))
+      return Status(StatusCode::kInvalidArgument,
+                    "node '" + n.name + "' has a send/receive cap but is not a rank");
   }
   if (rankNodes_.empty()) return Status(StatusCode::kInvalidArgument, "the topology has no ranks");
   const int count = static_cast<int>(nodes.size());
@@ -188,7 +193,10 @@ Result<Topology> Topology::subset(const std::vector<int>& keep) const {
     if (i > 0) t.name += ",";
     t.name += std::to_string(r);
     const Node& n = nodes[static_cast<size_t>(nodeOfRank(r))];
-    newId[static_cast<size_t>(nodeOfRank(r))] = t.addNode(n.name, NodeKind::kRank, n.box);
+    int id = t.addNode(n.name, NodeKind::kRank, n.box);
+    t.nodes[static_cast<size_t>(id)].sendCap = n.sendCap;
+    t.nodes[static_cast<size_t>(id)].recvCap = n.recvCap;
+    newId[static_cast<size_t>(nodeOfRank(r))] = id;
   }
   for (size_t i = 0; i < nodes.size(); ++i)
     if (nodes[i].kind != NodeKind::kRank)

@@ -27,6 +27,10 @@ struct Node {
   NodeKind kind = NodeKind::kRank;
   int rank = -1;  // ranks: 0..ranks-1
   int box = 0;    // the machine it is in (multi-node systems)
+  // Ranks: the most the rank sends / receives per second over all its
+  // links together (GB/s; 0 = only its links limit it), e.g. a GPU whose
+  // copy engines cannot feed NVLink and its NIC at full speed at once.
+  double sendCap = 0, recvCap = 0;
 };
 
 // One direction of a connection. Parallel links of TOPOLOGIES.md ("a-b x2")

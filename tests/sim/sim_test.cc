@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/compiler.h"
+#include "runtime/check.h"
+#include "runtime/driver.h"
 #include "sim/simulator.h"
 #include "synth/classic.h"
 #include "tests/support/files.h"
@@ -71,6 +73,27 @@ TEST(Sim, AllPairsOnFullyConnected) {
     double want = 1e-6 + static_cast<double>(bytes) / n / (25 * kGB);
     EXPECT_NEAR(r.time, want, want * 0.01) << n;
   }
+}
+
+// A rank's receive cap binds like a link: on a fully connected graph the
+// all-pairs alltoall's n - 1 flows into rank 0 share its cap; a send cap
+// on rank 1 splits its flows out the same way.
+TEST(Sim, SendAndReceiveCapsBoundARank) {
+  const int n = 4;
+  size_t bytes = size_t{1} << 22;
+  double block = static_cast<double>(bytes) / n;
+  for (bool send : {false, true}) {
+    topo::Topology full = preset("full:" + std::to_string(n));
+    topo::Node& capped = full.nodes[static_cast<size_t>(full.nodeOfRank(send ? 1 : 0))];
+    (send ? capped.sendCap : capped.recvCap) = 30;  // GB/s, below 3 x 25
+    ASSERT_TRUE(full.validate().isOk());
+    sim::Result r = mustSimulate(synth::pairwiseAllToAll(n), full, plain(bytes));
+    double want = 1e-6 + (n - 1) * block / (30 * kGB);
+    EXPECT_NEAR(r.time, want, want * 0.01) << (send ? "send" : "receive");
+  }
+  topo::Topology bad = preset("full:2");
+  bad.nodes[0].recvCap = -1;
+  EXPECT_FALSE(bad.validate().isOk());
 }
 
 // Two flows into one rank through a switch share its last link: half speed each.
@@ -174,6 +197,86 @@ TEST(Sim, TraceKeepsDependenciesAndMessageOrder) {
         }
 }
 
+// The simulator and the runtime agree on the order of events: the order in
+// which the simulator finished every step instance is one the runtime can
+// run step by step (each step's dependency, message and slot are there
+// when its turn comes), and running it gives the right data. Small slices
+// and few slots make many iterations and exercise the slot rule.
+TEST(Sim, TheRuntimeRunsTheSimulatedOrder) {
+  struct Case {
+    ir::Algorithm algo;
+    std::string topo;
+  };
+  std::vector<Case> cases;
+  for (const std::string& f : testing::productionFiles())
+    cases.push_back({testing::mustRead(f), "ndv4"});
+  cases.push_back({synth::ringAllReduce(4), "ring:4"});
+  cases.push_back({synth::ringAllGather(5), "fattree:2:3"});
+  cases.push_back({synth::pairwiseAllToAll(6), "dgx1@0,1,2,3,4,5"});
+  for (const Case& c : cases)
+    for (int slots : {1, 2, 8}) {
+      SCOPED_TRACE(c.algo.name + " on " + c.topo + ", " + std::to_string(slots) + " slots");
+      auto va = runtime::VerifiedAlgorithm::make(c.algo);
+      ASSERT_TRUE(va.isOk()) << va.status().toString();
+      sim::Options o;
+      o.sliceBytes = 1024;
+      // 3 KiB per chunk: three slices.
+      o.bytes = (size_t{3} << 10) * static_cast<size_t>(c.algo.nchunksPerLoop);
+      o.slots = slots;
+      o.inplace = !c.algo.outofplace;
+      o.recordOrder = true;
+      o.criticalPath = false;
+      auto simulated = sim::simulate(c.algo, preset(c.topo), o);
+      if (!simulated.isOk()) {
+        // Too few slots for this algorithm: the runtime must deadlock too.
+        ASSERT_EQ(simulated.status().code(), StatusCode::kDeadlock)
+            << simulated.status().toString();
+        auto data = runtime::CollectiveData::make(*va.value(), size_t{1} << 12, DataType::kFloat32,
+                                                  ReduceOp::kSum, o.inplace);
+        ASSERT_TRUE(data.isOk());
+        runtime::DeterministicOptions d;
+        d.sliceBytes = o.sliceBytes;
+        d.slots = slots;
+        EXPECT_EQ(runtime::runDeterministic(*va.value(), data.value().calls(), d).code(),
+                  StatusCode::kDeadlock);
+        continue;
+      }
+      const sim::Result& r = simulated.value();
+      ASSERT_GT(r.iterations, 1u);
+      ASSERT_EQ(r.order.size(), c.algo.totalSteps() * r.iterations);
+      auto data = runtime::CollectiveData::make(*va.value(), r.count, DataType::kFloat32,
+                                                ReduceOp::kSum, o.inplace);
+      ASSERT_TRUE(data.isOk()) << data.status().toString();
+      auto call =
+          runtime::PreparedCall::make(*va.value(), data.value().calls(), o.sliceBytes, slots);
+      ASSERT_TRUE(call.isOk()) << call.status().toString();
+      Status st = call.value()->runInOrder(r.order);
+      ASSERT_TRUE(st.isOk()) << st.toString();
+      std::string first;
+      EXPECT_EQ(data.value().countWrong(&first), 0u) << first;
+      // The check can fail: the first receive moved before the send of its
+      // message.
+      std::vector<ir::StepInstance> wrong = r.order;
+      auto tbOf = [&](const ir::StepInstance& e) -> const ir::Threadblock& {
+        return c.algo.ranks[static_cast<size_t>(e.rank)].tbs[static_cast<size_t>(e.tb)];
+      };
+      size_t k = 0;
+      while (!ir::receives(tbOf(wrong[k]).steps[static_cast<size_t>(wrong[k].step)].type)) ++k;
+      const ir::Threadblock& to = tbOf(wrong[k]);
+      size_t j = 0;
+      while (!(wrong[j].rank == to.recvPeer && tbOf(wrong[j]).sendPeer == wrong[k].rank &&
+               tbOf(wrong[j]).channel == to.channel))
+        ++j;
+      ASSERT_LT(j, k);
+      std::rotate(wrong.begin() + static_cast<std::ptrdiff_t>(j),
+                  wrong.begin() + static_cast<std::ptrdiff_t>(k),
+                  wrong.begin() + static_cast<std::ptrdiff_t>(k) + 1);
+      data.value().reset();
+      st = call.value()->runInOrder(wrong);
+      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.toString();
+    }
+}
+
 TEST(Topo, PresetsHaveTheirShapes) {
   struct Case {
     const char* name;
@@ -212,9 +315,14 @@ TEST(Topo, PresetsHaveTheirShapes) {
 
 TEST(Topo, JsonRoundTripsAndBadFilesSayWhere) {
   topo::Topology t = preset("ndv4:2");
+  t.nodes[3].sendCap = 40;
+  t.nodes[5].recvCap = 12.5;
   auto back = topo::parseTopology(topo::writeTopology(t), "mem.json");
   ASSERT_TRUE(back.isOk()) << back.status().toString();
   EXPECT_EQ(back.value().ranks(), t.ranks());
+  EXPECT_EQ(back.value().nodes[3].sendCap, 40);
+  EXPECT_EQ(back.value().nodes[5].recvCap, 12.5);
+  EXPECT_EQ(back.value().nodes[4].sendCap, 0);
   ASSERT_EQ(back.value().links.size(), t.links.size());
   for (size_t i = 0; i < t.links.size(); ++i) {
     EXPECT_EQ(back.value().links[i].from, t.links[i].from);
@@ -232,6 +340,11 @@ TEST(Topo, JsonRoundTripsAndBadFilesSayWhere) {
         Bad{R"({"nodes": [{"name": "a"}, {"name": "b"}], "links": [{"from": "a", "to": "b"}]})",
             "links[0]: needs 'bandwidth'"},
         Bad{R"({"nodes": [{"name": "a"}, {"name": "a"}], "links": []})", "nodes[1]: the name"},
+        Bad{R"({"nodes": [{"name": "a", "send_cap": "x"}], "links": []})",
+            "nodes[0]: 'send_cap' must be a number"},
+        Bad{R"({"nodes": [{"name": "a"}, {"name": "s", "kind": "switch", "recv_cap": 5}],
+               "links": []})",
+            "has a send/receive cap but is not a rank"},
         Bad{R"({"nodes": [{"name": "s", "kind": "switch"}], "links": []})", "no ranks"},
         Bad{R"({"nodes": [{"name": "a", "kind": "gpu"}], "links": []})", "nodes[0]: 'kind'"}}) {
     auto r = topo::parseTopology(text, "bad.json");

@@ -75,34 +75,35 @@ int runTopo(const TopoArgs& args) {
   fmt::print("topology {}: {} ranks, {} switches, {} NICs, {} links (one direction each)\n", g.name,
              g.ranks(), switches, nics, g.links.size());
   if (g.memoryBandwidth > 0) fmt::print("rank memory bandwidth {:g} GB/s\n", g.memoryBandwidth);
+  // Per node: links out, and the summed bandwidth out and in (one pass).
+  std::vector<std::vector<int>> outLinks(g.nodes.size());
+  std::vector<double> outBw(g.nodes.size(), 0), inBw(g.nodes.size(), 0);
+  for (size_t i = 0; i < g.links.size(); ++i) {
+    const topo::Link& l = g.links[i];
+    outLinks[static_cast<size_t>(l.from)].push_back(static_cast<int>(i));
+    outBw[static_cast<size_t>(l.from)] += l.bandwidth;
+    inBw[static_cast<size_t>(l.to)] += l.bandwidth;
+  }
   fmt::print("{:>8} {:>4}  {:>10} {:>10}  links out (GB/s, latency us, kind)\n", "rank", "box",
              "out GB/s", "in GB/s");
   for (int r = 0; r < g.ranks(); ++r) {
-    int id = g.nodeOfRank(r);
-    double out = 0, in = 0;
+    auto id = static_cast<size_t>(g.nodeOfRank(r));
+    const topo::Node& n = g.nodes[id];
     std::string list;
-    for (const topo::Link& l : g.links) {
-      if (l.to == id) in += l.bandwidth;
-      if (l.from != id) continue;
-      out += l.bandwidth;
+    for (int li : outLinks[id]) {
+      const topo::Link& l = g.links[static_cast<size_t>(li)];
       list += fmt::format("{}{} {:g} {:g} {}", list.empty() ? "" : ", ",
                           g.nodes[static_cast<size_t>(l.to)].name, l.bandwidth, l.latency * 1e6,
                           topo::linkKindName(l.kind));
     }
-    fmt::print("{:>8} {:>4}  {:>10g} {:>10g}  {}\n", g.nodes[static_cast<size_t>(id)].name,
-               g.nodes[static_cast<size_t>(id)].box, out, in, list);
+    if (n.sendCap > 0) list += fmt::format("; sends at most {:g}", n.sendCap);
+    if (n.recvCap > 0) list += fmt::format("; receives at most {:g}", n.recvCap);
+    fmt::print("{:>8} {:>4}  {:>10g} {:>10g}  {}\n", n.name, n.box, outBw[id], inBw[id], list);
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (g.nodes[i].kind == topo::NodeKind::kRank) continue;
-    int degree = 0;
-    double out = 0;
-    for (const topo::Link& l : g.links)
-      if (l.from == static_cast<int>(i)) {
-        ++degree;
-        out += l.bandwidth;
-      }
     fmt::print("{:>8} {:>6}  {} links out, {:g} GB/s in all\n", g.nodes[i].name,
-               topo::nodeKindName(g.nodes[i].kind), degree, out);
+               topo::nodeKindName(g.nodes[i].kind), outLinks[i].size(), outBw[i]);
   }
   return 0;
 }
