@@ -142,5 +142,19 @@ check sim-json 0 '"busbw"' -- "$chorus" sim "$msccl/ap4ll.xml" --topo ndv4 --byt
 check sim-too-few-ranks 2 "the algorithm has 8 ranks; topology 'ring:4' has 4" \
   -- "$chorus" sim "$msccl/r48ll.xml" --topo ring:4 --bytes 1M
 
+# synthesis: bounds
+check synth-bound 0 'algbw 346.667 GB/s \(exactly 1040/3\)' \
+  -- "$chorus" synth allgather --topo dgx-a100x2 --bound-only
+check synth-cut 0 'S = every node but \{gpu0\}' \
+  -- "$chorus" synth allgather --topo dgx-a100x2 --bound-only
+check synth-subset-json 0 '"algbw_exact": "100"' \
+  -- "$chorus" synth allgather --topo dgx1 --ranks 0,1,4,5 --bound-only --json
+check synth-broadcast 0 'algbw 50.000 GB/s' -- "$chorus" synth broadcast --topo ring:6 --root 3 \
+  --bound-only
+check synth-bad-collective 2 "unknown collective 'allgathr'" \
+  -- "$chorus" synth allgathr --topo ring:4 --bound-only
+check synth-unreachable 2 'cannot be reached' -- "$chorus" synth allgather --topo dgx1 --ranks 0,7 \
+  --bound-only
+
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

@@ -128,6 +128,17 @@ struct SimArgs {
 // Predicts each algorithm's time on the topology. Exit 0, or 2 for bad input.
 int runSim(const SimArgs& args);
 
+struct SynthArgs {
+  std::string collective;
+  std::string topo;
+  std::string ranks;  // a subset, "0,1,4,5"
+  int root = 0;
+  bool boundOnly = false, json = false;
+};
+// The bandwidth-optimal algbw of a collective on a topology and its binding
+// cut. Exit 0, or 2 for bad input.
+int runSynth(const SynthArgs& args);
+
 // Lists diagnostic codes, or explains one.
 int runExplain(const std::string& code);
 

@@ -175,6 +175,19 @@ int main(int argc, char** argv) {
   sm->add_option("--trace", simArgs.trace, "Chrome trace (Perfetto) of the largest size");
   sm->add_flag("--json", simArgs.json, "machine-readable results");
 
+  chorus::cli::SynthArgs synthArgs;
+  auto* sy = app.add_subcommand("synth", "the optimal schedule of a collective on a topology");
+  sy->add_option("collective", synthArgs.collective,
+                 "allgather, reducescatter, allreduce, broadcast or reduce")
+      ->required();
+  sy->add_option("--topo,-t", synthArgs.topo, "a preset (chorus topo list) or a topology file")
+      ->required();
+  sy->add_option("--ranks", synthArgs.ranks, "only these ranks of the topology (e.g. 0,1,4,5)");
+  sy->add_option("--root", synthArgs.root, "broadcast / reduce root (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  sy->add_flag("--bound-only", synthArgs.boundOnly, "the optimum and its cut, without trees");
+  sy->add_flag("--json", synthArgs.json, "machine-readable results");
+
   std::string code;
   auto* e = app.add_subcommand("explain", "list diagnostic codes, or explain one");
   e->add_option("code", code, "a code such as E110 or its name (offset-range)");
@@ -212,6 +225,7 @@ int main(int argc, char** argv) {
     }
     return chorus::cli::runSim(simArgs);
   }
+  if (*sy) return chorus::cli::runSynth(synthArgs);
   if (*p) return chorus::cli::runPerf(perf);
   if (*l) return chorus::cli::runLaunch(launch);
   return 2;

@@ -1,0 +1,42 @@
+// Synthesis speed (issue 7): the bandwidth-optimal bound on the topologies
+// of the issue's table (1-16 DGX A100 / H100 boxes, 2 and 4 MI250 boxes, an
+// 8x8 torus, a 64-rank fat tree) and larger ones, best of 3.
+//   synth_bench [COLLECTIVE]   prints one CSV row per topology
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "synth/bound.h"
+#include "topo/presets.h"
+
+int main(int argc, char** argv) {
+  chorus::CollectiveKind coll = chorus::parseCollective(argc > 1 ? argv[1] : "allgather");
+  const char* topos[] = {"dgx-a100",    "dgx-a100:2", "dgx-a100:4", "dgx-a100:8",  "dgx-a100:16",
+                         "dgx-h100",    "dgx-h100:2", "dgx-h100:4", "dgx-h100:8",  "dgx-h100:16",
+                         "mi250:2",     "mi250:4",    "torus:8",    "fattree:8:8", "fattree:16:8",
+                         "dgx-a100:32", "dgx-a100:64"};
+  std::printf("topology,ranks,nodes,links,algbw,exact,rounds,maxflows,seconds\n");
+  for (const char* name : topos) {
+    auto topo = chorus::topo::makePreset(name);
+    if (!topo.isOk()) return 2;
+    double best = 1e30;
+    chorus::synth::Bound b;
+    for (int rep = 0; rep < 3; ++rep) {
+      auto t0 = std::chrono::steady_clock::now();
+      auto r = chorus::synth::optimalBound(topo.value(), coll);
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (!r.isOk()) {
+        std::fprintf(stderr, "%s: %s\n", name, r.status().toString().c_str());
+        return 1;
+      }
+      best = std::min(best, s);
+      b = r.value();
+    }
+    std::printf("%s,%d,%zu,%zu,%.6f,%s,%d,%d,%.6f\n", name, topo.value().ranks(),
+                topo.value().nodes.size(), topo.value().links.size(), b.algbw.value(),
+                b.algbw.str().c_str(), b.rounds, b.maxflows, best);
+    std::fflush(stdout);
+  }
+  return 0;
+}
