@@ -1,16 +1,33 @@
 // Synthesis speed (issue 7): the bandwidth-optimal bound on the topologies
 // of the issue's table (1-16 DGX A100 / H100 boxes, 2 and 4 MI250 boxes, an
 // 8x8 torus, a 64-rank fat tree) and larger ones, best of 3.
-//   synth_bench [COLLECTIVE]   prints one CSV row per topology
+//   synth_bench [COLLECTIVE]       prints one CSV row per topology
+//   synth_bench --trees TOPOLOGY   the allgather forest of one topology
+//                                  (bench/synth_trees.sh runs each under a time limit)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
 
 #include "synth/bound.h"
+#include "synth/forest.h"
 #include "topo/presets.h"
 
 int main(int argc, char** argv) {
+  if (argc > 2 && std::string(argv[1]) == "--trees") {
+    auto topo = chorus::topo::makePreset(argv[2]);
+    if (!topo.isOk()) return 2;
+    auto t0 = std::chrono::steady_clock::now();
+    auto f = chorus::synth::packForest(topo.value(), false, 1 << 20);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!f.isOk()) {
+      std::fprintf(stderr, "%s: %s\n", argv[2], f.status().toString().c_str());
+      return 1;
+    }
+    std::printf("%s,%d,%d,%zu,%d,%.3f\n", argv[2], topo.value().ranks(), f.value().k,
+                f.value().trees.size(), f.value().maxflows, s);
+    return 0;
+  }
   chorus::CollectiveKind coll = chorus::parseCollective(argc > 1 ? argv[1] : "allgather");
   const char* topos[] = {"dgx-a100",    "dgx-a100:2", "dgx-a100:4", "dgx-a100:8",  "dgx-a100:16",
                          "dgx-h100",    "dgx-h100:2", "dgx-h100:4", "dgx-h100:8",  "dgx-h100:16",

@@ -4,13 +4,10 @@
 #include <numeric>
 #include <utility>
 
+#include "synth/cuts.h"
 #include "synth/maxflow.h"
 
 namespace chorus::synth {
-
-namespace {
-
-__extension__ typedef __int128 i128;  // products of two int64 values
 
 Rational reduced(i128 num, i128 den) {
   CHORUS_CHECK(den > 0 && num >= 0, "bad rational");
@@ -23,12 +20,6 @@ Rational reduced(i128 num, i128 den) {
 }
 
 Rational times(Rational a, Rational b) { return reduced(i128{a.num} * b.num, i128{a.den} * b.den); }
-
-// Link capacities as integers: bandwidth = cap x unit GB/s.
-struct Scaled {
-  std::vector<int64_t> cap;
-  Rational unit;
-};
 
 Result<Scaled> scaleCapacities(const topo::Topology& t) {
   Scaled out;
@@ -57,6 +48,8 @@ Result<Scaled> scaleCapacities(const topo::Topology& t) {
   out.unit = reduced(g, pow10);
   return out;
 }
+
+namespace {
 
 // One orientation of the topology as a flow network, with one extra node
 // (the super source) joined to every rank.
@@ -101,17 +94,12 @@ class Network {
   std::vector<int> linkArc_, sourceArc_;
 };
 
-struct Ratio {
-  int64_t p = 0, q = 1;   // min over S of B+(S) / |S ∩ ranks|, integer units
-  std::vector<char> inS;  // the S that attains it
-  int64_t cut = 0;        // its B+(S), integer units
-  int rounds = 0, maxflows = 0;
-};
-
 std::string unreachable(const topo::Topology& t, int rank, bool reversed) {
   return "rank " + std::to_string(rank) + (reversed ? " cannot reach" : " cannot be reached from") +
          " the other ranks of '" + t.name + "'";
 }
+
+}  // namespace
 
 // Dinkelbach's iteration: with y = p/q, a maximum flow from the super source
 // (y to every rank, links scaled by q) to rank v is below N p exactly when
@@ -170,6 +158,8 @@ Result<Ratio> shardRatio(const topo::Topology& t, const std::vector<int64_t>& ca
   }
   return r;
 }
+
+namespace {
 
 // Broadcast from (reduce to) `root`: the least maximum flow between the
 // root and another rank.

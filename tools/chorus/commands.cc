@@ -337,6 +337,9 @@ int runRun(const RunArgs& args) {
   auto va = runtime::VerifiedAlgorithm::make(std::move(*rr.algorithm));
   if (!va.isOk()) return fail(va.status().message());
   const ir::Algorithm& a = va.value()->algo();
+  if (args.ranks > 0 && args.ranks != a.ngpus)
+    return fail("--ranks " + std::to_string(args.ranks) + ": the algorithm has " +
+                std::to_string(a.ngpus) + " ranks (it runs on exactly that many)");
 
   if (args.inplace && args.outofplace) return fail("--inplace and --outofplace exclude each other");
   bool inplace = args.inplace || (!args.outofplace && !a.outofplace);

@@ -40,6 +40,7 @@ struct RunArgs {
   size_t sliceBytes = 0;
   int slots = 8;
   int iters = 20, warmup = 5;
+  int ranks = 0;     // > 0: must be the file's rank count (a check that says so)
   int procs = 0;     // > 0: as that many processes (must be the file's rank count), via chorus perf
   std::string spec;  // a custom collective's postcondition JSON, for --check
 };
@@ -134,6 +135,12 @@ struct SynthArgs {
   std::string ranks;  // a subset, "0,1,4,5"
   int root = 0;
   bool boundOnly = false, json = false;
+  std::string output;  // -o FILE.xml
+  std::string name;    // the algorithm's name (default synth_COLL)
+  std::string protocol = "Simple";
+  bool inplace = false;
+  int maxPieces = 64;
+  int instances = 1;
 };
 // The bandwidth-optimal algbw of a collective on a topology and its binding
 // cut. Exit 0, or 2 for bad input.

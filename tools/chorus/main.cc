@@ -106,6 +106,8 @@ int main(int argc, char** argv) {
   r->add_option("--warmup,-w", run.warmup, "untimed calls first")->check(CLI::NonNegativeNumber);
   r->add_option("--spec", run.spec,
                 "postcondition JSON of a custom collective (what --check compares against)");
+  r->add_option("--ranks", run.ranks, "the ranks to run on: must be the file's (checked)")
+      ->check(CLI::PositiveNumber);
   r->add_option("--procs", run.procs,
                 "run the ranks as N processes (N = the file's ranks; via chorus perf --algo)")
       ->check(CLI::PositiveNumber);
@@ -186,6 +188,17 @@ int main(int argc, char** argv) {
   sy->add_option("--root", synthArgs.root, "broadcast / reduce root (default 0)")
       ->check(CLI::NonNegativeNumber);
   sy->add_flag("--bound-only", synthArgs.boundOnly, "the optimum and its cut, without trees");
+  sy->add_option("-o,--output", synthArgs.output, "write the verified MSCCL XML here");
+  sy->add_option("--name", synthArgs.name, "the algorithm's name (default synth_COLL)");
+  sy->add_option("--protocol", synthArgs.protocol, "Simple, LL or LL128")
+      ->check(CLI::IsMember({"Simple", "LL", "LL128"}));
+  sy->add_flag("--inplace", synthArgs.inplace, "the in-place form");
+  sy->add_option("--instances", synthArgs.instances,
+                 "copies of the schedule on channels of their own (default 1)")
+      ->check(CLI::PositiveNumber);
+  sy->add_option("--max-pieces", synthArgs.maxPieces,
+                 "most pieces per shard the exact forest may cut (default 64)")
+      ->check(CLI::PositiveNumber);
   sy->add_flag("--json", synthArgs.json, "machine-readable results");
 
   std::string code;

@@ -2,11 +2,18 @@
 // and the cut that binds it (docs/synthesis.md).
 #include <fmt/core.h>
 
+#include <chorus/gen.hpp>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "core/io.h"
+#include "ir/xml_reader.h"
+#include "sim/simulator.h"
 #include "synth/bound.h"
+#include "synth/forest.h"
+#include "synth/lower.h"
 #include "tools/chorus/commands.h"
 #include "topo/presets.h"
 
@@ -25,6 +32,77 @@ std::string names(const topo::Topology& t, const std::vector<int>& ids, size_t m
   return out;
 }
 
+std::string sizeText(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 3) {
+    bytes /= 1024;
+    ++u;
+  }
+  return fmt::format("{:g} {}", bytes, units[u]);
+}
+
+struct Schedule {
+  int pieces = 0;
+  size_t trees = 0;
+  int maxflows = 0;
+  double seconds = 0;
+  size_t simBytes = size_t{1} << 30;
+  double simAlgbw = 0, simBusbw = 0;
+};
+
+// Packs the forests, lowers them, verifies the IR, simulates it at 1 GiB
+// and writes it. Returns what went wrong, or "".
+std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const SynthArgs& args,
+                          Schedule& out) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::optional<synth::Forest> gather, scatter;
+  if (coll != CollectiveKind::kReduceScatter) {
+    auto f = synth::packForest(t, false, args.maxPieces);
+    if (!f.isOk()) return f.status().message();
+    gather = std::move(f).value();
+  }
+  if (coll != CollectiveKind::kAllGather) {
+    auto f = synth::packForest(t, true, args.maxPieces);
+    if (!f.isOk()) return f.status().message();
+    scatter = std::move(f).value();
+  }
+  for (const auto* f : {gather ? &*gather : nullptr, scatter ? &*scatter : nullptr})
+    if (f != nullptr) {
+      out.trees += f->trees.size();
+      out.maxflows += f->maxflows;
+      out.pieces = std::max(out.pieces, f->k);
+    }
+  synth::LowerOptions lo;
+  lo.name = args.name.empty() ? "synth_" + std::string(collectiveName(coll)) : args.name;
+  lo.protocol = args.protocol;
+  lo.inplace = args.inplace;
+  lo.instances = args.instances;
+  const synth::Forest* g = gather ? &*gather : nullptr;
+  const synth::Forest* s = scatter ? &*scatter : nullptr;
+  lang::Program program(synth::forestProgramOptions(coll, t.ranks(), g, s, lo));
+  synth::recordForests(program, g, s);
+  Generated gen = generate(program);
+  if (!gen.ok) return "the lowered forest does not compile or verify (a bug):\n" + gen.diagnostics;
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ir::ReadResult back = ir::readXml(gen.xml, lo.name);
+  if (!back.algorithm) return "the written XML does not read back (a bug)";
+  sim::Options so;
+  so.bytes = out.simBytes;
+  so.inplace = args.inplace;
+  so.criticalPath = false;
+  auto r = sim::simulate(*back.algorithm, t, so);
+  if (!r.isOk()) return "simulating the result: " + r.status().message();
+  out.simAlgbw = r.value().algbw;
+  out.simBusbw = r.value().busbw;
+  // Written only once it is verified and simulated without a deadlock.
+  if (!args.output.empty()) {
+    Status st = writeTextFile(gen.xml, args.output);
+    if (!st.isOk()) return st.message();
+  }
+  return "";
+}
+
 }  // namespace
 
 int runSynth(const SynthArgs& args) {
@@ -36,10 +114,10 @@ int runSynth(const SynthArgs& args) {
   if (coll == CollectiveKind::kCustom)
     return fail("unknown collective '" + args.collective +
                 "' (allgather, reducescatter, allreduce, broadcast, reduce)");
-  if (!args.boundOnly)
-    return fail(
-        "building schedules (trees lowered to IR) is not available yet; --bound-only prints the "
-        "optimum and its cut");
+  bool rooted = coll == CollectiveKind::kBroadcast || coll == CollectiveKind::kReduce;
+  if (!args.boundOnly && rooted)
+    return fail("trees for " + std::string(collectiveName(coll)) +
+                " are not built yet; --bound-only prints its optimum and cut");
   std::string spec = args.topo;
   if (!args.ranks.empty()) spec += "@" + args.ranks;
   auto topology = topo::loadTopology(spec);
@@ -57,6 +135,12 @@ int runSynth(const SynthArgs& args) {
     for (int u : b.cut) in[static_cast<size_t>(u)] = 1;
     for (size_t u = 0; u < t.nodes.size(); ++u)
       if (!in[u]) outside.push_back(static_cast<int>(u));
+  }
+  // The schedule: forests packed, lowered, compiled, verified, simulated.
+  Schedule sched;
+  if (!args.boundOnly) {
+    std::string problem = buildSchedule(t, coll, args, sched);
+    if (!problem.empty()) return fail(problem);
   }
   if (args.json) {
     nlohmann::ordered_json j;
@@ -79,6 +163,15 @@ int runSynth(const SynthArgs& args) {
     j["rounds"] = b.rounds;
     j["maxflows"] = b.maxflows;
     j["seconds"] = seconds;
+    if (!args.boundOnly) {
+      j["pieces"] = sched.pieces;
+      j["trees"] = sched.trees;
+      j["generation_seconds"] = sched.seconds;
+      j["simulated_bytes"] = sched.simBytes;
+      j["simulated_algbw"] = sched.simAlgbw;
+      j["simulated_busbw"] = sched.simBusbw;
+      j["output"] = args.output;
+    }
     fmt::print("{}\n", j.dump(1));
     return 0;
   }
@@ -97,6 +190,15 @@ int runSynth(const SynthArgs& args) {
              b.cutCapacity.str(), direction, which);
   fmt::print("method    {} Dinkelbach round(s), {} maximum flows, {:.4f} s\n", b.rounds, b.maxflows,
              seconds);
+  if (args.boundOnly) return 0;
+  fmt::print(
+      "trees     {} ({} piece(s) per shard), {} maximum flows; lowered and verified{} in "
+      "{:.3f} s\n",
+      sched.trees, sched.pieces, sched.maxflows,
+      args.output.empty() ? "" : ", written to " + args.output, sched.seconds);
+  fmt::print("simulated {} on {}: algbw {:.3f} GB/s, busbw {:.3f} GB/s ({:.1f} % of the optimum)\n",
+             sizeText(static_cast<double>(sched.simBytes)), t.name, sched.simAlgbw, sched.simBusbw,
+             100 * sched.simAlgbw / b.algbw.value());
   return 0;
 }
 

@@ -1,0 +1,286 @@
+#include "synth/forest.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "core/check.h"
+#include "synth/cuts.h"
+#include "synth/maxflow.h"
+
+namespace chorus::synth {
+
+namespace {
+
+// A tree being built: the ranks it reaches so far (just its root before it
+// starts) and how many pieces it carries.
+struct Pending {
+  int root = 0;
+  int64_t weight = 0;
+  std::vector<char> in;  // per rank
+  int size = 1;
+  std::vector<std::pair<int, int>> edges;
+};
+
+class Packer {
+ public:
+  explicit Packer(const topo::Topology& t) : t_(t), n_(t.ranks()) {
+    const size_t v = t.nodes.size();
+    m.assign(v, std::vector<int64_t>(v, 0));
+    rankOf_.assign(v, -1);
+    for (int r = 0; r < n_; ++r) rankOf_[static_cast<size_t>(t.nodeOfRank(r))] = r;
+  }
+
+  // Pieces per unit time each node pair can carry (the forest's direction).
+  std::vector<std::vector<int64_t>> m;
+  int maxflows = 0;
+
+  // Edmonds' condition: for every set X of nodes holding a rank, the arcs
+  // into X carry at least the weight of the trees that have not reached
+  // X yet. Checked as one maximum flow per rank from a super source with an
+  // arc of each tree's weight to a node joined to every rank it reaches.
+  bool holds(const std::vector<Pending>& trees) {
+    const int v = static_cast<int>(m.size());
+    const int s = v;
+    MaxFlow net(v + 1 + static_cast<int>(trees.size()));
+    for (int a = 0; a < v; ++a)
+      for (int b = 0; b < v; ++b)
+        if (m[static_cast<size_t>(a)][static_cast<size_t>(b)] > 0)
+          net.addArc(a, b, m[static_cast<size_t>(a)][static_cast<size_t>(b)]);
+    int64_t total = 0;
+    for (size_t i = 0; i < trees.size(); ++i) {
+      const Pending& tree = trees[i];
+      int z = v + 1 + static_cast<int>(i);
+      net.addArc(s, z, tree.weight);
+      total += tree.weight;
+      for (int r = 0; r < n_; ++r)
+        if (tree.in[static_cast<size_t>(r)]) net.addArc(z, t_.nodeOfRank(r), tree.weight);
+    }
+    for (int r = 0; r < n_; ++r) {
+      ++maxflows;
+      if (net.run(s, t_.nodeOfRank(r), total) < total) return false;
+    }
+    return true;
+  }
+
+  // Splits `a` pieces of u -> w -> v off into u -> v (u == v: drops them).
+  void split(int u, int w, int v, int64_t a) {
+    m[static_cast<size_t>(u)][static_cast<size_t>(w)] -= a;
+    m[static_cast<size_t>(w)][static_cast<size_t>(v)] -= a;
+    if (u != v) m[static_cast<size_t>(u)][static_cast<size_t>(v)] += a;
+  }
+
+  // The most of `most` pieces for which `apply(x)` keeps the condition
+  // (apply(-x) undoes it); applies that many and returns it.
+  template <typename Apply>
+  int64_t largest(int64_t most, const std::vector<Pending>& trees, Apply apply) {
+    apply(most);
+    if (holds(trees)) return most;
+    apply(-most);
+    int64_t lo = 0, hi = most;  // lo holds, hi does not
+    while (hi - lo > 1) {
+      int64_t mid = lo + (hi - lo) / 2;
+      apply(mid);
+      (holds(trees) ? lo : hi) = mid;
+      apply(-mid);
+    }
+    if (lo > 0) apply(lo);
+    return lo;
+  }
+
+  // Removes every switch and NIC, fewest neighbours first, keeping the
+  // condition; out-neighbours in another box first (a link inside a box is
+  // better used by the box's own fabric), each in-arc spread evenly first.
+  Status splitSwitches(const std::vector<Pending>& trees) {
+    const int v = static_cast<int>(m.size());
+    std::vector<int> order;
+    for (int w = 0; w < v; ++w)
+      if (rankOf_[static_cast<size_t>(w)] < 0) order.push_back(w);
+    auto degree = [&](int w) {
+      int d = 0;
+      for (int u = 0; u < v; ++u)
+        d += m[static_cast<size_t>(u)][static_cast<size_t>(w)] > 0 ||
+             m[static_cast<size_t>(w)][static_cast<size_t>(u)] > 0;
+      return d;
+    };
+    std::vector<int> deg(static_cast<size_t>(v));
+    for (int w : order) deg[static_cast<size_t>(w)] = degree(w);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      return deg[static_cast<size_t>(a)] < deg[static_cast<size_t>(b)];
+    });
+    for (int w : order) {
+      auto wi = static_cast<size_t>(w);
+      for (int u = 0; u < v; ++u) {
+        auto ui = static_cast<size_t>(u);
+        if (m[ui][wi] == 0) continue;
+        std::vector<int> outs;
+        for (int x = 0; x < v; ++x)
+          if (m[wi][static_cast<size_t>(x)] > 0) outs.push_back(x);
+        auto key = [&](int x) {
+          return std::pair{x == u, t_.nodes[static_cast<size_t>(x)].box == t_.nodes[ui].box};
+        };
+        std::stable_sort(outs.begin(), outs.end(), [&](int a, int b) { return key(a) < key(b); });
+        // First an even share to every other out-neighbour (a mesh, whose
+        // trees can be shallow), then whatever is left, in order.
+        // The even share goes to the best group only (another box, if any).
+        auto best = outs.empty() ? std::pair{true, true} : key(outs.front());
+        int64_t others = std::count_if(outs.begin(), outs.end(),
+                                       [&](int x) { return x != u && key(x) == best; });
+        int64_t share = others > 0 ? (m[ui][wi] + others - 1) / others : 0;
+        for (int64_t most : {share, int64_t{-1}})
+          for (int x : outs) {
+            if (m[ui][wi] == 0) break;
+            if (most > 0 && (x == u || key(x) != best)) continue;
+            int64_t a = std::min(m[ui][wi], m[wi][static_cast<size_t>(x)]);
+            if (most > 0) a = std::min(a, most);
+            if (a > 0) largest(a, trees, [&](int64_t d) { split(u, w, x, d); });
+          }
+        if (m[ui][wi] > 0) {
+          // Capacity into the switch that no way out can use: drop it.
+          m[ui][wi] = 0;
+          if (!holds(trees)) return stuck(w);
+        }
+      }
+      for (int x = 0; x < v; ++x) m[wi][static_cast<size_t>(x)] = 0;  // out, unused
+      if (!holds(trees)) return stuck(w);
+    }
+    return Status::ok();
+  }
+
+  Status stuck(int w) const {
+    return Status(StatusCode::kInvalidArgument,
+                  "switch '" + t_.nodes[static_cast<size_t>(w)].name +
+                      "' cannot be split off without lowering the optimum (its links in and out "
+                      "differ?)");
+  }
+
+  // Grows every tree to span all ranks (Lovász's construction: an arc from
+  // the tree to a rank outside it whose use keeps the condition always
+  // exists), taking as many of the tree's pieces along each arc as the
+  // condition allows; the rest continue as a tree of their own.
+  std::vector<Tree> pack(std::vector<Pending> pending) {
+    std::vector<Tree> out;
+    std::vector<int> depth(static_cast<size_t>(n_));
+    while (!pending.empty()) {
+      if (pending.front().size == n_) {
+        Pending& done = pending.front();
+        out.push_back(Tree{done.root, done.weight, std::move(done.edges)});
+        pending.erase(pending.begin());
+        continue;
+      }
+      // Candidate arcs from the shallowest ranks first (shallow trees pipeline
+      // with less delay), then the widest.
+      const Pending& cur = pending.front();
+      std::fill(depth.begin(), depth.end(), 0);
+      for (auto [a, b] : cur.edges)
+        depth[static_cast<size_t>(b)] = depth[static_cast<size_t>(a)] + 1;
+      struct Cand {
+        int64_t width;
+        int depth, from, to;
+      };
+      std::vector<Cand> cands;
+      for (int a = 0; a < n_; ++a) {
+        if (!cur.in[static_cast<size_t>(a)]) continue;
+        for (int b = 0; b < n_; ++b) {
+          int64_t w = arc(a, b);
+          if (!cur.in[static_cast<size_t>(b)] && w > 0)
+            cands.push_back(Cand{w, depth[static_cast<size_t>(a)], a, b});
+        }
+      }
+      std::stable_sort(cands.begin(), cands.end(), [](const Cand& x, const Cand& y) {
+        return x.depth != y.depth ? x.depth < y.depth : x.width > y.width;
+      });
+      bool grown = false;
+      for (const Cand& c : cands) {
+        const int64_t weight = pending.front().weight;
+        // Taking `a` pieces along c: the tree reaches c.to with a of its
+        // pieces; the other weight - a stay behind, last in the list, as a
+        // tree of their own.
+        pending.push_back(pending.front());
+        Pending& grownTree = pending.front();
+        grownTree.in[static_cast<size_t>(c.to)] = 1;
+        grownTree.weight = 0;
+        auto applyGrown = [&](int64_t a) {
+          arc(c.from, c.to) -= a;
+          grownTree.weight += a;
+          pending.back().weight -= a;
+        };
+        int64_t took = largest(std::min(weight, arc(c.from, c.to)), pending, applyGrown);
+        if (took == 0) {
+          grownTree.in[static_cast<size_t>(c.to)] = 0;
+          grownTree.weight = weight;
+          pending.pop_back();
+          continue;
+        }
+        grownTree.edges.push_back({c.from, c.to});
+        ++grownTree.size;
+        if (pending.back().weight == 0) pending.pop_back();
+        grown = true;
+        break;
+      }
+      CHORUS_CHECK(grown, "Edmonds' condition holds but no arc can grow the tree");
+    }
+    return out;
+  }
+
+  int64_t& arc(int a, int b) {
+    return m[static_cast<size_t>(t_.nodeOfRank(a))][static_cast<size_t>(t_.nodeOfRank(b))];
+  }
+
+ private:
+  const topo::Topology& t_;
+  int n_;
+  std::vector<int> rankOf_;
+};
+
+}  // namespace
+
+Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces) {
+  const int n = t.ranks();
+  if (n < 2) return Status(StatusCode::kInvalidArgument, "a forest needs at least two ranks");
+  auto scaled = scaleCapacities(t);
+  if (!scaled.isOk()) return scaled.status();
+  auto ratio = shardRatio(t, scaled.value().cap, reversed);
+  if (!ratio.isOk()) return ratio.status();
+  const Ratio& y = ratio.value();
+  // Pieces per shard: k with every link's capacity a whole number of pieces
+  // per unit time, cap x k x q / p (capacities are coprime after scaling).
+  const int64_t k = y.p / std::gcd(y.p, y.q);
+  if (k > maxPieces)
+    return Status(StatusCode::kInvalidArgument, "the optimum needs " + std::to_string(k) +
+                                                    " pieces per shard (more than " +
+                                                    std::to_string(maxPieces) + ")");
+  Packer packer(t);
+  for (size_t i = 0; i < t.links.size(); ++i) {
+    int from = t.links[i].from, to = t.links[i].to;
+    if (reversed) std::swap(from, to);
+    i128 pieces = i128{scaled.value().cap[i]} * k * y.q;
+    CHORUS_CHECK(pieces % y.p == 0, "capacities must be whole pieces");
+    packer.m[static_cast<size_t>(from)][static_cast<size_t>(to)] +=
+        static_cast<int64_t>(pieces / y.p);
+  }
+  std::vector<Pending> roots;
+  for (int r = 0; r < n; ++r) {
+    Pending p;
+    p.root = r;
+    p.weight = k;
+    p.in.assign(static_cast<size_t>(n), 0);
+    p.in[static_cast<size_t>(r)] = 1;
+    roots.push_back(std::move(p));
+  }
+  CHORUS_CHECK(packer.holds(roots), "the optimum must satisfy Edmonds' condition");
+  Status st = packer.splitSwitches(roots);
+  if (!st.isOk()) return st;
+  Forest f;
+  f.k = static_cast<int>(k);
+  f.arcs.assign(static_cast<size_t>(n), std::vector<int64_t>(static_cast<size_t>(n), 0));
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      f.arcs[static_cast<size_t>(a)][static_cast<size_t>(b)] = packer.arc(a, b);
+  f.trees = packer.pack(std::move(roots));
+  f.algbw = times(times(Rational{y.p, y.q}, scaled.value().unit), Rational{n, 1});
+  f.maxflows = y.maxflows + packer.maxflows;
+  return f;
+}
+
+}  // namespace chorus::synth

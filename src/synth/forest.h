@@ -1,0 +1,48 @@
+// Trees that attain the allgather optimum (docs/synthesis.md), after
+// ForestColl: with the optimum y* per shard, cut every shard into k pieces
+// so that each link carries a whole number of pieces per unit time; split
+// every switch off (replace u -> switch -> v by u -> v) without lowering
+// the optimum; then pack, for every rank, out-trees that span all ranks
+// and carry its k pieces, using each rank-to-rank arc at most its count.
+// Every step is checked with maximum flows (Edmonds' condition), so the
+// forest is exact: sending each tree's pieces down it at the rate its
+// arcs allow finishes in the optimal time.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "synth/bound.h"
+#include "topo/topology.h"
+
+namespace chorus::synth {
+
+struct Tree {
+  int root = 0;        // the rank whose pieces it carries
+  int64_t weight = 0;  // how many of the root's k pieces
+  // (from, to) ranks, each `to` after its `from` has been reached. For a
+  // reversed forest (reduce-scatter) the data flows the other way: from
+  // `to` to `from`, toward the root.
+  std::vector<std::pair<int, int>> edges;
+};
+
+struct Forest {
+  int k = 0;                // pieces per shard
+  std::vector<Tree> trees;  // each root's weights sum to k
+  Rational algbw;           // the allgather (reduce-scatter) optimum it attains, GB/s
+  // Rank-to-rank pieces per unit time after splitting: [from][to] (in the
+  // forest's direction).
+  std::vector<std::vector<int64_t>> arcs;
+  int maxflows = 0;
+};
+
+// The forest of the topology (`reversed`: of its reverse, for
+// reduce-scatter). kInvalidArgument when a rank cannot be reached, when the
+// pieces per shard would exceed `maxPieces`, or when a switch cannot be
+// split off entirely (a switch whose links in and out differ can leave
+// capacity no rank-to-rank arc can use).
+Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces = 64);
+
+}  // namespace chorus::synth

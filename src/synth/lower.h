@@ -1,0 +1,38 @@
+// Forests (forest.h) as programs of the Chorus language, compiled to IR:
+// each tree's pieces are copied down it (allgather), reduced up it toward
+// its root (reduce-scatter, on the reversed forest), or both (allreduce:
+// the reduce-scatter forest's sums, then the allgather forest from them).
+// The compiler schedules, fuses and assigns threadblocks and channels.
+#pragma once
+
+#include <string>
+
+#include "compiler/compiler.h"
+#include "core/types.h"
+#include "synth/forest.h"
+
+namespace chorus::synth {
+
+struct LowerOptions {
+  std::string name = "chorus_synth";
+  std::string protocol = "Simple";
+  bool inplace = false;
+  // Copies of the schedule on channels of their own, each moving 1/instances
+  // of every piece: while one waits (for data, a slot, a step's latency)
+  // another moves bytes.
+  int instances = 1;
+};
+
+// `gather`: the allgather forest (allgather, allreduce); `scatter`: the
+// reduce-scatter forest (reducescatter, allreduce); the other may be null.
+// The program's options (its chunk factor comes from the forests' pieces):
+lang::ProgramOptions forestProgramOptions(CollectiveKind collective, int ranks,
+                                          const Forest* gather, const Forest* scatter,
+                                          const LowerOptions& options);
+// Records the forests' operations into a program made with those options.
+void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter);
+// Both, then compiles.
+compiler::Compiled lowerForests(CollectiveKind collective, int ranks, const Forest* gather,
+                                const Forest* scatter, const LowerOptions& options);
+
+}  // namespace chorus::synth
