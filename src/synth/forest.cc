@@ -235,14 +235,28 @@ class Packer {
 
 }  // namespace
 
-Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces) {
+Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces, int root) {
   const int n = t.ranks();
   if (n < 2) return Status(StatusCode::kInvalidArgument, "a forest needs at least two ranks");
   auto scaled = scaleCapacities(t);
   if (!scaled.isOk()) return scaled.status();
-  auto ratio = shardRatio(t, scaled.value().cap, reversed);
-  if (!ratio.isOk()) return ratio.status();
-  const Ratio& y = ratio.value();
+  // The rate to reach, p/q integer units: per shard (every rank a root), or
+  // the root's whole message (one root: its least cut).
+  Ratio y;
+  if (root < 0) {
+    auto ratio = shardRatio(t, scaled.value().cap, reversed);
+    if (!ratio.isOk()) return ratio.status();
+    y = std::move(ratio).value();
+  } else {
+    auto b = optimalBound(t, reversed ? CollectiveKind::kReduce : CollectiveKind::kBroadcast, root);
+    if (!b.isOk()) return b.status();
+    Rational units =
+        times(b.value().algbw, Rational{scaled.value().unit.den, scaled.value().unit.num});
+    CHORUS_CHECK(units.den == 1, "a root cut is a whole number of capacity units");
+    y.p = units.num;
+    y.q = 1;
+    y.maxflows = b.value().maxflows;
+  }
   // Pieces per shard: k with every link's capacity a whole number of pieces
   // per unit time, cap x k x q / p (capacities are coprime after scaling).
   const int64_t k = y.p / std::gcd(y.p, y.q);
@@ -261,6 +275,7 @@ Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces)
   }
   std::vector<Pending> roots;
   for (int r = 0; r < n; ++r) {
+    if (root >= 0 && r != root) continue;
     Pending p;
     p.root = r;
     p.weight = k;
@@ -278,7 +293,7 @@ Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces)
     for (int b = 0; b < n; ++b)
       f.arcs[static_cast<size_t>(a)][static_cast<size_t>(b)] = packer.arc(a, b);
   f.trees = packer.pack(std::move(roots));
-  f.algbw = times(times(Rational{y.p, y.q}, scaled.value().unit), Rational{n, 1});
+  f.algbw = times(times(Rational{y.p, y.q}, scaled.value().unit), Rational{root < 0 ? n : 1, 1});
   f.maxflows = y.maxflows + packer.maxflows;
   return f;
 }

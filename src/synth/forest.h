@@ -31,7 +31,7 @@ struct Tree {
 struct Forest {
   int k = 0;                // pieces per shard
   std::vector<Tree> trees;  // each root's weights sum to k
-  Rational algbw;           // the allgather (reduce-scatter) optimum it attains, GB/s
+  Rational algbw;           // the optimum it attains, GB/s (algbw of its collective)
   // Rank-to-rank pieces per unit time after splitting: [from][to] (in the
   // forest's direction).
   std::vector<std::vector<int64_t>> arcs;
@@ -39,10 +39,13 @@ struct Forest {
 };
 
 // The forest of the topology (`reversed`: of its reverse, for
-// reduce-scatter). kInvalidArgument when a rank cannot be reached, when the
-// pieces per shard would exceed `maxPieces`, or when a switch cannot be
-// split off entirely (a switch whose links in and out differ can leave
-// capacity no rank-to-rank arc can use).
-Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces = 64);
+// reduce-scatter). With `root` >= 0, the trees of that root alone, carrying
+// its whole message at its least cut (broadcast; reversed: reduce).
+// kInvalidArgument when a rank cannot be reached, when the pieces per shard
+// would exceed `maxPieces`, or when a switch cannot be split off entirely
+// (a switch whose links in and out differ can leave capacity no
+// rank-to-rank arc can use).
+Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces = 64,
+                          int root = -1);
 
 }  // namespace chorus::synth

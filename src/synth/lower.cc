@@ -37,13 +37,20 @@ void eachTree(const Forest& f, int k, int ranks, int channel, Visit visit) {
   }
 }
 
+// Where `root`'s block starts in a buffer holding every rank's (broadcast
+// and reduce have one block, the root's).
+int blockOf(const lang::Program& p, int root, int k) {
+  const std::string& c = p.options().collective;
+  return c == "broadcast" || c == "reduce" ? 0 : root * k;
+}
+
 // Copies block pieces down the allgather trees from where `source(root,
 // first, pieces)` holds them.
 template <typename Source>
 void broadcastDown(lang::Program& p, const Forest& f, int k, int channel, Source source) {
   const int n = p.options().ranks;
   eachTree(f, k, n, channel, [&](const Tree& t, int first, int pieces, lang::Hints h) {
-    const int index = t.root * k + first;
+    const int index = blockOf(p, t.root, k) + first;
     std::vector<lang::Chunk> at(static_cast<size_t>(n));
     at[static_cast<size_t>(t.root)] = source(t.root, first, pieces);
     for (auto [a, b] : t.edges)
@@ -60,7 +67,7 @@ void reduceUp(lang::Program& p, const Forest& f, int k, lang::Buffer input, Resu
   const int n = p.options().ranks;
   lang::Buffer partial = p.scratch("partial");
   eachTree(f, k, n, channel, [&](const Tree& t, int first, int pieces, lang::Hints h) {
-    const int index = t.root * k + first;
+    const int index = blockOf(p, t.root, k) + first;
     std::vector<lang::Chunk> sum(static_cast<size_t>(n));
     auto current = [&](int r) {
       lang::Chunk& c = sum[static_cast<size_t>(r)];
@@ -86,8 +93,12 @@ void reduceUp(lang::Program& p, const Forest& f, int k, lang::Buffer input, Resu
 lang::ProgramOptions forestProgramOptions(CollectiveKind collective, int ranks,
                                           const Forest* gather, const Forest* scatter,
                                           const LowerOptions& options) {
-  const bool ag = collective == CollectiveKind::kAllGather;
-  const bool rs = collective == CollectiveKind::kReduceScatter;
+  // Gathering collectives need the gather forest, reducing ones the scatter
+  // forest, allreduce both.
+  const bool ag =
+      collective == CollectiveKind::kAllGather || collective == CollectiveKind::kBroadcast;
+  const bool rs =
+      collective == CollectiveKind::kReduceScatter || collective == CollectiveKind::kReduce;
   const bool ar = collective == CollectiveKind::kAllReduce;
   CHORUS_CHECK((ag || rs || ar) && (ag || scatter != nullptr) && (rs || gather != nullptr),
                "a forest program needs the forests of its collective");
@@ -100,18 +111,22 @@ lang::ProgramOptions forestProgramOptions(CollectiveKind collective, int ranks,
   po.inplace = options.inplace;
   po.protocol = options.protocol;
   po.instances = options.instances;
+  if (collective == CollectiveKind::kBroadcast || collective == CollectiveKind::kReduce)
+    po.root = (ag ? gather : scatter)->trees.front().root;
   return po;
 }
 
 void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter) {
   const std::string& coll = p.options().collective;
-  const bool ag = coll == "allgather", rs = coll == "reducescatter";
+  const bool ag = coll == "allgather" || coll == "broadcast";
+  const bool rs = coll == "reducescatter" || coll == "reduce";
   const bool inplace = p.options().inplace;
   const int k = piecesPerBlock(rs ? nullptr : gather, ag ? nullptr : scatter);
   if (ag) {
     broadcastDown(p, *gather, k, 0, [&](int root, int first, int pieces) {
       lang::Chunk c = p.chunk(root, lang::kInput, first, pieces);
-      if (!inplace) c = c.copy(root, lang::kOutput, root * k + first);  // its own block
+      // Its own block, unless the buffers are one.
+      if (!inplace) c = c.copy(root, lang::kOutput, blockOf(p, root, k) + first);
       return c;
     });
   } else if (rs) {

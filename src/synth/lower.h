@@ -1,7 +1,8 @@
 // Forests (forest.h) as programs of the Chorus language, compiled to IR:
-// each tree's pieces are copied down it (allgather), reduced up it toward
-// its root (reduce-scatter, on the reversed forest), or both (allreduce:
-// the reduce-scatter forest's sums, then the allgather forest from them).
+// each tree's pieces are copied down it (allgather, broadcast), reduced up
+// it toward its root (reduce-scatter, reduce: on the reversed forest), or
+// both (allreduce: the reduce-scatter forest's sums, then the allgather
+// forest from them).
 // The compiler schedules, fuses and assigns threadblocks and channels.
 #pragma once
 
@@ -23,8 +24,9 @@ struct LowerOptions {
   int instances = 1;
 };
 
-// `gather`: the allgather forest (allgather, allreduce); `scatter`: the
-// reduce-scatter forest (reducescatter, allreduce); the other may be null.
+// `gather`: the allgather forest (allgather, allreduce) or the root's
+// broadcast forest; `scatter`: the reduce-scatter forest (reducescatter,
+// allreduce) or the root's reduce forest; the other may be null.
 // The program's options (its chunk factor comes from the forests' pieces):
 lang::ProgramOptions forestProgramOptions(CollectiveKind collective, int ranks,
                                           const Forest* gather, const Forest* scatter,

@@ -155,6 +155,13 @@ check synth-bad-collective 2 "unknown collective 'allgathr'" \
   -- "$chorus" synth allgathr --topo ring:4 --bound-only
 check synth-unreachable 2 'cannot be reached' -- "$chorus" synth allgather --topo dgx1 --ranks 0,7 \
   --bound-only
+check synth-trees 0 'simulated 1 GiB on dgx-a100: algbw' \
+  -- "$chorus" synth allgather --topo dgx-a100 -o "$tmp/synth_ag.xml"
+check synth-run 0 'check +0 wrong' -- "$chorus" run "$tmp/synth_ag.xml" --ranks 8 --check -b 1M
+check synth-run-ranks 2 'the algorithm has 8 ranks' -- "$chorus" run "$tmp/synth_ag.xml" --ranks 4
+check synth-broadcast-trees 0 '% of the optimum' \
+  -- "$chorus" synth broadcast --topo ring:6 --root 3 -o "$tmp/synth_bc.xml"
+check synth-broadcast-run 0 'check +0 wrong' -- "$chorus" run "$tmp/synth_bc.xml" --check -b 1M
 
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

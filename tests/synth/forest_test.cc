@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -85,14 +86,26 @@ TEST(Forest, LowersToVerifiedIrThatRunsAndSimulates) {
                                    Case{"dgx-a100", CollectiveKind::kReduceScatter, 0.85},
                                    Case{"dgx-a100", CollectiveKind::kAllReduce, 0.95},
                                    Case{"ndv2x2", CollectiveKind::kAllGather, 0.6},
-                                   Case{"dgx-a100x2", CollectiveKind::kAllGather, 0.7}}) {
+                                   Case{"dgx-a100x2", CollectiveKind::kAllGather, 0.7},
+                                   Case{"ring:6", CollectiveKind::kBroadcast, 0.9},
+                                   Case{"dgx1", CollectiveKind::kReduce, 0.85},
+                                   Case{"torus:4", CollectiveKind::kBroadcast, 0.85}}) {
     auto t = topo::makePreset(name);
     ASSERT_TRUE(t.isOk());
     const int n = t.value().ranks();
     std::optional<Forest> gather, scatter;
-    if (coll != CollectiveKind::kReduceScatter) gather = packForest(t.value(), false).value();
-    if (coll != CollectiveKind::kAllGather) scatter = packForest(t.value(), true).value();
-    Bound bound = optimalBound(t.value(), coll).value();
+    const bool rooted = coll == CollectiveKind::kBroadcast || coll == CollectiveKind::kReduce;
+    const int root = rooted ? 3 : -1;
+    if (coll != CollectiveKind::kReduceScatter && coll != CollectiveKind::kReduce)
+      gather = packForest(t.value(), false, 64, root).value();
+    if (coll != CollectiveKind::kAllGather && coll != CollectiveKind::kBroadcast)
+      scatter = packForest(t.value(), true, 64, root).value();
+    Bound bound = optimalBound(t.value(), coll, std::max(root, 0)).value();
+    for (const Forest* f : {gather ? &*gather : nullptr, scatter ? &*scatter : nullptr}) {
+      if (f != nullptr && coll != CollectiveKind::kAllReduce) {
+        EXPECT_EQ(f->algbw.str(), bound.algbw.str()) << "the forest's own rate";
+      }
+    }
     for (bool inplace : {false, true}) {
       SCOPED_TRACE(std::string(name) + " " + std::string(collectiveName(coll)) +
                    (inplace ? " in place" : " out of place"));

@@ -57,13 +57,15 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
                           Schedule& out) {
   auto t0 = std::chrono::steady_clock::now();
   std::optional<synth::Forest> gather, scatter;
-  if (coll != CollectiveKind::kReduceScatter) {
-    auto f = synth::packForest(t, false, args.maxPieces);
+  const bool rooted = coll == CollectiveKind::kBroadcast || coll == CollectiveKind::kReduce;
+  const int root = rooted ? args.root : -1;
+  if (coll != CollectiveKind::kReduceScatter && coll != CollectiveKind::kReduce) {
+    auto f = synth::packForest(t, false, args.maxPieces, root);
     if (!f.isOk()) return f.status().message();
     gather = std::move(f).value();
   }
-  if (coll != CollectiveKind::kAllGather) {
-    auto f = synth::packForest(t, true, args.maxPieces);
+  if (coll != CollectiveKind::kAllGather && coll != CollectiveKind::kBroadcast) {
+    auto f = synth::packForest(t, true, args.maxPieces, root);
     if (!f.isOk()) return f.status().message();
     scatter = std::move(f).value();
   }
@@ -114,10 +116,6 @@ int runSynth(const SynthArgs& args) {
   if (coll == CollectiveKind::kCustom)
     return fail("unknown collective '" + args.collective +
                 "' (allgather, reducescatter, allreduce, broadcast, reduce)");
-  bool rooted = coll == CollectiveKind::kBroadcast || coll == CollectiveKind::kReduce;
-  if (!args.boundOnly && rooted)
-    return fail("trees for " + std::string(collectiveName(coll)) +
-                " are not built yet; --bound-only prints its optimum and cut");
   std::string spec = args.topo;
   if (!args.ranks.empty()) spec += "@" + args.ranks;
   auto topology = topo::loadTopology(spec);
