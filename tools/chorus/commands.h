@@ -146,6 +146,9 @@ struct SynthArgs {
 // cut. Exit 0, or 2 for bad input.
 int runSynth(const SynthArgs& args);
 
+// A byte count for people: "64 MiB", "1.5 GiB".
+std::string sizeText(double bytes);
+
 // Lists diagnostic codes, or explains one.
 int runExplain(const std::string& code);
 

@@ -16,8 +16,6 @@
 
 namespace chorus::cli {
 
-namespace {
-
 std::string sizeText(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;
@@ -27,6 +25,8 @@ std::string sizeText(double bytes) {
   }
   return fmt::format("{:g} {}", bytes, units[u]);
 }
+
+namespace {
 
 std::string linkName(const topo::Topology& t, int l) {
   const topo::Link& k = t.links[static_cast<size_t>(l)];

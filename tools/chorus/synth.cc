@@ -32,16 +32,6 @@ std::string names(const topo::Topology& t, const std::vector<int>& ids, size_t m
   return out;
 }
 
-std::string sizeText(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 3) {
-    bytes /= 1024;
-    ++u;
-  }
-  return fmt::format("{:g} {}", bytes, units[u]);
-}
-
 struct Schedule {
   int pieces = 0;
   size_t trees = 0;
