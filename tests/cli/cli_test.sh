@@ -161,6 +161,8 @@ check synth-run 0 'check +0 wrong' -- "$chorus" run "$tmp/synth_ag.xml" --ranks 
 check synth-run-ranks 2 'the algorithm has 8 ranks' -- "$chorus" run "$tmp/synth_ag.xml" --ranks 4
 check synth-broadcast-trees 0 '% of the optimum' \
   -- "$chorus" synth broadcast --topo ring:6 --root 3 -o "$tmp/synth_bc.xml"
+check synth-max-pieces 2 'the optimum needs 13 pieces per shard \(more than 4\)' \
+  -- "$chorus" synth allgather --topo dgx-a100x2 --max-pieces 4
 check synth-broadcast-run 0 'check +0 wrong' -- "$chorus" run "$tmp/synth_bc.xml" --check -b 1M
 
 echo "$passes passed, $fails failed"
