@@ -54,6 +54,11 @@ struct ProgramOptions {
   // Channels one instance of a program spreads its chunks over (programs
   // that read it: ring programs put chunk k on channel k % channels).
   int channels = 1;
+  // Send-only and receive-only connections with the same peer and channel
+  // share a threadblock (fewer threadblocks: MSCCL's executor limits them).
+  // Off, each keeps its own, so a send waiting for its data never holds up
+  // an unrelated receive (synthesized forests: docs/synthesis.md).
+  bool pairThreadblocks = true;
 };
 
 // Input chunk `index` of `rank`: what a custom collective's results are made of.
@@ -73,7 +78,7 @@ struct Expected {
 // Where an operation may run; -1 = the compiler chooses.
 struct Hints {
   int channel = -1;
-  int sendTb = -1;  // on the sending rank
+  int sendTb = -1;  // on the sending rank (a local copy or reduction: where it runs)
   int recvTb = -1;  // on the receiving rank
 };
 

@@ -112,6 +112,18 @@ void assignRank(Mir& m, int rank, DiagnosticList& diags) {
            "one threadblock would have to " + why + " (" + lines +
                "): threadblock hints put operations with different peers on one threadblock");
   };
+  // The group of threadblock id `hint`, first asked for by instruction i.
+  auto hinted = [&](int i, int hint) {
+    auto [h, made] = byHint.try_emplace(hint, -1);
+    if (made) {
+      Group gr;
+      gr.hint = hint;
+      gr.hintBy = i;
+      gr.first = i;
+      h->second = g.add(gr);
+    }
+    return h->second;
+  };
   // The group of one connection of instruction i, joined with its hint's.
   auto connection = [&](int i, int dir, int peer, int hint) {
     const Instr& x = xs[static_cast<size_t>(i)];
@@ -126,17 +138,9 @@ void assignRank(Mir& m, int rank, DiagnosticList& diags) {
     }
     int id = it->second;
     if (hint >= 0) {
-      auto [h, made] = byHint.try_emplace(hint, -1);
-      if (made) {
-        Group gr;
-        gr.hint = hint;
-        gr.hintBy = i;
-        gr.first = i;
-        h->second = g.add(gr);
-      }
       int by = -1, other = -1;
       std::string why;
-      if (!g.join(id, h->second, &by, &other, &why)) conflict(i, by, other, why);
+      if (!g.join(id, hinted(i, hint), &by, &other, &why)) conflict(i, by, other, why);
     }
     return id;
   };
@@ -146,7 +150,13 @@ void assignRank(Mir& m, int rank, DiagnosticList& diags) {
     groupOf.push_back(-1);
     int i = static_cast<int>(xs.size()) - 1;
     Instr& x = xs.back();
-    if (x.sendPeer < 0 && x.recvPeer < 0) continue;
+    if (x.sendPeer < 0 && x.recvPeer < 0) {
+      // A local copy or reduction runs where its hint says, else beside
+      // its neighbours (below).
+      const int hint = x.hints.sendTb >= 0 ? x.hints.sendTb : x.hints.recvTb;
+      if (hint >= 0) groupOf.back() = hinted(i, hint);
+      continue;
+    }
     if (x.sendPeer < 0 || x.recvPeer < 0) {
       groupOf.back() = x.sendPeer >= 0 ? connection(i, 0, x.sendPeer, x.hints.sendTb)
                                        : connection(i, 1, x.recvPeer, x.hints.recvTb);
@@ -177,9 +187,10 @@ void assignRank(Mir& m, int rank, DiagnosticList& diags) {
     groupOf.back() = recv;
   }
   // Send-only and receive-only threadblocks with the same peer and channel
-  // pair up (fewer threadblocks; MSCCL's executor limits them).
+  // pair up (fewer threadblocks; MSCCL's executor limits them) unless the
+  // program keeps them apart.
   std::map<std::pair<int, int>, std::vector<int>> sendOnly, recvOnly;
-  for (size_t k = 0; k < g.size(); ++k) {
+  for (size_t k = 0; k < g.size() && m.options.pairThreadblocks; ++k) {
     int root = g.find(static_cast<int>(k));
     if (root != static_cast<int>(k)) continue;
     const Group& gr = g.at(root);

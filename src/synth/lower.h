@@ -22,6 +22,12 @@ struct LowerOptions {
   // of every piece: while one waits (for data, a slot, a step's latency)
   // another moves bytes.
   int instances = 1;
+  // Pieces per connection on an arc (lower.cc, assignChannels): 1 gives
+  // every piece crossing an arc a connection of its own where 32 channels
+  // allow; more means fewer, busier connections, which forward a slice
+  // sooner but couple more pieces in one threadblock. The CLI simulates
+  // 1 and 2 and keeps the faster.
+  int piecesPerConnection = 1;
 };
 
 // `gather`: the allgather forest (allgather, allreduce) or the root's
@@ -32,7 +38,8 @@ lang::ProgramOptions forestProgramOptions(CollectiveKind collective, int ranks,
                                           const Forest* gather, const Forest* scatter,
                                           const LowerOptions& options);
 // Records the forests' operations into a program made with those options.
-void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter);
+void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter,
+                   const LowerOptions& options);
 // Both, then compiles.
 compiler::Compiled lowerForests(CollectiveKind collective, int ranks, const Forest* gather,
                                 const Forest* scatter, const LowerOptions& options);

@@ -345,6 +345,52 @@ TEST(Lang, SendOnlyAndReceiveOnlyThreadblocksPairUp) {
   }
 }
 
+// Kept apart (ProgramOptions::pairThreadblocks off), every connection has
+// a threadblock of its own: 2 (n - 1) per rank, each one way.
+TEST(Lang, UnpairedThreadblocksKeepOneConnectionEach) {
+  const lang::ProgramEntry* e = lang::findProgram("allpairs_alltoall");
+  ASSERT_NE(e, nullptr);
+  Program p(optionsFor(*e, {.ranks = 5, .pairThreadblocks = false}));
+  e->build(p);
+  compiler::Compiled c = compiler::compile(p);
+  ASSERT_TRUE(c.ok());
+  for (const ir::Rank& r : c.algo.ranks) {
+    EXPECT_EQ(r.tbs.size(), 8u);
+    for (const ir::Threadblock& tb : r.tbs) EXPECT_NE(tb.sendPeer < 0, tb.recvPeer < 0);
+  }
+  Built b = compileAndVerify(p);
+  ASSERT_NE(b.va, nullptr);
+  runBothWays(b, false, 11);
+}
+
+// A local copy with a threadblock hint runs there, alone, beside the
+// sends (an allgather whose ranks send from their input).
+TEST(Lang, HintedLocalCopiesRunOnTheirThreadblock) {
+  const int n = 4;
+  Program p({.name = "own_block_apart", .collective = "allgather", .ranks = n});
+  for (int r = 0; r < n; ++r) {
+    Chunk c = p.chunk(r, kInput, 0);
+    c.copy(r, kOutput, r, {.sendTb = 0});
+    for (int q = 0; q < n; ++q)
+      if (q != r) c.copy(q, kOutput, r);
+  }
+  compiler::Compiled c = compiler::compile(p);
+  ASSERT_TRUE(c.ok());
+  for (const ir::Rank& r : c.algo.ranks) {
+    ASSERT_GE(r.tbs.size(), 1u);
+    const ir::Threadblock& tb0 = r.tbs[0];
+    EXPECT_EQ(tb0.sendPeer, -1);
+    EXPECT_EQ(tb0.recvPeer, -1);
+    ASSERT_EQ(tb0.steps.size(), 1u);
+    EXPECT_EQ(tb0.steps[0].type, ir::StepType::kCopy);
+    for (size_t t = 1; t < r.tbs.size(); ++t)
+      for (const ir::Step& s : r.tbs[t].steps) EXPECT_NE(s.type, ir::StepType::kCopy);
+  }
+  Built b = compileAndVerify(p);
+  ASSERT_NE(b.va, nullptr);
+  runBothWays(b, false, 12);
+}
+
 TEST(Lang, PrintAfterShowsEachPass) {
   const lang::ProgramEntry* e = lang::findProgram("ring_allgather");
   ASSERT_NE(e, nullptr);

@@ -77,16 +77,16 @@ TEST(Forest, LowersToVerifiedIrThatRunsAndSimulates) {
     CollectiveKind coll;
     double floor;  // simulated algbw / optimum at 1 GiB, at least
   };
-  for (auto [name, coll, floor] : {Case{"ring:4", CollectiveKind::kAllGather, 0.85},
-                                   Case{"ring:5", CollectiveKind::kReduceScatter, 0.8},
-                                   Case{"ring:4", CollectiveKind::kAllReduce, 0.85},
-                                   Case{"dgx1@0,1,4,5", CollectiveKind::kAllGather, 0.85},
-                                   Case{"dgx1", CollectiveKind::kAllGather, 0.75},
-                                   Case{"dgx-a100", CollectiveKind::kAllGather, 0.85},
-                                   Case{"dgx-a100", CollectiveKind::kReduceScatter, 0.85},
+  for (auto [name, coll, floor] : {Case{"ring:4", CollectiveKind::kAllGather, 0.95},
+                                   Case{"ring:5", CollectiveKind::kReduceScatter, 0.95},
+                                   Case{"ring:4", CollectiveKind::kAllReduce, 0.95},
+                                   Case{"dgx1@0,1,4,5", CollectiveKind::kAllGather, 0.9},
+                                   Case{"dgx1", CollectiveKind::kAllGather, 0.85},
+                                   Case{"dgx-a100", CollectiveKind::kAllGather, 0.9},
+                                   Case{"dgx-a100", CollectiveKind::kReduceScatter, 0.9},
                                    Case{"dgx-a100", CollectiveKind::kAllReduce, 0.95},
-                                   Case{"ndv2x2", CollectiveKind::kAllGather, 0.6},
-                                   Case{"dgx-a100x2", CollectiveKind::kAllGather, 0.7},
+                                   Case{"ndv2x2", CollectiveKind::kAllGather, 0.95},
+                                   Case{"dgx-a100x2", CollectiveKind::kAllGather, 0.8},
                                    Case{"ring:6", CollectiveKind::kBroadcast, 0.9},
                                    Case{"dgx1", CollectiveKind::kReduce, 0.85},
                                    Case{"torus:4", CollectiveKind::kBroadcast, 0.85}}) {
