@@ -194,7 +194,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"Simple", "LL", "LL128"}));
   sy->add_flag("--inplace", synthArgs.inplace, "the in-place form");
   sy->add_option("--instances", synthArgs.instances,
-                 "copies of the schedule on channels of their own (default 1)")
+                 "copies of the schedule on channels of their own (default: the "
+                 "simulator's pick)")
       ->check(CLI::PositiveNumber);
   sy->add_option("--max-pieces", synthArgs.maxPieces,
                  "most pieces per shard the exact forest may cut (default 64)")

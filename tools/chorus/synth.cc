@@ -40,7 +40,8 @@ struct Schedule {
   double seconds = 0;
   size_t simBytes = size_t{1} << 30;
   double simAlgbw = 0, simBusbw = 0;
-  int perConnection = 1;  // pieces per connection of the one kept
+  // The lowering kept: pieces per connection, instances; lowerings tried.
+  int perConnection = 1, instances = 1, lowerings = 0;
 };
 
 // Packs the forests, lowers them, verifies the IR, simulates it at 1 GiB
@@ -72,14 +73,18 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
   lo.name = args.name.empty() ? "synth_" + std::string(collectiveName(coll)) : args.name;
   lo.protocol = args.protocol;
   lo.inplace = args.inplace;
-  lo.instances = args.instances;
   const synth::Forest* g = gather ? &*gather : nullptr;
   const synth::Forest* s = scatter ? &*scatter : nullptr;
-  // Lowered with one and with two pieces per connection (lower.h), each
-  // verified and simulated at 1 GiB; the faster is kept (the first on a tie).
+  // Lowerings tried, each verified and simulated at 1 GiB; the fastest is
+  // kept (the first on a tie): one and two pieces per connection (lower.h)
+  // and, unless --instances is given, 2, 4, 8 instances while the last
+  // had at least 16 slices per chunk to split (instances cut the chunks:
+  // fewer, slower steps per connection hide the per-step latency, but a
+  // tree's depth then costs more of a chunk).
   std::string xml;
-  for (int per : {1, 2}) {
+  auto tryLowering = [&](int per, int instances, size_t* iterations) -> std::string {
     lo.piecesPerConnection = per;
+    lo.instances = instances;
     lang::Program program(synth::forestProgramOptions(coll, t.ranks(), g, s, lo));
     synth::recordForests(program, g, s, lo);
     Generated gen = generate(program);
@@ -93,12 +98,25 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
     so.criticalPath = false;
     auto r = sim::simulate(*back.algorithm, t, so);
     if (!r.isOk()) return "simulating the result: " + r.status().message();
-    if (!xml.empty() && r.value().algbw <= out.simAlgbw) continue;
+    ++out.lowerings;
+    if (iterations != nullptr) *iterations = r.value().iterations;
+    if (!xml.empty() && r.value().algbw <= out.simAlgbw) return "";
     out.simAlgbw = r.value().algbw;
     out.simBusbw = r.value().busbw;
     out.perConnection = per;
+    out.instances = instances;
     xml = std::move(gen.xml);
-  }
+    return "";
+  };
+  size_t iterations = 0;
+  const int first = args.instances > 0 ? args.instances : 1;
+  for (int per : {1, 2})
+    if (std::string problem = tryLowering(per, first, per == 1 ? &iterations : nullptr);
+        !problem.empty())
+      return problem;
+  for (int instances = 2; args.instances == 0 && instances <= 8 && iterations >= 16; instances *= 2)
+    if (std::string problem = tryLowering(1, instances, &iterations); !problem.empty())
+      return problem;
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Written only once it is verified and simulated without a deadlock.
   if (!args.output.empty()) {
@@ -184,6 +202,8 @@ int runSynth(const SynthArgs& args) {
       }
       j["forest"] = std::move(forests);
       j["pieces_per_connection"] = sched.perConnection;
+      j["instances"] = sched.instances;
+      j["lowerings_tried"] = sched.lowerings;
       j["generation_seconds"] = sched.seconds;
       j["simulated_bytes"] = sched.simBytes;
       j["simulated_algbw"] = sched.simAlgbw;
@@ -210,10 +230,11 @@ int runSynth(const SynthArgs& args) {
              seconds);
   if (args.boundOnly) return 0;
   fmt::print(
-      "trees     {} ({} piece(s) per shard), {} maximum flows; lowered ({} piece(s) per "
-      "connection, the simulator's pick of 1 and 2) and verified{} in {:.3f} s\n",
-      sched.trees, sched.pieces, sched.maxflows, sched.perConnection,
-      args.output.empty() ? "" : ", written to " + args.output, sched.seconds);
+      "trees     {} ({} piece(s) per shard), {} maximum flows\n"
+      "lowered   {} piece(s) per connection, {} instance(s) (the simulator's pick of {} "
+      "lowerings), verified{} in {:.3f} s\n",
+      sched.trees, sched.pieces, sched.maxflows, sched.perConnection, sched.instances,
+      sched.lowerings, args.output.empty() ? "" : ", written to " + args.output, sched.seconds);
   fmt::print("simulated {} on {}: algbw {:.3f} GB/s, busbw {:.3f} GB/s ({:.1f} % of the optimum)\n",
              sizeText(static_cast<double>(sched.simBytes)), t.name, sched.simAlgbw, sched.simBusbw,
              100 * sched.simAlgbw / b.algbw.value());
