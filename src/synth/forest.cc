@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 #include <string>
+#include <tuple>
 
 #include "core/check.h"
 #include "synth/cuts.h"
@@ -296,6 +297,121 @@ Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces,
   f.algbw = times(times(Rational{y.p, y.q}, scaled.value().unit), Rational{root < 0 ? n : 1, 1});
   f.maxflows = y.maxflows + packer.maxflows;
   return f;
+}
+
+Forest shortenForest(const Forest& forest) {
+  const std::vector<Tree>& trees = forest.trees;
+  const std::vector<std::vector<int64_t>>& arcs = forest.arcs;
+  const size_t ranks = arcs.size();
+  const int n = static_cast<int>(ranks);
+  struct Unit {
+    int root;
+    std::vector<int> parent;  // -1 at the root
+  };
+  std::vector<Unit> units;
+  for (const Tree& t : trees) {
+    Unit u{t.root, std::vector<int>(ranks, -1)};
+    for (auto [a, b] : t.edges) u.parent[static_cast<size_t>(b)] = a;
+    for (int64_t w = 0; w < t.weight; ++w) units.push_back(u);
+  }
+  // Spare capacity of every arc, and which units hang z under x.
+  std::vector<std::vector<int64_t>> spare = arcs;
+  std::vector<std::vector<std::vector<int>>> under(ranks, std::vector<std::vector<int>>(ranks));
+  for (size_t i = 0; i < units.size(); ++i)
+    for (size_t z = 0; z < ranks; ++z)
+      if (int x = units[i].parent[z]; x >= 0) {
+        --spare[static_cast<size_t>(x)][z];
+        under[z][static_cast<size_t>(x)].push_back(static_cast<int>(i));
+      }
+  auto depth = [&](const Unit& u, int v) {
+    int d = 0;
+    for (; u.parent[static_cast<size_t>(v)] >= 0; v = u.parent[static_cast<size_t>(v)]) ++d;
+    return d;
+  };
+  auto below = [&](const Unit& u, int v, int z) {  // v in the subtree of z
+    for (; v >= 0; v = u.parent[static_cast<size_t>(v)])
+      if (v == z) return true;
+    return false;
+  };
+  // Change in the sum of depth squared when z's subtree moves by `delta`.
+  auto cost = [&](const Unit& u, int z, int delta) {
+    int64_t c = 0;
+    for (int v = 0; v < n; ++v)
+      if (below(u, v, z)) {
+        const int64_t d = depth(u, v);
+        c += (d + delta) * (d + delta) - d * d;
+      }
+    return c;
+  };
+  auto reparent = [&](int i, int z, int to) {
+    Unit& u = units[static_cast<size_t>(i)];
+    std::vector<int>& from =
+        under[static_cast<size_t>(z)][static_cast<size_t>(u.parent[static_cast<size_t>(z)])];
+    from.erase(std::find(from.begin(), from.end(), i));
+    u.parent[static_cast<size_t>(z)] = to;
+    under[static_cast<size_t>(z)][static_cast<size_t>(to)].push_back(i);
+  };
+  // Bounded work: each pass visits every (unit, rank, new parent).
+  for (int pass = 0; pass < 8; ++pass) {
+    bool moved = false;
+    for (int i = 0; i < static_cast<int>(units.size()); ++i)
+      for (int z = 0; z < n; ++z) {
+        Unit& a = units[static_cast<size_t>(i)];
+        const int y = a.parent[static_cast<size_t>(z)];
+        if (y < 0 || y == a.root) continue;
+        const int dz = depth(a, z);
+        for (int x = 0; x < n && a.parent[static_cast<size_t>(z)] == y; ++x) {
+          if (x == y || x == z || below(a, x, z)) continue;
+          const int delta = depth(a, x) + 1 - dz;
+          if (delta >= 0) continue;
+          const int64_t gain = cost(a, z, delta);
+          int64_t& free = spare[static_cast<size_t>(x)][static_cast<size_t>(z)];
+          if (free > 0) {
+            --free;
+            ++spare[static_cast<size_t>(y)][static_cast<size_t>(z)];
+            reparent(i, z, x);
+            moved = true;
+            break;
+          }
+          for (int j : under[static_cast<size_t>(z)][static_cast<size_t>(x)]) {
+            Unit& b = units[static_cast<size_t>(j)];
+            if (j == i || below(b, y, z)) continue;
+            if (gain + cost(b, z, depth(b, y) + 1 - depth(b, z)) >= 0) continue;
+            reparent(i, z, x);
+            reparent(j, z, y);
+            moved = true;
+            break;
+          }
+        }
+      }
+    if (!moved) break;
+  }
+  // Alike units (same root, same parents) are one tree again, edges in
+  // breadth-first order from the root.
+  Forest shorter = forest;
+  std::vector<Tree>& out = shorter.trees;
+  out.clear();
+  std::sort(units.begin(), units.end(), [](const Unit& p, const Unit& q) {
+    return std::tie(p.root, p.parent) < std::tie(q.root, q.parent);
+  });
+  for (size_t i = 0; i < units.size();) {
+    size_t j = i;
+    while (j < units.size() && units[j].root == units[i].root && units[j].parent == units[i].parent)
+      ++j;
+    Tree t;
+    t.root = units[i].root;
+    t.weight = static_cast<int64_t>(j - i);
+    std::vector<int> frontier{t.root};
+    for (size_t f = 0; f < frontier.size(); ++f)
+      for (int v = 0; v < n; ++v)
+        if (units[i].parent[static_cast<size_t>(v)] == frontier[f]) {
+          t.edges.emplace_back(frontier[f], v);
+          frontier.push_back(v);
+        }
+    out.push_back(std::move(t));
+    i = j;
+  }
+  return shorter;
 }
 
 }  // namespace chorus::synth

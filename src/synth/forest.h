@@ -48,4 +48,14 @@ struct Forest {
 Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces = 64,
                           int root = -1);
 
+// The same forest with shallower trees and every arc's load unchanged: a
+// rank deep in a tree costs a schedule its depth in forwarding hops (the
+// pipeline's fill and drain; docs/synthesis.md). On unit trees (one piece
+// each, so exchanges move equal loads): rank z with parent y in tree A
+// takes a shallower parent x if another tree B has z under x and can take
+// z under y (no cycle in either), so arcs x->z and y->z keep their loads,
+// or alone where arc x->z has spare capacity; a move is taken when it
+// lowers the two trees' sum of squared depths. Alike trees are merged.
+Forest shortenForest(const Forest& forest);
+
 }  // namespace chorus::synth

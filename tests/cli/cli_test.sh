@@ -164,6 +164,10 @@ check synth-broadcast-trees 0 '% of the optimum' \
 check synth-max-pieces 2 'the optimum needs 13 pieces per shard \(more than 4\)' \
   -- "$chorus" synth allgather --topo dgx-a100x2 --max-pieces 4
 check synth-broadcast-run 0 'check +0 wrong' -- "$chorus" run "$tmp/synth_bc.xml" --check -b 1M
+# shortened trees are lowered too; the kept file runs correctly
+check synth-shortened 0 'trees +16 shortened' \
+  -- "$chorus" synth allgather --topo ring:8 -o "$tmp/synth_ring8.xml"
+check synth-shortened-run 0 'check +0 wrong' -- "$chorus" run "$tmp/synth_ring8.xml" --check -b 1M
 # --json lists every tree (root, pieces, arcs) and the lowering kept
 check synth-json-forest 0 '"forest": \[' -- "$chorus" synth allgather --topo ring:4 --json
 check synth-json-tree 0 '"edges": \[' -- "$chorus" synth allgather --topo ring:4 --json

@@ -66,6 +66,61 @@ TEST(Forest, AttainsTheOptimumOnThePresets) {
   }
 }
 
+// Sum over trees of weight x squared depth, and the deepest rank.
+std::pair<int64_t, int> depths(const Forest& f, int n) {
+  int64_t sum = 0;
+  int deepest = 0;
+  for (const Tree& t : f.trees) {
+    std::vector<int> d(static_cast<size_t>(n), 0);
+    for (auto [a, b] : t.edges) {
+      d[static_cast<size_t>(b)] = d[static_cast<size_t>(a)] + 1;
+      sum += t.weight * d[static_cast<size_t>(b)] * d[static_cast<size_t>(b)];
+      deepest = std::max(deepest, d[static_cast<size_t>(b)]);
+    }
+  }
+  return {sum, deepest};
+}
+
+// Arc loads of a forest: [from][to] pieces.
+std::vector<std::vector<int64_t>> loads(const Forest& f, int n) {
+  std::vector<std::vector<int64_t>> used(static_cast<size_t>(n),
+                                         std::vector<int64_t>(static_cast<size_t>(n), 0));
+  for (const Tree& t : f.trees)
+    for (auto [a, b] : t.edges) used[static_cast<size_t>(a)][static_cast<size_t>(b)] += t.weight;
+  return used;
+}
+
+// Shortening keeps a valid forest (every arc within its count, each root's
+// pieces k), never deepens it, and on two DGX A100 boxes takes the deepest
+// rank from 6 hops to at most 3 (ranks of the other box under the NIC's
+// receiver, not in chains behind it).
+TEST(Forest, ShorteningKeepsLoadsAndFlattensTrees) {
+  for (const char* name : {"ring:8", "torus:3", "dgx1", "dgx-a100x2", "dgx-h100x2", "ndv2x2"}) {
+    auto t = topo::makePreset(name);
+    ASSERT_TRUE(t.isOk());
+    const int n = t.value().ranks();
+    for (bool reversed : {false, true}) {
+      auto f = packForest(t.value(), reversed);
+      ASSERT_TRUE(f.isOk()) << name;
+      Forest s = shortenForest(f.value());
+      expectValidForest(std::string(name) + " shortened", s, n);
+      EXPECT_EQ(s.k, f.value().k);
+      EXPECT_EQ(s.algbw.str(), f.value().algbw.str());
+      auto [before, deepBefore] = depths(f.value(), n);
+      auto [after, deepAfter] = depths(s, n);
+      EXPECT_LE(after, before) << name;
+      std::printf("%s%s: sum of squared depths %lld -> %lld, deepest %d -> %d\n", name,
+                  reversed ? " (reversed)" : "", static_cast<long long>(before),
+                  static_cast<long long>(after), deepBefore, deepAfter);
+      // Exchanges keep loads; single moves only use spare capacity.
+      if (std::string(name) == "dgx-a100x2" && !reversed) {
+        EXPECT_LE(deepAfter, 3);
+        EXPECT_EQ(loads(s, n), loads(f.value(), n));
+      }
+    }
+  }
+}
+
 // Lowered to IR: the verifier proves it, the runtime computes the right
 // data with it (in place and not), and the simulator, which keeps every
 // link's bandwidth, predicts no more than the optimum at 1 GiB and at least

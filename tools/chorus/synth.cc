@@ -40,8 +40,10 @@ struct Schedule {
   double seconds = 0;
   size_t simBytes = size_t{1} << 30;
   double simAlgbw = 0, simBusbw = 0;
-  // The lowering kept: pieces per connection, instances; lowerings tried.
+  // The lowering kept: pieces per connection, instances, shortened trees
+  // or not; lowerings tried.
   int perConnection = 1, instances = 1, lowerings = 0;
+  bool shortened = false;
 };
 
 // Packs the forests, lowers them, verifies the IR, simulates it at 1 GiB
@@ -49,8 +51,7 @@ struct Schedule {
 std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const SynthArgs& args,
                           Schedule& out) {
   auto t0 = std::chrono::steady_clock::now();
-  std::optional<synth::Forest>& gather = out.gather;
-  std::optional<synth::Forest>& scatter = out.scatter;
+  std::optional<synth::Forest> gather, scatter;
   const bool rooted = coll == CollectiveKind::kBroadcast || coll == CollectiveKind::kReduce;
   const int root = rooted ? args.root : -1;
   if (coll != CollectiveKind::kReduceScatter && coll != CollectiveKind::kReduce) {
@@ -65,7 +66,6 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
   }
   for (const auto* f : {gather ? &*gather : nullptr, scatter ? &*scatter : nullptr})
     if (f != nullptr) {
-      out.trees += f->trees.size();
       out.maxflows += f->maxflows;
       out.pieces = std::max(out.pieces, f->k);
     }
@@ -73,8 +73,31 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
   lo.name = args.name.empty() ? "synth_" + std::string(collectiveName(coll)) : args.name;
   lo.protocol = args.protocol;
   lo.inplace = args.inplace;
-  const synth::Forest* g = gather ? &*gather : nullptr;
-  const synth::Forest* s = scatter ? &*scatter : nullptr;
+  // The forests as packed and shortened (forest.h): either may schedule
+  // better, so both are lowered.
+  struct Shape {
+    std::optional<synth::Forest> gather, scatter;
+    bool shortened = false;
+  };
+  std::vector<Shape> shapes{{gather, scatter, false}};
+  {
+    Shape shorter{gather, scatter, true};
+    bool changed = false;
+    for (std::optional<synth::Forest>* f : {&shorter.gather, &shorter.scatter}) {
+      if (!f->has_value()) continue;
+      synth::Forest s = synth::shortenForest(**f);
+      changed = changed || s.trees.size() != (*f)->trees.size() ||
+                !std::equal(s.trees.begin(), s.trees.end(), (*f)->trees.begin(),
+                            [](const synth::Tree& a, const synth::Tree& b) {
+                              return a.root == b.root && a.weight == b.weight && a.edges == b.edges;
+                            });
+      *f = std::move(s);
+    }
+    if (changed) shapes.push_back(std::move(shorter));
+  }
+  const synth::Forest* g = nullptr;
+  const synth::Forest* s = nullptr;
+  const Shape* shape = nullptr;
   // Lowerings tried, each verified and simulated at 1 GiB; the fastest is
   // kept (the first on a tie): one and two pieces per connection (lower.h)
   // and, unless --instances is given, 2, 4, 8 instances while the last
@@ -105,18 +128,29 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
     out.simBusbw = r.value().busbw;
     out.perConnection = per;
     out.instances = instances;
+    out.gather = shape->gather;
+    out.scatter = shape->scatter;
+    out.shortened = shape->shortened;
     xml = std::move(gen.xml);
     return "";
   };
-  size_t iterations = 0;
-  const int first = args.instances > 0 ? args.instances : 1;
-  for (int per : {1, 2})
-    if (std::string problem = tryLowering(per, first, per == 1 ? &iterations : nullptr);
-        !problem.empty())
-      return problem;
-  for (int instances = 2; args.instances == 0 && instances <= 8 && iterations >= 16; instances *= 2)
-    if (std::string problem = tryLowering(1, instances, &iterations); !problem.empty())
-      return problem;
+  for (const Shape& candidate : shapes) {
+    shape = &candidate;
+    g = candidate.gather ? &*candidate.gather : nullptr;
+    s = candidate.scatter ? &*candidate.scatter : nullptr;
+    size_t iterations = 0;
+    const int first = args.instances > 0 ? args.instances : 1;
+    for (int per : {1, 2})
+      if (std::string problem = tryLowering(per, first, per == 1 ? &iterations : nullptr);
+          !problem.empty())
+        return problem;
+    for (int instances = 2; args.instances == 0 && instances <= 8 && iterations >= 16;
+         instances *= 2)
+      if (std::string problem = tryLowering(1, instances, &iterations); !problem.empty())
+        return problem;
+  }
+  for (const auto* f : {&out.gather, &out.scatter})
+    if (f->has_value()) out.trees += (*f)->trees.size();
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Written only once it is verified and simulated without a deadlock.
   if (!args.output.empty()) {
@@ -201,6 +235,7 @@ int runSynth(const SynthArgs& args) {
         }
       }
       j["forest"] = std::move(forests);
+      j["shortened"] = sched.shortened;
       j["pieces_per_connection"] = sched.perConnection;
       j["instances"] = sched.instances;
       j["lowerings_tried"] = sched.lowerings;
@@ -230,11 +265,12 @@ int runSynth(const SynthArgs& args) {
              seconds);
   if (args.boundOnly) return 0;
   fmt::print(
-      "trees     {} ({} piece(s) per shard), {} maximum flows\n"
+      "trees     {}{} ({} piece(s) per shard), {} maximum flows\n"
       "lowered   {} piece(s) per connection, {} instance(s) (the simulator's pick of {} "
       "lowerings), verified{} in {:.3f} s\n",
-      sched.trees, sched.pieces, sched.maxflows, sched.perConnection, sched.instances,
-      sched.lowerings, args.output.empty() ? "" : ", written to " + args.output, sched.seconds);
+      sched.trees, sched.shortened ? " shortened" : "", sched.pieces, sched.maxflows,
+      sched.perConnection, sched.instances, sched.lowerings,
+      args.output.empty() ? "" : ", written to " + args.output, sched.seconds);
   fmt::print("simulated {} on {}: algbw {:.3f} GB/s, busbw {:.3f} GB/s ({:.1f} % of the optimum)\n",
              sizeText(static_cast<double>(sched.simBytes)), t.name, sched.simAlgbw, sched.simBusbw,
              100 * sched.simAlgbw / b.algbw.value());
