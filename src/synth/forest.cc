@@ -1,6 +1,8 @@
 #include "synth/forest.h"
 
 #include <algorithm>
+#include <limits>
+#include <map>
 #include <numeric>
 #include <string>
 #include <tuple>
@@ -36,32 +38,106 @@ class Packer {
   std::vector<std::vector<int64_t>> m;
   int maxflows = 0;
 
-  // Edmonds' condition: for every set X of nodes holding a rank, the arcs
-  // into X carry at least the weight of the trees that have not reached
-  // X yet. Checked as one maximum flow per rank from a super source with an
-  // arc of each tree's weight to a node joined to every rank it reaches.
-  bool holds(const std::vector<Pending>& trees) {
+  // The condition's flow network: the topology's nodes (ids as theirs), a
+  // super source, the first tree's node, a node per group of the other
+  // trees that reach the same ranks (alike in every cut), each joined from
+  // the source by its weight and to every rank it reaches, and a super sink
+  // joined from every rank by an arc of capacity 0 (toSink, opened per
+  // check).
+  struct Network {
+    MaxFlow flow{0};
+    int source = 0, sink = 0, front = 0;  // front: the first tree's node
+    int64_t total = 0;                    // the trees' weight
+    std::vector<int> toSink;              // per rank
+  };
+  Network network(const std::vector<Pending>& trees) {
     const int v = static_cast<int>(m.size());
-    const int s = v;
-    MaxFlow net(v + 1 + static_cast<int>(trees.size()));
+    std::map<std::vector<char>, int64_t> groups;
+    for (size_t i = 1; i < trees.size(); ++i) groups[trees[i].in] += trees[i].weight;
+    Network net;
+    net.source = v;
+    net.front = v + 1;
+    net.sink = v + 2 + static_cast<int>(groups.size());
+    net.flow = MaxFlow(net.sink + 1);
     for (int a = 0; a < v; ++a)
       for (int b = 0; b < v; ++b)
         if (m[static_cast<size_t>(a)][static_cast<size_t>(b)] > 0)
-          net.addArc(a, b, m[static_cast<size_t>(a)][static_cast<size_t>(b)]);
-    int64_t total = 0;
-    for (size_t i = 0; i < trees.size(); ++i) {
-      const Pending& tree = trees[i];
-      int z = v + 1 + static_cast<int>(i);
-      net.addArc(s, z, tree.weight);
-      total += tree.weight;
+          net.flow.addArc(a, b, m[static_cast<size_t>(a)][static_cast<size_t>(b)]);
+    auto addTrees = [&](int z, const std::vector<char>& in, int64_t weight) {
+      net.flow.addArc(net.source, z, weight);
+      net.total += weight;
       for (int r = 0; r < n_; ++r)
-        if (tree.in[static_cast<size_t>(r)]) net.addArc(z, t_.nodeOfRank(r), tree.weight);
-    }
+        if (in[static_cast<size_t>(r)]) net.flow.addArc(z, t_.nodeOfRank(r), weight);
+    };
+    if (!trees.empty()) addTrees(net.front, trees.front().in, trees.front().weight);
+    int z = net.front + 1;
+    for (const auto& [in, weight] : groups) addTrees(z++, in, weight);
+    for (int r = 0; r < n_; ++r)
+      net.toSink.push_back(net.flow.addArc(t_.nodeOfRank(r), net.sink, 0));
+    return net;
+  }
+
+  // Edmonds' condition: for every set X of nodes holding a rank, the arcs
+  // into X carry at least the weight of the trees that have not reached
+  // X yet. Checked as one maximum flow per rank (network()).
+  bool holds(const std::vector<Pending>& trees) {
+    Network net = network(trees);
     for (int r = 0; r < n_; ++r) {
       ++maxflows;
-      if (net.run(s, t_.nodeOfRank(r), total) < total) return false;
+      net.flow.setCapacity(net.toSink[static_cast<size_t>(r)], net.total);
+      if (net.flow.run(net.source, net.sink, net.total) < net.total) return false;
+      net.flow.setCapacity(net.toSink[static_cast<size_t>(r)], 0);
     }
     return true;
+  }
+
+  // How far every cut that has the nodes `in` on its source side and the
+  // nodes `out` on its sink side may shrink with the condition kept, up to
+  // `most`: the least over ranks r of (such a cut's least capacity - the
+  // trees' total weight), one maximum flow per rank with `in` joined to the
+  // super source and `out` to the sink by unbounded arcs (node ids as
+  // network(); kFront: the first tree's). When `out` holds a rank, every
+  // such cut leaves a rank outside and one flow suffices; otherwise the
+  // rank that bound the last call is checked first (a change that cannot
+  // be made usually fails there).
+  static constexpr int kFront = -1;
+  int64_t slack(const std::vector<Pending>& trees, const std::vector<int>& in,
+                const std::vector<int>& out, int64_t most, std::vector<char>* tight = nullptr) {
+    constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max() / 4;
+    Network net = network(trees);
+    for (int x : in) net.flow.addArc(net.source, x == kFront ? net.front : x, kUnbounded);
+    for (int y : out) net.flow.addArc(y == kFront ? net.front : y, net.sink, kUnbounded);
+    int64_t least = most;
+    // A rank among `out` is outside every cut in question, so one flow
+    // (to the sink `out` already reaches) covers every rank's.
+    if (std::any_of(out.begin(), out.end(),
+                    [&](int y) { return y != kFront && rankOf_[static_cast<size_t>(y)] >= 0; })) {
+      ++maxflows;
+      const int64_t flow = net.flow.run(net.source, net.sink, net.total + least);
+      CHORUS_CHECK(flow >= net.total, "the condition must hold before a change");
+      if (flow == net.total && tight != nullptr) {
+        // A cut that admits no change: its source side (topology nodes).
+        tight->assign(m.size(), 0);
+        for (size_t x = 0; x < m.size(); ++x)
+          (*tight)[x] = net.flow.sourceSide(static_cast<int>(x));
+      }
+      return std::min(least, flow - net.total);
+    }
+    const int start = firstRank_;
+    for (int i = 0; i < n_ && least > 0; ++i) {
+      const int r = (start + i) % n_;
+      if (std::find(in.begin(), in.end(), t_.nodeOfRank(r)) != in.end()) continue;
+      net.flow.setCapacity(net.toSink[static_cast<size_t>(r)], kUnbounded);
+      ++maxflows;
+      const int64_t flow = net.flow.run(net.source, net.sink, net.total + least);
+      CHORUS_CHECK(flow >= net.total, "the condition must hold before a change");
+      if (flow - net.total < least) {
+        least = flow - net.total;
+        firstRank_ = r;
+      }
+      net.flow.setCapacity(net.toSink[static_cast<size_t>(r)], 0);
+    }
+    return least;
   }
 
   // Splits `a` pieces of u -> w -> v off into u -> v (u == v: drops them).
@@ -69,24 +145,6 @@ class Packer {
     m[static_cast<size_t>(u)][static_cast<size_t>(w)] -= a;
     m[static_cast<size_t>(w)][static_cast<size_t>(v)] -= a;
     if (u != v) m[static_cast<size_t>(u)][static_cast<size_t>(v)] += a;
-  }
-
-  // The most of `most` pieces for which `apply(x)` keeps the condition
-  // (apply(-x) undoes it); applies that many and returns it.
-  template <typename Apply>
-  int64_t largest(int64_t most, const std::vector<Pending>& trees, Apply apply) {
-    apply(most);
-    if (holds(trees)) return most;
-    apply(-most);
-    int64_t lo = 0, hi = most;  // lo holds, hi does not
-    while (hi - lo > 1) {
-      int64_t mid = lo + (hi - lo) / 2;
-      apply(mid);
-      (holds(trees) ? lo : hi) = mid;
-      apply(-mid);
-    }
-    if (lo > 0) apply(lo);
-    return lo;
   }
 
   // Removes every switch and NIC, fewest neighbours first, keeping the
@@ -134,7 +192,11 @@ class Packer {
             if (most > 0 && (x == u || key(x) != best)) continue;
             int64_t a = std::min(m[ui][wi], m[wi][static_cast<size_t>(x)]);
             if (most > 0) a = std::min(a, most);
-            if (a > 0) largest(a, trees, [&](int64_t d) { split(u, w, x, d); });
+            // Splitting d pieces lowers by d exactly the cuts with u and x
+            // on one side and w on the other (and only those).
+            if (a > 0) a = slack(trees, {u, x}, {w}, a);
+            if (a > 0) a = slack(trees, {w}, {u, x}, a);
+            if (a > 0) split(u, w, x, a);
           }
         if (m[ui][wi] > 0) {
           // Capacity into the switch that no way out can use: drop it.
@@ -192,30 +254,37 @@ class Packer {
         return x.depth != y.depth ? x.depth < y.depth : x.width > y.width;
       });
       bool grown = false;
+      // Cuts found tight for this tree: an arc leaving one cannot grow it.
+      std::vector<std::vector<char>> tight;
+      std::vector<char> cut;
       for (const Cand& c : cands) {
+        const size_t from = static_cast<size_t>(t_.nodeOfRank(c.from));
+        const size_t to = static_cast<size_t>(t_.nodeOfRank(c.to));
+        if (std::any_of(tight.begin(), tight.end(),
+                        [&](const std::vector<char>& x) { return x[from] && !x[to]; }))
+          continue;
+        // Taking a of the tree's pieces along c (the tree reaches c.to with
+        // them; the other weight - a stay behind, last in the list, as a
+        // tree of their own) lowers by a exactly the cuts with c.from inside,
+        // c.to outside and the tree not wholly inside (its node outside).
         const int64_t weight = pending.front().weight;
-        // Taking `a` pieces along c: the tree reaches c.to with a of its
-        // pieces; the other weight - a stay behind, last in the list, as a
-        // tree of their own.
-        pending.push_back(pending.front());
-        Pending& grownTree = pending.front();
-        grownTree.in[static_cast<size_t>(c.to)] = 1;
-        grownTree.weight = 0;
-        auto applyGrown = [&](int64_t a) {
-          arc(c.from, c.to) -= a;
-          grownTree.weight += a;
-          pending.back().weight -= a;
-        };
-        int64_t took = largest(std::min(weight, arc(c.from, c.to)), pending, applyGrown);
+        cut.clear();
+        const int64_t took = slack(pending, {t_.nodeOfRank(c.from)}, {t_.nodeOfRank(c.to), kFront},
+                                   std::min(weight, arc(c.from, c.to)), &cut);
         if (took == 0) {
-          grownTree.in[static_cast<size_t>(c.to)] = 0;
-          grownTree.weight = weight;
-          pending.pop_back();
+          if (!cut.empty()) tight.push_back(std::move(cut));
           continue;
         }
+        arc(c.from, c.to) -= took;
+        if (took < weight) {
+          pending.push_back(pending.front());
+          pending.back().weight = weight - took;
+        }
+        Pending& grownTree = pending.front();
+        grownTree.weight = took;
+        grownTree.in[static_cast<size_t>(c.to)] = 1;
         grownTree.edges.push_back({c.from, c.to});
         ++grownTree.size;
-        if (pending.back().weight == 0) pending.pop_back();
         grown = true;
         break;
       }
@@ -231,6 +300,7 @@ class Packer {
  private:
   const topo::Topology& t_;
   int n_;
+  int firstRank_ = 0;
   std::vector<int> rankOf_;
 };
 
