@@ -1,7 +1,8 @@
 // Synthesis speed (issue 7): the bandwidth-optimal bound on the topologies
 // of the issue's table (1-16 DGX A100 / H100 boxes, 2 and 4 MI250 boxes, an
 // 8x8 torus, a 64-rank fat tree) and larger ones, best of 3.
-//   synth_bench [COLLECTIVE]       prints one CSV row per topology
+//   synth_bench [COLLECTIVE]       prints one CSV row per topology (alltoall:
+//                                  the LP bound, once each, up to 128 ranks)
 //   synth_bench --trees TOPOLOGY   the allgather forest of one topology
 //                                  (bench/synth_trees.sh runs each under a time limit)
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <string>
 
+#include "synth/alltoall.h"
 #include "synth/bound.h"
 #include "synth/forest.h"
 #include "topo/presets.h"
@@ -29,6 +31,27 @@ int main(int argc, char** argv) {
     return 0;
   }
   chorus::CollectiveKind coll = chorus::parseCollective(argc > 1 ? argv[1] : "allgather");
+  if (coll == chorus::CollectiveKind::kAllToAll) {
+    // The multicommodity LP (alltoall.h), once per topology up to 128 ranks.
+    std::printf("topology,ranks,nodes,links,algbw,exact,variables,constraints,seconds\n");
+    for (const char* name :
+         {"dgx-a100", "dgx-a100:2", "dgx-a100:4", "dgx-a100:8", "dgx-a100:16", "dgx-h100:2",
+          "dgx-h100:8", "mi250:2", "mi250:4", "torus:8", "fattree:8:8"}) {
+      auto topo = chorus::topo::makePreset(name);
+      if (!topo.isOk()) return 2;
+      auto r = chorus::synth::allToAllBound(topo.value());
+      if (!r.isOk()) {
+        std::fprintf(stderr, "%s: %s\n", name, r.status().toString().c_str());
+        return 1;
+      }
+      const auto& b = r.value();
+      std::printf("%s,%d,%zu,%zu,%.6f,%s,%d,%d,%.6f\n", name, topo.value().ranks(),
+                  topo.value().nodes.size(), topo.value().links.size(), b.algbw,
+                  b.exact ? b.algbwExact.str().c_str() : "", b.variables, b.constraints, b.seconds);
+      std::fflush(stdout);
+    }
+    return 0;
+  }
   const char* topos[] = {"dgx-a100",    "dgx-a100:2", "dgx-a100:4", "dgx-a100:8",  "dgx-a100:16",
                          "dgx-h100",    "dgx-h100:2", "dgx-h100:4", "dgx-h100:8",  "dgx-h100:16",
                          "mi250:2",     "mi250:4",    "torus:8",    "fattree:8:8", "fattree:16:8",

@@ -7,7 +7,7 @@ set -euo pipefail
 # iproute2: the two-host test builds network namespaces with `ip` (it skips
 # where the kernel forbids them).
 packages=(cmake ninja-build g++ pkg-config libpugixml-dev nlohmann-json3-dev libcli11-dev
-          libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2 "$@")
+          libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libglpk-dev iproute2 "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -207,7 +207,8 @@ Result<Bound> optimalBound(const topo::Topology& topo, CollectiveKind collective
       collective != CollectiveKind::kAllReduce && !rooted)
     return Status(StatusCode::kInvalidArgument,
                   "no bandwidth bound for " + std::string(collectiveName(collective)) +
-                      " here (allgather, reducescatter, allreduce, broadcast, reduce)");
+                      " here (allgather, reducescatter, allreduce, broadcast, reduce; alltoall: "
+                      "allToAllBound)");
   auto scaled = scaleCapacities(topo);
   if (!scaled.isOk()) return scaled.status();
   const Scaled& sc = scaled.value();

@@ -51,7 +51,8 @@ struct Bound {
 // kInvalidArgument for a topology with fewer than two ranks, a root out of
 // range, a rank that cannot be reached, capacities that do not scale to
 // integers (more than 9 significant decimal digits), or a collective with
-// no bound here (alltoall, send/recv, custom).
+// no bound here (send/recv, custom; alltoall's is allToAllBound in
+// alltoall.h).
 Result<Bound> optimalBound(const topo::Topology& topo, CollectiveKind collective, int root = 0);
 
 }  // namespace chorus::synth

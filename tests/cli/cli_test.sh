@@ -164,6 +164,13 @@ check synth-broadcast-trees 0 '% of the optimum' \
 check synth-max-pieces 2 'the optimum needs 13 pieces per shard \(more than 4\)' \
   -- "$chorus" synth allgather --topo dgx-a100x2 --max-pieces 4
 check synth-broadcast-run 0 'check +0 wrong' -- "$chorus" run "$tmp/synth_bc.xml" --check -b 1M
+# alltoall: the multicommodity LP bound (GLPK); no trees to write
+check synth-alltoall 0 'algbw 50.000 GB/s \(exactly 50\)' \
+  -- "$chorus" synth alltoall --topo dgx-a100x2
+check synth-alltoall-json 0 '"algbw_exact": "2400/7"' \
+  -- "$chorus" synth alltoall --topo dgx-a100 --json
+check synth-alltoall-no-output 2 'no tree schedule to write' \
+  -- "$chorus" synth alltoall --topo ring:4 -o "$tmp/a2a.xml"
 # shortened trees are lowered too; the kept file runs correctly
 check synth-shortened 0 'trees +16 shortened' \
   -- "$chorus" synth allgather --topo ring:8 -o "$tmp/synth_ring8.xml"

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <random>
 
+#include "synth/alltoall.h"
 #include "synth/maxflow.h"
 #include "topo/presets.h"
 
@@ -143,6 +144,44 @@ TEST(Bound, BadInputIsAnError) {
   ASSERT_FALSE(r.isOk());
   EXPECT_NE(r.status().message().find("rank 0 cannot be reached"), std::string::npos)
       << r.status().message();
+}
+
+// Alltoall (the multicommodity LP) against closed forms: full:N moves
+// every pair over its own link (N c); an even bidirectional ring carries
+// N x (N^2 / 4) pair-hops over 2N links (8c / N); a 4x4 torus 16 x 32
+// pair-hops over 64 links of 25 (50); B DGX A100 boxes send 8 x 8(B-1)
+// pairs per box out through 8 NICs of 25 (25B / (B-1)); one box, 7 pairs
+// per 300 GB/s port (2400/7); two NDv2 boxes, 64 pairs over one 12.5 arc.
+// A send cap on one rank of full:4 limits its 3 pairs; a rank nobody can
+// reach is an error.
+TEST(Bound, AllToAllClosedForms) {
+  struct Case {
+    const char* topo;
+    const char* exact;
+  };
+  for (auto [name, exact] :
+       {Case{"full:4", "100"}, Case{"full:5:10", "50"}, Case{"ring:4", "50"}, Case{"ring:8", "25"},
+        Case{"torus:4", "50"}, Case{"dgx-a100x2", "50"}, Case{"dgx-a100x4", "100/3"},
+        Case{"dgx-a100x8", "200/7"}, Case{"dgx-a100", "2400/7"}, Case{"ndv2x2", "25/8"},
+        Case{"dgx-h100x2", "100"}}) {
+    auto b = allToAllBound(preset(name));
+    ASSERT_TRUE(b.isOk()) << name << ": " << b.status().toString();
+    ASSERT_TRUE(b.value().exact) << name << ": " << b.value().algbw;
+    EXPECT_EQ(b.value().algbwExact.str(), exact) << name;
+    EXPECT_NEAR(b.value().algbw, b.value().algbwExact.value(), 1e-9 * b.value().algbw) << name;
+    EXPECT_NEAR(b.value().pairRate * preset(name).ranks(), b.value().algbw, 1e-9) << name;
+    EXPECT_FALSE(b.value().bottleneck.empty()) << name;
+  }
+  topo::Topology capped = preset("full:4");
+  capped.nodes[static_cast<size_t>(capped.nodeOfRank(0))].sendCap = 30;  // 3 pairs x 10
+  auto c = allToAllBound(capped);
+  ASSERT_TRUE(c.isOk());
+  EXPECT_NEAR(c.value().algbw, 40.0, 1e-9);
+  topo::Topology cut = preset("ring:4");
+  std::erase_if(cut.links, [&](const topo::Link& l) { return l.to == cut.nodeOfRank(2); });
+  auto bad = allToAllBound(cut);
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("cannot reach"), std::string::npos);
 }
 
 TEST(MaxFlow, SmallNetworks) {

@@ -11,6 +11,7 @@
 #include "core/io.h"
 #include "ir/xml_reader.h"
 #include "sim/simulator.h"
+#include "synth/alltoall.h"
 #include "synth/bound.h"
 #include "synth/forest.h"
 #include "synth/lower.h"
@@ -160,6 +161,63 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
   return "";
 }
 
+// Alltoall: the multicommodity bound (alltoall.h); no trees apply.
+int runAllToAll(const topo::Topology& t, const SynthArgs& args) {
+  auto fail = [](const std::string& m) {
+    fmt::print(stderr, "chorus synth: {}\n", m);
+    return 2;
+  };
+  if (!args.output.empty())
+    return fail(
+        "alltoall has a bound here but no tree schedule to write (-o); see chorus gen "
+        "twostep_alltoall / threestep_alltoall");
+  auto bound = synth::allToAllBound(t);
+  if (!bound.isOk()) return fail(bound.status().message());
+  const synth::AllToAllBound& b = bound.value();
+  const double busbw = b.algbw * busBandwidthFactor(CollectiveKind::kAllToAll, t.ranks());
+  auto linkName = [&](int l) {
+    const topo::Link& link = t.links[static_cast<size_t>(l)];
+    return t.nodes[static_cast<size_t>(link.from)].name + " -> " +
+           t.nodes[static_cast<size_t>(link.to)].name;
+  };
+  if (args.json) {
+    nlohmann::ordered_json j;
+    j["collective"] = "alltoall";
+    j["topology"] = t.name;
+    j["ranks"] = t.ranks();
+    j["algbw"] = b.algbw;
+    if (b.exact) j["algbw_exact"] = b.algbwExact.str();
+    j["busbw"] = busbw;
+    j["pair_rate"] = b.pairRate;
+    std::vector<std::string> links;
+    for (int l : b.bottleneck) links.push_back(linkName(l));
+    j["bottleneck"] = links;
+    j["variables"] = b.variables;
+    j["constraints"] = b.constraints;
+    j["exact_simplex"] = b.exactSimplex;
+    j["seconds"] = b.seconds;
+    fmt::print("{}\n", j.dump(1));
+    return 0;
+  }
+  fmt::print("chorus synth alltoall on {} ({} ranks), bandwidth-only model\n", t.name, t.ranks());
+  fmt::print("optimum   algbw {:.3f} GB/s{}, busbw {:.3f} GB/s\n", b.algbw,
+             b.exact ? " (exactly " + b.algbwExact.str() + ")" : std::string(), busbw);
+  fmt::print("          1 GiB takes at least {:.3f} ms; every pair at {:.4f} GB/s at once\n",
+             static_cast<double>(size_t{1} << 30) / (b.algbw * 1e9) * 1e3, b.pairRate);
+  std::string links;
+  for (size_t i = 0; i < b.bottleneck.size() && i < 8; ++i)
+    links += (i > 0 ? ", " : "") + linkName(b.bottleneck[i]);
+  if (b.bottleneck.size() > 8) links += fmt::format(", ... ({} more)", b.bottleneck.size() - 8);
+  fmt::print("binding   {} link(s) at capacity: {}\n", b.bottleneck.size(), links);
+  fmt::print("method    linear program, {} variables, {} constraints (GLPK simplex{}), {:.4f} s\n",
+             b.variables, b.constraints, b.exactSimplex ? ", refined exactly" : "", b.seconds);
+  if (!args.boundOnly)
+    fmt::print(
+        "schedule  none: alltoall is not built from trees (chorus gen twostep_alltoall / "
+        "threestep_alltoall write alltoall programs)\n");
+  return 0;
+}
+
 }  // namespace
 
 int runSynth(const SynthArgs& args) {
@@ -170,12 +228,13 @@ int runSynth(const SynthArgs& args) {
   CollectiveKind coll = parseCollective(args.collective);
   if (coll == CollectiveKind::kCustom)
     return fail("unknown collective '" + args.collective +
-                "' (allgather, reducescatter, allreduce, broadcast, reduce)");
+                "' (allgather, reducescatter, allreduce, broadcast, reduce, alltoall)");
   std::string spec = args.topo;
   if (!args.ranks.empty()) spec += "@" + args.ranks;
   auto topology = topo::loadTopology(spec);
   if (!topology.isOk()) return fail(topology.status().message());
   const topo::Topology& t = topology.value();
+  if (coll == CollectiveKind::kAllToAll) return runAllToAll(t, args);
   auto t0 = std::chrono::steady_clock::now();
   auto bound = synth::optimalBound(t, coll, args.root);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -1,0 +1,144 @@
+#include "synth/alltoall.h"
+
+#include <glpk.h>
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <string>
+
+namespace chorus::synth {
+
+namespace {
+
+struct ProblemDeleter {
+  void operator()(glp_prob* p) const { glp_delete_prob(p); }
+};
+
+// The simplest fraction within `tolerance` (relative) of x with a
+// denominator of at most `maxDen` (continued fractions), if any.
+bool recoverRational(double x, int64_t maxDen, double tolerance, Rational& out) {
+  int64_t h0 = 0, h1 = 1, k0 = 1, k1 = 0;  // convergents h/k
+  double r = x;
+  for (int i = 0; i < 64; ++i) {
+    const double a = std::floor(r);
+    if (a > 9e15) break;
+    const auto ai = static_cast<int64_t>(a);
+    const int64_t h2 = ai * h1 + h0, k2 = ai * k1 + k0;
+    if (k2 > maxDen) break;
+    h0 = h1;
+    h1 = h2;
+    k0 = k1;
+    k1 = k2;
+    if (std::fabs(static_cast<double>(h1) / static_cast<double>(k1) - x) <=
+        tolerance * std::max(1.0, std::fabs(x))) {
+      out = Rational{h1, k1};
+      return true;
+    }
+    const double frac = r - a;
+    if (frac < 1e-18) break;
+    r = 1.0 / frac;
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<AllToAllBound> allToAllBound(const topo::Topology& t) {
+  const int n = t.ranks();
+  if (n < 2) return Status(StatusCode::kInvalidArgument, "a bound needs at least two ranks");
+  auto t0 = std::chrono::steady_clock::now();
+  const int v = static_cast<int>(t.nodes.size());
+  const int e = static_cast<int>(t.links.size());
+  // Per-rank send / receive caps bound the flow leaving / entering a rank
+  // (as the simulator treats them).
+  std::vector<int> capped;  // ranks with a cap, in row order: send then receive
+  std::unique_ptr<glp_prob, ProblemDeleter> lp(glp_create_prob());
+  glp_set_obj_dir(lp.get(), GLP_MAX);
+  // Columns: lambda, then f[s][l] for source rank s and link l.
+  const int lambda = 1;
+  auto flowCol = [&](int s, int l) { return 2 + s * e + l; };
+  glp_add_cols(lp.get(), 1 + n * e);
+  glp_set_col_bnds(lp.get(), lambda, GLP_LO, 0.0, 0.0);
+  glp_set_obj_coef(lp.get(), lambda, 1.0);
+  for (int c = 2; c <= 1 + n * e; ++c) glp_set_col_bnds(lp.get(), c, GLP_LO, 0.0, 0.0);
+  // Rows: conservation per (source, node), then capacity per link, then caps.
+  std::vector<int> ia{0}, ja{0};
+  std::vector<double> ar{0.0};
+  auto add = [&](int row, int col, double x) {
+    ia.push_back(row);
+    ja.push_back(col);
+    ar.push_back(x);
+  };
+  int rows = 0;
+  std::vector<int> rankOfNode(static_cast<size_t>(v), -1);
+  for (int r = 0; r < n; ++r) rankOfNode[static_cast<size_t>(t.nodeOfRank(r))] = r;
+  glp_add_rows(lp.get(), n * v + e);
+  for (int s = 0; s < n; ++s)
+    for (int x = 0; x < v; ++x) {
+      const int row = ++rows;
+      glp_set_row_bnds(lp.get(), row, GLP_FX, 0.0, 0.0);
+      // in - out = demand: lambda at every other rank, -(n-1) lambda at s.
+      const int r = rankOfNode[static_cast<size_t>(x)];
+      if (r >= 0) add(row, lambda, r == s ? static_cast<double>(n - 1) : -1.0);
+      for (int l = 0; l < e; ++l) {
+        const topo::Link& link = t.links[static_cast<size_t>(l)];
+        if (link.to == x) add(row, flowCol(s, l), 1.0);
+        if (link.from == x) add(row, flowCol(s, l), -1.0);
+      }
+    }
+  const int firstCapacityRow = rows + 1;
+  for (int l = 0; l < e; ++l) {
+    const int row = ++rows;
+    glp_set_row_bnds(lp.get(), row, GLP_UP, 0.0, t.links[static_cast<size_t>(l)].bandwidth);
+    for (int s = 0; s < n; ++s) add(row, flowCol(s, l), 1.0);
+  }
+  for (int r = 0; r < n; ++r) {
+    const topo::Node& node = t.nodes[static_cast<size_t>(t.nodeOfRank(r))];
+    for (bool send : {true, false}) {
+      const double cap = send ? node.sendCap : node.recvCap;
+      if (cap <= 0) continue;
+      const int row = glp_add_rows(lp.get(), 1);
+      ++rows;
+      glp_set_row_bnds(lp.get(), row, GLP_UP, 0.0, cap);
+      for (int l = 0; l < e; ++l) {
+        const topo::Link& link = t.links[static_cast<size_t>(l)];
+        if ((send ? link.from : link.to) == t.nodeOfRank(r))
+          for (int s = 0; s < n; ++s) add(row, flowCol(s, l), 1.0);
+      }
+      capped.push_back(r);
+    }
+  }
+  glp_load_matrix(lp.get(), static_cast<int>(ia.size()) - 1, ia.data(), ja.data(), ar.data());
+  glp_term_out(GLP_OFF);
+  glp_smcp parm;
+  glp_init_smcp(&parm);
+  parm.msg_lev = GLP_MSG_OFF;
+  parm.presolve = GLP_ON;
+  if (glp_simplex(lp.get(), &parm) != 0 || glp_get_status(lp.get()) != GLP_OPT)
+    return Status(StatusCode::kInternal, "the alltoall LP did not solve (GLPK simplex)");
+  // Refine from the optimal basis in exact (rational) arithmetic when the
+  // problem is small enough for it to be quick.
+  AllToAllBound b;
+  parm.presolve = GLP_OFF;
+  if (n * e <= 200000 && glp_exact(lp.get(), &parm) == 0 && glp_get_status(lp.get()) == GLP_OPT)
+    b.exactSimplex = true;
+  const double rate = glp_get_obj_val(lp.get());
+  if (rate <= 0) {
+    // Some rank cannot reach another.
+    return Status(StatusCode::kInvalidArgument,
+                  "no alltoall on '" + t.name + "': a rank cannot reach another");
+  }
+  b.pairRate = rate;
+  b.algbw = rate * n;
+  b.exact = recoverRational(b.algbw, 1000000, 1e-12, b.algbwExact);
+  for (int l = 0; l < e; ++l)
+    if (std::fabs(glp_get_row_dual(lp.get(), firstCapacityRow + l)) > 1e-12)
+      b.bottleneck.push_back(l);
+  b.variables = 1 + n * e;
+  b.constraints = rows;
+  b.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return b;
+}
+
+}  // namespace chorus::synth
