@@ -484,4 +484,80 @@ Forest shortenForest(const Forest& forest) {
   return shorter;
 }
 
+Result<Forest> shallowForest(const topo::Topology& t, bool reversed, int root) {
+  const int n = t.ranks();
+  if (n < 2) return Status(StatusCode::kInvalidArgument, "a forest needs at least two ranks");
+  const size_t v = t.nodes.size();
+  std::vector<int> rankOf(v, -1);
+  for (int r = 0; r < n; ++r) rankOf[static_cast<size_t>(t.nodeOfRank(r))] = r;
+  // next[x]: nodes x's links lead to, in the forest's direction.
+  std::vector<std::vector<int>> next(v);
+  for (const topo::Link& l : t.links) {
+    const int from = reversed ? l.to : l.from, to = reversed ? l.from : l.to;
+    next[static_cast<size_t>(from)].push_back(to);
+  }
+  // Direct neighbours of each rank: reached through switches only.
+  std::vector<std::vector<int>> near(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    std::vector<char> seen(v, 0);
+    std::vector<int> stack{t.nodeOfRank(r)};
+    seen[static_cast<size_t>(stack.back())] = 1;
+    while (!stack.empty()) {
+      const int x = stack.back();
+      stack.pop_back();
+      for (int y : next[static_cast<size_t>(x)]) {
+        if (seen[static_cast<size_t>(y)]) continue;
+        seen[static_cast<size_t>(y)] = 1;
+        if (rankOf[static_cast<size_t>(y)] >= 0)
+          near[static_cast<size_t>(r)].push_back(rankOf[static_cast<size_t>(y)]);
+        else
+          stack.push_back(y);
+      }
+    }
+    std::sort(near[static_cast<size_t>(r)].begin(), near[static_cast<size_t>(r)].end());
+  }
+  Forest f;
+  f.k = 1;
+  f.arcs.assign(static_cast<size_t>(n), std::vector<int64_t>(static_cast<size_t>(n), 0));
+  for (int r = 0; r < n; ++r) {
+    if (root >= 0 && r != root) continue;
+    Tree tree{r, 1, {}};
+    std::vector<int> children(static_cast<size_t>(n), 0);
+    std::vector<char> reached(static_cast<size_t>(n), 0);
+    reached[static_cast<size_t>(r)] = 1;
+    std::vector<int> level{r};
+    while (!level.empty()) {
+      // Every unreached neighbour of this level joins under the parent of
+      // this level with the fewest children so far.
+      std::vector<int> nextLevel;
+      std::vector<std::vector<int>> parents(static_cast<size_t>(n));
+      for (int a : level)
+        for (int b : near[static_cast<size_t>(a)])
+          if (!reached[static_cast<size_t>(b)]) parents[static_cast<size_t>(b)].push_back(a);
+      for (int b = 0; b < n; ++b) {
+        if (parents[static_cast<size_t>(b)].empty()) continue;
+        int best = parents[static_cast<size_t>(b)].front();
+        for (int a : parents[static_cast<size_t>(b)])
+          if (children[static_cast<size_t>(a)] < children[static_cast<size_t>(best)]) best = a;
+        ++children[static_cast<size_t>(best)];
+        reached[static_cast<size_t>(b)] = 1;
+        tree.edges.emplace_back(best, b);
+        ++f.arcs[static_cast<size_t>(best)][static_cast<size_t>(b)];
+        nextLevel.push_back(b);
+      }
+      level = std::move(nextLevel);
+    }
+    if (static_cast<int>(tree.edges.size()) != n - 1) {
+      for (int b = 0; b < n; ++b)
+        if (!reached[static_cast<size_t>(b)])
+          return Status(StatusCode::kInvalidArgument,
+                        "rank " + std::to_string(b) +
+                            (reversed ? " cannot reach" : " cannot be reached from") + " rank " +
+                            std::to_string(r) + " on '" + t.name + "'");
+    }
+    f.trees.push_back(std::move(tree));
+  }
+  return f;
+}
+
 }  // namespace chorus::synth

@@ -58,4 +58,14 @@ Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces 
 // lowers the two trees' sum of squared depths. Alike trees are merged.
 Forest shortenForest(const Forest& forest);
 
+// For small messages, where a step's latency costs more than bandwidth:
+// one tree per root (k = 1), breadth-first over the ranks' direct
+// neighbours (ranks joined by a link or through switches and NICs only), a
+// rank taking the reached neighbour with the fewest children as its parent
+// so the fan-out spreads. Each rank's data goes the fewest hops, at the
+// price of its links' bandwidth (algbw is left 0: the simulator says what
+// it reaches). `reversed`: in-trees (reduce-scatter); `root` >= 0: that
+// root's tree alone. kInvalidArgument when a rank cannot be reached.
+Result<Forest> shallowForest(const topo::Topology& t, bool reversed, int root = -1);
+
 }  // namespace chorus::synth

@@ -164,6 +164,10 @@ check synth-broadcast-trees 0 '% of the optimum' \
 check synth-max-pieces 2 'the optimum needs 13 pieces per shard \(more than 4\)' \
   -- "$chorus" synth allgather --topo dgx-a100x2 --max-pieces 4
 check synth-broadcast-run 0 'check +0 wrong' -- "$chorus" run "$tmp/synth_bc.xml" --check -b 1M
+# small messages: the simulator picks the shallow forest on DGX-1 at 4 KiB
+check synth-size-shallow 0 'trees +8 shallow' \
+  -- "$chorus" synth allgather --topo dgx1 --size 4K -o "$tmp/synth_small.xml"
+check synth-size-run 0 'check +0 wrong' -- "$chorus" run "$tmp/synth_small.xml" --check -b 4K
 # alltoall: the multicommodity LP bound (GLPK); no trees to write
 check synth-alltoall 0 'algbw 50.000 GB/s \(exactly 50\)' \
   -- "$chorus" synth alltoall --topo dgx-a100x2

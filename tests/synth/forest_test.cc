@@ -121,6 +121,59 @@ TEST(Forest, ShorteningKeepsLoadsAndFlattensTrees) {
   }
 }
 
+// The shallow forest: one tree per root (k = 1) over direct neighbours, as
+// few hops as the topology allows: a star where switches join every rank
+// (one DGX A100 box, and two: GPU to GPU over NVSwitch or NIC and fabric),
+// N / 2 on a ring. An allreduce of it verifies and runs with the data
+// checked; a rank cut off is an error.
+TEST(Forest, ShallowForestsTakeTheFewestHops) {
+  struct Case {
+    const char* topo;
+    int deepest;
+  };
+  for (auto [name, deepest] : {Case{"dgx-a100", 1}, Case{"dgx-a100x2", 1}, Case{"ring:8", 4},
+                               Case{"torus:4", 4}, Case{"dgx1", 2}}) {
+    auto t = topo::makePreset(name);
+    ASSERT_TRUE(t.isOk());
+    const int n = t.value().ranks();
+    for (bool reversed : {false, true}) {
+      auto f = shallowForest(t.value(), reversed);
+      ASSERT_TRUE(f.isOk()) << name;
+      EXPECT_EQ(f.value().k, 1);
+      EXPECT_EQ(f.value().trees.size(), static_cast<size_t>(n));
+      expectValidForest(std::string(name) + " shallow", f.value(), n);
+      EXPECT_EQ(depths(f.value(), n).second, deepest) << name;
+    }
+    auto rooted = shallowForest(t.value(), false, 3);
+    ASSERT_TRUE(rooted.isOk());
+    ASSERT_EQ(rooted.value().trees.size(), 1u);
+    EXPECT_EQ(rooted.value().trees[0].root, 3);
+  }
+  auto t = topo::makePreset("ring:4");
+  ASSERT_TRUE(t.isOk());
+  auto gather = shallowForest(t.value(), false), scatter = shallowForest(t.value(), true);
+  ASSERT_TRUE(gather.isOk() && scatter.isOk());
+  compiler::Compiled c =
+      lowerForests(CollectiveKind::kAllReduce, 4, &gather.value(), &scatter.value(), {});
+  ASSERT_TRUE(c.ok());
+  auto va = runtime::VerifiedAlgorithm::make(c.algo);
+  ASSERT_TRUE(va.isOk()) << va.status().toString();
+  auto data = runtime::CollectiveData::make(*va.value(), runtime::countQuantum(c.algo) * 3,
+                                            DataType::kFloat32, ReduceOp::kSum, false);
+  ASSERT_TRUE(data.isOk()) << data.status().toString();
+  runtime::DeterministicOptions d;
+  d.order = runtime::DeterministicOptions::Order::kRandom;
+  d.seed = 13;
+  ASSERT_TRUE(runtime::runDeterministic(*va.value(), data.value().calls(), d).isOk());
+  std::string first;
+  EXPECT_EQ(data.value().countWrong(&first), 0u) << first;
+  auto sub = topo::makePreset("dgx1@0,7");
+  ASSERT_TRUE(sub.isOk());
+  auto cut = shallowForest(sub.value(), false);
+  ASSERT_FALSE(cut.isOk());
+  EXPECT_NE(cut.status().message().find("cannot be reached"), std::string::npos);
+}
+
 // Lowered to IR: the verifier proves it, the runtime computes the right
 // data with it (in place and not), and the simulator, which keeps every
 // link's bandwidth, predicts no more than the optimum at 1 GiB and at least

@@ -140,7 +140,8 @@ struct SynthArgs {
   std::string protocol = "Simple";
   bool inplace = false;
   int maxPieces = 64;
-  int instances = 0;  // 0: chosen by simulating 1, 2, 4, 8
+  int instances = 0;              // 0: chosen by simulating 1, 2, 4, 8
+  size_t size = size_t{1} << 30;  // the message size to simulate and choose for
 };
 // The bandwidth-optimal algbw of a collective on a topology and its binding
 // cut. Exit 0, or 2 for bad input.

@@ -200,6 +200,10 @@ int main(int argc, char** argv) {
   sy->add_option("--max-pieces", synthArgs.maxPieces,
                  "most pieces per shard the exact forest may cut (default 64)")
       ->check(CLI::PositiveNumber);
+  sy->add_option("--size", synthArgs.size,
+                 "the message size the schedule is chosen for and simulated at (default 1G)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::PositiveNumber);
   sy->add_flag("--json", synthArgs.json, "machine-readable results");
 
   std::string code;

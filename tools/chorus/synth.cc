@@ -41,10 +41,10 @@ struct Schedule {
   double seconds = 0;
   size_t simBytes = size_t{1} << 30;
   double simAlgbw = 0, simBusbw = 0;
-  // The lowering kept: pieces per connection, instances, shortened trees
-  // or not; lowerings tried.
+  // The lowering kept: pieces per connection, instances, which forest
+  // ("", " shortened", " shallow ..."); lowerings tried.
   int perConnection = 1, instances = 1, lowerings = 0;
-  bool shortened = false;
+  std::string kind;
 };
 
 // Packs the forests, lowers them, verifies the IR, simulates it at 1 GiB
@@ -66,23 +66,21 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
     scatter = std::move(f).value();
   }
   for (const auto* f : {gather ? &*gather : nullptr, scatter ? &*scatter : nullptr})
-    if (f != nullptr) {
-      out.maxflows += f->maxflows;
-      out.pieces = std::max(out.pieces, f->k);
-    }
+    if (f != nullptr) out.maxflows += f->maxflows;
+  out.simBytes = args.size;
   synth::LowerOptions lo;
   lo.name = args.name.empty() ? "synth_" + std::string(collectiveName(coll)) : args.name;
   lo.protocol = args.protocol;
   lo.inplace = args.inplace;
-  // The forests as packed and shortened (forest.h): either may schedule
-  // better, so both are lowered.
+  // The forests as packed and shortened, and the shallow one (forest.h):
+  // any may schedule best at the size asked for, so each is lowered.
   struct Shape {
     std::optional<synth::Forest> gather, scatter;
-    bool shortened = false;
+    const char* kind = "";  // printed after the tree count
   };
-  std::vector<Shape> shapes{{gather, scatter, false}};
+  std::vector<Shape> shapes{{gather, scatter, ""}};
   {
-    Shape shorter{gather, scatter, true};
+    Shape shorter{gather, scatter, " shortened"};
     bool changed = false;
     for (std::optional<synth::Forest>* f : {&shorter.gather, &shorter.scatter}) {
       if (!f->has_value()) continue;
@@ -95,17 +93,27 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
       *f = std::move(s);
     }
     if (changed) shapes.push_back(std::move(shorter));
+    Shape shallow{std::nullopt, std::nullopt, " shallow (one per root, fewest hops)"};
+    for (bool reversed : {false, true}) {
+      if (!(reversed ? scatter : gather).has_value()) continue;
+      auto f = synth::shallowForest(t, reversed, root);
+      if (!f.isOk()) return f.status().message();
+      (reversed ? shallow.scatter : shallow.gather) = std::move(f).value();
+    }
+    shapes.push_back(std::move(shallow));
   }
   const synth::Forest* g = nullptr;
   const synth::Forest* s = nullptr;
   const Shape* shape = nullptr;
-  // Lowerings tried, each verified and simulated at 1 GiB; the fastest is
-  // kept (the first on a tie): one and two pieces per connection (lower.h)
+  // Lowerings tried, each verified and simulated at --size (1 GiB); the
+  // fastest is kept (the first on a tie), lowerings that cannot serve the
+  // size (it does not split into their chunks) or deadlock are passed
+  // over: one and two pieces per connection (lower.h)
   // and, unless --instances is given, 2, 4, 8 instances while the last
   // had at least 16 slices per chunk to split (instances cut the chunks:
   // fewer, slower steps per connection hide the per-step latency, but a
   // tree's depth then costs more of a chunk).
-  std::string xml;
+  std::string xml, passedOver;
   auto tryLowering = [&](int per, int instances, size_t* iterations) -> std::string {
     lo.piecesPerConnection = per;
     lo.instances = instances;
@@ -121,8 +129,11 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
     so.inplace = args.inplace;
     so.criticalPath = false;
     auto r = sim::simulate(*back.algorithm, t, so);
-    if (!r.isOk()) return "simulating the result: " + r.status().message();
     ++out.lowerings;
+    if (!r.isOk()) {
+      passedOver = "simulating the result: " + r.status().message();
+      return "";
+    }
     if (iterations != nullptr) *iterations = r.value().iterations;
     if (!xml.empty() && r.value().algbw <= out.simAlgbw) return "";
     out.simAlgbw = r.value().algbw;
@@ -131,7 +142,7 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
     out.instances = instances;
     out.gather = shape->gather;
     out.scatter = shape->scatter;
-    out.shortened = shape->shortened;
+    out.kind = shape->kind;
     xml = std::move(gen.xml);
     return "";
   };
@@ -150,8 +161,13 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
       if (std::string problem = tryLowering(1, instances, &iterations); !problem.empty())
         return problem;
   }
+  if (xml.empty())
+    return "no lowering serves " + sizeText(static_cast<double>(out.simBytes)) + ": " + passedOver;
   for (const auto* f : {&out.gather, &out.scatter})
-    if (f->has_value()) out.trees += (*f)->trees.size();
+    if (f->has_value()) {
+      out.trees += (*f)->trees.size();
+      out.pieces = std::max(out.pieces, (*f)->k);
+    }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Written only once it is verified and simulated without a deadlock.
   if (!args.output.empty()) {
@@ -294,7 +310,8 @@ int runSynth(const SynthArgs& args) {
         }
       }
       j["forest"] = std::move(forests);
-      j["shortened"] = sched.shortened;
+      j["forest_kind"] =
+          sched.kind.empty() ? "packed" : sched.kind.substr(1, sched.kind.find(' ', 1) - 1);
       j["pieces_per_connection"] = sched.perConnection;
       j["instances"] = sched.instances;
       j["lowerings_tried"] = sched.lowerings;
@@ -327,9 +344,8 @@ int runSynth(const SynthArgs& args) {
       "trees     {}{} ({} piece(s) per shard), {} maximum flows\n"
       "lowered   {} piece(s) per connection, {} instance(s) (the simulator's pick of {} "
       "lowerings), verified{} in {:.3f} s\n",
-      sched.trees, sched.shortened ? " shortened" : "", sched.pieces, sched.maxflows,
-      sched.perConnection, sched.instances, sched.lowerings,
-      args.output.empty() ? "" : ", written to " + args.output, sched.seconds);
+      sched.trees, sched.kind, sched.pieces, sched.maxflows, sched.perConnection, sched.instances,
+      sched.lowerings, args.output.empty() ? "" : ", written to " + args.output, sched.seconds);
   fmt::print("simulated {} on {}: algbw {:.3f} GB/s, busbw {:.3f} GB/s ({:.1f} % of the optimum)\n",
              sizeText(static_cast<double>(sched.simBytes)), t.name, sched.simAlgbw, sched.simBusbw,
              100 * sched.simAlgbw / b.algbw.value());
