@@ -306,7 +306,11 @@ class Packer {
 
 }  // namespace
 
-Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces, int root) {
+namespace {
+
+// The forest's pieces, split arcs and rate, and its trees when `packTrees`.
+Result<Forest> buildForest(const topo::Topology& t, bool reversed, int maxPieces, int root,
+                           bool packTrees) {
   const int n = t.ranks();
   if (n < 2) return Status(StatusCode::kInvalidArgument, "a forest needs at least two ranks");
   auto scaled = scaleCapacities(t);
@@ -363,10 +367,20 @@ Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces,
   for (int a = 0; a < n; ++a)
     for (int b = 0; b < n; ++b)
       f.arcs[static_cast<size_t>(a)][static_cast<size_t>(b)] = packer.arc(a, b);
-  f.trees = packer.pack(std::move(roots));
+  if (packTrees) f.trees = packer.pack(std::move(roots));
   f.algbw = times(times(Rational{y.p, y.q}, scaled.value().unit), Rational{root < 0 ? n : 1, 1});
   f.maxflows = y.maxflows + packer.maxflows;
   return f;
+}
+
+}  // namespace
+
+Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces, int root) {
+  return buildForest(t, reversed, maxPieces, root, true);
+}
+
+Result<Forest> splitTopology(const topo::Topology& t, bool reversed, int maxPieces) {
+  return buildForest(t, reversed, maxPieces, -1, false);
 }
 
 Forest shortenForest(const Forest& forest) {

@@ -48,6 +48,11 @@ struct Forest {
 Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces = 64,
                           int root = -1);
 
+// packForest's first steps alone: the pieces per shard k, the
+// rank-to-rank arcs after splitting every switch off (Forest::arcs) and the
+// optimum, without trees (blink.h packs its own on these arcs).
+Result<Forest> splitTopology(const topo::Topology& t, bool reversed, int maxPieces = 64);
+
 // The same forest with shallower trees and every arc's load unchanged: a
 // rank deep in a tree costs a schedule its depth in forwarding hops (the
 // pipeline's fill and drain; docs/synthesis.md). On unit trees (one piece

@@ -168,6 +168,14 @@ check synth-broadcast-run 0 'check +0 wrong' -- "$chorus" run "$tmp/synth_bc.xml
 check synth-size-shallow 0 'trees +8 shallow' \
   -- "$chorus" synth allgather --topo dgx1 --size 4K -o "$tmp/synth_small.xml"
 check synth-size-run 0 'check +0 wrong' -- "$chorus" run "$tmp/synth_small.xml" --check -b 4K
+# Blink: a few trees per root, their exact rounded rate, verified and run
+check synth-blink 0 'the rounded trees reach 160.000 GB/s' \
+  -- "$chorus" synth allgather --topo dgx1 --method blink --trees 4 -o "$tmp/synth_blink.xml"
+check synth-blink-run 0 'check +0 wrong' -- "$chorus" run "$tmp/synth_blink.xml" --check -b 1M
+check synth-trees-needs-blink 2 '--trees needs --method blink' \
+  -- "$chorus" synth allgather --topo dgx1 --trees 4
+check synth-blink-rooted 2 'blink packs allgather-family trees' \
+  -- "$chorus" synth broadcast --topo dgx1 --method blink
 # alltoall: the multicommodity LP bound (GLPK); no trees to write
 check synth-alltoall 0 'algbw 50.000 GB/s \(exactly 50\)' \
   -- "$chorus" synth alltoall --topo dgx-a100x2

@@ -12,6 +12,7 @@
 #include "runtime/check.h"
 #include "runtime/driver.h"
 #include "sim/simulator.h"
+#include "synth/blink.h"
 #include "synth/bound.h"
 #include "synth/lower.h"
 #include "topo/presets.h"
@@ -172,6 +173,62 @@ TEST(Forest, ShallowForestsTakeTheFewestHops) {
   auto cut = shallowForest(sub.value(), false);
   ASSERT_FALSE(cut.isOk());
   EXPECT_NE(cut.status().message().find("cannot be reached"), std::string::npos);
+}
+
+// Blink's packing rounded to a few trees per root: never above the
+// optimum, each root's whole pieces in at most `trees` spanning trees, the
+// rate exact for the rounded weights; where few trees suffice it reaches
+// the optimum (two per root on a bidirectional ring, four on a 4x4 torus)
+// and close to it on DGX-1 (four per root: 160 of 1200/7). An allreduce
+// of them verifies and runs with the data checked.
+TEST(Forest, BlinkRoundsToFewTrees) {
+  struct Case {
+    const char* topo;
+    int trees;
+    double atLeast;  // of the optimum
+  };
+  for (auto [name, trees, atLeast] : {Case{"ring:8", 2, 1.0}, Case{"torus:4", 4, 1.0},
+                                      Case{"dgx1", 4, 0.9}, Case{"dgx1", 1, 0.5}}) {
+    SCOPED_TRACE(std::string(name) + " " + std::to_string(trees));
+    auto t = topo::makePreset(name);
+    ASSERT_TRUE(t.isOk());
+    const int n = t.value().ranks();
+    for (bool reversed : {false, true}) {
+      auto f = blinkForest(t.value(), reversed, {.treesPerRoot = trees});
+      ASSERT_TRUE(f.isOk()) << f.status().toString();
+      auto b = optimalBound(t.value(),
+                            reversed ? CollectiveKind::kReduceScatter : CollectiveKind::kAllGather);
+      ASSERT_TRUE(b.isOk());
+      const double ratio = f.value().algbw.value() / b.value().algbw.value();
+      EXPECT_LE(ratio, 1 + 1e-12);
+      EXPECT_GE(ratio, atLeast - 1e-12);
+      expectValidForest(name, f.value(), n);
+      std::vector<int> perRoot(static_cast<size_t>(n), 0);
+      for (const Tree& tree : f.value().trees) ++perRoot[static_cast<size_t>(tree.root)];
+      for (int count : perRoot) EXPECT_LE(count, trees);
+      std::printf("%s%s blink %d trees/root: %.1f %% of the optimum\n", name,
+                  reversed ? " (reversed)" : "", trees, 100 * ratio);
+    }
+  }
+  auto t = topo::makePreset("dgx1");
+  ASSERT_TRUE(t.isOk());
+  auto gather = blinkForest(t.value(), false, {}), scatter = blinkForest(t.value(), true, {});
+  ASSERT_TRUE(gather.isOk() && scatter.isOk());
+  compiler::Compiled c =
+      lowerForests(CollectiveKind::kAllReduce, 8, &gather.value(), &scatter.value(), {});
+  ASSERT_TRUE(c.ok());
+  auto va = runtime::VerifiedAlgorithm::make(c.algo);
+  ASSERT_TRUE(va.isOk()) << va.status().toString();
+  auto data = runtime::CollectiveData::make(*va.value(), runtime::countQuantum(c.algo) * 2,
+                                            DataType::kFloat32, ReduceOp::kSum, false);
+  ASSERT_TRUE(data.isOk());
+  runtime::DeterministicOptions d;
+  d.order = runtime::DeterministicOptions::Order::kRandom;
+  d.seed = 17;
+  ASSERT_TRUE(runtime::runDeterministic(*va.value(), data.value().calls(), d).isOk());
+  std::string first;
+  EXPECT_EQ(data.value().countWrong(&first), 0u) << first;
+  EXPECT_FALSE(blinkForest(t.value(), false, {.treesPerRoot = 0}).isOk());
 }
 
 // Lowered to IR: the verifier proves it, the runtime computes the right

@@ -140,8 +140,10 @@ struct SynthArgs {
   std::string protocol = "Simple";
   bool inplace = false;
   int maxPieces = 64;
-  int instances = 0;              // 0: chosen by simulating 1, 2, 4, 8
-  size_t size = size_t{1} << 30;  // the message size to simulate and choose for
+  int instances = 0;               // 0: chosen by simulating 1, 2, 4, 8
+  size_t size = size_t{1} << 30;   // the message size to simulate and choose for
+  std::string method = "optimal";  // optimal (exact forest) or blink (blink.h)
+  int trees = 4;                   // blink: trees per root
 };
 // The bandwidth-optimal algbw of a collective on a topology and its binding
 // cut. Exit 0, or 2 for bad input.

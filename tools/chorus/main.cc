@@ -204,6 +204,12 @@ int main(int argc, char** argv) {
                  "the message size the schedule is chosen for and simulated at (default 1G)")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::PositiveNumber);
+  sy->add_option("--method", synthArgs.method,
+                 "optimal (exact forest, default) or blink (approximate packing rounded to "
+                 "--trees per root)")
+      ->check(CLI::IsMember({"optimal", "blink"}));
+  auto* treesOpt = sy->add_option("--trees", synthArgs.trees, "blink: trees per root (default 4)")
+                       ->check(CLI::PositiveNumber);
   sy->add_flag("--json", synthArgs.json, "machine-readable results");
 
   std::string code;
@@ -243,7 +249,15 @@ int main(int argc, char** argv) {
     }
     return chorus::cli::runSim(simArgs);
   }
-  if (*sy) return chorus::cli::runSynth(synthArgs);
+  if (*sy) {
+    if (treesOpt->count() > 0 && synthArgs.method != "blink") {
+      std::fprintf(stderr,
+                   "chorus synth: --trees needs --method blink (the exact forest has as "
+                   "many trees as the optimum needs)\n");
+      return 2;
+    }
+    return chorus::cli::runSynth(synthArgs);
+  }
   if (*p) return chorus::cli::runPerf(perf);
   if (*l) return chorus::cli::runLaunch(launch);
   return 2;

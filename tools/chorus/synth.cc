@@ -12,6 +12,7 @@
 #include "ir/xml_reader.h"
 #include "sim/simulator.h"
 #include "synth/alltoall.h"
+#include "synth/blink.h"
 #include "synth/bound.h"
 #include "synth/forest.h"
 #include "synth/lower.h"
@@ -55,13 +56,19 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
   std::optional<synth::Forest> gather, scatter;
   const bool rooted = coll == CollectiveKind::kBroadcast || coll == CollectiveKind::kReduce;
   const int root = rooted ? args.root : -1;
+  const bool blink = args.method == "blink";
+  if (blink && rooted) return "--method blink packs allgather-family trees (every rank a root)";
+  auto forest = [&](bool reversed) {
+    return blink ? synth::blinkForest(t, reversed, {.treesPerRoot = args.trees}, args.maxPieces)
+                 : synth::packForest(t, reversed, args.maxPieces, root);
+  };
   if (coll != CollectiveKind::kReduceScatter && coll != CollectiveKind::kReduce) {
-    auto f = synth::packForest(t, false, args.maxPieces, root);
+    auto f = forest(false);
     if (!f.isOk()) return f.status().message();
     gather = std::move(f).value();
   }
   if (coll != CollectiveKind::kAllGather && coll != CollectiveKind::kBroadcast) {
-    auto f = synth::packForest(t, true, args.maxPieces, root);
+    auto f = forest(true);
     if (!f.isOk()) return f.status().message();
     scatter = std::move(f).value();
   }
@@ -78,8 +85,9 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
     std::optional<synth::Forest> gather, scatter;
     const char* kind = "";  // printed after the tree count
   };
-  std::vector<Shape> shapes{{gather, scatter, ""}};
-  {
+  // Blink's rounded trees stay as they are: few per root is their point.
+  std::vector<Shape> shapes{{gather, scatter, blink ? " blink" : ""}};
+  if (!blink) {
     Shape shorter{gather, scatter, " shortened"};
     bool changed = false;
     for (std::optional<synth::Forest>* f : {&shorter.gather, &shorter.scatter}) {
@@ -310,6 +318,8 @@ int runSynth(const SynthArgs& args) {
         }
       }
       j["forest"] = std::move(forests);
+      if (sched.gather) j["gather_forest_algbw"] = sched.gather->algbw.value();
+      if (sched.scatter) j["scatter_forest_algbw"] = sched.scatter->algbw.value();
       j["forest_kind"] =
           sched.kind.empty() ? "packed" : sched.kind.substr(1, sched.kind.find(' ', 1) - 1);
       j["pieces_per_connection"] = sched.perConnection;
@@ -346,6 +356,12 @@ int runSynth(const SynthArgs& args) {
       "lowerings), verified{} in {:.3f} s\n",
       sched.trees, sched.kind, sched.pieces, sched.maxflows, sched.perConnection, sched.instances,
       sched.lowerings, args.output.empty() ? "" : ", written to " + args.output, sched.seconds);
+  for (const auto* f : {&sched.gather, &sched.scatter})
+    if (f->has_value() && (*f)->algbw.value() > 0 &&
+        (*f)->algbw.value() < b.algbw.value() * (1 - 1e-12) && coll != CollectiveKind::kAllReduce)
+      fmt::print("          the rounded trees reach {:.3f} GB/s ({}: {:.1f} % of the optimum)\n",
+                 (*f)->algbw.value(), (*f)->algbw.str(),
+                 100 * (*f)->algbw.value() / b.algbw.value());
   fmt::print("simulated {} on {}: algbw {:.3f} GB/s, busbw {:.3f} GB/s ({:.1f} % of the optimum)\n",
              sizeText(static_cast<double>(sched.simBytes)), t.name, sched.simAlgbw, sched.simBusbw,
              100 * sched.simAlgbw / b.algbw.value());
