@@ -46,6 +46,23 @@ void expectValidForest(const std::string& name, const Forest& f, int n) {
           << a << "->" << b;
 }
 
+// Runs an algorithm on the CPU runtime (random step order) and checks every
+// output element.
+void expectCorrectData(const ir::Algorithm& algo, bool inplace, uint64_t seed) {
+  auto va = runtime::VerifiedAlgorithm::make(algo);  // refuses what the verifier rejects
+  ASSERT_TRUE(va.isOk()) << va.status().toString();
+  auto data = runtime::CollectiveData::make(*va.value(), runtime::countQuantum(algo) * 3,
+                                            DataType::kFloat32, ReduceOp::kSum, inplace);
+  ASSERT_TRUE(data.isOk()) << data.status().toString();
+  runtime::DeterministicOptions d;
+  d.order = runtime::DeterministicOptions::Order::kRandom;
+  d.seed = seed;
+  Status st = runtime::runDeterministic(*va.value(), data.value().calls(), d);
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  std::string first;
+  EXPECT_EQ(data.value().countWrong(&first), 0u) << first;
+}
+
 TEST(Forest, AttainsTheOptimumOnThePresets) {
   for (const char* name : {"ring:4", "ring:8", "full:5", "torus:3", "dgx1", "dgx1@0,1,4,5",
                            "dgx-a100", "dgx-a100x2", "dgx-h100x2", "ndv2x2", "mi250"}) {
@@ -157,17 +174,7 @@ TEST(Forest, ShallowForestsTakeTheFewestHops) {
   compiler::Compiled c =
       lowerForests(CollectiveKind::kAllReduce, 4, &gather.value(), &scatter.value(), {});
   ASSERT_TRUE(c.ok());
-  auto va = runtime::VerifiedAlgorithm::make(c.algo);
-  ASSERT_TRUE(va.isOk()) << va.status().toString();
-  auto data = runtime::CollectiveData::make(*va.value(), runtime::countQuantum(c.algo) * 3,
-                                            DataType::kFloat32, ReduceOp::kSum, false);
-  ASSERT_TRUE(data.isOk()) << data.status().toString();
-  runtime::DeterministicOptions d;
-  d.order = runtime::DeterministicOptions::Order::kRandom;
-  d.seed = 13;
-  ASSERT_TRUE(runtime::runDeterministic(*va.value(), data.value().calls(), d).isOk());
-  std::string first;
-  EXPECT_EQ(data.value().countWrong(&first), 0u) << first;
+  expectCorrectData(c.algo, false, 13);
   auto sub = topo::makePreset("dgx1@0,7");
   ASSERT_TRUE(sub.isOk());
   auto cut = shallowForest(sub.value(), false);
@@ -217,17 +224,7 @@ TEST(Forest, BlinkRoundsToFewTrees) {
   compiler::Compiled c =
       lowerForests(CollectiveKind::kAllReduce, 8, &gather.value(), &scatter.value(), {});
   ASSERT_TRUE(c.ok());
-  auto va = runtime::VerifiedAlgorithm::make(c.algo);
-  ASSERT_TRUE(va.isOk()) << va.status().toString();
-  auto data = runtime::CollectiveData::make(*va.value(), runtime::countQuantum(c.algo) * 2,
-                                            DataType::kFloat32, ReduceOp::kSum, false);
-  ASSERT_TRUE(data.isOk());
-  runtime::DeterministicOptions d;
-  d.order = runtime::DeterministicOptions::Order::kRandom;
-  d.seed = 17;
-  ASSERT_TRUE(runtime::runDeterministic(*va.value(), data.value().calls(), d).isOk());
-  std::string first;
-  EXPECT_EQ(data.value().countWrong(&first), 0u) << first;
+  expectCorrectData(c.algo, false, 17);
   EXPECT_FALSE(blinkForest(t.value(), false, {.treesPerRoot = 0}).isOk());
 }
 
@@ -280,18 +277,7 @@ TEST(Forest, LowersToVerifiedIrThatRunsAndSimulates) {
           lowerForests(coll, n, gather ? &*gather : nullptr, scatter ? &*scatter : nullptr, lo);
       for (const Diagnostic& diag : c.diagnostics.items()) ADD_FAILURE() << diag.format();
       ASSERT_TRUE(c.ok());
-      auto va = runtime::VerifiedAlgorithm::make(c.algo);  // refuses what the verifier rejects
-      ASSERT_TRUE(va.isOk()) << va.status().toString();
-      auto data = runtime::CollectiveData::make(*va.value(), runtime::countQuantum(c.algo) * 3,
-                                                DataType::kFloat32, ReduceOp::kSum, inplace);
-      ASSERT_TRUE(data.isOk()) << data.status().toString();
-      runtime::DeterministicOptions d;
-      d.order = runtime::DeterministicOptions::Order::kRandom;
-      d.seed = 11;
-      Status st = runtime::runDeterministic(*va.value(), data.value().calls(), d);
-      ASSERT_TRUE(st.isOk()) << st.toString();
-      std::string first;
-      EXPECT_EQ(data.value().countWrong(&first), 0u) << first;
+      expectCorrectData(c.algo, inplace, 11);
       if (inplace) continue;
       sim::Options so;
       so.bytes = size_t{1} << 30;
