@@ -85,10 +85,53 @@ void rankDependencies(std::vector<Instr>& xs, int tbs) {
   }
 }
 
+// MSCCL's executor takes dependency targets up to threadblock 127 (IR.md
+// section 6). When a rank depends on a higher one, its threadblocks are
+// renumbered: those others wait for first, in their order, then the rest;
+// ids a hint fixed stay where they are.
+void targetsFirst(std::vector<Instr>& xs, int tbs) {
+  constexpr int kMostTarget = 127;
+  std::vector<char> target(static_cast<size_t>(std::max(tbs, 1)), 0), pinned(target);
+  bool over = false;
+  for (const Instr& x : xs) {
+    if (x.dead) continue;
+    for (const auto& [tb, step] : x.deps) {
+      target[static_cast<size_t>(tb)] = 1;
+      over = over || tb > kMostTarget;
+    }
+    const bool local = x.sendPeer < 0 && x.recvPeer < 0;
+    if ((x.sendPeer >= 0 || local) && x.hints.sendTb >= 0) pinned[static_cast<size_t>(x.tb)] = 1;
+    if ((x.recvPeer >= 0 || local) && x.hints.recvTb >= 0) pinned[static_cast<size_t>(x.tb)] = 1;
+  }
+  if (!over) return;
+  std::vector<int> order;  // unpinned tbs: targets, then the others
+  for (int pass = 0; pass < 2; ++pass)
+    for (int tb = 0; tb < tbs; ++tb)
+      if (!pinned[static_cast<size_t>(tb)] && target[static_cast<size_t>(tb)] == (pass == 0))
+        order.push_back(tb);
+  std::vector<int> id(static_cast<size_t>(tbs));
+  size_t next = 0;
+  for (int slot = 0; slot < tbs; ++slot) {
+    if (pinned[static_cast<size_t>(slot)]) {
+      id[static_cast<size_t>(slot)] = slot;
+      continue;
+    }
+    id[static_cast<size_t>(order[next++])] = slot;
+  }
+  for (Instr& x : xs) {
+    if (x.dead) continue;
+    x.tb = id[static_cast<size_t>(x.tb)];
+    for (auto& [tb, step] : x.deps) tb = id[static_cast<size_t>(tb)];
+  }
+}
+
 }  // namespace
 
 void dependencies(Mir& m) {
-  for (size_t r = 0; r < m.ranks.size(); ++r) rankDependencies(m.ranks[r], m.tbCount[r]);
+  for (size_t r = 0; r < m.ranks.size(); ++r) {
+    rankDependencies(m.ranks[r], m.tbCount[r]);
+    targetsFirst(m.ranks[r], m.tbCount[r]);
+  }
 }
 
 }  // namespace chorus::compiler

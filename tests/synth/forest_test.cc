@@ -16,6 +16,7 @@
 #include "synth/bound.h"
 #include "synth/lower.h"
 #include "topo/presets.h"
+#include "verify/verifier.h"
 
 namespace chorus::synth {
 namespace {
@@ -277,6 +278,13 @@ TEST(Forest, LowersToVerifiedIrThatRunsAndSimulates) {
           lowerForests(coll, n, gather ? &*gather : nullptr, scatter ? &*scatter : nullptr, lo);
       for (const Diagnostic& diag : c.diagnostics.items()) ADD_FAILURE() << diag.format();
       ASSERT_TRUE(c.ok());
+      // Within MSCCL's executor limits too (channels, threadblocks per
+      // channel, dependency targets up to threadblock 127).
+      verify::Options vo;
+      vo.targetMscclExecutor = true;
+      verify::Report rep = verify::verifyAlgorithm(c.algo, vo);
+      for (const Diagnostic& diag : rep.diagnostics.items())
+        if (diag.severity == Severity::kError) ADD_FAILURE() << diag.format();
       expectCorrectData(c.algo, inplace, 11);
       if (inplace) continue;
       sim::Options so;
