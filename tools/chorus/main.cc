@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
   chorus::cli::SynthArgs synthArgs;
   auto* sy = app.add_subcommand("synth", "the optimal schedule of a collective on a topology");
   sy->add_option("collective", synthArgs.collective,
-                 "allgather, reducescatter, allreduce, broadcast or reduce")
+                 "allgather, reducescatter, allreduce, broadcast, reduce or alltoall (its bound)")
       ->required();
   sy->add_option("--topo,-t", synthArgs.topo, "a preset (chorus topo list) or a topology file")
       ->required();
