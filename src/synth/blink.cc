@@ -135,11 +135,16 @@ Result<Forest> blinkForest(const topo::Topology& t, bool reversed, const BlinkOp
     for (size_t e = 0; e < arcs.size(); ++e) d += length[e] * cap[e];
     return d;
   };
-  int rounds = 0;
-  for (; volume() < 1 && rounds < 100000; ++rounds)
+  // The rounds only find candidate trees (the linear program below sets
+  // their shares), so they may stop early: after a budget of arborescence
+  // work (about a few seconds; small topologies never reach it).
+  constexpr double kWorkBudget = 5e8;
+  double work = 0;
+  while (volume() < 1 && work < kWorkBudget)
     for (int r = 0; r < n; ++r) {
       double demand = static_cast<double>(base.k);
       while (demand > 1e-12) {
+        work += static_cast<double>(n) * static_cast<double>(arcs.size());
         std::vector<Edge> edges;
         for (size_t e = 0; e < arcs.size(); ++e) {
           auto [a, b] = arcs[e];
