@@ -50,9 +50,6 @@ Result<AllToAllBound> allToAllBound(const topo::Topology& t) {
   auto t0 = std::chrono::steady_clock::now();
   const int v = static_cast<int>(t.nodes.size());
   const int e = static_cast<int>(t.links.size());
-  // Per-rank send / receive caps bound the flow leaving / entering a rank
-  // (as the simulator treats them).
-  std::vector<int> capped;  // ranks with a cap, in row order: send then receive
   std::unique_ptr<glp_prob, ProblemDeleter> lp(glp_create_prob());
   glp_set_obj_dir(lp.get(), GLP_MAX);
   // Columns: lambda, then f[s][l] for source rank s and link l.
@@ -74,25 +71,29 @@ Result<AllToAllBound> allToAllBound(const topo::Topology& t) {
   std::vector<int> rankOfNode(static_cast<size_t>(v), -1);
   for (int r = 0; r < n; ++r) rankOfNode[static_cast<size_t>(t.nodeOfRank(r))] = r;
   glp_add_rows(lp.get(), n * v + e);
-  for (int s = 0; s < n; ++s)
+  // Conservation, row s * v + x + 1 for source s at node x:
+  // in - out = demand (lambda at every other rank, -(n-1) lambda at s).
+  for (int s = 0; s < n; ++s) {
     for (int x = 0; x < v; ++x) {
       const int row = ++rows;
       glp_set_row_bnds(lp.get(), row, GLP_FX, 0.0, 0.0);
-      // in - out = demand: lambda at every other rank, -(n-1) lambda at s.
       const int r = rankOfNode[static_cast<size_t>(x)];
       if (r >= 0) add(row, lambda, r == s ? static_cast<double>(n - 1) : -1.0);
-      for (int l = 0; l < e; ++l) {
-        const topo::Link& link = t.links[static_cast<size_t>(l)];
-        if (link.to == x) add(row, flowCol(s, l), 1.0);
-        if (link.from == x) add(row, flowCol(s, l), -1.0);
-      }
     }
+    for (int l = 0; l < e; ++l) {
+      const topo::Link& link = t.links[static_cast<size_t>(l)];
+      add(s * v + link.to + 1, flowCol(s, l), 1.0);
+      add(s * v + link.from + 1, flowCol(s, l), -1.0);
+    }
+  }
   const int firstCapacityRow = rows + 1;
   for (int l = 0; l < e; ++l) {
     const int row = ++rows;
     glp_set_row_bnds(lp.get(), row, GLP_UP, 0.0, t.links[static_cast<size_t>(l)].bandwidth);
     for (int s = 0; s < n; ++s) add(row, flowCol(s, l), 1.0);
   }
+  // Per-rank send / receive caps bound the flow leaving / entering a rank
+  // (as the simulator treats them).
   for (int r = 0; r < n; ++r) {
     const topo::Node& node = t.nodes[static_cast<size_t>(t.nodeOfRank(r))];
     for (bool send : {true, false}) {
@@ -106,7 +107,6 @@ Result<AllToAllBound> allToAllBound(const topo::Topology& t) {
         if ((send ? link.from : link.to) == t.nodeOfRank(r))
           for (int s = 0; s < n; ++s) add(row, flowCol(s, l), 1.0);
       }
-      capped.push_back(r);
     }
   }
   glp_load_matrix(lp.get(), static_cast<int>(ia.size()) - 1, ia.data(), ja.data(), ar.data());

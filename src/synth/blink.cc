@@ -91,7 +91,6 @@ std::vector<int> minArborescence(int n, int root, const std::vector<Edge>& edges
     chosen.push_back(e.id);
     entered[static_cast<size_t>(e.to)] = 1;
   }
-  std::vector<int> cycleOf(static_cast<size_t>(n), 0);
   for (int v = 0; v < n; ++v) {
     if (v == root || entered[static_cast<size_t>(v)]) continue;
     // Nodes not entered from outside keep their cheapest in-edge (they lie
@@ -140,18 +139,17 @@ Result<Forest> blinkForest(const topo::Topology& t, bool reversed, const BlinkOp
   // work (about a few seconds; small topologies never reach it).
   constexpr double kWorkBudget = 5e8;
   double work = 0;
+  // Arcs are in the forest's direction (in-trees were split on the reversed
+  // graph already); their costs are the current lengths.
+  std::vector<Edge> edges;
+  for (size_t e = 0; e < arcs.size(); ++e)
+    edges.push_back(Edge{arcs[e].first, arcs[e].second, length[e], static_cast<int>(e)});
   while (volume() < 1 && work < kWorkBudget)
     for (int r = 0; r < n; ++r) {
       double demand = static_cast<double>(base.k);
       while (demand > 1e-12) {
         work += static_cast<double>(n) * static_cast<double>(arcs.size());
-        std::vector<Edge> edges;
-        for (size_t e = 0; e < arcs.size(); ++e) {
-          auto [a, b] = arcs[e];
-          // In-trees (reversed) were split on the reversed graph already:
-          // arcs are in the forest's direction either way.
-          edges.push_back(Edge{a, b, length[e], static_cast<int>(e)});
-        }
+        for (size_t e = 0; e < arcs.size(); ++e) edges[e].cost = length[e];
         std::vector<int> tree = minArborescence(n, r, edges);
         if (tree.empty())
           return Status(

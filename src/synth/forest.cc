@@ -304,10 +304,6 @@ class Packer {
   std::vector<int> rankOf_;
 };
 
-}  // namespace
-
-namespace {
-
 // The forest's pieces, split arcs and rate, and its trees when `packTrees`.
 Result<Forest> buildForest(const topo::Topology& t, bool reversed, int maxPieces, int root,
                            bool packTrees) {

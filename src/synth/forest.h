@@ -26,6 +26,7 @@ struct Tree {
   // reversed forest (reduce-scatter) the data flows the other way: from
   // `to` to `from`, toward the root.
   std::vector<std::pair<int, int>> edges;
+  bool operator==(const Tree&) const = default;
 };
 
 struct Forest {

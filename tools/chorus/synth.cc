@@ -93,11 +93,7 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
     for (std::optional<synth::Forest>* f : {&shorter.gather, &shorter.scatter}) {
       if (!f->has_value()) continue;
       synth::Forest s = synth::shortenForest(**f);
-      changed = changed || s.trees.size() != (*f)->trees.size() ||
-                !std::equal(s.trees.begin(), s.trees.end(), (*f)->trees.begin(),
-                            [](const synth::Tree& a, const synth::Tree& b) {
-                              return a.root == b.root && a.weight == b.weight && a.edges == b.edges;
-                            });
+      changed = changed || s.trees != (*f)->trees;
       *f = std::move(s);
     }
     if (changed) shapes.push_back(std::move(shorter));
