@@ -17,6 +17,11 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // would otherwise each cost a recomputation of every rate.
 constexpr double kSameTime = 1e-12;
 
+// Parts a step's slice moves in, each sent (and forwarded) as soon as it
+// is there: MSCCL's executor moves a Simple chunk (NCCL_STEPS / 2 steps) in
+// slices of NCCL_STEPS / 4 steps, so two; LL and LL128 chunks are one step.
+size_t defaultPartsPerSlice(ir::Protocol p) { return p == ir::Protocol::kSimple ? 2 : 1; }
+
 double protocolLatency(ir::Protocol p) {
   switch (p) {
     case ir::Protocol::kLL:
@@ -56,6 +61,9 @@ struct Connection {
   // step has finished (its slot is free again then, as in the runtime).
   size_t sent = 0, arrived = 0, consumed = 0, released = 0;
   std::vector<size_t> arrivals;   // message seq -> step instance that sent it
+  std::vector<double> arrivedAt;  // message seq -> when it arrived
+  std::vector<size_t> inFlight;   // sent, not yet arrived (FIFO): sending instances
+  size_t flying = 0;              // inFlight's first entry still in flight
   std::vector<size_t> consumers;  // message seq -> step instance that consumed it
   std::vector<double> freedAt;    // message seq -> when its slot was freed
 };
@@ -66,6 +74,7 @@ struct Tb {
   size_t base = 0;  // first step instance id of iteration 0
   size_t iter = 0;
   int pos = 0;
+  size_t part = 0;  // of the current step's slice (Options::partsPerSlice)
   bool recvDone = false, busy = false, done = false;
   int sendConn = -1, recvConn = -1;
   double stepStart = 0;
@@ -85,7 +94,7 @@ struct Flow {
 struct Timer {
   double time;
   uint64_t seq;
-  int kind;  // 0: local work done (tb), 1: latency over, flow starts (pending flow)
+  int kind;  // 0: local work done (tb), 1: a message arrives (connection)
   int id;
   bool operator>(const Timer& o) const { return std::tie(time, seq) > std::tie(o.time, o.seq); }
 };
@@ -97,10 +106,17 @@ class Engine {
 
  private:
   chorus::Status setup(Result& out);
+  // Elements of a chunk in the threadblock's current slice iteration.
+  size_t sliceElems(const Tb& tb) const {
+    return std::min(sliceElems_, chunkElems_ - tb.iter * sliceElems_);
+  }
+  // A step moves its slice in parts (none empty), each forwarded on its own.
+  size_t partsOf(const Tb& tb) const { return std::min(parts_, sliceElems(tb)); }
   size_t bytesOf(const Tb& tb, const ir::Step& s) const {
-    size_t first = tb.iter * sliceElems_;
-    size_t elems = std::min(sliceElems_, chunkElems_ - first);
-    return static_cast<size_t>(s.count) * elems * o_.elementSize;
+    size_t elems = sliceElems(tb), parts = partsOf(tb);
+    size_t each = (elems + parts - 1) / parts;
+    size_t mine = std::min(each, elems - std::min(elems, tb.part * each));
+    return static_cast<size_t>(s.count) * mine * o_.elementSize;
   }
   double localCost(size_t bytes) const {
     return t_.memoryBandwidth > 0 ? static_cast<double>(bytes) / (t_.memoryBandwidth * 1e9) : 0;
@@ -120,6 +136,7 @@ class Engine {
   void complete(Tb& tb);
   void startSend(int t);
   void finishFlow(Flow& f);
+  void arrive(int conn);
   void computeRates();
   void addTimer(double at, int kind, int id) { timers_.push(Timer{at, seq_++, kind, id}); }
 
@@ -129,15 +146,14 @@ class Engine {
   std::vector<Tb> tbs_;
   std::vector<std::vector<int>> tbOf_;  // [rank][tb id] -> tbs_ index
   std::vector<Connection> conns_;
-  std::vector<Flow> flows_;       // moving bytes
-  std::vector<Flow> pending_;     // paying latency, by timer id
-  std::vector<int> freePending_;  // slots of pending_ to reuse
+  std::vector<Flow> flows_;  // moving bytes
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
   uint64_t seq_ = 0;
   std::vector<int> ready_;
   double now_ = 0;
   bool ratesDirty_ = false;
   size_t chunkElems_ = 0, sliceElems_ = 0, iterations_ = 0, stepsPerIter_ = 0, transfers_ = 0;
+  size_t parts_ = 1;
   double stepLatency_ = 0, overhead_ = 1;
   std::vector<double> linkBytes_, linkCap_;
   // computeRates' buffers, reused (per link, sized once).
@@ -173,6 +189,7 @@ chorus::Status Engine::setup(Result& out) {
   size_t slice = o_.sliceBytes > 0 ? o_.sliceBytes : ir::defaultSliceBytes(a_.protocol);
   sliceElems_ = std::max<size_t>(1, slice / o_.elementSize);
   iterations_ = (chunkElems_ + sliceElems_ - 1) / sliceElems_;
+  parts_ = o_.partsPerSlice > 0 ? o_.partsPerSlice : defaultPartsPerSlice(a_.protocol);
   out.iterations = iterations_;
   stepLatency_ = o_.stepLatency >= 0 ? o_.stepLatency : protocolLatency(a_.protocol);
   overhead_ = protocolOverhead(a_.protocol);
@@ -272,8 +289,7 @@ void Engine::advance(int t) {
       if (c.arrived <= c.consumed) return;  // woken by the arrival
       size_t seq = c.consumed++;
       if (keepPath_) {
-        size_t from = c.arrivals[seq];
-        satisfied(tb, from, endOf_[from], Why::kData);
+        satisfied(tb, c.arrivals[seq], c.arrivedAt[seq], Why::kData);
         c.consumers.push_back(instance(tb));
       }
       tb.recvDone = true;
@@ -318,15 +334,12 @@ void Engine::startSend(int t) {
   f.instance = instance(tb);
   f.remaining =
       static_cast<double>(bytesOf(tb, tb.ir->steps[static_cast<size_t>(tb.pos)])) * overhead_;
-  int slot = static_cast<int>(pending_.size());
-  if (freePending_.empty()) {
-    pending_.push_back(f);
-  } else {
-    slot = freePending_.back();
-    freePending_.pop_back();
-    pending_[static_cast<size_t>(slot)] = f;
+  if (f.remaining <= 0) {
+    finishFlow(f);
+    return;
   }
-  addTimer(now_ + stepLatency_ + c.latency, 1, slot);
+  flows_.push_back(f);
+  ratesDirty_ = true;
 }
 
 void Engine::complete(Tb& tb) {
@@ -338,6 +351,10 @@ void Engine::complete(Tb& tb) {
     if (keepPath_) c.freedAt.push_back(now_);
     if (c.senderTb >= 0) ready_.push_back(c.senderTb);
   }
+  tb.recvDone = false;
+  tb.busy = false;
+  if (++tb.part < partsOf(tb)) return;  // the step's next part
+  tb.part = 0;
   if (o_.recordOrder) order_.push_back(ir::StepInstance{tb.rank, tb.index, tb.pos, tb.iter});
   if (keepPath_) {
     size_t i = instance(tb);
@@ -356,8 +373,6 @@ void Engine::complete(Tb& tb) {
                        {"args", {{"step", tb.pos}, {"iteration", tb.iter}, {"count", s.count}}}});
   }
   size_t previous = instance(tb);
-  tb.recvDone = false;
-  tb.busy = false;
   if (++tb.pos == static_cast<int>(tb.ir->steps.size())) {
     tb.pos = 0;
     if (++tb.iter == iterations_) tb.done = true;
@@ -370,14 +385,27 @@ void Engine::complete(Tb& tb) {
   tb.waiters.clear();
 }
 
+// The sender's bytes have left: its step is done, the message arrives a
+// latency later (the protocol's per-step latency and the route's links).
 void Engine::finishFlow(Flow& f) {
   Connection& c = conns_[static_cast<size_t>(f.conn)];
-  if (keepPath_) c.arrivals.push_back(f.instance);  // only the critical path reads it
-  ++c.arrived;
-  if (c.receiverTb >= 0) ready_.push_back(c.receiverTb);
+  if (keepPath_) c.inFlight.push_back(f.instance);  // only the critical path reads it
+  addTimer(now_ + stepLatency_ + c.latency, 1, f.conn);
   Tb& tb = tbs_[static_cast<size_t>(f.tb)];
   complete(tb);
   ready_.push_back(f.tb);
+}
+
+// A connection's messages arrive in the order they were sent (one latency
+// each, one sender).
+void Engine::arrive(int conn) {
+  Connection& c = conns_[static_cast<size_t>(conn)];
+  if (keepPath_) {
+    c.arrivals.push_back(c.inFlight[c.flying++]);
+    c.arrivedAt.push_back(now_);
+  }
+  ++c.arrived;
+  if (c.receiverTb >= 0) ready_.push_back(c.receiverTb);
 }
 
 // Max-min fair rates by progressive filling: the link with the smallest
@@ -479,14 +507,7 @@ chorus::Status Engine::run(Result& out) {
         const ir::Step& s = tb.ir->steps[static_cast<size_t>(tb.pos)];
         if (!ir::sends(s.type)) complete(tb);
       } else {
-        Flow f = pending_[static_cast<size_t>(tm.id)];
-        freePending_.push_back(tm.id);
-        if (f.remaining <= 0) {
-          finishFlow(f);
-        } else {
-          flows_.push_back(f);
-          ratesDirty_ = true;
-        }
+        arrive(tm.id);
       }
     }
   }

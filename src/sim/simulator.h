@@ -30,7 +30,11 @@ struct Options {
   size_t elementSize = 4;
   bool inplace = false;   // which call form (an algorithm may serve only one)
   size_t sliceBytes = 0;  // per chunk per iteration; 0 = the protocol's (IR.md section 3)
-  int slots = 8;          // messages in flight per connection (NCCL_STEPS)
+  // Parts each step moves its slice in, forwarded part by part (a receive
+  // that sends passes part 1 on while part 2 arrives); 0 = the protocol's:
+  // Simple 2 (MSCCL's slices per chunk), LL and LL128 1.
+  size_t partsPerSlice = 0;
+  int slots = 8;  // messages (parts) in flight per connection (NCCL_STEPS)
   // Seconds every transfer step costs before its bytes move, besides the
   // links' latencies; < 0: the protocol's (LL 0.6 us, LL128 1.9 us,
   // Simple 3.4 us: NCCL's ring figures for NVLink).

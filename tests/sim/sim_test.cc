@@ -33,11 +33,13 @@ topo::Topology preset(const std::string& name) {
   return t.isOk() ? t.value() : topo::Topology{};
 }
 
-// One slice per chunk, no protocol latency: the closed forms' model.
+// One slice per chunk moved whole (store and forward), no protocol
+// latency: the closed forms' model.
 sim::Options plain(size_t bytes) {
   sim::Options o;
   o.bytes = bytes;
   o.sliceBytes = size_t{1} << 40;
+  o.partsPerSlice = 1;
   o.stepLatency = 0;
   return o;
 }
@@ -61,6 +63,33 @@ TEST(Sim, RingsMatchTheirClosedForms) {
         // busbw of a ring on a ring is the link's bandwidth, less latency.
         EXPECT_LT(r.busbw, bw);
       }
+}
+
+// A chain broadcast over n ranks pipelines: a unit (a slice, or a part
+// of one) reaches the end after (n-1)(a + U/B), the rest follow every U/B.
+// Latency is paid once per hop, not once per slice (a sender moves on when
+// its bytes have left), and a rank forwards a slice part by part.
+TEST(Sim, ChainsPipelineSlicesAndParts) {
+  const int n = 4;
+  const double a = 1e-6, b = 25 * kGB;
+  topo::Topology ring = preset("ring:" + std::to_string(n) + ":25");
+  const size_t bytes = size_t{8} << 20;
+  auto want = [&](double unit, double units) {
+    return (n - 1) * (a + unit / b) + (units - 1) * unit / b;
+  };
+  sim::Options slices = plain(bytes);
+  slices.sliceBytes = size_t{1} << 20;  // 8 slices, whole
+  sim::Result r = mustSimulate(synth::chainBroadcast(n, 0), ring, slices);
+  EXPECT_EQ(r.iterations, 8u);
+  EXPECT_NEAR(r.time, want(1 << 20, 8), want(1 << 20, 8) * 1e-6);
+  sim::Options parts = plain(bytes);  // 1 slice of 8 MiB, in 4 parts
+  parts.partsPerSlice = 4;
+  r = mustSimulate(synth::chainBroadcast(n, 0), ring, parts);
+  EXPECT_EQ(r.iterations, 1u);
+  EXPECT_NEAR(r.time, want(2 << 20, 4), want(2 << 20, 4) * 1e-6);
+  // Store and forward, as the closed forms above: (n-1)(a + M/B).
+  r = mustSimulate(synth::chainBroadcast(n, 0), ring, plain(bytes));
+  EXPECT_NEAR(r.time, want(8 << 20, 1), want(8 << 20, 1) * 1e-6);
 }
 
 // All-pairs alltoall on a fully connected graph: every block crosses its
@@ -201,7 +230,10 @@ TEST(Sim, TraceKeepsDependenciesAndMessageOrder) {
 // which the simulator finished every step instance is one the runtime can
 // run step by step (each step's dependency, message and slot are there
 // when its turn comes), and running it gives the right data. Small slices
-// and few slots make many iterations and exercise the slot rule.
+// and few slots make many iterations and exercise the slot rule. Slices
+// moved in two parts (Simple's) keep the order valid: a part's slot is held
+// until its step finishes, so whole messages in flight never exceed the
+// slots either; with whole slices the two also deadlock alike.
 TEST(Sim, TheRuntimeRunsTheSimulatedOrder) {
   struct Case {
     ir::Algorithm algo;
@@ -214,67 +246,71 @@ TEST(Sim, TheRuntimeRunsTheSimulatedOrder) {
   cases.push_back({synth::ringAllGather(5), "fattree:2:3"});
   cases.push_back({synth::pairwiseAllToAll(6), "dgx1@0,1,2,3,4,5"});
   for (const Case& c : cases)
-    for (int slots : {1, 2, 8}) {
-      SCOPED_TRACE(c.algo.name + " on " + c.topo + ", " + std::to_string(slots) + " slots");
-      auto va = runtime::VerifiedAlgorithm::make(c.algo);
-      ASSERT_TRUE(va.isOk()) << va.status().toString();
-      sim::Options o;
-      o.sliceBytes = 1024;
-      // 3 KiB per chunk: three slices.
-      o.bytes = (size_t{3} << 10) * static_cast<size_t>(c.algo.nchunksPerLoop);
-      o.slots = slots;
-      o.inplace = !c.algo.outofplace;
-      o.recordOrder = true;
-      o.criticalPath = false;
-      auto simulated = sim::simulate(c.algo, preset(c.topo), o);
-      if (!simulated.isOk()) {
-        // Too few slots for this algorithm: the runtime must deadlock too.
-        ASSERT_EQ(simulated.status().code(), StatusCode::kDeadlock)
-            << simulated.status().toString();
-        auto data = runtime::CollectiveData::make(*va.value(), size_t{1} << 12, DataType::kFloat32,
+    for (int slots : {1, 2, 8})
+      for (size_t parts : {1, 2}) {
+        SCOPED_TRACE(c.algo.name + " on " + c.topo + ", " + std::to_string(slots) + " slots, " +
+                     std::to_string(parts) + " part(s)");
+        auto va = runtime::VerifiedAlgorithm::make(c.algo);
+        ASSERT_TRUE(va.isOk()) << va.status().toString();
+        sim::Options o;
+        o.sliceBytes = 1024;
+        // 3 KiB per chunk: three slices.
+        o.bytes = (size_t{3} << 10) * static_cast<size_t>(c.algo.nchunksPerLoop);
+        o.slots = slots;
+        o.partsPerSlice = parts;
+        o.inplace = !c.algo.outofplace;
+        o.recordOrder = true;
+        o.criticalPath = false;
+        auto simulated = sim::simulate(c.algo, preset(c.topo), o);
+        if (!simulated.isOk()) {
+          // Too few slots for this algorithm: the runtime must deadlock too.
+          ASSERT_EQ(simulated.status().code(), StatusCode::kDeadlock)
+              << simulated.status().toString();
+          if (parts > 1) continue;  // parts hold slots longer than whole slices
+          auto data = runtime::CollectiveData::make(*va.value(), size_t{1} << 12,
+                                                    DataType::kFloat32, ReduceOp::kSum, o.inplace);
+          ASSERT_TRUE(data.isOk());
+          runtime::DeterministicOptions d;
+          d.sliceBytes = o.sliceBytes;
+          d.slots = slots;
+          EXPECT_EQ(runtime::runDeterministic(*va.value(), data.value().calls(), d).code(),
+                    StatusCode::kDeadlock);
+          continue;
+        }
+        const sim::Result& r = simulated.value();
+        ASSERT_GT(r.iterations, 1u);
+        ASSERT_EQ(r.order.size(), c.algo.totalSteps() * r.iterations);
+        auto data = runtime::CollectiveData::make(*va.value(), r.count, DataType::kFloat32,
                                                   ReduceOp::kSum, o.inplace);
-        ASSERT_TRUE(data.isOk());
-        runtime::DeterministicOptions d;
-        d.sliceBytes = o.sliceBytes;
-        d.slots = slots;
-        EXPECT_EQ(runtime::runDeterministic(*va.value(), data.value().calls(), d).code(),
-                  StatusCode::kDeadlock);
-        continue;
+        ASSERT_TRUE(data.isOk()) << data.status().toString();
+        auto call =
+            runtime::PreparedCall::make(*va.value(), data.value().calls(), o.sliceBytes, slots);
+        ASSERT_TRUE(call.isOk()) << call.status().toString();
+        Status st = call.value()->runInOrder(r.order);
+        ASSERT_TRUE(st.isOk()) << st.toString();
+        std::string first;
+        EXPECT_EQ(data.value().countWrong(&first), 0u) << first;
+        // The check can fail: the first receive moved before the send of its
+        // message.
+        std::vector<ir::StepInstance> wrong = r.order;
+        auto tbOf = [&](const ir::StepInstance& e) -> const ir::Threadblock& {
+          return c.algo.ranks[static_cast<size_t>(e.rank)].tbs[static_cast<size_t>(e.tb)];
+        };
+        size_t k = 0;
+        while (!ir::receives(tbOf(wrong[k]).steps[static_cast<size_t>(wrong[k].step)].type)) ++k;
+        const ir::Threadblock& to = tbOf(wrong[k]);
+        size_t j = 0;
+        while (!(wrong[j].rank == to.recvPeer && tbOf(wrong[j]).sendPeer == wrong[k].rank &&
+                 tbOf(wrong[j]).channel == to.channel))
+          ++j;
+        ASSERT_LT(j, k);
+        std::rotate(wrong.begin() + static_cast<std::ptrdiff_t>(j),
+                    wrong.begin() + static_cast<std::ptrdiff_t>(k),
+                    wrong.begin() + static_cast<std::ptrdiff_t>(k) + 1);
+        data.value().reset();
+        st = call.value()->runInOrder(wrong);
+        EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.toString();
       }
-      const sim::Result& r = simulated.value();
-      ASSERT_GT(r.iterations, 1u);
-      ASSERT_EQ(r.order.size(), c.algo.totalSteps() * r.iterations);
-      auto data = runtime::CollectiveData::make(*va.value(), r.count, DataType::kFloat32,
-                                                ReduceOp::kSum, o.inplace);
-      ASSERT_TRUE(data.isOk()) << data.status().toString();
-      auto call =
-          runtime::PreparedCall::make(*va.value(), data.value().calls(), o.sliceBytes, slots);
-      ASSERT_TRUE(call.isOk()) << call.status().toString();
-      Status st = call.value()->runInOrder(r.order);
-      ASSERT_TRUE(st.isOk()) << st.toString();
-      std::string first;
-      EXPECT_EQ(data.value().countWrong(&first), 0u) << first;
-      // The check can fail: the first receive moved before the send of its
-      // message.
-      std::vector<ir::StepInstance> wrong = r.order;
-      auto tbOf = [&](const ir::StepInstance& e) -> const ir::Threadblock& {
-        return c.algo.ranks[static_cast<size_t>(e.rank)].tbs[static_cast<size_t>(e.tb)];
-      };
-      size_t k = 0;
-      while (!ir::receives(tbOf(wrong[k]).steps[static_cast<size_t>(wrong[k].step)].type)) ++k;
-      const ir::Threadblock& to = tbOf(wrong[k]);
-      size_t j = 0;
-      while (!(wrong[j].rank == to.recvPeer && tbOf(wrong[j]).sendPeer == wrong[k].rank &&
-               tbOf(wrong[j]).channel == to.channel))
-        ++j;
-      ASSERT_LT(j, k);
-      std::rotate(wrong.begin() + static_cast<std::ptrdiff_t>(j),
-                  wrong.begin() + static_cast<std::ptrdiff_t>(k),
-                  wrong.begin() + static_cast<std::ptrdiff_t>(k) + 1);
-      data.value().reset();
-      st = call.value()->runInOrder(wrong);
-      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.toString();
-    }
 }
 
 TEST(Topo, PresetsHaveTheirShapes) {

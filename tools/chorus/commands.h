@@ -121,6 +121,7 @@ struct SimArgs {
   int factor = 4;
   bool inplace = false;
   size_t sliceBytes = 0;
+  size_t parts = 0;  // per slice; 0: the protocol's
   int slots = 8;
   double stepLatencyUs = -1;
   std::string trace;  // Chrome trace of the largest size (first file)

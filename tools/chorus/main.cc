@@ -169,6 +169,10 @@ int main(int argc, char** argv) {
   sm->add_flag("--inplace", simArgs.inplace, "the in-place call");
   sm->add_option("--slice-bytes", simArgs.sliceBytes, "slice per chunk (default: the protocol's)")
       ->transform(CLI::AsSizeValue(false));
+  sm->add_option("--parts", simArgs.parts,
+                 "parts a step moves its slice in, each forwarded on its own (default: the "
+                 "protocol's, Simple 2, LL/LL128 1)")
+      ->check(CLI::PositiveNumber);
   sm->add_option("--slots", simArgs.slots, "messages in flight per connection (default 8)")
       ->check(CLI::PositiveNumber);
   sm->add_option("--step-latency-us", simArgs.stepLatencyUs,

@@ -136,6 +136,7 @@ int runSim(const SimArgs& args) {
   sim::Options o;
   o.slots = args.slots;
   o.sliceBytes = args.sliceBytes;
+  o.partsPerSlice = args.parts;
   o.stepLatency = args.stepLatencyUs >= 0 ? args.stepLatencyUs * 1e-6 : -1;
   const bool compare = algos.size() > 1;
   nlohmann::ordered_json doc = nlohmann::ordered_json::array();
