@@ -25,21 +25,28 @@ int piecesPerBlock(const Forest* gather, const Forest* scatter) {
 // [piece][edge]. Links are shared equally among the connections using
 // them (max-min fairly in the simulator; NVLink and NICs interleave
 // channels alike), while the forest wants each rank-to-rank arc to carry its
-// pieces at its own rate. So each piece crossing an arc gets a connection
-// of its own where the channels allow (min(kChannels, pieces / per
-// connection) connections, pieces split evenly): a link's connections then
-// carry equal loads and equal sharing gives every arc its rate. Pieces
-// sharing a connection are
-// the ones whose data reaches the sender together (by depth in their
-// trees), so a threadblock's steps do not wait on each other's data.
+// pieces at its own rate. So inside a box each piece crossing an arc gets a
+// connection of its own where the channels allow (min(kChannels, pieces /
+// per connection) connections, pieces split evenly): a link's connections
+// then carry equal loads and equal sharing gives every arc its rate. Pieces
+// sharing a connection are the ones whose data reaches the sender together
+// (by depth in their trees), so a threadblock's steps do not wait on each
+// other's data.
+// An arc between boxes (a NIC's) gets one connection per depth instead:
+// with a connection per piece, every piece crossing the slow link would
+// deliver its last slice at the very end, all to be forwarded at once;
+// queued on one connection they arrive one after another, and the
+// forwarding of each overlaps the next's transfer.
 // Measured on 2 x DGX A100 allgather at 1 GiB: 74.8 % of the optimum with
-// a channel per tree, 84.7 % this way (docs/synthesis.md).
+// a channel per tree, 84.7 % with a connection per piece everywhere,
+// 95.6 % with the boxes' arcs by depth and two chunks per piece
+// (docs/synthesis.md).
 using EdgeChannels = std::vector<std::vector<std::vector<std::vector<int>>>>;
 
 // `forests`: each with whether its data flows up (reduce trees: from `to`
-// to `from`, leaves first).
+// to `from`, leaves first). `boxes`: each rank's box (empty: one box).
 EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& forests, int k,
-                            int ranks, int perConnection) {
+                            int ranks, int perConnection, const std::vector<int>& boxes) {
   struct Use {
     int ready, forest, tree, piece, edge;
   };
@@ -69,17 +76,23 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
         }
     }
   }
-  for (auto& uses : arcs) {
+  for (size_t arc = 0; arc < arcs.size(); ++arc) {
+    std::vector<Use>& uses = arcs[arc];
     if (uses.empty()) continue;
     std::stable_sort(uses.begin(), uses.end(), [](const Use& x, const Use& y) {
       return std::tie(x.forest, x.ready) < std::tie(y.forest, y.ready);
     });
+    const bool betweenBoxes = !boxes.empty() && boxes[arc / n] != boxes[arc % n];
     const size_t per = static_cast<size_t>(std::max(1, perConnection));
     const size_t m = std::min<size_t>(kChannels, (uses.size() + per - 1) / per);
+    int level = 0;
     for (size_t i = 0; i < uses.size(); ++i) {
       const Use& u = uses[i];
+      if (i > 0 && std::tie(u.forest, u.ready) != std::tie(uses[i - 1].forest, uses[i - 1].ready))
+        ++level;
       out[static_cast<size_t>(u.forest)][static_cast<size_t>(u.tree)][static_cast<size_t>(u.piece)]
-         [static_cast<size_t>(u.edge)] = static_cast<int>(i * m / uses.size());
+         [static_cast<size_t>(u.edge)] =
+             betweenBoxes ? std::min(level, kChannels - 1) : static_cast<int>(i * m / uses.size());
     }
   }
   return out;
@@ -87,17 +100,20 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
 
 // Calls visit(tree, first piece, channel of each edge) for every piece of
 // every tree: the pieces of a root's block are numbered 0.. in units of 1/k.
+// A piece is `chunks` consecutive chunks, each sent down the piece's tree
+// in turn (visit's `first` counts chunks).
 template <typename Visit>
 void eachTree(const Forest& f, const std::vector<std::vector<std::vector<int>>>& channels, int k,
-              int ranks, Visit visit) {
+              int chunks, int ranks, Visit visit) {
   std::vector<int> next(static_cast<size_t>(ranks), 0);
   const int scale = k / f.k;
   for (size_t ti = 0; ti < f.trees.size(); ++ti) {
     const Tree& t = f.trees[ti];
     int& at = next[static_cast<size_t>(t.root)];
     const int pieces = static_cast<int>(t.weight) * scale;
-    for (int piece = 0; piece < pieces; ++piece)
-      visit(t, at++, channels[ti][static_cast<size_t>(piece)]);
+    for (int piece = 0; piece < pieces; ++piece, ++at)
+      for (int c = 0; c < chunks; ++c)
+        visit(t, at * chunks + c, channels[ti][static_cast<size_t>(piece)]);
   }
 }
 
@@ -112,18 +128,19 @@ int blockOf(const lang::Program& p, int root, int k) {
 // first)` holds them.
 template <typename Source>
 void broadcastDown(lang::Program& p, const Forest& f, const EdgeChannels::value_type& channels,
-                   int k, Source source) {
+                   int k, int chunks, Source source) {
   const int n = p.options().ranks;
-  eachTree(f, channels, k, n, [&](const Tree& t, int first, const std::vector<int>& channel) {
-    const int index = blockOf(p, t.root, k) + first;
-    std::vector<lang::Chunk> at(static_cast<size_t>(n));
-    at[static_cast<size_t>(t.root)] = source(t.root, first);
-    for (size_t e = 0; e < t.edges.size(); ++e) {
-      auto [a, b] = t.edges[e];
-      at[static_cast<size_t>(b)] =
-          at[static_cast<size_t>(a)].copy(b, lang::kOutput, index, {.channel = channel[e]});
-    }
-  });
+  eachTree(
+      f, channels, k, chunks, n, [&](const Tree& t, int first, const std::vector<int>& channel) {
+        const int index = blockOf(p, t.root, k * chunks) + first;
+        std::vector<lang::Chunk> at(static_cast<size_t>(n));
+        at[static_cast<size_t>(t.root)] = source(t.root, first);
+        for (size_t e = 0; e < t.edges.size(); ++e) {
+          auto [a, b] = t.edges[e];
+          at[static_cast<size_t>(b)] =
+              at[static_cast<size_t>(a)].copy(b, lang::kOutput, index, {.channel = channel[e]});
+        }
+      });
 }
 
 // Reduces block pieces up the (reversed) reduce-scatter trees; the root's
@@ -131,30 +148,31 @@ void broadcastDown(lang::Program& p, const Forest& f, const EdgeChannels::value_
 // partial sums to scratch.
 template <typename Result>
 void reduceUp(lang::Program& p, const Forest& f, const EdgeChannels::value_type& channels, int k,
-              lang::Buffer input, Result result) {
+              int chunks, lang::Buffer input, Result result) {
   const int n = p.options().ranks;
   lang::Buffer partial = p.scratch("partial");
-  eachTree(f, channels, k, n, [&](const Tree& t, int first, const std::vector<int>& channel) {
-    const int index = blockOf(p, t.root, k) + first;
-    std::vector<lang::Chunk> sum(static_cast<size_t>(n));
-    auto current = [&](int r) {
-      lang::Chunk& c = sum[static_cast<size_t>(r)];
-      return c.valid() ? c : p.chunk(r, input, index, 1);
-    };
-    // Leaves first: a rank sends its sum once every child has added theirs.
-    for (size_t e = t.edges.size(); e-- > 0;) {
-      auto [to, from] = t.edges[e];  // the reversed forest: data flows from `from` to `to`
-      const lang::Hints h{.channel = channel[e]};
-      lang::Chunk incoming = current(from);
-      lang::Chunk& mine = sum[static_cast<size_t>(to)];
-      if (mine.valid()) {
-        mine = mine.reduce(incoming, h);
-      } else {
-        auto [buffer, at] = to == t.root ? result(t.root, first) : std::pair{partial, index};
-        mine = p.chunk(to, input, index, 1).reduce(incoming, buffer, at, h);
-      }
-    }
-  });
+  eachTree(
+      f, channels, k, chunks, n, [&](const Tree& t, int first, const std::vector<int>& channel) {
+        const int index = blockOf(p, t.root, k * chunks) + first;
+        std::vector<lang::Chunk> sum(static_cast<size_t>(n));
+        auto current = [&](int r) {
+          lang::Chunk& c = sum[static_cast<size_t>(r)];
+          return c.valid() ? c : p.chunk(r, input, index, 1);
+        };
+        // Leaves first: a rank sends its sum once every child has added theirs.
+        for (size_t e = t.edges.size(); e-- > 0;) {
+          auto [to, from] = t.edges[e];  // the reversed forest: data flows from `from` to `to`
+          const lang::Hints h{.channel = channel[e]};
+          lang::Chunk incoming = current(from);
+          lang::Chunk& mine = sum[static_cast<size_t>(to)];
+          if (mine.valid()) {
+            mine = mine.reduce(incoming, h);
+          } else {
+            auto [buffer, at] = to == t.root ? result(t.root, first) : std::pair{partial, index};
+            mine = p.chunk(to, input, index, 1).reduce(incoming, buffer, at, h);
+          }
+        }
+      });
 }
 
 }  // namespace
@@ -176,7 +194,7 @@ lang::ProgramOptions forestProgramOptions(CollectiveKind collective, int ranks,
   po.name = options.name;
   po.collective = std::string(collectiveName(collective));
   po.ranks = ranks;
-  po.chunkFactor = ar ? ranks * k : k;
+  po.chunkFactor = (ar ? ranks * k : k) * std::max(1, options.chunksPerPiece);
   po.inplace = options.inplace;
   po.protocol = options.protocol;
   po.instances = options.instances;
@@ -199,28 +217,29 @@ void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter
   if (!ag) forests.emplace_back(scatter, true);
   if (!rs) forests.emplace_back(gather, false);
   const EdgeChannels channels =
-      assignChannels(forests, k, p.options().ranks, options.piecesPerConnection);
+      assignChannels(forests, k, p.options().ranks, options.piecesPerConnection, options.boxes);
+  const int c = std::max(1, options.chunksPerPiece);
   if (ag) {
-    broadcastDown(p, *gather, channels[0], k, [&](int root, int first) {
-      lang::Chunk c = p.chunk(root, lang::kInput, first, 1);
+    broadcastDown(p, *gather, channels[0], k, c, [&](int root, int first) {
+      lang::Chunk chunk = p.chunk(root, lang::kInput, first, 1);
       // Its own block, unless the buffers are one: on a threadblock of its
       // own (0), as the trees send from the input beside it.
-      if (!inplace) c.copy(root, lang::kOutput, blockOf(p, root, k) + first, {.sendTb = 0});
-      return c;
+      if (!inplace) chunk.copy(root, lang::kOutput, blockOf(p, root, k * c) + first, {.sendTb = 0});
+      return chunk;
     });
   } else if (rs) {
-    reduceUp(p, *scatter, channels[0], k, lang::kInput, [&](int, int first) {
+    reduceUp(p, *scatter, channels[0], k, c, lang::kInput, [&](int, int first) {
       return std::pair{lang::kOutput, first};
     });
   } else {
     // The sums land in the output (in place: the one buffer), where the
     // allgather trees pick them up (their connections after the reduce
     // trees' on each arc: assignChannels).
-    reduceUp(p, *scatter, channels[0], k, lang::kInput, [&](int root, int first) {
-      return std::pair{lang::kOutput, root * k + first};
+    reduceUp(p, *scatter, channels[0], k, c, lang::kInput, [&](int root, int first) {
+      return std::pair{lang::kOutput, root * k * c + first};
     });
-    broadcastDown(p, *gather, channels[1], k, [&](int root, int first) {
-      return p.chunk(root, lang::kOutput, root * k + first, 1);
+    broadcastDown(p, *gather, channels[1], k, c, [&](int root, int first) {
+      return p.chunk(root, lang::kOutput, root * k * c + first, 1);
     });
   }
 }

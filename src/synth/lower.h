@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "compiler/compiler.h"
 #include "core/types.h"
@@ -28,6 +29,12 @@ struct LowerOptions {
   // sooner but couple more pieces in one threadblock. The CLI simulates
   // 1 and 2 and keeps the faster.
   int piecesPerConnection = 1;
+  // Chunks each piece is cut into, sent down its tree one after another by
+  // the same threadblocks: a rank forwards a chunk while the next arrives.
+  int chunksPerPiece = 1;
+  // Each rank's box (topo::Node::box), or empty: arcs between boxes get a
+  // connection per tree depth rather than per piece (assignChannels).
+  std::vector<int> boxes;
 };
 
 // `gather`: the allgather forest (allgather, allreduce) or the root's

@@ -42,9 +42,9 @@ struct Schedule {
   double seconds = 0;
   size_t simBytes = size_t{1} << 30;
   double simAlgbw = 0, simBusbw = 0;
-  // The lowering kept: pieces per connection, instances, which forest
-  // ("", " shortened", " shallow ..."); lowerings tried.
-  int perConnection = 1, instances = 1, lowerings = 0;
+  // The lowering kept: pieces per connection, chunks per piece, instances,
+  // which forest ("", " shortened", " shallow ..."); lowerings tried.
+  int perConnection = 1, chunksPerPiece = 1, instances = 1, lowerings = 0;
   std::string kind;
 };
 
@@ -79,6 +79,8 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
   lo.name = args.name.empty() ? "synth_" + std::string(collectiveName(coll)) : args.name;
   lo.protocol = args.protocol;
   lo.inplace = args.inplace;
+  for (int r = 0; r < t.ranks(); ++r)
+    lo.boxes.push_back(t.nodes[static_cast<size_t>(t.nodeOfRank(r))].box);
   // The forests as packed and shortened, and the shallow one (forest.h):
   // any may schedule best at the size asked for, so each is lowered.
   struct Shape {
@@ -112,14 +114,15 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
   // Lowerings tried, each verified and simulated at --size (1 GiB); the
   // fastest is kept (the first on a tie), lowerings that cannot serve the
   // size (it does not split into their chunks) or deadlock are passed
-  // over: one and two pieces per connection (lower.h)
-  // and, unless --instances is given, 2, 4, 8 instances while the last
-  // had at least 16 slices per chunk to split (instances cut the chunks:
-  // fewer, slower steps per connection hide the per-step latency, but a
-  // tree's depth then costs more of a chunk).
+  // over: one and two pieces per connection, one and two chunks per piece
+  // (lower.h) and, unless --instances is given, 2, 4, 8 instances while the
+  // last had at least 16 slices per chunk to split (instances cut the
+  // chunks: fewer, slower steps per connection hide the per-step latency,
+  // but a tree's depth then costs more of a chunk).
   std::string xml, passedOver;
-  auto tryLowering = [&](int per, int instances, size_t* iterations) -> std::string {
+  auto tryLowering = [&](int per, int chunks, int instances, size_t* iterations) -> std::string {
     lo.piecesPerConnection = per;
+    lo.chunksPerPiece = chunks;
     lo.instances = instances;
     lang::Program program(synth::forestProgramOptions(coll, t.ranks(), g, s, lo));
     synth::recordForests(program, g, s, lo);
@@ -143,6 +146,7 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
     out.simAlgbw = r.value().algbw;
     out.simBusbw = r.value().busbw;
     out.perConnection = per;
+    out.chunksPerPiece = chunks;
     out.instances = instances;
     out.gather = shape->gather;
     out.scatter = shape->scatter;
@@ -156,13 +160,15 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
     s = candidate.scatter ? &*candidate.scatter : nullptr;
     size_t iterations = 0;
     const int first = args.instances > 0 ? args.instances : 1;
-    for (int per : {1, 2})
-      if (std::string problem = tryLowering(per, first, per == 1 ? &iterations : nullptr);
-          !problem.empty())
-        return problem;
+    for (int chunks : {1, 2})
+      for (int per : {1, 2})
+        if (std::string problem =
+                tryLowering(per, chunks, first, per == 1 && chunks == 1 ? &iterations : nullptr);
+            !problem.empty())
+          return problem;
     for (int instances = 2; args.instances == 0 && instances <= 8 && iterations >= 16;
          instances *= 2)
-      if (std::string problem = tryLowering(1, instances, &iterations); !problem.empty())
+      if (std::string problem = tryLowering(1, 1, instances, &iterations); !problem.empty())
         return problem;
   }
   if (xml.empty())
@@ -319,6 +325,7 @@ int runSynth(const SynthArgs& args) {
       j["forest_kind"] =
           sched.kind.empty() ? "packed" : sched.kind.substr(1, sched.kind.find(' ', 1) - 1);
       j["pieces_per_connection"] = sched.perConnection;
+      j["chunks_per_piece"] = sched.chunksPerPiece;
       j["instances"] = sched.instances;
       j["lowerings_tried"] = sched.lowerings;
       j["generation_seconds"] = sched.seconds;
@@ -348,10 +355,11 @@ int runSynth(const SynthArgs& args) {
   if (args.boundOnly) return 0;
   fmt::print(
       "trees     {}{} ({} piece(s) per shard), {} maximum flows\n"
-      "lowered   {} piece(s) per connection, {} instance(s) (the simulator's pick of {} "
-      "lowerings), verified{} in {:.3f} s\n",
-      sched.trees, sched.kind, sched.pieces, sched.maxflows, sched.perConnection, sched.instances,
-      sched.lowerings, args.output.empty() ? "" : ", written to " + args.output, sched.seconds);
+      "lowered   {} piece(s) per connection, {} chunk(s) per piece, {} instance(s) (the "
+      "simulator's pick of {} lowerings), verified{} in {:.3f} s\n",
+      sched.trees, sched.kind, sched.pieces, sched.maxflows, sched.perConnection,
+      sched.chunksPerPiece, sched.instances, sched.lowerings,
+      args.output.empty() ? "" : ", written to " + args.output, sched.seconds);
   for (const auto* f : {&sched.gather, &sched.scatter})
     if (f->has_value() && (*f)->algbw.value() > 0 &&
         (*f)->algbw.value() < b.algbw.value() * (1 - 1e-12) && coll != CollectiveKind::kAllReduce)
