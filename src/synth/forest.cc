@@ -169,6 +169,7 @@ class Packer {
     });
     for (int w : order) {
       auto wi = static_cast<size_t>(w);
+      int64_t turn = 0;  // where this in-arc's remainder starts (below)
       for (int u = 0; u < v; ++u) {
         auto ui = static_cast<size_t>(u);
         if (m[ui][wi] == 0) continue;
@@ -183,21 +184,35 @@ class Packer {
         // trees can be shallow), then whatever is left, in order.
         // The even share goes to the best group only (another box, if any).
         auto best = outs.empty() ? std::pair{true, true} : key(outs.front());
+        // The share is m / others, and one more for m % others of them,
+        // starting where the last in-arc's extras ended: the in-arcs' extras
+        // rotate, so every out-neighbour gets as many (2 DGX A100 boxes:
+        // each NIC sends 2, 2, ..., 1 pieces to the other box's GPUs, the
+        // 1 on a different GPU for each sender; without the rotation the
+        // last sender's NIC carried 1, ..., 1, 8).
         int64_t others = std::count_if(outs.begin(), outs.end(),
                                        [&](int x) { return x != u && key(x) == best; });
-        int64_t share = others > 0 ? (m[ui][wi] + others - 1) / others : 0;
-        for (int64_t most : {share, int64_t{-1}})
+        const int64_t base = others > 0 ? m[ui][wi] / others : 0;
+        const int64_t extra = others > 0 ? m[ui][wi] % others : 0;
+        const int64_t start = others > 0 ? turn % others : 0;
+        turn += extra;
+        for (bool even : {true, false}) {
+          int64_t at = 0;  // position among the best group
           for (int x : outs) {
             if (m[ui][wi] == 0) break;
-            if (most > 0 && (x == u || key(x) != best)) continue;
+            if (even && (x == u || key(x) != best)) continue;
             int64_t a = std::min(m[ui][wi], m[wi][static_cast<size_t>(x)]);
-            if (most > 0) a = std::min(a, most);
+            if (even) {
+              const bool more = (at++ - start + others) % others < extra;
+              a = std::min(a, base + (more ? 1 : 0));
+            }
             // Splitting d pieces lowers by d exactly the cuts with u and x
             // on one side and w on the other (and only those).
             if (a > 0) a = slack(trees, {u, x}, {w}, a);
             if (a > 0) a = slack(trees, {w}, {u, x}, a);
             if (a > 0) split(u, w, x, a);
           }
+        }
         if (m[ui][wi] > 0) {
           // Capacity into the switch that no way out can use: drop it.
           m[ui][wi] = 0;
