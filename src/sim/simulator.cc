@@ -139,6 +139,19 @@ class Engine {
   void arrive(int conn);
   void computeRates();
   void addTimer(double at, int kind, int id) { timers_.push(Timer{at, seq_++, kind, id}); }
+  // Adds bytes moving at `rate` from now_ to `until` to the timeline's
+  // buckets they fall in.
+  void spread(std::vector<double>& buckets, double rate, double until) const {
+    const double step = o_.timelineStep;
+    for (double t = now_; t < until;) {
+      auto b = static_cast<size_t>(t / step);
+      double end = std::min(until, static_cast<double>(b + 1) * step);
+      if (end <= t) end = std::nextafter(t, until);  // rounding at a bucket's edge
+      if (buckets.size() <= b) buckets.resize(b + 1, 0);
+      buckets[b] += (end - t) * rate;
+      t = end;
+    }
+  }
 
   const ir::Algorithm& a_;
   const topo::Topology& t_;
@@ -156,6 +169,7 @@ class Engine {
   size_t parts_ = 1;
   double stepLatency_ = 0, overhead_ = 1;
   std::vector<double> linkBytes_, linkCap_;
+  std::vector<std::vector<double>> timeline_;  // Options::timelineStep
   // computeRates' buffers, reused (per link, sized once).
   std::vector<int> count_, touched_, onLink_;
   std::vector<size_t> first_, fill_;
@@ -241,6 +255,7 @@ chorus::Status Engine::setup(Result& out) {
   }
   const size_t all = t_.links.size() + 2 * static_cast<size_t>(n);
   linkBytes_.assign(all, 0);
+  if (o_.timelineStep > 0) timeline_.assign(t_.links.size(), {});
   linkCap_.resize(all);
   count_.assign(all, 0);
   first_.assign(all, 0);
@@ -480,8 +495,11 @@ chorus::Status Engine::run(Result& out) {
     for (Flow& f : flows_) {
       double moved = std::min(f.remaining, f.rate * dt);
       f.remaining -= moved;
-      for (int l : conns_[static_cast<size_t>(f.conn)].route)
+      for (int l : conns_[static_cast<size_t>(f.conn)].route) {
         linkBytes_[static_cast<size_t>(l)] += moved;
+        if (!timeline_.empty() && static_cast<size_t>(l) < timeline_.size() && moved > 0)
+          spread(timeline_[static_cast<size_t>(l)], f.rate, now_ + moved / f.rate);
+      }
     }
     now_ = next;
     // Finished flows (within rounding), then every timer due now.
@@ -526,6 +544,12 @@ chorus::Status Engine::run(Result& out) {
   out.linkBytes.assign(linkBytes_.begin(),
                        linkBytes_.begin() + static_cast<std::ptrdiff_t>(t_.links.size()));
   out.order = std::move(order_);
+  if (!timeline_.empty()) {
+    size_t buckets = 0;
+    for (const auto& b : timeline_) buckets = std::max(buckets, b.size());
+    for (auto& b : timeline_) b.resize(buckets, 0);
+    out.timeline = std::move(timeline_);
+  }
   double bytes = static_cast<double>(out.count * ir::countMultiplier(a_) * o_.elementSize);
   if (a_.collective == CollectiveKind::kAllGather ||
       a_.collective == CollectiveKind::kReduceScatter || a_.collective == CollectiveKind::kAllToAll)
@@ -572,6 +596,8 @@ chorus::Result<Result> simulate(const ir::Algorithm& algo, const topo::Topology&
                                 const Options& options) {
   if (options.slots < 1 || options.elementSize < 1)
     return chorus::Status(StatusCode::kInvalidArgument, "slots and element size must be >= 1");
+  if (!(options.timelineStep >= 0))
+    return chorus::Status(StatusCode::kInvalidArgument, "the timeline's step must be >= 0");
   Engine e(algo, topo, options);
   Result out;
   chorus::Status st = e.run(out);

@@ -42,6 +42,8 @@ struct Options {
   bool trace = false;  // fill Result::trace (Chrome trace JSON)
   bool criticalPath = true;
   bool recordOrder = false;  // fill Result::order
+  // Seconds per bucket of Result::timeline; 0: no timeline.
+  double timelineStep = 0;
 };
 
 struct PathStep {
@@ -67,6 +69,10 @@ struct Result {
   // The runtime can run the algorithm in exactly this order
   // (runtime::PreparedCall::runInOrder): both follow IR.md's rules.
   std::vector<ir::StepInstance> order;
+  // Options::timelineStep > 0: per topology link, the wire bytes it carried
+  // in each bucket of that many seconds from the start (what a link's
+  // utilization was over time: bytes / (bandwidth x step)).
+  std::vector<std::vector<double>> timeline;
 };
 
 // kInvalidArgument when the algorithm's ranks exceed the topology's, a

@@ -139,6 +139,11 @@ check sim-trace 0 '"traceEvents"' -- head -c 200 "$tmp/trace.json"
 check sim-compare 0 'best' -- "$chorus" sim compare "$msccl/r48ll.xml" "$msccl/ap4ll.xml" --topo ndv4 \
   -b 1K -e 1M -f 32
 check sim-json 0 '"busbw"' -- "$chorus" sim "$msccl/ap4ll.xml" --topo ndv4 --bytes 1M --json
+check sim-timeline 0 '^#   gpu[0-9] -> nvswitch0 +( +[0-9]+){4}$' \
+  -- "$chorus" sim "$msccl/r48ll128.xml" --topo ndv4 --bytes 64M --timeline 4
+check sim-parts 0 '^ +64 MiB ' -- "$chorus" sim "$msccl/ag-32m-1g.xml" --topo ndv4 --bytes 64M --parts 4
+check sim-timeline-bad 2 'not in range' \
+  -- "$chorus" sim "$msccl/r48ll128.xml" --topo ndv4 --bytes 64M --timeline 0
 check sim-too-few-ranks 2 "the algorithm has 8 ranks; topology 'ring:4' has 4" \
   -- "$chorus" sim "$msccl/r48ll.xml" --topo ring:4 --bytes 1M
 

@@ -92,6 +92,41 @@ TEST(Sim, ChainsPipelineSlicesAndParts) {
   EXPECT_NEAR(r.time, want(8 << 20, 1), want(8 << 20, 1) * 1e-6);
 }
 
+// The timeline accounts for every byte a link carries, never more than
+// its bandwidth allows per bucket, and puts it when it moved: a chain
+// broadcast stored and forwarded crosses its links one after another.
+TEST(Sim, TimelineShowsWhenEachLinkWasBusy) {
+  const int n = 4;
+  topo::Topology ring = preset("ring:" + std::to_string(n) + ":25");
+  sim::Options o = plain(size_t{8} << 20);
+  sim::Result whole = mustSimulate(synth::chainBroadcast(n, 0), ring, o);
+  o.timelineStep = whole.time / (n - 1);  // one hop each
+  sim::Result r = mustSimulate(synth::chainBroadcast(n, 0), ring, o);
+  EXPECT_DOUBLE_EQ(r.time, whole.time);
+  ASSERT_EQ(r.timeline.size(), ring.links.size());
+  int hops = 0;
+  for (size_t l = 0; l < ring.links.size(); ++l) {
+    SCOPED_TRACE("link " + std::to_string(l));
+    double sum = 0;
+    for (double b : r.timeline[l]) {
+      EXPECT_LE(b, ring.links[l].bandwidth * kGB * o.timelineStep * (1 + 1e-9));
+      sum += b;
+    }
+    EXPECT_NEAR(sum, r.linkBytes[l], 1e-6 * (1 + r.linkBytes[l]));
+    // The hop from rank h to h + 1 is the h-th third of the run.
+    const topo::Link& link = ring.links[l];
+    for (int h = 0; h + 1 < n; ++h)
+      if (link.from == ring.nodeOfRank(h) && link.to == ring.nodeOfRank(h + 1)) {
+        ASSERT_GT(r.timeline[l].size(), static_cast<size_t>(h));
+        EXPECT_NEAR(r.timeline[l][static_cast<size_t>(h)], 8 << 20, 1.0);
+        ++hops;
+      }
+  }
+  EXPECT_EQ(hops, n - 1);
+  o.timelineStep = -1;
+  EXPECT_FALSE(sim::simulate(synth::chainBroadcast(n, 0), ring, o).isOk());
+}
+
 // All-pairs alltoall on a fully connected graph: every block crosses its
 // own link at once: a + (M/n)/B.
 TEST(Sim, AllPairsOnFullyConnected) {

@@ -125,6 +125,7 @@ struct SimArgs {
   int slots = 8;
   double stepLatencyUs = -1;
   std::string trace;  // Chrome trace of the largest size (first file)
+  int timeline = 0;   // intervals of the busiest links' utilization (0: none)
   bool json = false;
 };
 // Predicts each algorithm's time on the topology. Exit 0, or 2 for bad input.

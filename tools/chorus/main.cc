@@ -179,6 +179,9 @@ int main(int argc, char** argv) {
                  "per-step latency besides the links' (default: the protocol's)")
       ->check(CLI::NonNegativeNumber);
   sm->add_option("--trace", simArgs.trace, "Chrome trace (Perfetto) of the largest size");
+  sm->add_option("--timeline", simArgs.timeline,
+                 "the busiest links' utilization over the largest size's run, in N intervals")
+      ->check(CLI::Range(1, 200));
   sm->add_flag("--json", simArgs.json, "machine-readable results");
 
   chorus::cli::SynthArgs synthArgs;

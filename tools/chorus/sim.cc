@@ -202,8 +202,9 @@ int runSim(const SimArgs& args) {
   const topo::Topology& g = topology.value();
   std::vector<size_t> order(last.linkBytes.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return last.linkBytes[a] > last.linkBytes[b]; });
+  auto busy = [&](size_t l) { return last.linkBytes[l] / g.links[l].bandwidth; };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return busy(a) > busy(b); });
   fmt::print(
       "# at {}: {} transfers, {} slice iteration(s); busiest links (utilization = bytes / "
       "(bandwidth x time)):\n",
@@ -214,6 +215,26 @@ int runSim(const SimArgs& args) {
                linkName(g, static_cast<int>(order[k])),
                100 * last.linkBytes[order[k]] / (l.bandwidth * 1e9 * last.time),
                sizeText(last.linkBytes[order[k]]), l.bandwidth);
+  }
+  if (args.timeline > 0) {
+    // The same run again, the links' bytes kept per interval.
+    sim::Options to = o;
+    to.bytes = sizes.back();
+    to.inplace = args.inplace || !algos.front().outofplace;
+    to.criticalPath = false;
+    to.trace = false;
+    to.timelineStep = last.time / args.timeline;
+    auto r = sim::simulate(algos.front(), g, to);
+    if (!r.isOk()) return fail(r.status().message());
+    const auto& tl = r.value().timeline;
+    fmt::print("# utilization (%) of the busiest links per {:.2f} us, first to last:\n",
+               to.timelineStep * 1e6);
+    for (size_t k = 0; k < std::min<size_t>(8, order.size()) && last.linkBytes[order[k]] > 0; ++k) {
+      const double full = g.links[order[k]].bandwidth * 1e9 * to.timelineStep;
+      std::string row;
+      for (double bytes : tl[order[k]]) row += fmt::format(" {:3.0f}", 100 * bytes / full);
+      fmt::print("#   {:<28}{}\n", linkName(g, static_cast<int>(order[k])), row);
+    }
   }
   if (!last.critical.empty()) {
     std::map<std::string, int> why;
