@@ -197,6 +197,8 @@ check synth-json-forest 0 '"forest": \[' -- "$chorus" synth allgather --topo rin
 check synth-json-tree 0 '"edges": \[' -- "$chorus" synth allgather --topo ring:4 --json
 check synth-json-lowering 0 '"pieces_per_connection": [12]' \
   -- "$chorus" synth allgather --topo ring:4 --json
+check synth-json-chunks 0 '"chunks_per_piece": [12],' \
+  -- "$chorus" synth allgather --topo ring:4 --json
 
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

@@ -266,9 +266,11 @@ TEST(Sim, TraceKeepsDependenciesAndMessageOrder) {
 // run step by step (each step's dependency, message and slot are there
 // when its turn comes), and running it gives the right data. Small slices
 // and few slots make many iterations and exercise the slot rule. Slices
-// moved in two parts (Simple's) keep the order valid: a part's slot is held
-// until its step finishes, so whole messages in flight never exceed the
-// slots either; with whole slices the two also deadlock alike.
+// moved in two parts (Simple's) keep the order valid: a part holds its slot
+// until the receiver is done with it, so a whole message in flight (its
+// last part sent, its receive not finished) holds one, and whole messages
+// never exceed the slots either; with whole slices the two also deadlock
+// alike.
 TEST(Sim, TheRuntimeRunsTheSimulatedOrder) {
   struct Case {
     ir::Algorithm algo;
