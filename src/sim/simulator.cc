@@ -60,10 +60,9 @@ struct Connection {
   // Messages sent, arrived, taken by their receive step, and whose receive
   // step has finished (its slot is free again then, as in the runtime).
   size_t sent = 0, arrived = 0, consumed = 0, released = 0;
-  std::vector<size_t> arrivals;   // message seq -> step instance that sent it
+  // Messages arrive in the order they were sent (one sender, one latency).
+  std::vector<size_t> senders;    // message seq -> step instance that sent it
   std::vector<double> arrivedAt;  // message seq -> when it arrived
-  std::vector<size_t> inFlight;   // sent, not yet arrived (FIFO): sending instances
-  size_t flying = 0;              // inFlight's first entry still in flight
   std::vector<size_t> consumers;  // message seq -> step instance that consumed it
   std::vector<double> freedAt;    // message seq -> when its slot was freed
 };
@@ -304,7 +303,7 @@ void Engine::advance(int t) {
       if (c.arrived <= c.consumed) return;  // woken by the arrival
       size_t seq = c.consumed++;
       if (keepPath_) {
-        satisfied(tb, c.arrivals[seq], c.arrivedAt[seq], Why::kData);
+        satisfied(tb, c.senders[seq], c.arrivedAt[seq], Why::kData);
         c.consumers.push_back(instance(tb));
       }
       tb.recvDone = true;
@@ -404,7 +403,7 @@ void Engine::complete(Tb& tb) {
 // latency later (the protocol's per-step latency and the route's links).
 void Engine::finishFlow(Flow& f) {
   Connection& c = conns_[static_cast<size_t>(f.conn)];
-  if (keepPath_) c.inFlight.push_back(f.instance);  // only the critical path reads it
+  if (keepPath_) c.senders.push_back(f.instance);  // only the critical path reads it
   addTimer(now_ + stepLatency_ + c.latency, 1, f.conn);
   Tb& tb = tbs_[static_cast<size_t>(f.tb)];
   complete(tb);
@@ -415,10 +414,7 @@ void Engine::finishFlow(Flow& f) {
 // each, one sender).
 void Engine::arrive(int conn) {
   Connection& c = conns_[static_cast<size_t>(conn)];
-  if (keepPath_) {
-    c.arrivals.push_back(c.inFlight[c.flying++]);
-    c.arrivedAt.push_back(now_);
-  }
+  if (keepPath_) c.arrivedAt.push_back(now_);
   ++c.arrived;
   if (c.receiverTb >= 0) ready_.push_back(c.receiverTb);
 }

@@ -217,10 +217,9 @@ int runSim(const SimArgs& args) {
                sizeText(last.linkBytes[order[k]]), l.bandwidth);
   }
   if (args.timeline > 0) {
-    // The same run again, the links' bytes kept per interval.
+    // The same run again (o still holds the largest size's options), the
+    // links' bytes kept per interval.
     sim::Options to = o;
-    to.bytes = sizes.back();
-    to.inplace = args.inplace || !algos.front().outofplace;
     to.criticalPath = false;
     to.trace = false;
     to.timelineStep = last.time / args.timeline;
