@@ -585,4 +585,31 @@ Result<Forest> shallowForest(const topo::Topology& t, bool reversed, int root) {
   return f;
 }
 
+std::vector<int> linksBetweenBoxes(const topo::Topology& t) {
+  // 0: on no route, 1: between boxes only, 2: within a box.
+  std::vector<char> use(t.links.size(), 0);
+  for (int a = 0; a < t.ranks(); ++a)
+    for (int b = 0; b < t.ranks(); ++b) {
+      if (a == b) continue;
+      const bool apart = t.nodes[static_cast<size_t>(t.nodeOfRank(a))].box !=
+                         t.nodes[static_cast<size_t>(t.nodeOfRank(b))].box;
+      for (int l : t.route(a, b)) {
+        char& u = use[static_cast<size_t>(l)];
+        u = apart ? std::max<char>(u, 1) : 2;
+      }
+    }
+  std::vector<int> out;
+  for (size_t l = 0; l < use.size(); ++l)
+    if (use[l] == 1) out.push_back(static_cast<int>(l));
+  return out;
+}
+
+topo::Topology withHeadroom(const topo::Topology& t, double keep) {
+  CHORUS_CHECK(keep > 0 && keep <= 1, "headroom keeps a fraction of a link in (0, 1]");
+  topo::Topology out = t;
+  for (int l : linksBetweenBoxes(t))
+    out.setBandwidth(l, keep * t.links[static_cast<size_t>(l)].bandwidth);
+  return out;
+}
+
 }  // namespace chorus::synth

@@ -74,4 +74,18 @@ Forest shortenForest(const Forest& forest);
 // root's tree alone. kInvalidArgument when a rank cannot be reached.
 Result<Forest> shallowForest(const topo::Topology& t, bool reversed, int root = -1);
 
+// The links between boxes: those a route between ranks of different boxes
+// (topo::Node::box) crosses and no route within a box does, e.g. the NICs'
+// and the network's. Empty for one box.
+std::vector<int> linksBetweenBoxes(const topo::Topology& t);
+
+// `t` with the links between boxes at `keep` (0 < keep <= 1) of their
+// bandwidth. A forest packed on it leaves those links idle 1 - keep of the
+// time: an optimal forest keeps the slow links between boxes busy to the
+// end, so what they deliver last must still be forwarded inside a box
+// after every other transfer has finished; with headroom they finish
+// early and the forwarding overlaps the fast links' last work, for a
+// bound at most the links' share of the optimum lower (docs/synthesis.md).
+topo::Topology withHeadroom(const topo::Topology& t, double keep);
+
 }  // namespace chorus::synth

@@ -6,6 +6,8 @@
 #include <set>
 #include <utility>
 
+#include "core/check.h"
+
 namespace chorus::topo {
 
 namespace {
@@ -48,6 +50,13 @@ int Topology::addNode(std::string nodeName, NodeKind kind, int box) {
   routes_.clear();
   via_.clear();
   return static_cast<int>(nodes.size()) - 1;
+}
+
+void Topology::setBandwidth(int link, double gbps) {
+  CHORUS_CHECK(link >= 0 && static_cast<size_t>(link) < links.size(), "no such link");
+  links[static_cast<size_t>(link)].bandwidth = gbps;
+  routes_.clear();
+  via_.clear();
 }
 
 int Topology::addRank(int box) {

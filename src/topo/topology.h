@@ -56,6 +56,9 @@ class Topology {
   // A link each way with the same bandwidth and latency.
   void connect(int a, int b, double gbps, double latencySeconds, LinkKind kind);
   void addLink(int from, int to, double gbps, double latencySeconds, LinkKind kind);
+  // Changes a link's bandwidth (routes are chosen by it, so they are
+  // recomputed).
+  void setBandwidth(int link, double gbps);
 
   int ranks() const { return static_cast<int>(rankNodes_.size()); }
   int nodeOfRank(int rank) const { return rankNodes_[static_cast<size_t>(rank)]; }

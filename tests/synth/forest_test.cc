@@ -144,6 +144,49 @@ TEST(Forest, SplittingSpreadsEveryNicEvenly) {
   }
 }
 
+// Headroom holds back the NICs and the network, never a box's own fabric,
+// and the optimum on what is left is exact: on 2 x DGX A100 a GPU's cut
+// (300 + 25 keep) and the box's (8 x 25 keep for 8 ranks) bind in turn.
+TEST(Forest, HeadroomHoldsBackTheLinksBetweenBoxes) {
+  for (const char* name : {"dgx-a100", "dgx1", "ring:8"}) {
+    EXPECT_TRUE(linksBetweenBoxes(topo::makePreset(name).value()).empty()) << name;
+  }
+  for (const char* name : {"dgx-a100x2", "dgx-a100x4", "dgx-h100x2", "ndv2x2"}) {
+    SCOPED_TRACE(name);
+    const topo::Topology t = topo::makePreset(name).value();
+    const std::vector<int> between = linksBetweenBoxes(t);
+    ASSERT_FALSE(between.empty());
+    std::vector<char> isBetween(t.links.size(), 0);
+    for (int l : between) isBetween[static_cast<size_t>(l)] = 1;
+    auto box = [&](int node) { return t.nodes[static_cast<size_t>(node)].box; };
+    for (int a = 0; a < t.ranks(); ++a)
+      for (int b = 0; b < t.ranks(); ++b) {
+        if (a == b) continue;
+        const bool apart = box(t.nodeOfRank(a)) != box(t.nodeOfRank(b));
+        bool crosses = false;
+        for (int l : t.route(a, b)) {
+          crosses = crosses || isBetween[static_cast<size_t>(l)];
+          EXPECT_TRUE(apart || !isBetween[static_cast<size_t>(l)]) << a << "->" << b;
+        }
+        EXPECT_EQ(crosses, apart) << a << "->" << b;
+      }
+    const topo::Topology spare = withHeadroom(t, 0.75);
+    for (size_t l = 0; l < t.links.size(); ++l)
+      EXPECT_EQ(spare.links[l].bandwidth, t.links[l].bandwidth * (isBetween[l] ? 0.75 : 1.0));
+  }
+  const topo::Topology two = topo::makePreset("dgx-a100x2").value();
+  EXPECT_EQ(linksBetweenBoxes(two).size(), 64u) << "GPU-NIC and NIC-network, each way";
+  for (auto [keep, algbw] : {std::pair{0.9, "344"}, std::pair{0.75, "300"}}) {
+    const topo::Topology spare = withHeadroom(two, keep);
+    EXPECT_EQ(optimalBound(spare, CollectiveKind::kAllGather).value().algbw.str(), algbw);
+    if (keep < 0.8) {  // 0.9 needs 43 pieces per shard: slow to pack under the sanitizers
+      Forest f = packForest(spare, false).value();
+      EXPECT_EQ(f.algbw.str(), algbw);
+      expectValidForest(algbw, f, two.ranks());
+    }
+  }
+}
+
 TEST(Forest, ShorteningKeepsLoadsAndFlattensTrees) {
   for (const char* name : {"ring:8", "torus:3", "dgx1", "dgx-a100x2", "dgx-h100x2", "ndv2x2"}) {
     auto t = topo::makePreset(name);
@@ -272,8 +315,9 @@ TEST(Forest, LowersToVerifiedIrThatRunsAndSimulates) {
     double floor;          // simulated algbw / optimum at 1 GiB, at least
     int chunks = 1;        // per piece (LowerOptions::chunksPerPiece)
     bool shorten = false;  // the forest shortened (shortenForest), as chorus synth keeps it
+    int headroom = 0;      // percent held back on the links between boxes (withHeadroom)
   };
-  for (auto [name, coll, floor, chunks, shorten] :
+  for (auto [name, coll, floor, chunks, shorten, headroom] :
        {Case{"ring:4", CollectiveKind::kAllGather, 0.98},
         Case{"ring:5", CollectiveKind::kReduceScatter, 0.98},
         Case{"ring:4", CollectiveKind::kAllReduce, 0.98},
@@ -285,27 +329,32 @@ TEST(Forest, LowersToVerifiedIrThatRunsAndSimulates) {
         Case{"dgx-a100", CollectiveKind::kAllReduce, 0.98},
         Case{"ndv2x2", CollectiveKind::kAllGather, 0.98},
         Case{"dgx-a100x2", CollectiveKind::kAllGather, 0.93, 2, true},
+        // The goal: within 2 % of the optimum, as chorus synth keeps it.
+        Case{"dgx-a100x2", CollectiveKind::kAllGather, 0.98, 1, false, 25},
+        Case{"dgx-a100x2", CollectiveKind::kAllReduce, 0.98, 1, false, 25},
         Case{"ring:6", CollectiveKind::kBroadcast, 0.97},
         Case{"dgx1", CollectiveKind::kReduce, 0.9},
         Case{"torus:4", CollectiveKind::kBroadcast, 0.93}}) {
     auto t = topo::makePreset(name);
     ASSERT_TRUE(t.isOk());
     const int n = t.value().ranks();
+    const topo::Topology packedOn = withHeadroom(t.value(), 1 - headroom / 100.0);
     std::optional<Forest> gather, scatter;
     const bool rooted = coll == CollectiveKind::kBroadcast || coll == CollectiveKind::kReduce;
     const int root = rooted ? 3 : -1;
     if (coll != CollectiveKind::kReduceScatter && coll != CollectiveKind::kReduce)
-      gather = packForest(t.value(), false, 64, root).value();
+      gather = packForest(packedOn, false, 64, root).value();
     if (coll != CollectiveKind::kAllGather && coll != CollectiveKind::kBroadcast)
-      scatter = packForest(t.value(), true, 64, root).value();
+      scatter = packForest(packedOn, true, 64, root).value();
     if (shorten) {
       if (gather) gather = shortenForest(*gather);
       if (scatter) scatter = shortenForest(*scatter);
     }
     Bound bound = optimalBound(t.value(), coll, std::max(root, 0)).value();
+    const Bound held = optimalBound(packedOn, coll, std::max(root, 0)).value();
     for (const Forest* f : {gather ? &*gather : nullptr, scatter ? &*scatter : nullptr}) {
       if (f != nullptr && coll != CollectiveKind::kAllReduce) {
-        EXPECT_EQ(f->algbw.str(), bound.algbw.str()) << "the forest's own rate";
+        EXPECT_EQ(f->algbw.str(), held.algbw.str()) << "the forest's own rate";
       }
     }
     for (bool inplace : {false, true}) {
@@ -337,8 +386,9 @@ TEST(Forest, LowersToVerifiedIrThatRunsAndSimulates) {
       double ratio = r.value().algbw / bound.algbw.value();
       EXPECT_LE(ratio, 1 + 1e-9);
       EXPECT_GE(ratio, floor);
-      std::printf("%s %s, %d chunk(s) per piece: simulated %.1f %% of the optimum\n", name,
-                  std::string(collectiveName(coll)).c_str(), chunks, 100 * ratio);
+      std::printf(
+          "%s %s, %d chunk(s) per piece, %d %% headroom: simulated %.1f %% of the optimum\n", name,
+          std::string(collectiveName(coll)).c_str(), chunks, headroom, 100 * ratio);
     }
   }
 }

@@ -126,6 +126,7 @@ struct SimArgs {
   double stepLatencyUs = -1;
   std::string trace;  // Chrome trace of the largest size (first file)
   int timeline = 0;   // intervals of the busiest links' utilization (0: none)
+  std::string links;  // the timeline's links: those whose name has this in it (empty: busiest)
   bool json = false;
 };
 // Predicts each algorithm's time on the topology. Exit 0, or 2 for bad input.
@@ -146,6 +147,7 @@ struct SynthArgs {
   size_t size = size_t{1} << 30;   // the message size to simulate and choose for
   std::string method = "optimal";  // optimal (exact forest) or blink (blink.h)
   int trees = 4;                   // blink: trees per root
+  int headroom = -1;  // percent of the links between boxes left idle; -1: 0, 10, 25 simulated
 };
 // The bandwidth-optimal algbw of a collective on a topology and its binding
 // cut. Exit 0, or 2 for bad input.

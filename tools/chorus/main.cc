@@ -182,6 +182,10 @@ int main(int argc, char** argv) {
   sm->add_option("--timeline", simArgs.timeline,
                  "the busiest links' utilization over the largest size's run, in N intervals")
       ->check(CLI::Range(1, 200));
+  sm->add_option("--links", simArgs.links,
+                 "with --timeline: every link whose name contains this (e.g. 'nic', 'gpu0 ->') "
+                 "instead of the 8 busiest")
+      ->needs("--timeline");
   sm->add_flag("--json", simArgs.json, "machine-readable results");
 
   chorus::cli::SynthArgs synthArgs;
@@ -217,6 +221,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"optimal", "blink"}));
   auto* treesOpt = sy->add_option("--trees", synthArgs.trees, "blink: trees per root (default 4)")
                        ->check(CLI::PositiveNumber);
+  sy->add_option("--headroom", synthArgs.headroom,
+                 "percent of the links between boxes the exact forest leaves idle, so what they "
+                 "deliver last is forwarded before the end (default: the simulator's pick of 0, "
+                 "10, 25)")
+      ->check(CLI::Range(0, 90));
   sy->add_flag("--json", synthArgs.json, "machine-readable results");
 
   std::string code;
@@ -261,6 +270,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "chorus synth: --trees needs --method blink (the exact forest has as "
                    "many trees as the optimum needs)\n");
+      return 2;
+    }
+    if (synthArgs.headroom > 0 && synthArgs.method == "blink") {
+      std::fprintf(stderr,
+                   "chorus synth: --headroom applies to the exact forest (--method optimal)\n");
       return 2;
     }
     return chorus::cli::runSynth(synthArgs);

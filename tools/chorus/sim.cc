@@ -226,13 +226,22 @@ int runSim(const SimArgs& args) {
     auto r = sim::simulate(algos.front(), g, to);
     if (!r.isOk()) return fail(r.status().message());
     const auto& tl = r.value().timeline;
-    fmt::print("# utilization (%) of the busiest links per {:.2f} us, first to last:\n",
+    fmt::print("# utilization (%) of {} per {:.2f} us, first to last:\n",
+               args.links.empty() ? "the busiest links" : "links named *" + args.links + "*",
                to.timelineStep * 1e6);
-    for (size_t k = 0; k < std::min<size_t>(8, order.size()) && last.linkBytes[order[k]] > 0; ++k) {
-      const double full = g.links[order[k]].bandwidth * 1e9 * to.timelineStep;
+    // The 8 busiest, or every link whose name has --links in it.
+    std::vector<size_t> rows;
+    for (size_t l : order)
+      if (last.linkBytes[l] > 0 &&
+          (args.links.empty()
+               ? rows.size() < 8
+               : linkName(g, static_cast<int>(l)).find(args.links) != std::string::npos))
+        rows.push_back(l);
+    for (size_t k : rows) {
+      const double full = g.links[k].bandwidth * 1e9 * to.timelineStep;
       std::string row;
-      for (double bytes : tl[order[k]]) row += fmt::format(" {:3.0f}", 100 * bytes / full);
-      fmt::print("#   {:<28}{}\n", linkName(g, static_cast<int>(order[k])), row);
+      for (double bytes : tl[k]) row += fmt::format(" {:3.0f}", 100 * bytes / full);
+      fmt::print("#   {:<28}{}\n", linkName(g, static_cast<int>(k)), row);
     }
   }
   if (!last.critical.empty()) {

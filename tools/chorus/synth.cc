@@ -46,6 +46,7 @@ struct Schedule {
   // which forest ("", " shortened", " shallow ..."); lowerings tried.
   int perConnection = 1, chunksPerPiece = 1, instances = 1, lowerings = 0;
   std::string kind;
+  int headroom = 0;  // percent of the links between boxes the forest leaves idle
 };
 
 // Packs the forests, lowers them, verifies the IR, simulates it at 1 GiB
@@ -81,16 +82,19 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
   lo.inplace = args.inplace;
   for (int r = 0; r < t.ranks(); ++r)
     lo.boxes.push_back(t.nodes[static_cast<size_t>(t.nodeOfRank(r))].box);
-  // The forests as packed and shortened, and the shallow one (forest.h):
-  // any may schedule best at the size asked for, so each is lowered.
+  // The forests as packed and shortened, the same packed with headroom on
+  // the links between boxes (forest.h), and the shallow one: any may
+  // schedule best at the size asked for, so each is lowered.
   struct Shape {
     std::optional<synth::Forest> gather, scatter;
     const char* kind = "";  // printed after the tree count
+    int headroom = 0;       // percent
   };
   // Blink's rounded trees stay as they are: few per root is their point.
   std::vector<Shape> shapes{{gather, scatter, blink ? " blink" : ""}};
-  if (!blink) {
-    Shape shorter{gather, scatter, " shortened"};
+  auto addShortened = [&](const Shape& packed) {
+    Shape shorter = packed;
+    shorter.kind = " shortened";
     bool changed = false;
     for (std::optional<synth::Forest>* f : {&shorter.gather, &shorter.scatter}) {
       if (!f->has_value()) continue;
@@ -99,6 +103,43 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
       *f = std::move(s);
     }
     if (changed) shapes.push_back(std::move(shorter));
+  };
+  if (!blink) {
+    addShortened(shapes.front());
+    // Headroom: 10 and 25 % besides none, unless --headroom names one; a
+    // forest that needs more than 16 pieces per shard for it is passed over
+    // then (its finer rates buy nothing the headroom does not, at many more
+    // steps).
+    const bool boxes = !synth::linksBetweenBoxes(t).empty();
+    if (args.headroom > 0 && !boxes)
+      return "--headroom needs links between boxes (this topology is one box)";
+    std::vector<int> headrooms{10, 25};
+    if (args.headroom >= 0) headrooms = {args.headroom};
+    if (args.headroom > 0) shapes.clear();
+    const size_t before = shapes.size();
+    for (int h : headrooms) {
+      if (h == 0 || !boxes) continue;
+      const topo::Topology spare = synth::withHeadroom(t, 1 - h / 100.0);
+      Shape packed{std::nullopt, std::nullopt, "", h};
+      bool ok = true;
+      for (bool reversed : {false, true}) {
+        if (!(reversed ? scatter : gather).has_value()) continue;
+        auto f = synth::packForest(
+            spare, reversed, args.headroom > 0 ? args.maxPieces : std::min(args.maxPieces, 16),
+            root);
+        ok = ok && f.isOk();
+        if (f.isOk()) {
+          out.maxflows += f.value().maxflows;
+          (reversed ? packed.scatter : packed.gather) = std::move(f).value();
+        }
+      }
+      if (!ok) continue;
+      shapes.push_back(packed);
+      addShortened(packed);
+    }
+    if (args.headroom > 0 && shapes.size() == before)
+      return fmt::format("no forest with {} % headroom needs at most {} pieces per shard",
+                         args.headroom, args.maxPieces);
     Shape shallow{std::nullopt, std::nullopt, " shallow (one per root, fewest hops)"};
     for (bool reversed : {false, true}) {
       if (!(reversed ? scatter : gather).has_value()) continue;
@@ -151,6 +192,7 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
     out.gather = shape->gather;
     out.scatter = shape->scatter;
     out.kind = shape->kind;
+    out.headroom = shape->headroom;
     xml = std::move(gen.xml);
     return "";
   };
@@ -326,6 +368,7 @@ int runSynth(const SynthArgs& args) {
           sched.kind.empty() ? "packed" : sched.kind.substr(1, sched.kind.find(' ', 1) - 1);
       j["pieces_per_connection"] = sched.perConnection;
       j["chunks_per_piece"] = sched.chunksPerPiece;
+      j["headroom_percent"] = sched.headroom;
       j["instances"] = sched.instances;
       j["lowerings_tried"] = sched.lowerings;
       j["generation_seconds"] = sched.seconds;
@@ -357,15 +400,21 @@ int runSynth(const SynthArgs& args) {
       "trees     {}{} ({} piece(s) per shard), {} maximum flows\n"
       "lowered   {} piece(s) per connection, {} chunk(s) per piece, {} instance(s) (the "
       "simulator's pick of {} lowerings), verified{} in {:.3f} s\n",
-      sched.trees, sched.kind, sched.pieces, sched.maxflows, sched.perConnection,
-      sched.chunksPerPiece, sched.instances, sched.lowerings,
-      args.output.empty() ? "" : ", written to " + args.output, sched.seconds);
+      sched.trees,
+      sched.kind + (sched.headroom > 0
+                        ? fmt::format(", {} % headroom on the links between boxes", sched.headroom)
+                        : ""),
+      sched.pieces, sched.maxflows, sched.perConnection, sched.chunksPerPiece, sched.instances,
+      sched.lowerings, args.output.empty() ? "" : ", written to " + args.output, sched.seconds);
   for (const auto* f : {&sched.gather, &sched.scatter})
     if (f->has_value() && (*f)->algbw.value() > 0 &&
         (*f)->algbw.value() < b.algbw.value() * (1 - 1e-12) && coll != CollectiveKind::kAllReduce)
-      fmt::print("          the rounded trees reach {:.3f} GB/s ({}: {:.1f} % of the optimum)\n",
-                 (*f)->algbw.value(), (*f)->algbw.str(),
-                 100 * (*f)->algbw.value() / b.algbw.value());
+      fmt::print(
+          "          {} trees reach {:.3f} GB/s ({}: {:.1f} % of the optimum)\n",
+          sched.headroom > 0
+              ? fmt::format("with the links between boxes at {} %, the", 100 - sched.headroom)
+              : "the rounded",
+          (*f)->algbw.value(), (*f)->algbw.str(), 100 * (*f)->algbw.value() / b.algbw.value());
   fmt::print("simulated {} on {}: algbw {:.3f} GB/s, busbw {:.3f} GB/s ({:.1f} % of the optimum)\n",
              sizeText(static_cast<double>(sched.simBytes)), t.name, sched.simAlgbw, sched.simBusbw,
              100 * sched.simAlgbw / b.algbw.value());
