@@ -509,9 +509,12 @@ Forest shortenForest(const Forest& forest) {
   return shorter;
 }
 
-Result<Forest> shallowForest(const topo::Topology& t, bool reversed, int root) {
+namespace {
+
+// Each rank's direct neighbours in the forest's direction: the ranks its
+// links reach through switches and NICs alone, ascending.
+std::vector<std::vector<int>> directNeighbours(const topo::Topology& t, bool reversed) {
   const int n = t.ranks();
-  if (n < 2) return Status(StatusCode::kInvalidArgument, "a forest needs at least two ranks");
   const size_t v = t.nodes.size();
   std::vector<int> rankOf(v, -1);
   for (int r = 0; r < n; ++r) rankOf[static_cast<size_t>(t.nodeOfRank(r))] = r;
@@ -521,7 +524,6 @@ Result<Forest> shallowForest(const topo::Topology& t, bool reversed, int root) {
     const int from = reversed ? l.to : l.from, to = reversed ? l.from : l.to;
     next[static_cast<size_t>(from)].push_back(to);
   }
-  // Direct neighbours of each rank: reached through switches only.
   std::vector<std::vector<int>> near(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
     std::vector<char> seen(v, 0);
@@ -541,47 +543,162 @@ Result<Forest> shallowForest(const topo::Topology& t, bool reversed, int root) {
     }
     std::sort(near[static_cast<size_t>(r)].begin(), near[static_cast<size_t>(r)].end());
   }
+  return near;
+}
+
+// A tree being grown one piece wide: which ranks it has reached and how
+// many children each has.
+struct Growing {
+  Tree tree;
+  std::vector<char> reached;
+  std::vector<int> children;
+  Growing(int root, int n)
+      : tree{root, 1, {}}, reached(static_cast<size_t>(n), 0), children(static_cast<size_t>(n), 0) {
+    reached[static_cast<size_t>(root)] = 1;
+  }
+  void add(int parent, int child) {
+    ++children[static_cast<size_t>(parent)];
+    reached[static_cast<size_t>(child)] = 1;
+    tree.edges.emplace_back(parent, child);
+  }
+  // Breadth first from `level` over direct neighbours that `within`
+  // admits: every unreached neighbour of a level joins under the parent of
+  // that level with the fewest children so far (the fan-out spreads).
+  template <typename Within>
+  void spread(const std::vector<std::vector<int>>& near, std::vector<int> level, Within within) {
+    const size_t n = reached.size();
+    while (!level.empty()) {
+      std::vector<int> nextLevel;
+      std::vector<std::vector<int>> parents(n);
+      for (int a : level)
+        for (int b : near[static_cast<size_t>(a)])
+          if (!reached[static_cast<size_t>(b)] && within(b))
+            parents[static_cast<size_t>(b)].push_back(a);
+      for (size_t b = 0; b < n; ++b) {
+        if (parents[b].empty()) continue;
+        int best = parents[b].front();
+        for (int a : parents[b])
+          if (children[static_cast<size_t>(a)] < children[static_cast<size_t>(best)]) best = a;
+        add(best, static_cast<int>(b));
+        nextLevel.push_back(static_cast<int>(b));
+      }
+      level = std::move(nextLevel);
+    }
+  }
+};
+
+// The error for a tree that could not reach every rank.
+Status unreachable(const topo::Topology& t, const Growing& g, bool reversed) {
+  for (size_t b = 0; b < g.reached.size(); ++b)
+    if (!g.reached[b])
+      return Status(StatusCode::kInvalidArgument,
+                    "rank " + std::to_string(b) +
+                        (reversed ? " cannot reach" : " cannot be reached from") + " rank " +
+                        std::to_string(g.tree.root) + " on '" + t.name + "'");
+  return Status();
+}
+
+// Forest::arcs: the pieces its trees send over each rank-to-rank arc.
+void countArcs(Forest& f) {
+  for (const Tree& tree : f.trees)
+    for (auto [a, b] : tree.edges)
+      f.arcs[static_cast<size_t>(a)][static_cast<size_t>(b)] += tree.weight;
+}
+
+}  // namespace
+
+Result<Forest> shallowForest(const topo::Topology& t, bool reversed, int root) {
+  const int n = t.ranks();
+  if (n < 2) return Status(StatusCode::kInvalidArgument, "a forest needs at least two ranks");
+  const std::vector<std::vector<int>> near = directNeighbours(t, reversed);
   Forest f;
   f.k = 1;
   f.arcs.assign(static_cast<size_t>(n), std::vector<int64_t>(static_cast<size_t>(n), 0));
   for (int r = 0; r < n; ++r) {
     if (root >= 0 && r != root) continue;
-    Tree tree{r, 1, {}};
-    std::vector<int> children(static_cast<size_t>(n), 0);
-    std::vector<char> reached(static_cast<size_t>(n), 0);
-    reached[static_cast<size_t>(r)] = 1;
-    std::vector<int> level{r};
-    while (!level.empty()) {
-      // Every unreached neighbour of this level joins under the parent of
-      // this level with the fewest children so far.
-      std::vector<int> nextLevel;
-      std::vector<std::vector<int>> parents(static_cast<size_t>(n));
-      for (int a : level)
-        for (int b : near[static_cast<size_t>(a)])
-          if (!reached[static_cast<size_t>(b)]) parents[static_cast<size_t>(b)].push_back(a);
-      for (int b = 0; b < n; ++b) {
-        if (parents[static_cast<size_t>(b)].empty()) continue;
-        int best = parents[static_cast<size_t>(b)].front();
-        for (int a : parents[static_cast<size_t>(b)])
-          if (children[static_cast<size_t>(a)] < children[static_cast<size_t>(best)]) best = a;
-        ++children[static_cast<size_t>(best)];
-        reached[static_cast<size_t>(b)] = 1;
-        tree.edges.emplace_back(best, b);
-        ++f.arcs[static_cast<size_t>(best)][static_cast<size_t>(b)];
-        nextLevel.push_back(b);
-      }
-      level = std::move(nextLevel);
-    }
-    if (static_cast<int>(tree.edges.size()) != n - 1) {
-      for (int b = 0; b < n; ++b)
-        if (!reached[static_cast<size_t>(b)])
-          return Status(StatusCode::kInvalidArgument,
-                        "rank " + std::to_string(b) +
-                            (reversed ? " cannot reach" : " cannot be reached from") + " rank " +
-                            std::to_string(r) + " on '" + t.name + "'");
-    }
-    f.trees.push_back(std::move(tree));
+    Growing g(r, n);
+    g.spread(near, {r}, [](int) { return true; });
+    if (static_cast<int>(g.tree.edges.size()) != n - 1) return unreachable(t, g, reversed);
+    f.trees.push_back(std::move(g.tree));
   }
+  countArcs(f);
+  return f;
+}
+
+Result<Forest> hierarchicalForest(const topo::Topology& t, bool reversed) {
+  const int n = t.ranks();
+  auto box = [&](int r) { return t.nodes[static_cast<size_t>(t.nodeOfRank(r))].box; };
+  std::map<int, std::vector<int>> boxes;  // box -> its ranks, ascending
+  for (int r = 0; r < n; ++r) boxes[box(r)].push_back(r);
+  if (boxes.size() < 2)
+    return Status(StatusCode::kInvalidArgument, "a hierarchical forest needs two boxes or more");
+  const std::vector<std::vector<int>> near = directNeighbours(t, reversed);
+  // Position of each rank in its box (entries are matched by it first).
+  std::vector<int> local(static_cast<size_t>(n), 0);
+  for (const auto& [b, ranks] : boxes)
+    for (size_t i = 0; i < ranks.size(); ++i)
+      local[static_cast<size_t>(ranks[i])] = static_cast<int>(i);
+  // Trees entering each rank from another box, and leaving each rank to one.
+  std::vector<int> entries(static_cast<size_t>(n), 0), exits(static_cast<size_t>(n), 0);
+  Forest f;
+  f.k = 1;
+  f.arcs.assign(static_cast<size_t>(n), std::vector<int64_t>(static_cast<size_t>(n), 0));
+  for (int r = 0; r < n; ++r) {
+    Growing g(r, n);
+    const int home = box(r);
+    g.spread(near, {r}, [&](int b) { return box(b) == home; });
+    for (const auto& [other, ranks] : boxes) {
+      if (other == home) continue;
+      // The entry: a direct neighbour in that box, from the root itself
+      // where it has one (else from a rank of its box that has), the one
+      // the fewest trees enter so far, then the same position in its box.
+      int from = -1, to = -1;
+      auto better = [&](int a, int x) {
+        if (to < 0) return true;
+        const auto key = [&](int p, int q) {
+          const int size = static_cast<int>(ranks.size());
+          return std::tuple{
+              p != r, entries[static_cast<size_t>(q)], exits[static_cast<size_t>(p)],
+              ((local[static_cast<size_t>(q)] - local[static_cast<size_t>(p)]) % size + size) %
+                  size};
+        };
+        return key(a, x) < key(from, to);
+      };
+      for (int a = 0; a < n; ++a) {
+        if (!g.reached[static_cast<size_t>(a)] || box(a) != home) continue;
+        for (int x : near[static_cast<size_t>(a)])
+          if (box(x) == other && better(a, x)) from = a, to = x;
+      }
+      if (to < 0)
+        return Status(StatusCode::kInvalidArgument,
+                      "no rank of box " + std::to_string(home) + " links directly to box " +
+                          std::to_string(other) + " on '" + t.name + "'");
+      ++entries[static_cast<size_t>(to)];
+      ++exits[static_cast<size_t>(from)];
+      g.add(from, to);
+      g.spread(near, {to}, [&](int b) { return box(b) == other; });
+    }
+    if (static_cast<int>(g.tree.edges.size()) != n - 1) return unreachable(t, g, reversed);
+    f.trees.push_back(std::move(g.tree));
+  }
+  countArcs(f);
+  // Its rate in the bandwidth model: every edge's piece routed over the
+  // links (as the simulator routes it); algbw = N · min over links of
+  // capacity / pieces carried.
+  auto scaled = scaleCapacities(t);
+  if (!scaled.isOk()) return scaled.status();
+  std::vector<int64_t> load(t.links.size(), 0);
+  for (const Tree& tree : f.trees)
+    for (auto [a, b] : tree.edges)
+      for (int l : reversed ? t.route(b, a) : t.route(a, b)) ++load[static_cast<size_t>(l)];
+  int64_t bestCap = 0, bestLoad = 0;  // min cap / load, as a fraction
+  for (size_t l = 0; l < load.size(); ++l)
+    if (load[l] > 0 && (bestLoad == 0 || static_cast<i128>(scaled.value().cap[l]) * bestLoad <
+                                             static_cast<i128>(bestCap) * load[l])) {
+      bestCap = scaled.value().cap[l];
+      bestLoad = load[l];
+    }
+  f.algbw = times(scaled.value().unit, reduced(static_cast<i128>(bestCap) * n, bestLoad));
   return f;
 }
 

@@ -74,6 +74,19 @@ Forest shortenForest(const Forest& forest);
 // root's tree alone. kInvalidArgument when a rank cannot be reached.
 Result<Forest> shallowForest(const topo::Topology& t, bool reversed, int root = -1);
 
+// For several boxes: one tree per root (k = 1) that spreads inside the
+// root's box breadth first, and enters every other box once, at a rank
+// the root links to directly (its NIC's), the one the fewest trees have
+// entered so far (ties: the same position in its box — its rail), to
+// spread there the same way. The classic hierarchical allgather as a
+// forest: every shard crosses into each box once. algbw is its exact rate
+// in the bandwidth model (every edge routed as the simulator routes it):
+// the optimum where the boxes' NICs bind (4 or more DGX A100 boxes), a
+// little below it where the optimum sends some pieces across twice (2 x
+// DGX A100: 342.857 of 346.667 GB/s). kInvalidArgument on one box, or when
+// no rank of a box links directly to another box.
+Result<Forest> hierarchicalForest(const topo::Topology& t, bool reversed);
+
 // The links between boxes: those a route between ranks of different boxes
 // (topo::Node::box) crosses and no route within a box does, e.g. the NICs'
 // and the network's. Empty for one box.
