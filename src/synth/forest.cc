@@ -598,8 +598,10 @@ Status unreachable(const topo::Topology& t, const Growing& g, bool reversed) {
   return Status();
 }
 
-// Forest::arcs: the pieces its trees send over each rank-to-rank arc.
-void countArcs(Forest& f) {
+// Forest::arcs of `n` ranks: the pieces its trees send over each
+// rank-to-rank arc.
+void countArcs(Forest& f, int n) {
+  f.arcs.assign(static_cast<size_t>(n), std::vector<int64_t>(static_cast<size_t>(n), 0));
   for (const Tree& tree : f.trees)
     for (auto [a, b] : tree.edges)
       f.arcs[static_cast<size_t>(a)][static_cast<size_t>(b)] += tree.weight;
@@ -613,7 +615,6 @@ Result<Forest> shallowForest(const topo::Topology& t, bool reversed, int root) {
   const std::vector<std::vector<int>> near = directNeighbours(t, reversed);
   Forest f;
   f.k = 1;
-  f.arcs.assign(static_cast<size_t>(n), std::vector<int64_t>(static_cast<size_t>(n), 0));
   for (int r = 0; r < n; ++r) {
     if (root >= 0 && r != root) continue;
     Growing g(r, n);
@@ -621,7 +622,7 @@ Result<Forest> shallowForest(const topo::Topology& t, bool reversed, int root) {
     if (static_cast<int>(g.tree.edges.size()) != n - 1) return unreachable(t, g, reversed);
     f.trees.push_back(std::move(g.tree));
   }
-  countArcs(f);
+  countArcs(f, n);
   return f;
 }
 
@@ -642,7 +643,6 @@ Result<Forest> hierarchicalForest(const topo::Topology& t, bool reversed) {
   std::vector<int> entries(static_cast<size_t>(n), 0), exits(static_cast<size_t>(n), 0);
   Forest f;
   f.k = 1;
-  f.arcs.assign(static_cast<size_t>(n), std::vector<int64_t>(static_cast<size_t>(n), 0));
   for (int r = 0; r < n; ++r) {
     Growing g(r, n);
     const int home = box(r);
@@ -681,7 +681,7 @@ Result<Forest> hierarchicalForest(const topo::Topology& t, bool reversed) {
     if (static_cast<int>(g.tree.edges.size()) != n - 1) return unreachable(t, g, reversed);
     f.trees.push_back(std::move(g.tree));
   }
-  countArcs(f);
+  countArcs(f, n);
   // Its rate in the bandwidth model: every edge's piece routed over the
   // links (as the simulator routes it); algbw = N · min over links of
   // capacity / pieces carried.

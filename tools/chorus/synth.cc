@@ -110,6 +110,19 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
     }
     if (changed) shapes.push_back(std::move(shorter));
   };
+  // A shape of the forests `make(reversed)` gives for the directions the
+  // collective needs, added to the candidates; else the first failure.
+  auto addShape = [&](Shape shape, auto make) -> Status {
+    for (bool reversed : {false, true}) {
+      if (!(reversed ? scatter : gather).has_value()) continue;
+      Result<synth::Forest> f = make(reversed);
+      if (!f.isOk()) return f.status();
+      out.maxflows += f.value().maxflows;
+      (reversed ? shape.scatter : shape.gather) = std::move(f).value();
+    }
+    shapes.push_back(std::move(shape));
+    return Status();
+  };
   if (!blink) {
     addShortened(shapes.front());
     // Headroom: 10 and 25 % besides none, unless --headroom names one; a
@@ -126,47 +139,23 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
     for (int h : headrooms) {
       if (h == 0 || !boxes) continue;
       const topo::Topology spare = synth::withHeadroom(t, 1 - h / 100.0);
-      Shape packed{std::nullopt, std::nullopt, "", h};
-      bool ok = true;
-      for (bool reversed : {false, true}) {
-        if (!(reversed ? scatter : gather).has_value()) continue;
-        auto f = synth::packForest(
-            spare, reversed, args.headroom > 0 ? args.maxPieces : std::min(args.maxPieces, 16),
-            root);
-        ok = ok && f.isOk();
-        if (f.isOk()) {
-          out.maxflows += f.value().maxflows;
-          (reversed ? packed.scatter : packed.gather) = std::move(f).value();
-        }
-      }
-      if (!ok) continue;
-      shapes.push_back(packed);
-      addShortened(packed);
+      const int most = args.headroom > 0 ? args.maxPieces : std::min(args.maxPieces, 16);
+      if (addShape({std::nullopt, std::nullopt, "", h}, [&](bool reversed) {
+            return synth::packForest(spare, reversed, most, root);
+          }).isOk())
+        addShortened(Shape(shapes.back()));
     }
     if (args.headroom > 0 && shapes.size() == before)
       return fmt::format("no forest with {} % headroom needs at most {} pieces per shard",
                          args.headroom, args.maxPieces);
     // The hierarchical forest (every shard into each box once) where the
     // boxes link directly, unless --headroom asks for the packed ones.
-    if (boxes && !rooted && args.headroom <= 0) {
-      Shape hier{std::nullopt, std::nullopt, " hierarchical"};
-      bool ok = true;
-      for (bool reversed : {false, true}) {
-        if (!(reversed ? scatter : gather).has_value()) continue;
-        auto f = synth::hierarchicalForest(t, reversed);
-        ok = ok && f.isOk();
-        if (f.isOk()) (reversed ? hier.scatter : hier.gather) = std::move(f).value();
-      }
-      if (ok) shapes.push_back(std::move(hier));
-    }
-    Shape shallow{std::nullopt, std::nullopt, " shallow (one per root, fewest hops)"};
-    for (bool reversed : {false, true}) {
-      if (!(reversed ? scatter : gather).has_value()) continue;
-      auto f = synth::shallowForest(t, reversed, root);
-      if (!f.isOk()) return f.status().message();
-      (reversed ? shallow.scatter : shallow.gather) = std::move(f).value();
-    }
-    shapes.push_back(std::move(shallow));
+    if (boxes && !rooted && args.headroom <= 0)
+      (void)addShape({std::nullopt, std::nullopt, " hierarchical"},
+                     [&](bool reversed) { return synth::hierarchicalForest(t, reversed); });
+    Status st = addShape({std::nullopt, std::nullopt, " shallow (one per root, fewest hops)"},
+                         [&](bool reversed) { return synth::shallowForest(t, reversed, root); });
+    if (!st.isOk()) return st.message();
   }
   const synth::Forest* g = nullptr;
   const synth::Forest* s = nullptr;
