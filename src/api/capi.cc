@@ -413,9 +413,9 @@ chorusResult_t chorusCommAbort(chorusComm_t comm) {
   return apiCall("chorusCommAbort", [&]() -> Status {
     auto cs = lookup(comm);
     if (!cs.isOk()) return cs.status();
-    cs.value()->world->abort(
-        Status(StatusCode::kAborted,
-               "rank " + std::to_string(cs.value()->rank) + " aborted the communicator"));
+    // Thread and process communicators alike (world is null for the latter).
+    cs.value()->abort(Status(StatusCode::kAborted, "rank " + std::to_string(cs.value()->rank) +
+                                                       " aborted the communicator"));
     return Status(chorusCommDestroy(comm) == chorusSuccess
                       ? Status::ok()
                       : Status(StatusCode::kInternal, lastError));

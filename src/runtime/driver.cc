@@ -15,11 +15,6 @@ namespace chorus::runtime {
 
 namespace {
 
-bool reducesToOutput(CollectiveKind k) {
-  return k == CollectiveKind::kAllReduce || k == CollectiveKind::kReduceScatter ||
-         k == CollectiveKind::kReduce;
-}
-
 enum RankState : int { kRunning = 0, kAsleep = 1, kFinished = 2 };
 
 }  // namespace

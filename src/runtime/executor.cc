@@ -107,16 +107,17 @@ Result<Geometry> planRankCall(const VerifiedAlgorithm& va, int rank, const CallA
   if (rank < 0 || rank >= a.ngpus)
     return bad("rank " + std::to_string(rank) + " is not a rank of algorithm '" + a.name + "' (" +
                std::to_string(a.ngpus) + " ranks)");
-  Geometry g;
-  g.elemSize = dataTypeSize(c.type);
-  g.totalElems = c.count * countMultiplier(a);
+  size_t totalElems = c.count * countMultiplier(a);
   auto nchunks = static_cast<size_t>(a.nchunksPerLoop);
-  if (g.totalElems % nchunks != 0) {
-    return bad("count " + std::to_string(c.count) + " (" + std::to_string(g.totalElems) +
+  if (totalElems % nchunks != 0) {
+    return bad("count " + std::to_string(c.count) + " (" + std::to_string(totalElems) +
                " elements in all) does not split into the " + std::to_string(nchunks) +
                " equal chunks algorithm '" + a.name + "' uses");
   }
-  g.chunkElems = g.totalElems / nchunks;
+  if (sliceBytes == 0) sliceBytes = defaultSliceBytes(a.protocol);
+  Geometry g;
+  static_cast<ir::Slicing&>(g) =
+      ir::Slicing::make(dataTypeSize(c.type), totalElems, nchunks, sliceBytes);
   if (c.count > 0 && (c.sendbuff == nullptr || c.recvbuff == nullptr))
     return bad("rank " + std::to_string(rank) + " passes a null buffer");
   g.inplace = isInPlaceCall(a.collective, c, rank, a.ngpus);
@@ -132,9 +133,6 @@ Result<Geometry> planRankCall(const VerifiedAlgorithm& va, int rank, const CallA
     return bad(std::string("algorithm '") + a.name + "' does not serve " +
                (g.inplace ? "in-place" : "out-of-place") + " calls");
   }
-  if (sliceBytes == 0) sliceBytes = defaultSliceBytes(a.protocol);
-  g.sliceElems = std::max<size_t>(1, sliceBytes / g.elemSize);
-  g.iterations = (g.chunkElems + g.sliceElems - 1) / g.sliceElems;
   return g;
 }
 
@@ -277,7 +275,7 @@ void RankExecutor::reset() {
 
 unsigned char* RankExecutor::chunkPtr(Buffer b, int chunk, size_t iter) const {
   return base_[static_cast<int>(b)] +
-         (static_cast<size_t>(chunk) * g_.chunkElems + iter * g_.sliceElems) * g_.elemSize;
+         g_.sliceOffset(static_cast<size_t>(chunk), iter) * g_.elemSize;
 }
 
 bool RankExecutor::tryStep(int t) {
@@ -287,10 +285,10 @@ bool RankExecutor::tryStep(int t) {
   const ir::Step& s = tb.steps[static_cast<size_t>(st.pc)];
   if (s.depTb >= 0) {
     const ir::Threadblock& dep = rank_.tbs[static_cast<size_t>(s.depTb)];
-    uint64_t need = st.iter * dep.steps.size() + static_cast<uint64_t>(s.depStep) + 1;
+    uint64_t need = ir::stepsNeeded(st.iter, dep.steps.size(), s.depStep);
     if (tbs_[static_cast<size_t>(s.depTb)].completed < need) return false;
   }
-  size_t n = std::min(g_.sliceElems, g_.chunkElems - st.iter * g_.sliceElems);
+  size_t n = g_.sliceLen(st.iter);
   size_t chunkBytes = n * g_.elemSize;
   size_t msgBytes = static_cast<size_t>(s.count) * chunkBytes;
   const unsigned char* in = nullptr;
@@ -311,7 +309,7 @@ bool RankExecutor::tryStep(int t) {
   unsigned char* out = nullptr;
   // A step's `count` chunks are contiguous in its buffers at one iteration
   // when a chunk is one slice (or there is one chunk).
-  bool contiguous = s.count == 1 || g_.iterations == 1;
+  bool contiguous = g_.contiguous(s.count);
   // By reference: the message is `count` contiguous slices of this rank's
   // memory.
   bool byRef = byRef_[static_cast<size_t>(t)][static_cast<size_t>(st.pc)] != 0 && contiguous &&
@@ -439,7 +437,7 @@ std::string RankExecutor::blockedOn(int t) const {
   const ir::Step& s = tb.steps[static_cast<size_t>(st.pc)];
   if (s.depTb >= 0) {
     const ir::Threadblock& dep = rank_.tbs[static_cast<size_t>(s.depTb)];
-    uint64_t need = st.iter * dep.steps.size() + static_cast<uint64_t>(s.depStep) + 1;
+    uint64_t need = ir::stepsNeeded(st.iter, dep.steps.size(), s.depStep);
     if (tbs_[static_cast<size_t>(s.depTb)].completed < need)
       return "tb " + std::to_string(s.depTb) + " step " + std::to_string(s.depStep);
   }

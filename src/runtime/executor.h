@@ -18,6 +18,7 @@
 #include "core/status.h"
 #include "core/types.h"
 #include "ir/ir.h"
+#include "ir/slicing.h"
 #include "runtime/transport.h"
 #include "verify/graph.h"
 #include "verify/verifier.h"
@@ -54,13 +55,8 @@ struct CallArgs {
   ReduceOp op = ReduceOp::kSum;
 };
 
-// Sizes shared by all ranks of one call (IR.md section 3).
-struct Geometry {
-  size_t elemSize = 0;
-  size_t totalElems = 0;  // T = count x m
-  size_t chunkElems = 0;  // S = T / nchunksperloop
-  size_t sliceElems = 0;  // elements of each chunk per iteration
-  size_t iterations = 0;  // ceil(S / sliceElems)
+// Sizes shared by all ranks of one call (IR.md section 3; ir/slicing.h).
+struct Geometry : ir::Slicing {
   bool inplace = false;
 };
 
@@ -75,6 +71,13 @@ using ir::defaultSliceBytes;
 // count / n).
 std::pair<size_t, size_t> bufferElems(const ir::Algorithm& a, size_t count);
 std::pair<size_t, size_t> bufferElems(CollectiveKind coll, int nranks, size_t count);
+
+// Collectives whose output is a reduction: the ones avg applies to (the
+// output is divided by the rank count once reduced).
+inline bool reducesToOutput(CollectiveKind k) {
+  return k == CollectiveKind::kAllReduce || k == CollectiveKind::kReduceScatter ||
+         k == CollectiveKind::kReduce;
+}
 
 // Whether rank `rank`'s call of a `coll` collective on `nranks` ranks is in
 // place: NCCL's rule (allgather: send == recv + rank x count; reducescatter:

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/check.h"
+#include "runtime/elementwise.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
@@ -21,160 +22,17 @@
 namespace chorus::runtime {
 namespace {
 
-inline uint32_t floatBits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-inline float bitsFloat(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-// c ? a : b on bits, as arithmetic: no branch for the vectorizer to refuse.
-inline uint32_t select(bool c, uint32_t a, uint32_t b) {
-  return b ^ ((a ^ b) & (0u - static_cast<uint32_t>(c)));
-}
-
-// A binary floating-point format with E exponent and M mantissa bits whose
-// exponent range is narrower than float's (fp16, fp8). kInf: the all-ones
-// exponent with a zero mantissa is infinity (else only all-ones is NaN).
-// kSat: overflow saturates to the largest finite value.
-template <int E, int M, bool kInf, bool kSat>
-struct Narrow {
-  static constexpr int kBias = (1 << (E - 1)) - 1;
-  static constexpr uint32_t kInfCode = ((1u << E) - 1) << M;
-  static constexpr uint32_t kMaxCode = kInf ? kInfCode - 1 : (kInfCode | ((1u << M) - 1)) - 1;
-  static constexpr uint32_t kNanCode =
-      kInf ? (kInfCode | (1u << (M - 1))) : (kInfCode | ((1u << M) - 1));
-
-  static constexpr uint32_t kMantMask = (1u << M) - 1;
-  // Float bits of the smallest normal, 2^(1-bias).
-  static constexpr uint32_t kMinNormalBits = static_cast<uint32_t>(127 - kBias + 1) << 23;
-  // A float whose ulp equals the narrow format's subnormal quantum.
-  static constexpr uint32_t kMagicBits = static_cast<uint32_t>(127 + 24 - kBias - M) << 23;
-  // 2^(127-bias): rescales a narrow exponent field read as a float's.
-  static constexpr uint32_t kScaleBits = static_cast<uint32_t>(127 + 127 - kBias) << 23;
-
-  // Round to nearest, ties to even. Branch-free, so loops vectorize: both
-  // the normal and the subnormal result are computed and one is selected.
-  static uint32_t encode(float f) {
-    uint32_t x = floatBits(f);
-    uint32_t sign = (x >> 31) << (E + M);
-    uint32_t ax = x & 0x7fffffffu;
-    // Normal: rebias the exponent and round the dropped bits to even.
-    uint32_t odd = (ax >> (23 - M)) & 1u;
-    uint32_t normal =
-        (ax - (static_cast<uint32_t>(127 - kBias) << 23) + ((1u << (22 - M)) - 1) + odd) >>
-        (23 - M);
-    // Subnormal: adding a float whose ulp is the subnormal quantum makes the
-    // FPU round (to nearest even) at exactly the right bit.
-    float magic = bitsFloat(kMagicBits);
-    uint32_t sub = floatBits(bitsFloat(ax) + magic) - kMagicBits;
-    uint32_t code = select(ax < kMinNormalBits, sub, normal);
-    constexpr uint32_t kOverflow = kInf && !kSat ? kInfCode : kMaxCode;
-    code = select(code > kMaxCode, kOverflow, code);
-    code = select(ax == 0x7f800000u, kOverflow, code);
-    code = select(ax > 0x7f800000u, kNanCode, code);
-    return sign | code;
-  }
-
-  static float decode(uint32_t v) {
-    uint32_t sign = ((v >> (E + M)) & 1u) << 31;
-    uint32_t em = v & ((1u << (E + M)) - 1);
-    // Read the narrow exponent and mantissa as a float's and rescale: exact
-    // for normals and subnormals alike.
-    uint32_t r = floatBits(bitsFloat(em << (23 - M)) * bitsFloat(kScaleBits));
-    if constexpr (kInf) {
-      r = select(em >= kInfCode, 0x7f800000u | ((em & kMantMask) << (23 - M)), r);
-    } else {
-      r = select(em == (kInfCode | kMantMask), 0x7fc00000u, r);
-    }
-    return bitsFloat(sign | r);
-  }
-};
-
-using Half = Narrow<5, 10, true, false>;
-using E4M3 = Narrow<4, 3, false, true>;
-using E5M2 = Narrow<5, 2, true, true>;
-
-struct Bf16 {
-  static uint32_t encode(float f) {
-    uint32_t x = floatBits(f);
-    // Round to nearest even on the low 16 bits; overflow carries into inf.
-    uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-    return select((x & 0x7fffffffu) > 0x7f800000u, ((x >> 16) & 0x8000u) | 0x7fc0u, rounded);
-  }
-  static float decode(uint32_t v) { return bitsFloat(v << 16); }
-};
-
-// Storage type + codec for the narrow types.
-template <typename S, typename C>
-struct NarrowType {
-  using Storage = S;
-  static float load(S v) { return C::decode(v); }
-  static S store(float f) { return static_cast<S>(C::encode(f)); }
-};
-
-using HalfType = NarrowType<uint16_t, Half>;
-using Bf16Type = NarrowType<uint16_t, Bf16>;
-using E4M3Type = NarrowType<uint8_t, E4M3>;
-using E5M2Type = NarrowType<uint8_t, E5M2>;
-
-template <typename T>
-inline T wrapAdd(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-  } else {
-    return a + b;
-  }
-}
-
-template <typename T>
-inline T wrapMul(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    // Promote to at least unsigned int so that uint8 * uint8 cannot reach a
-    // signed int overflow.
-    using U = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
-    return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
-  } else {
-    return a * b;
-  }
-}
-
-// fmax/fmin semantics (a NaN operand is ignored unless both are NaN) as
-// compares and a select, which vectorize; std::fmax is a library call.
-template <typename T>
-inline T maxOf(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>)
-    return ((a < b) | (a != a)) ? b : a;
-  else
-    return a < b ? b : a;
-}
-
-template <typename T>
-inline T minOf(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>)
-    return ((b < a) | (a != a)) ? b : a;
-  else
-    return b < a ? b : a;
-}
-
-// One loop per (type, op): the op is a template parameter so each loop body
-// is branch-free and the compiler can vectorize it.
-template <ReduceOp kOp, typename T>
-inline T combine(T a, T b) {
-  if constexpr (kOp == ReduceOp::kSum || kOp == ReduceOp::kAvg)
-    return wrapAdd(a, b);
-  else if constexpr (kOp == ReduceOp::kProd)
-    return wrapMul(a, b);
-  else if constexpr (kOp == ReduceOp::kMax)
-    return maxOf(a, b);
-  else
-    return minOf(a, b);
-}
+// The arithmetic itself is elementwise.h's (shared with the GPU executor);
+// this file only arranges it into loops the compiler vectorizes.
+using elem::Bf16;
+using elem::Bf16Type;
+using elem::combine;
+using elem::E4M3;
+using elem::E4M3Type;
+using elem::E5M2;
+using elem::E5M2Type;
+using elem::Half;
+using elem::HalfType;
 
 // Loop bodies are force-inlined into a baseline and an AVX2 build of each
 // loop; reduce() picks one by CPU feature at run time (the binary stays
@@ -339,20 +197,6 @@ LoopFn loopFor(DataType t, ReduceOp op) {
   return nullptr;
 }
 
-template <typename T>
-void divideLoop(void* bufv, size_t n, int divisor) {
-  T* buf = static_cast<T*>(bufv);
-  for (size_t i = 0; i < n; ++i) buf[i] = static_cast<T>(buf[i] / static_cast<T>(divisor));
-}
-
-template <typename N>
-void divideNarrow(void* bufv, size_t n, int divisor) {
-  using S = typename N::Storage;
-  S* buf = static_cast<S*>(bufv);
-  float d = static_cast<float>(divisor);
-  for (size_t i = 0; i < n; ++i) buf[i] = N::store(N::load(buf[i]) / d);
-}
-
 }  // namespace
 
 void reduce(DataType type, ReduceOp op, void* dst, const void* a, const void* b, size_t count) {
@@ -367,32 +211,7 @@ void reduceMany(DataType type, ReduceOp op, void* dst, const void* const* srcs, 
 
 void divideInPlace(DataType type, void* buf, size_t count, int divisor) {
   CHORUS_CHECK(divisor > 0, "avg divisor must be positive");
-  switch (type) {
-    case DataType::kInt8:
-      return divideLoop<int8_t>(buf, count, divisor);
-    case DataType::kUint8:
-      return divideLoop<uint8_t>(buf, count, divisor);
-    case DataType::kInt32:
-      return divideLoop<int32_t>(buf, count, divisor);
-    case DataType::kUint32:
-      return divideLoop<uint32_t>(buf, count, divisor);
-    case DataType::kInt64:
-      return divideLoop<int64_t>(buf, count, divisor);
-    case DataType::kUint64:
-      return divideLoop<uint64_t>(buf, count, divisor);
-    case DataType::kFloat32:
-      return divideLoop<float>(buf, count, divisor);
-    case DataType::kFloat64:
-      return divideLoop<double>(buf, count, divisor);
-    case DataType::kFloat16:
-      return divideNarrow<HalfType>(buf, count, divisor);
-    case DataType::kBfloat16:
-      return divideNarrow<Bf16Type>(buf, count, divisor);
-    case DataType::kFp8E4M3:
-      return divideNarrow<E4M3Type>(buf, count, divisor);
-    case DataType::kFp8E5M2:
-      return divideNarrow<E5M2Type>(buf, count, divisor);
-  }
+  elem::divideRange(type, buf, divisor, 0, count, 1);
 }
 
 void setKernelIsa(KernelIsa isa) { gIsa.store(isa, std::memory_order_relaxed); }

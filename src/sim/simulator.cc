@@ -8,6 +8,8 @@
 #include <queue>
 #include <tuple>
 
+#include "ir/slicing.h"
+
 namespace chorus::sim {
 
 namespace {
@@ -106,9 +108,7 @@ class Engine {
  private:
   chorus::Status setup(Result& out);
   // Elements of a chunk in the threadblock's current slice iteration.
-  size_t sliceElems(const Tb& tb) const {
-    return std::min(sliceElems_, chunkElems_ - tb.iter * sliceElems_);
-  }
+  size_t sliceElems(const Tb& tb) const { return slicing_.sliceLen(tb.iter); }
   // A step moves its slice in parts (none empty), each forwarded on its own.
   size_t partsOf(const Tb& tb) const { return std::min(parts_, sliceElems(tb)); }
   size_t bytesOf(const Tb& tb, const ir::Step& s) const {
@@ -164,7 +164,8 @@ class Engine {
   std::vector<int> ready_;
   double now_ = 0;
   bool ratesDirty_ = false;
-  size_t chunkElems_ = 0, sliceElems_ = 0, iterations_ = 0, stepsPerIter_ = 0, transfers_ = 0;
+  ir::Slicing slicing_;  // the runtime's chunk and slice geometry (ir/slicing.h)
+  size_t iterations_ = 0, stepsPerIter_ = 0, transfers_ = 0;
   size_t parts_ = 1;
   double stepLatency_ = 0, overhead_ = 1;
   std::vector<double> linkBytes_, linkCap_;
@@ -198,10 +199,10 @@ chorus::Status Engine::setup(Result& out) {
                               a_.name + " serves (" + std::to_string(quantum * m * o_.elementSize) +
                               " bytes)");
   out.count = count;
-  chunkElems_ = count * m / static_cast<size_t>(a_.nchunksPerLoop);
   size_t slice = o_.sliceBytes > 0 ? o_.sliceBytes : ir::defaultSliceBytes(a_.protocol);
-  sliceElems_ = std::max<size_t>(1, slice / o_.elementSize);
-  iterations_ = (chunkElems_ + sliceElems_ - 1) / sliceElems_;
+  slicing_ =
+      ir::Slicing::make(o_.elementSize, count * m, static_cast<size_t>(a_.nchunksPerLoop), slice);
+  iterations_ = slicing_.iterations;
   parts_ = o_.partsPerSlice > 0 ? o_.partsPerSlice : defaultPartsPerSlice(a_.protocol);
   out.iterations = iterations_;
   stepLatency_ = o_.stepLatency >= 0 ? o_.stepLatency : protocolLatency(a_.protocol);

@@ -39,6 +39,18 @@ int runRank(const chorusUniqueId& id, int n, int rank) {
     std::printf("rank %d: communicator says rank %d of %d\n", rank, me, count);
     bad = 1;
   }
+  // PROBE_END=abort (the children inherit it): end with chorusCommAbort
+  // right after init, which must work on process communicators as on
+  // thread ones. No collective first: an abort ends peers' calls in flight.
+  const char* end = std::getenv("PROBE_END");
+  if (end != nullptr && std::strcmp(end, "abort") == 0) {
+    if (chorusCommAbort(comm) != chorusSuccess) {
+      std::printf("rank %d: abort failed: %s\n", rank, chorusGetLastError(nullptr));
+      bad = 1;
+    }
+    if (bad == 0) std::printf("rank %d of %d: ok\n", rank, n);
+    return bad;
+  }
   const size_t len = 3000;
   std::vector<int32_t> mine(len), sum(len), all(len * static_cast<size_t>(n));
   for (size_t i = 0; i < len; ++i) mine[i] = rank * 100000 + static_cast<int32_t>(i);

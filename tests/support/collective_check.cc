@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/check.h"
+#include "runtime/engine_host.h"
 #include "tests/support/files.h"
 
 namespace chorus::testing {
@@ -24,8 +25,19 @@ void runAndCheck(const VerifiedAlgorithm& va, const Case& c) {
   threaded.sliceBytes = c.options.sliceBytes;
   threaded.slots = c.options.slots;
   const auto& calls = data.value().calls();
-  Status st =
-      c.threaded ? runThreaded(va, calls, threaded) : runDeterministic(va, calls, c.options);
+  Status st;
+  if (c.engineThreads > 0) {
+    runtime::PlanRunOptions eo;
+    eo.threads = c.engineThreads;
+    eo.protocol = c.protocol;
+    eo.sliceBytes = c.options.sliceBytes;
+    eo.slots = c.options.slots;
+    auto world = runtime::PlanWorld::make(va, eo);
+    ASSERT_TRUE(world.isOk()) << world.status().toString();
+    st = world.value()->run(calls);
+  } else {
+    st = c.threaded ? runThreaded(va, calls, threaded) : runDeterministic(va, calls, c.options);
+  }
   ASSERT_TRUE(st.isOk()) << st.toString();
   std::string first;
   size_t wrong = data.value().countWrong(&first);
@@ -34,5 +46,28 @@ void runAndCheck(const VerifiedAlgorithm& va, const Case& c) {
 }
 
 size_t unitCount(const ir::Algorithm& a) { return runtime::countQuantum(a); }
+
+void runOnEngineEveryWay(const VerifiedAlgorithm& va, const verify::PostCondition* spec,
+                         int threads, int slots) {
+  std::vector<bool> forms;
+  if (va.algo().outofplace) forms.push_back(false);
+  if (va.algo().inplace) forms.push_back(true);
+  for (bool inplace : forms)
+    for (ir::Protocol protocol : {ir::Protocol::kSimple, ir::Protocol::kLL, ir::Protocol::kLL128})
+      for (size_t slice : {size_t{4}, size_t{0}}) {
+        SCOPED_TRACE(std::string(inplace ? "in place " : "out of place ") +
+                     std::string(ir::protocolName(protocol)) + " slice " + std::to_string(slice));
+        Case c;
+        c.count = unitCount(va.algo()) * 3;
+        c.inplace = inplace;
+        c.type = DataType::kInt32;
+        c.options.sliceBytes = slice;
+        c.options.slots = slots;
+        c.engineThreads = threads;
+        c.protocol = static_cast<int>(protocol);
+        c.spec = spec;
+        runAndCheck(va, c);
+      }
+}
 
 }  // namespace chorus::testing

@@ -19,6 +19,11 @@ struct Case {
   runtime::DeterministicOptions options;
   bool threaded = false;                        // run with runThreaded (same slices and slots)
   const verify::PostCondition* spec = nullptr;  // a custom collective's meaning
+  // > 0: run on the step engine (engine_host.h, the CUDA executor's code)
+  // with this many host threads, `protocol` choosing the slot layout
+  // (-1: the algorithm's); options.sliceBytes and options.slots apply.
+  int engineThreads = 0;
+  int protocol = -1;
 };
 
 // Loads and verifies an algorithm file (ADD_FAILURE and nullptr if it fails).
@@ -27,5 +32,11 @@ std::shared_ptr<const runtime::VerifiedAlgorithm> load(const std::string& path);
 size_t unitCount(const ir::Algorithm& a);
 // Runs `va` for `c` on fresh buffers and checks every output element.
 void runAndCheck(const runtime::VerifiedAlgorithm& va, const Case& c);
+
+// The step engine (engine_host.h) on `va` in each call form it serves, with
+// each protocol's slot layout, at two slice sizes (4 bytes: many iterations
+// and odd LL / LL128 tails; the protocol's default), int32 sums checked.
+void runOnEngineEveryWay(const runtime::VerifiedAlgorithm& va, const verify::PostCondition* spec,
+                         int threads, int slots);
 
 }  // namespace chorus::testing

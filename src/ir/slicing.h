@@ -1,0 +1,54 @@
+// How a call's elements map onto an algorithm's chunks and slice iterations
+// (IR.md section 3) and when a step's dependency is met (section 4): the one
+// description the CPU executor, the simulator, the step engine and the CUDA
+// executor all use, so they describe the same run.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/hd.h"
+
+namespace chorus::ir {
+
+struct Slicing {
+  size_t elemSize = 0;
+  size_t totalElems = 0;  // T = count x m
+  size_t chunkElems = 0;  // S = T / nchunksperloop
+  size_t sliceElems = 0;  // elements of each chunk per iteration
+  size_t iterations = 0;  // ceil(S / sliceElems)
+
+  // T elements in `nchunks` chunks, moved `sliceBytes` of each chunk per
+  // iteration (at least one element). T must split into the chunks.
+  CHORUS_HD static Slicing make(size_t elemSize, size_t totalElems, size_t nchunks,
+                                size_t sliceBytes) {
+    Slicing s;
+    s.elemSize = elemSize;
+    s.totalElems = totalElems;
+    s.chunkElems = nchunks == 0 ? 0 : totalElems / nchunks;
+    s.sliceElems = sliceBytes / elemSize > 0 ? sliceBytes / elemSize : 1;
+    s.iterations = (s.chunkElems + s.sliceElems - 1) / s.sliceElems;
+    return s;
+  }
+  // Elements of each chunk that iteration `iter` moves (the last may be short).
+  CHORUS_HD size_t sliceLen(size_t iter) const {
+    size_t left = chunkElems - iter * sliceElems;
+    return left < sliceElems ? left : sliceElems;
+  }
+  // Element offset of chunk `chunk`'s slice at iteration `iter` in a buffer.
+  CHORUS_HD size_t sliceOffset(size_t chunk, size_t iter) const {
+    return chunk * chunkElems + iter * sliceElems;
+  }
+  // A step's `count` chunks are contiguous in its buffers at one iteration
+  // when a chunk is one slice (or there is one chunk).
+  CHORUS_HD bool contiguous(int count) const { return count == 1 || iterations == 1; }
+};
+
+// A step with dependency (depTb, depStep) at iteration `iter` may run once
+// threadblock depTb has completed this many steps (it runs `depTbSteps`
+// steps per iteration): its dependency's instance of the same iteration.
+CHORUS_HD inline uint64_t stepsNeeded(size_t iter, size_t depTbSteps, int depStep) {
+  return static_cast<uint64_t>(iter) * depTbSteps + static_cast<uint64_t>(depStep) + 1;
+}
+
+}  // namespace chorus::ir

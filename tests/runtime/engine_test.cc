@@ -1,0 +1,154 @@
+// The step engine (engine.h): the CUDA executor's step and protocol code,
+// run on the host with a thread standing in for each block. Every
+// production file and every `chorus gen` program at 8 ranks, in each call
+// form it serves, with each protocol's slot layout (Simple, LL, LL128),
+// checked element by element; every data type and op on the production
+// allreduces; several host threads (label `threads`, run under TSan) with
+// one slot per connection; and the errors a caller can cause.
+#include <gtest/gtest.h>
+
+#include "api/generate.h"
+#include "compiler/compiler.h"
+#include "lang/registry.h"
+#include "runtime/check.h"
+#include "runtime/engine_host.h"
+#include "runtime/flat_plan.h"
+#include "tests/support/collective_check.h"
+#include "tests/support/files.h"
+#include "verify/verifier.h"
+
+namespace chorus::runtime {
+namespace {
+
+using chorus::testing::Case;
+using chorus::testing::load;
+using chorus::testing::runAndCheck;
+using chorus::testing::unitCount;
+
+TEST(StepEngine, PlanLowersEveryStepAndConnection) {
+  auto va = load(std::string(CHORUS_MSCCL_DIR) + "/ap4ll.xml");
+  ASSERT_TRUE(va);
+  FlatPlan p = FlatPlan::lower(*va);
+  const ir::Algorithm& a = va->algo();
+  EXPECT_EQ(p.nranks, a.ngpus);
+  EXPECT_EQ(p.blocks.size(), a.totalThreadblocks());
+  EXPECT_EQ(p.steps.size(), a.totalSteps());
+  for (const ir::Rank& r : a.ranks)
+    for (const ir::Threadblock& tb : r.tbs) {
+      const PlanBlock& b = p.blocks[static_cast<size_t>(p.rankFirstBlock[r.id] + tb.id)];
+      EXPECT_EQ(b.rank, r.id);
+      EXPECT_EQ(b.tb, tb.id);
+      if (tb.sendPeer >= 0) {
+        const PlanConn& c = p.conns[static_cast<size_t>(b.sendConn)];
+        EXPECT_EQ(c.from, r.id);
+        EXPECT_EQ(c.to, tb.sendPeer);
+        EXPECT_EQ(c.channel, tb.channel);
+        EXPECT_EQ(p.blocks[static_cast<size_t>(c.recvBlock)].rank, tb.sendPeer);
+      }
+      for (size_t i = 0; i < tb.steps.size(); ++i) {
+        const ir::Step& s = tb.steps[i];
+        const PlanStep& ps = p.steps[static_cast<size_t>(b.firstStep) + i];
+        EXPECT_EQ(ps.type, static_cast<uint8_t>(s.type));
+        EXPECT_EQ(ps.count, s.count);
+        if (s.depTb >= 0) {
+          EXPECT_EQ(p.blocks[static_cast<size_t>(ps.depBlock)].tb, s.depTb);
+          EXPECT_EQ(ps.depSteps,
+                    static_cast<int>(r.tbs[static_cast<size_t>(s.depTb)].steps.size()));
+        } else {
+          EXPECT_EQ(ps.depBlock, -1);
+        }
+      }
+    }
+}
+
+TEST(StepEngine, ProductionFilesWithEveryProtocol) {
+  for (const auto& path : chorus::testing::productionFiles()) {
+    SCOPED_TRACE(chorus::testing::baseName(path));
+    auto va = load(path);
+    ASSERT_TRUE(va);
+    chorus::testing::runOnEngineEveryWay(*va, nullptr, /*threads=*/1, /*slots=*/2);
+  }
+}
+
+TEST(StepEngine, EveryDslProgramAtEightRanks) {
+  int ran = 0;
+  for (const lang::ProgramEntry& e : lang::programs()) {
+    if (!e.ranksOk(8)) continue;
+    ++ran;
+    for (bool inplace : {false, true}) {
+      SCOPED_TRACE(e.name + (inplace ? " in place" : " out of place"));
+      lang::ProgramOptions o;
+      o.name = e.name;
+      o.collective = e.collective;
+      o.ranks = 8;
+      o.inplace = inplace;
+      o.chunkFactor *= e.chunkFactor(o);
+      lang::Program p(o);
+      e.build(p);
+      compiler::Compiled c = compiler::compile(p);
+      ASSERT_TRUE(c.ok());
+      std::optional<verify::PostCondition> spec = postconditionOf(p, c);
+      auto va = VerifiedAlgorithm::make(std::move(c.algo));
+      ASSERT_TRUE(va.isOk()) << va.status().toString();
+      chorus::testing::runOnEngineEveryWay(*va.value(), spec ? &*spec : nullptr, /*threads=*/1,
+                                           /*slots=*/8);
+    }
+  }
+  // Every program serves 8 ranks; none may slip out of the test.
+  EXPECT_EQ(ran, static_cast<int>(lang::programs().size()));
+}
+
+TEST(StepEngine, EveryTypeAndOpBitForBit) {
+  for (const char* file : {"/r48ll.xml", "/ap4ll.xml"}) {
+    auto va = load(std::string(CHORUS_MSCCL_DIR) + file);
+    ASSERT_TRUE(va);
+    for (int t = 0; t < kNumDataTypes; ++t)
+      for (int op = 0; op < kNumReduceOps; ++op) {
+        SCOPED_TRACE(std::string(file) + " " + std::string(dataTypeName(static_cast<DataType>(t))) +
+                     " " + std::string(reduceOpName(static_cast<ReduceOp>(op))));
+        Case c;
+        c.type = static_cast<DataType>(t);
+        c.op = static_cast<ReduceOp>(op);
+        c.count = unitCount(va->algo()) * 5;
+        c.inplace = true;
+        c.options.sliceBytes = 3 * dataTypeSize(c.type);  // odd line tails
+        c.engineThreads = 1;
+        runAndCheck(*va, c);
+      }
+  }
+}
+
+// Several host threads polling blocks at once: the protocols' memory
+// ordering as C++ atomics, under TSan in CI (label threads).
+TEST(StepEngine, BadCallsAreRefused) {
+  auto va = load(std::string(CHORUS_MSCCL_DIR) + "/ag-1m.xml");
+  ASSERT_TRUE(va);
+  auto w = PlanWorld::make(*va);
+  ASSERT_TRUE(w.isOk());
+  auto data = CollectiveData::make(*va, unitCount(va->algo()), DataType::kFloat32, ReduceOp::kSum,
+                                   va->algo().inplace);
+  ASSERT_TRUE(data.isOk());
+  std::vector<CallArgs> calls = data.value().calls();
+  calls[0].op = ReduceOp::kAvg;
+  for (auto& c : calls) c.op = ReduceOp::kAvg;
+  Status st = w.value()->run(calls);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("avg needs a reducing collective"), std::string::npos);
+  calls = data.value().calls();
+  calls[3].count += 1;
+  EXPECT_EQ(w.value()->run(calls).code(), StatusCode::kInvalidArgument);
+  calls = data.value().calls();
+  calls.pop_back();
+  EXPECT_EQ(w.value()->run(calls).code(), StatusCode::kInvalidArgument);
+  PlanRunOptions bad;
+  bad.slots = 0;
+  EXPECT_EQ(PlanWorld::make(*va, bad).status().code(), StatusCode::kInvalidArgument);
+  bad = {};
+  bad.threads = 0;
+  EXPECT_EQ(PlanWorld::make(*va, bad).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Two sends before a receive with one slot: blocked forever, reported with
+// every stuck block's position, on one thread and on several.
+}  // namespace
+}  // namespace chorus::runtime
