@@ -97,6 +97,41 @@ int FlatPlan::maxCount() const {
   return m;
 }
 
+double FlatPlan::bytesMoved(const ir::Slicing& g, ir::Protocol p) const {
+  double wire = p == ir::Protocol::kLL ? 2.0 : p == ir::Protocol::kLL128 ? 128.0 / 120.0 : 1.0;
+  // Per chunk of one slice: local reads and writes, slot writes and reads.
+  auto perChunk = [&](ir::StepType t) -> double {
+    switch (t) {
+      case ir::StepType::kSend:
+        return 1 + wire;  // read src, write the slot
+      case ir::StepType::kRecv:
+        return wire + 1;  // read the slot, write dst
+      case ir::StepType::kRecvCopySend:
+        return wire + 1 + wire;
+      case ir::StepType::kRecvReduceSend:
+        return wire + 1 + wire;
+      case ir::StepType::kRecvReduceCopy:
+        return wire + 1 + 1;
+      case ir::StepType::kRecvReduceCopySend:
+        return wire + 1 + 1 + wire;
+      case ir::StepType::kCopy:
+        return 2;
+      case ir::StepType::kReduce:
+        return 3;
+      case ir::StepType::kNop:
+        return 0;
+    }
+    return 0;
+  };
+  double total = 0;
+  for (size_t it = 0; it < g.iterations; ++it) {
+    double slice = static_cast<double>(g.sliceLen(it) * g.elemSize);
+    for (const PlanStep& s : steps)
+      total += perChunk(static_cast<ir::StepType>(s.type)) * s.count * slice;
+  }
+  return total;
+}
+
 bool FlatPlan::dividesOutput(int rank, ReduceOp op) const {
   if (op != ReduceOp::kAvg || !reducesToOutput(collective)) return false;
   return collective != CollectiveKind::kReduce || rank == root;

@@ -14,6 +14,7 @@
 
 #include "core/types.h"
 #include "ir/ir.h"
+#include "ir/slicing.h"
 #include "runtime/executor.h"
 
 namespace chorus::runtime {
@@ -73,6 +74,13 @@ struct FlatPlan {
   }
   // The largest message on any connection, in chunks.
   int maxCount() const;
+  // Bytes one call's steps read and write in memory, every rank together:
+  // buffers and scratch as the steps touch them, slots at `protocol`'s line
+  // size (LL's 8 bytes per 4, LL128's 128 per 120). The engine's LL and
+  // LL128 staging is not counted: it is the implementation's, not the
+  // algorithm's. What `chorus perf --device` rates against the device's copy
+  // bandwidth.
+  double bytesMoved(const ir::Slicing& g, ir::Protocol p) const;
   // Whether rank r's output must be divided by the rank count at the end of
   // a call with `op` (avg on a reducing collective; for reduce, the root).
   bool dividesOutput(int rank, ReduceOp op) const;

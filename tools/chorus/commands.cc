@@ -18,6 +18,8 @@
 #include "ir/xml_writer.h"
 #include "runtime/check.h"
 #include "runtime/driver.h"
+#include "runtime/flat_plan.h"
+#include "tools/chorus/device.h"
 #include "verify/graph.h"
 #include "verify/verifier.h"
 
@@ -319,6 +321,79 @@ int runConvert(const ConvertArgs& args) {
   return 0;
 }
 
+namespace {
+
+// `chorus run FILE --device engine|cuda`: the same call on the step engine
+// or the CUDA executor, timed per call (buffers refreshed before each) and
+// checked as on CPU ranks.
+int runOnDevice(const RunArgs& args, const runtime::VerifiedAlgorithm& va,
+                runtime::CollectiveData& data, size_t count, bool inplace) {
+  auto fail = [](const std::string& msg) {
+    std::fprintf(stderr, "chorus run: %s\n", msg.c_str());
+    return 2;
+  };
+  const ir::Algorithm& a = va.algo();
+  BackendOptions bo;
+  bo.device = args.device;
+  bo.gpu = args.gpu;
+  bo.hostThreads = args.hostThreads;
+  bo.threadsPerBlock = args.threadsPerBlock;
+  bo.sliceBytes = args.sliceBytes;
+  bo.slots = args.slots;
+  auto made = Backend::make(bo);
+  if (!made.isOk()) return fail(made.status().message());
+  Backend& b = *made.value();
+  if (Status st = b.bind(data.calls(), a.collective, a.ngpus); !st.isOk())
+    return fail(st.message());
+  auto type = data.calls()[0].type;
+  size_t bytes = count * dataTypeSize(type) * runtime::countMultiplier(a);
+  auto geometry = runtime::planCall(va, data.calls(), args.sliceBytes);
+  if (!geometry.isOk()) return fail(geometry.status().message());
+  fmt::print("algorithm  {} ({}): {}, {} ranks, {}, {}\n", a.name, args.file, a.collectiveName,
+             a.ngpus, inplace ? "in-place" : "out-of-place", ir::protocolName(a.protocol));
+  fmt::print("call       count {} {} {} ({} bytes), {} iteration(s) of {} elements per chunk\n",
+             count, dataTypeName(type), reduceOpName(data.calls()[0].op), bytes,
+             geometry.value().iterations, geometry.value().sliceElems);
+  fmt::print("device     {}, {} slot(s) per connection\n", b.describe(), args.slots);
+  auto once = [&]() -> Status {
+    if (Status st = b.enqueue(va, b.calls()); !st.isOk()) return st;
+    return b.wait();
+  };
+  if (Status st = b.upload(); !st.isOk()) return fail(st.message());
+  for (int i = 0; i < args.warmup; ++i)
+    if (Status st = once(); !st.isOk()) return fail(st.toString());
+  double total = 0;
+  for (int i = 0; i < args.iters; ++i) {
+    data.reset();
+    if (Status st = b.upload(); !st.isOk()) return fail(st.message());
+    auto t0 = std::chrono::steady_clock::now();
+    Status st = once();
+    total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!st.isOk()) return fail(st.toString());
+  }
+  if (Status st = b.download(); !st.isOk()) return fail(st.message());
+  double secs = total / args.iters;
+  double algbw = static_cast<double>(bytes) / secs / 1e9;
+  double moved = runtime::FlatPlan::lower(va).bytesMoved(geometry.value(), a.protocol);
+  fmt::print(
+      "time       {:.1f} us per call (mean of {}, after {} warm-up)   algbw {:.3f} GB/s   "
+      "busbw {:.3f} GB/s\n",
+      secs * 1e6, args.iters, args.warmup, algbw,
+      algbw * busBandwidthFactor(a.collective, a.ngpus));
+  fmt::print(
+      "memory     {:.3f} GB/s read+written by the steps = {:.1f} % of the copy bandwidth "
+      "({:.1f} GB/s: {})\n",
+      moved / secs / 1e9, 100.0 * moved / secs / b.copyBandwidth(), b.copyBandwidth() / 1e9,
+      b.copyBandwidthHow());
+  if (!args.check) return 0;
+  std::string first;
+  size_t wrong = data.countWrong(&first);
+  fmt::print("check      {} wrong element(s){}\n", wrong, wrong ? " (first: " + first + ")" : "");
+  return wrong == 0 ? 0 : 1;
+}
+
+}  // namespace
+
 int runRun(const RunArgs& args) {
   auto fail = [](const std::string& msg) {
     std::fprintf(stderr, "chorus run: %s\n", msg.c_str());
@@ -365,6 +440,10 @@ int runRun(const RunArgs& args) {
                                             spec ? &*spec : nullptr);
   if (!data.isOk()) return fail(data.status().message());
   const auto& calls = data.value().calls();
+  if (args.device != "cpu") {
+    if (args.procs > 0) return fail("--procs runs CPU ranks; it excludes --device");
+    return runOnDevice(args, *va.value(), data.value(), count, inplace);
+  }
   // Prepared once (connections, scratch, executors; all memory touched now),
   // then run for every warm-up and timed call without allocating.
   auto prepared = runtime::PreparedCall::make(*va.value(), calls, args.sliceBytes, args.slots);

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -17,11 +18,14 @@
 #include <vector>
 
 #include "api/convert.h"
+#include "api/plan.h"
 #include "chorus/chorus.hpp"
 #include "runtime/bootstrap.h"
 #include "runtime/check.h"
+#include "runtime/flat_plan.h"
 #include "runtime/selection.h"
 #include "tools/chorus/commands.h"
+#include "tools/chorus/device.h"
 
 namespace chorus::cli {
 
@@ -58,6 +62,7 @@ struct Measure {
   double us = 0;
   size_t wrong = 0;
   std::string error;
+  double memFrac = -1;  // --device: bytes the steps moved per second / copy bandwidth
 };
 
 // Runs one form (in place or not) of one size: warm-up, timed calls,
@@ -163,19 +168,95 @@ Measure measure(const PerfArgs& a, CollectiveKind coll, const Local& local, chor
   return m;
 }
 
+// What --device runs: the backend, the explicit algorithm (or none:
+// selection by size as the C API does) and each algorithm's plan.
+struct DeviceRun {
+  Backend* backend = nullptr;
+  std::shared_ptr<const runtime::VerifiedAlgorithm> algo;
+  std::unique_ptr<api::BuiltinCache> builtins;
+  std::map<const runtime::VerifiedAlgorithm*, runtime::FlatPlan> plans;
+};
+
+// measure() for --device engine|cuda: the same sequence (warm-up, timed
+// calls, one checked call on fresh inputs) with every rank's part of a
+// call enqueued together, as one launch per algorithm part.
+Measure measureOnDevice(const PerfArgs& a, CollectiveKind coll, int n, DeviceRun& dev, size_t count,
+                        DataType type, ReduceOp op, bool inplace) {
+  Measure m;
+  Backend& b = *dev.backend;
+  auto data = runtime::CollectiveData::make(coll, n, a.root, count, type, op, inplace);
+  if (!data.isOk()) {
+    m.error = data.status().message();
+    return m;
+  }
+  runtime::CollectiveData& d = data.value();
+  runtime::SelectionRequest req;
+  req.collective = coll;
+  req.nranks = n;
+  req.inplace = inplace;
+  req.count = count;
+  req.type = type;
+  req.op = op;
+  req.root = isRooted(coll) ? a.root : -1;
+  auto parts = api::planParts(req, dev.algo, *dev.builtins, nullptr);
+  auto failed = [&](const Status& st) {
+    m.error = st.message();
+    return m;
+  };
+  if (!parts.isOk()) return failed(parts.status());
+  if (Status st = b.bind(d.calls(), coll, n); !st.isOk()) return failed(st);
+  if (Status st = b.upload(); !st.isOk()) return failed(st);
+  double moved = 0;
+  std::vector<std::vector<runtime::CallArgs>> partCalls;
+  for (const api::PlanPart& p : parts.value()) {
+    std::vector<runtime::CallArgs> calls;
+    for (const runtime::CallArgs& c : b.calls()) calls.push_back(api::partArgs(c, p));
+    auto g = runtime::planCall(*p.va, calls, 0);
+    if (!g.isOk()) return failed(g.status());
+    auto it = dev.plans.find(p.va.get());
+    if (it == dev.plans.end())
+      it = dev.plans.emplace(p.va.get(), runtime::FlatPlan::lower(*p.va)).first;
+    moved += it->second.bytesMoved(g.value(), p.va->algo().protocol);
+    partCalls.push_back(std::move(calls));
+  }
+  auto call = [&]() -> Status {
+    for (size_t i = 0; i < partCalls.size(); ++i)
+      if (Status st = b.enqueue(*parts.value()[i].va, partCalls[i]); !st.isOk()) return st;
+    return Status::ok();
+  };
+  auto calls = [&](int k) -> Status {
+    for (int i = 0; i < k; ++i)
+      if (Status st = call(); !st.isOk()) return st;
+    return b.wait();
+  };
+  if (Status st = calls(a.warmup); !st.isOk()) return failed(st);
+  auto t0 = Clock::now();
+  if (Status st = calls(a.iters); !st.isOk()) return failed(st);
+  m.us = seconds(Clock::now() - t0) * 1e6 / std::max(1, a.iters);
+  m.memFrac = moved / (m.us * 1e-6) / b.copyBandwidth();
+  if (!a.check) return m;
+  d.reset();
+  if (Status st = b.upload(); !st.isOk()) return failed(st);
+  if (Status st = calls(1); !st.isOk()) return failed(st);
+  if (Status st = b.download(); !st.isOk()) return failed(st);
+  m.wrong = d.countWrong();
+  return m;
+}
+
 // One call form's cells of a row: time, algbw, busbw, fraction of memcpy,
 // #wrong; blank ("-" in the table) for a form the algorithm does not serve.
 std::string formCells(bool served, const Measure& m, double alg, double bus, double memBw,
                       bool check, bool csv) {
   char buf[128];
   std::string wrong = check ? std::to_string(m.wrong) : "N/A";
+  double mem = m.memFrac >= 0 ? m.memFrac : bus / memBw;
   if (csv && served)
-    std::snprintf(buf, sizeof buf, "%.3f,%.4f,%.4f,%.4f,%s", m.us, alg, bus, bus / memBw,
+    std::snprintf(buf, sizeof buf, "%.3f,%.4f,%.4f,%.4f,%s", m.us, alg, bus, mem,
                   check ? wrong.c_str() : "");
   else if (csv)
     std::snprintf(buf, sizeof buf, ",,,,");
   else if (served)
-    std::snprintf(buf, sizeof buf, " %9.1f %7.3f %7.3f %5.2f %6s", m.us, alg, bus, bus / memBw,
+    std::snprintf(buf, sizeof buf, " %9.1f %7.3f %7.3f %5.2f %6s", m.us, alg, bus, mem,
                   wrong.c_str());
   else
     std::snprintf(buf, sizeof buf, " %9s %7s %7s %5s %6s", "-", "-", "-", "-", "-");
@@ -247,7 +328,32 @@ int runPerf(const PerfArgs& a) {
     return 2;
   }
   Local local;
-  if (auto env = runtime::bootstrapConfigFromEnvironment(); env.isOk()) {
+  const bool onDevice = a.device != "cpu";
+  DeviceRun dev;
+  std::unique_ptr<Backend> backend;
+  if (onDevice) {
+    // Every rank in this process, its calls enqueued together.
+    if (sendRecv || a.procs > 0) {
+      std::fprintf(stderr,
+                   "chorus perf: --device runs the collectives of one process's ranks "
+                   "(no sendrecv, no --procs)\n");
+      return 2;
+    }
+    BackendOptions bo;
+    bo.device = a.device;
+    bo.gpu = a.gpu;
+    bo.hostThreads = a.hostThreads;
+    bo.threadsPerBlock = a.threadsPerBlock;
+    auto made = Backend::make(bo);
+    if (!made.isOk()) {
+      std::fprintf(stderr, "chorus perf: %s\n", made.status().message().c_str());
+      return 2;
+    }
+    backend = std::move(made).value();
+    dev.backend = backend.get();
+    dev.builtins = std::make_unique<api::BuiltinCache>(a.ranks);
+    local.nranks = a.ranks;
+  } else if (auto env = runtime::bootstrapConfigFromEnvironment(); env.isOk()) {
     // One rank of a multi-process job (chorus launch, torchrun, mpirun).
     chorusComm_t c = nullptr;
     if (ApiResult r = check(chorusCommInitFromEnv(&c)); !r.ok()) {
@@ -280,7 +386,16 @@ int runPerf(const PerfArgs& a) {
       served[1] = va.value()->algo().inplace;
     }
   }
-  if (!a.algo.empty()) {
+  if (!a.algo.empty() && onDevice) {
+    bool file = a.algo.find('.') != std::string::npos || a.algo.find('/') != std::string::npos;
+    auto va = file ? runtime::loadVerifiedFile(a.algo) : dev.builtins->get(a.algo, a.root);
+    if (!va.isOk()) {
+      std::fprintf(stderr, "chorus perf: --algo %s: %s\n", a.algo.c_str(),
+                   va.status().message().c_str());
+      return 2;
+    }
+    dev.algo = va.value();
+  } else if (!a.algo.empty()) {
     chorusResult_t res =
         a.algo.find('.') != std::string::npos || a.algo.find('/') != std::string::npos
             ? chorusLoadAlgo(a.algo.c_str(), &algo, 0)
@@ -293,7 +408,9 @@ int runPerf(const PerfArgs& a) {
   }
 
   // Only the printing rank measures memcpy (the others would disturb it).
-  double memBw = printer ? memcpyBandwidth() / 1e9 : 1.0;
+  double memBw = onDevice  ? backend->copyBandwidth() / 1e9
+                 : printer ? memcpyBandwidth() / 1e9
+                           : 1.0;
   size_t esz = dataTypeSize(*type);
   const bool reduces = coll == CollectiveKind::kAllReduce ||
                        coll == CollectiveKind::kReduceScatter || coll == CollectiveKind::kReduce;
@@ -314,10 +431,21 @@ int runPerf(const PerfArgs& a) {
                                                       : "shared memory";
     std::printf("# chorus perf %s: %d ranks (%s), %s, iters %d, warmup %d%s\n",
                 a.collective.c_str(), local.nranks,
-                local.me < 0 ? "threads of one process" : ("processes: " + transport).c_str(),
+                onDevice       ? ("--device " + a.device).c_str()
+                : local.me < 0 ? "threads of one process"
+                               : ("processes: " + transport).c_str(),
                 a.algo.empty() ? "automatic selection" : a.algo.c_str(), a.iters, a.warmup,
                 a.check ? ", checked" : "");
-    std::printf("# memcpy bandwidth: %.2f GB/s (64 MiB, best of 5); mem = busbw / memcpy\n", memBw);
+    if (onDevice) {
+      std::printf("# device: %s\n", backend->describe().c_str());
+      std::printf(
+          "# copy bandwidth: %.2f GB/s (%s); mem = bytes the steps read and write per second / "
+          "copy bandwidth\n",
+          memBw, backend->copyBandwidthHow().c_str());
+    } else {
+      std::printf("# memcpy bandwidth: %.2f GB/s (64 MiB, best of 5); mem = busbw / memcpy\n",
+                  memBw);
+    }
     std::printf("#%74s %36s\n", "out-of-place", "in-place");
     std::printf("# %10s %12s %6s %6s %5s %9s %7s %7s %5s %6s %9s %7s %7s %5s %6s\n", "size",
                 "count", "type", "redop", "root", "time", "algbw", "busbw", "mem", "#wrong", "time",
@@ -339,7 +467,9 @@ int runPerf(const PerfArgs& a) {
     bool inplaceForms[2] = {false, true};
     for (int f = 0; f < 2; ++f) {
       if (!served[f]) continue;
-      forms[f] = measure(a, coll, local, algo, count, *type, *op, inplaceForms[f]);
+      forms[f] =
+          onDevice ? measureOnDevice(a, coll, local.nranks, dev, count, *type, *op, inplaceForms[f])
+                   : measure(a, coll, local, algo, count, *type, *op, inplaceForms[f]);
       if (!forms[f].error.empty()) {
         std::fprintf(stderr, "chorus perf: %zu bytes, %s: %s\n", bytes,
                      f ? "in-place" : "out-of-place", forms[f].error.c_str());

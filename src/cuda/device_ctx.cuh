@@ -1,0 +1,90 @@
+// The step engine's Ctx in a CUDA block (see runtime/engine.h): the
+// block's threads share each step, the barrier and votes are
+// __syncthreads's, and counters and flags are read and written with the
+// PTX memory model's acquire / release / relaxed operations at system
+// scope (peers may be other GPUs, or the host for the control word).
+//
+// Memory ordering, per protocol (engine.h has the layouts):
+//   Simple  every thread writes its part of the slot, fences
+//           (__threadfence_system), the block synchronizes, and thread 0
+//           stores head with st.release; every receiving thread loads head
+//           with ld.acquire before it reads the slot, so each reader has
+//           its own acquire that synchronizes with the release whose
+//           fence-cumulativity covers all the writers' stores.
+//   LL      each 8-byte line is written by one st.relaxed of 64 bits and
+//           read by one ld.relaxed of 64 bits: single-copy atomicity of an
+//           aligned 8-byte access makes payload and flag arrive together;
+//           a thread only uses a line whose flag it saw.
+//   LL128   a line's writer stores its 15 payload words, then the flag with
+//           st.release; a reader loads the flag with ld.acquire, then the
+//           payload (the same thread checks and unpacks a line).
+//   Freeing a slot (tail) and completing a step (the dependency counters)
+//   follow Simple's pattern; the last block of a rank to finish takes a
+//   fetch-add with acq_rel before dividing avg's output.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace chorus::cuda {
+
+struct DeviceCtx {
+  __device__ __forceinline__ int tid() const { return static_cast<int>(threadIdx.x); }
+  __device__ __forceinline__ int nthreads() const { return static_cast<int>(blockDim.x); }
+  __device__ __forceinline__ bool all(bool x) const { return __syncthreads_and(x) != 0; }
+  __device__ __forceinline__ bool any(bool x) const { return __syncthreads_or(x) != 0; }
+  __device__ __forceinline__ void sync() const { __syncthreads(); }
+  __device__ __forceinline__ void fenceRelease() const { __threadfence_system(); }
+  __device__ __forceinline__ void fenceAcquire() const { __threadfence_system(); }
+
+  __device__ __forceinline__ uint64_t loadAcquire(const uint64_t* p) const {
+    uint64_t v;
+    asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+  }
+  __device__ __forceinline__ uint64_t loadRelaxed(const uint64_t* p) const {
+    uint64_t v;
+    asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+  }
+  __device__ __forceinline__ void storeRelease(uint64_t* p, uint64_t v) const {
+    asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  }
+  __device__ __forceinline__ void storeRelaxed(uint64_t* p, uint64_t v) const {
+    asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  }
+  __device__ __forceinline__ uint32_t fetchAddAcqRel(uint32_t* p, uint32_t v) const {
+    uint32_t old;
+    asm volatile("atom.acq_rel.sys.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+  }
+
+  // The block's threads copy `bytes` together, 16 bytes per access where
+  // both ends are 16-byte aligned (8, 4, 1 otherwise).
+  __device__ __forceinline__ void copy(unsigned char* dst, const unsigned char* src,
+                                       size_t bytes) const {
+    auto both = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src);
+    if (both % 16 == 0) {
+      copyAs<uint4>(dst, src, bytes);
+    } else if (both % 8 == 0) {
+      copyAs<uint64_t>(dst, src, bytes);
+    } else if (both % 4 == 0) {
+      copyAs<uint32_t>(dst, src, bytes);
+    } else {
+      for (size_t i = threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
+    }
+  }
+
+ private:
+  template <typename V>
+  __device__ __forceinline__ void copyAs(unsigned char* dst, const unsigned char* src,
+                                         size_t bytes) const {
+    size_t n = bytes / sizeof(V);
+    auto* d = reinterpret_cast<V*>(dst);
+    const auto* s = reinterpret_cast<const V*>(src);
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x) d[i] = s[i];
+    for (size_t i = n * sizeof(V) + threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
+  }
+};
+
+}  // namespace chorus::cuda

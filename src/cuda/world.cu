@@ -1,0 +1,654 @@
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "cuda/device_ctx.cuh"
+#include "cuda/world.h"
+#include "runtime/engine.h"
+#include "runtime/flat_plan.h"
+
+namespace chorus::cuda {
+
+using runtime::CallArgs;
+using runtime::FlatPlan;
+namespace engine = runtime::engine;
+
+namespace {
+
+Status cudaError(cudaError_t e, const std::string& what) {
+  return Status(StatusCode::kUnsupported,
+                what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+
+#define CHORUS_CUDA_TRY(expr)                                         \
+  do {                                                                \
+    cudaError_t chorus_e_ = (expr);                                   \
+    if (chorus_e_ != cudaSuccess) return cudaError(chorus_e_, #expr); \
+  } while (0)
+
+// The word the host and the kernel share (mapped pinned memory).
+struct Control {
+  int error;  // kStalled once a block waited past the timeout
+  int abort;  // set by CudaWorld::abort
+};
+enum : int { kNoError = 0, kStalled = 1 };
+
+__global__ void planKernel(engine::CallView v, const int32_t* blockMap, Control* ctl,
+                           uint64_t timeoutNs) {
+  DeviceCtx ctx;
+  int b = blockMap[blockIdx.x];
+  engine::Block<DeviceCtx> blk(ctx, v, b);
+  engine::Cursor c = blk.start();
+  uint64_t idleSince = 0;
+  for (;;) {
+    engine::StepResult r = blk.tryStep(c);
+    if (r == engine::StepResult::kFinished) break;
+    if (r == engine::StepResult::kRan) {
+      idleSince = 0;
+      continue;
+    }
+    bool stop = false;
+    if (threadIdx.x == 0) {
+      volatile Control* vc = ctl;
+      if (vc->abort != 0 || vc->error != kNoError) {
+        stop = true;
+      } else {
+        uint64_t now;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+        if (idleSince == 0) {
+          idleSince = now;
+        } else if (now - idleSince > timeoutNs) {
+          atomicCAS_system(&ctl->error, kNoError, kStalled);
+          stop = true;
+        }
+      }
+    }
+    if (ctx.any(stop)) break;
+    __nanosleep(64);
+  }
+  blk.finish(c);
+}
+
+// Bytes rounded up to 16, so every staging area and slot stays aligned.
+size_t round16(size_t n) { return (n + 15) / 16 * 16; }
+
+template <typename T>
+Status allocOn(int device, T** p, size_t count) {
+  CHORUS_CUDA_TRY(cudaSetDevice(device));
+  void* raw = nullptr;
+  CHORUS_CUDA_TRY(cudaMalloc(&raw, std::max<size_t>(count, 1) * sizeof(T)));
+  *p = static_cast<T*>(raw);
+  return Status::ok();
+}
+
+template <typename T>
+Status upload(int device, T** p, const std::vector<T>& v) {
+  if (Status st = allocOn(device, p, v.size()); !st.isOk()) return st;
+  if (!v.empty())
+    CHORUS_CUDA_TRY(cudaMemcpy(*p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<int> deviceCount() {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) return cudaError(e, "no CUDA device (cudaGetDeviceCount)");
+  if (n == 0) return Status(StatusCode::kUnsupported, "no CUDA device");
+  return n;
+}
+
+Result<std::string> describeDevice(int d) {
+  cudaDeviceProp p{};
+  CHORUS_CUDA_TRY(cudaGetDeviceProperties(&p, d));
+  return std::string(p.name) + ", " + std::to_string(p.multiProcessorCount) + " SMs, " +
+         std::to_string(p.totalGlobalMem >> 30) + " GiB, sm_" + std::to_string(p.major) +
+         std::to_string(p.minor);
+}
+
+// One GPU's share of a world: its ranks' blocks and the plan's arrays in
+// its memory.
+struct Group {
+  int device = 0;
+  std::vector<int32_t> blockMap;  // CUDA block -> plan block
+  int32_t* dBlockMap = nullptr;
+  runtime::PlanStep* dSteps = nullptr;
+  runtime::PlanBlock* dBlocks = nullptr;
+  int32_t* dRankFirst = nullptr;
+  uint64_t* dCompleted = nullptr;
+  uint32_t* dFinished = nullptr;
+  engine::RankView* dRanks = nullptr;
+  engine::ConnView* dConns = nullptr;
+  unsigned char* dStage = nullptr;
+  cudaStream_t stream = nullptr;  // groups after the first: their own stream
+  cudaEvent_t done = nullptr;
+};
+
+struct CudaWorld::Impl {
+  const runtime::VerifiedAlgorithm* va = nullptr;
+  CudaOptions o;
+  FlatPlan plan;
+  std::vector<int> rankDevice;
+  std::vector<Group> groups;
+  std::map<int, size_t> groupOf;  // device -> group
+  // Connections: counters and slots in the receiving rank's memory.
+  std::vector<engine::ConnCounters*> counters;
+  std::vector<unsigned char*> slots;
+  size_t msgBytes = 0, slotBytes = 0, stageBytes = 0;
+  std::vector<unsigned char*> scratch;  // per rank
+  std::vector<size_t> scratchBytes;
+  Control* ctl = nullptr;  // mapped pinned memory
+  Control* dCtl = nullptr;
+  engine::BlockPos* positions = nullptr;  // mapped pinned memory
+  engine::BlockPos* dPositions = nullptr;
+  int maxResident = 0;
+  std::string name;
+  cudaEvent_t fork = nullptr;
+
+  Status growConnections(size_t bytes);
+  Status growScratch(int rank, size_t bytes);
+  Status syncAll();
+  void release();
+};
+
+CudaWorld::CudaWorld() : impl_(std::make_unique<Impl>()) {}
+
+CudaWorld::~CudaWorld() { impl_->release(); }
+
+void CudaWorld::Impl::release() {
+  (void)syncAll();
+  for (Group& g : groups) {
+    cudaSetDevice(g.device);
+    for (void* p :
+         {static_cast<void*>(g.dBlockMap), static_cast<void*>(g.dSteps),
+          static_cast<void*>(g.dBlocks), static_cast<void*>(g.dRankFirst),
+          static_cast<void*>(g.dCompleted), static_cast<void*>(g.dFinished),
+          static_cast<void*>(g.dRanks), static_cast<void*>(g.dConns), static_cast<void*>(g.dStage)})
+      if (p != nullptr) cudaFree(p);
+    if (g.stream != nullptr) cudaStreamDestroy(g.stream);
+    if (g.done != nullptr) cudaEventDestroy(g.done);
+  }
+  groups.clear();
+  for (auto* p : counters)
+    if (p != nullptr) cudaFree(p);
+  for (auto* p : slots)
+    if (p != nullptr) cudaFree(p);
+  for (auto* p : scratch)
+    if (p != nullptr) cudaFree(p);
+  counters.clear();
+  slots.clear();
+  scratch.clear();
+  if (ctl != nullptr) cudaFreeHost(ctl);
+  if (positions != nullptr) cudaFreeHost(positions);
+  if (fork != nullptr) cudaEventDestroy(fork);
+  ctl = nullptr;
+  positions = nullptr;
+}
+
+Status CudaWorld::Impl::syncAll() {
+  for (const Group& g : groups) {
+    CHORUS_CUDA_TRY(cudaSetDevice(g.device));
+    CHORUS_CUDA_TRY(cudaDeviceSynchronize());
+  }
+  return Status::ok();
+}
+
+Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgorithm& va,
+                                                   const CudaOptions& options) {
+  if (options.slots < 1) return Status(StatusCode::kInvalidArgument, "slots must be >= 1");
+  if (options.threadsPerBlock < 32 || options.threadsPerBlock > 1024 ||
+      options.threadsPerBlock % 32 != 0)
+    return Status(StatusCode::kInvalidArgument,
+                  "threads per block must be a multiple of 32 in [32, 1024]");
+  if (options.timeoutMs < 1) return Status(StatusCode::kInvalidArgument, "timeout must be >= 1 ms");
+  Result<int> ndev = deviceCount();
+  if (!ndev.isOk()) return ndev.status();
+  const ir::Algorithm& a = va.algo();
+  std::unique_ptr<CudaWorld> w(new CudaWorld());
+  Impl& m = *w->impl_;
+  m.va = &va;
+  m.o = options;
+  m.plan = FlatPlan::lower(va);
+  if (!options.rankDevices.empty() && static_cast<int>(options.rankDevices.size()) != a.ngpus)
+    return Status(StatusCode::kInvalidArgument,
+                  "rankDevices names " + std::to_string(options.rankDevices.size()) +
+                      " devices for an algorithm of " + std::to_string(a.ngpus) + " ranks");
+  m.rankDevice = options.rankDevices.empty()
+                     ? std::vector<int>(static_cast<size_t>(a.ngpus), options.device)
+                     : options.rankDevices;
+  for (int d : m.rankDevice)
+    if (d < 0 || d >= ndev.value())
+      return Status(StatusCode::kInvalidArgument, "no CUDA device " + std::to_string(d) +
+                                                      " (this process sees " +
+                                                      std::to_string(ndev.value()) + ")");
+  for (size_t b = 0; b < m.plan.blocks.size(); ++b) {
+    int d = m.rankDevice[static_cast<size_t>(m.plan.blocks[b].rank)];
+    auto [it, added] = m.groupOf.try_emplace(d, m.groups.size());
+    if (added) {
+      Group g;
+      g.device = d;
+      m.groups.push_back(g);
+    }
+    m.groups[it->second].blockMap.push_back(static_cast<int32_t>(b));
+  }
+  // Peers on other GPUs read and write each other's memory directly.
+  for (const Group& g : m.groups)
+    for (const Group& h : m.groups) {
+      if (g.device == h.device) continue;
+      int can = 0;
+      CHORUS_CUDA_TRY(cudaDeviceCanAccessPeer(&can, g.device, h.device));
+      if (!can)
+        return Status(StatusCode::kUnsupported, "GPU " + std::to_string(g.device) +
+                                                    " cannot access GPU " +
+                                                    std::to_string(h.device) + "'s memory");
+      CHORUS_CUDA_TRY(cudaSetDevice(g.device));
+      cudaError_t e = cudaDeviceEnablePeerAccess(h.device, 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled) {
+        cudaGetLastError();
+      } else if (e != cudaSuccess) {
+        return cudaError(e, "cudaDeviceEnablePeerAccess");
+      }
+    }
+  // Every block of a launch must be resident at once: a block that waits
+  // for one that never starts would wait for ever.
+  for (const Group& g : m.groups) {
+    cudaDeviceProp p{};
+    CHORUS_CUDA_TRY(cudaGetDeviceProperties(&p, g.device));
+    CHORUS_CUDA_TRY(cudaSetDevice(g.device));
+    int perSm = 0;
+    CHORUS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, planKernel,
+                                                                  options.threadsPerBlock, 0));
+    int resident = perSm * p.multiProcessorCount;
+    if (&g == &m.groups.front()) {
+      m.maxResident = resident;
+      m.name = p.name;
+    }
+    if (static_cast<int>(g.blockMap.size()) > resident)
+      return Status(StatusCode::kInvalidArgument,
+                    "algorithm '" + a.name + "' needs " + std::to_string(g.blockMap.size()) +
+                        " blocks resident at once on GPU " + std::to_string(g.device) + " (" +
+                        p.name + "), which holds " + std::to_string(resident) + " (" +
+                        std::to_string(perSm) + " per SM x " +
+                        std::to_string(p.multiProcessorCount) + " SMs at " +
+                        std::to_string(options.threadsPerBlock) +
+                        " threads per block); use fewer ranks per GPU or fewer threads per block");
+    int coop = 0;
+    CHORUS_CUDA_TRY(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, g.device));
+    if (!coop)
+      return Status(StatusCode::kUnsupported,
+                    std::string("GPU ") + p.name + " cannot launch cooperative kernels");
+  }
+  CHORUS_CUDA_TRY(cudaSetDevice(m.groups.front().device));
+  CHORUS_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&m.ctl), sizeof(Control),
+                                cudaHostAllocMapped | cudaHostAllocPortable));
+  std::memset(m.ctl, 0, sizeof(Control));
+  CHORUS_CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&m.dCtl), m.ctl, 0));
+  size_t nblocks = m.plan.blocks.size();
+  CHORUS_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&m.positions),
+                                std::max<size_t>(nblocks, 1) * sizeof(engine::BlockPos),
+                                cudaHostAllocMapped | cudaHostAllocPortable));
+  CHORUS_CUDA_TRY(
+      cudaHostGetDevicePointer(reinterpret_cast<void**>(&m.dPositions), m.positions, 0));
+  CHORUS_CUDA_TRY(cudaEventCreateWithFlags(&m.fork, cudaEventDisableTiming));
+  for (size_t i = 0; i < m.groups.size(); ++i) {
+    Group& g = m.groups[i];
+    if (Status st = upload(g.device, &g.dBlockMap, g.blockMap); !st.isOk()) return st;
+    if (Status st = upload(g.device, &g.dSteps, m.plan.steps); !st.isOk()) return st;
+    if (Status st = upload(g.device, &g.dBlocks, m.plan.blocks); !st.isOk()) return st;
+    if (Status st = upload(g.device, &g.dRankFirst, m.plan.rankFirstBlock); !st.isOk()) return st;
+    if (Status st = allocOn(g.device, &g.dCompleted, nblocks); !st.isOk()) return st;
+    if (Status st = allocOn(g.device, &g.dFinished, static_cast<size_t>(a.ngpus)); !st.isOk())
+      return st;
+    if (Status st = allocOn(g.device, &g.dRanks, static_cast<size_t>(a.ngpus)); !st.isOk())
+      return st;
+    if (Status st = allocOn(g.device, &g.dConns, m.plan.conns.size()); !st.isOk()) return st;
+    CHORUS_CUDA_TRY(cudaEventCreateWithFlags(&g.done, cudaEventDisableTiming));
+    if (i > 0) CHORUS_CUDA_TRY(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
+  }
+  m.counters.assign(m.plan.conns.size(), nullptr);
+  m.slots.assign(m.plan.conns.size(), nullptr);
+  m.scratch.assign(static_cast<size_t>(a.ngpus), nullptr);
+  m.scratchBytes.assign(static_cast<size_t>(a.ngpus), 0);
+  return Result<std::unique_ptr<CudaWorld>>(std::move(w));
+}
+
+// Slots for messages of up to `bytes` (and staging for them); the first
+// call and any larger call than before allocate, after the GPUs are idle.
+Status CudaWorld::Impl::growConnections(size_t bytes) {
+  if (bytes <= msgBytes && (plan.conns.empty() || counters.front() != nullptr)) return Status::ok();
+  if (Status st = syncAll(); !st.isOk()) return st;
+  msgBytes = std::max(bytes, msgBytes);
+  slotBytes = round16(engine::slotBytesFor(plan.protocol, msgBytes));
+  stageBytes = 2 * round16(msgBytes);
+  std::vector<engine::ConnView> views(plan.conns.size());
+  for (size_t c = 0; c < plan.conns.size(); ++c) {
+    int d = rankDevice[static_cast<size_t>(plan.conns[c].to)];
+    CHORUS_CUDA_TRY(cudaSetDevice(d));
+    if (counters[c] != nullptr) cudaFree(counters[c]);
+    if (slots[c] != nullptr) cudaFree(slots[c]);
+    counters[c] = nullptr;
+    slots[c] = nullptr;
+    if (Status st = allocOn(d, &counters[c], 1); !st.isOk()) return st;
+    if (Status st = allocOn(d, &slots[c], slotBytes * static_cast<size_t>(o.slots)); !st.isOk())
+      return st;
+    CHORUS_CUDA_TRY(cudaMemset(counters[c], 0, sizeof(engine::ConnCounters)));
+    CHORUS_CUDA_TRY(cudaMemset(slots[c], 0, slotBytes * static_cast<size_t>(o.slots)));
+    views[c] = engine::ConnView{counters[c], slots[c], slotBytes};
+  }
+  for (Group& g : groups) {
+    CHORUS_CUDA_TRY(cudaSetDevice(g.device));
+    if (g.dStage != nullptr) cudaFree(g.dStage);
+    g.dStage = nullptr;
+    if (Status st = allocOn(g.device, &g.dStage, plan.blocks.size() * stageBytes); !st.isOk())
+      return st;
+    if (!views.empty())
+      CHORUS_CUDA_TRY(cudaMemcpy(g.dConns, views.data(), views.size() * sizeof(engine::ConnView),
+                                 cudaMemcpyHostToDevice));
+  }
+  return Status::ok();
+}
+
+Status CudaWorld::Impl::growScratch(int rank, size_t bytes) {
+  auto r = static_cast<size_t>(rank);
+  if (bytes <= scratchBytes[r]) return Status::ok();
+  if (Status st = syncAll(); !st.isOk()) return st;
+  if (scratch[r] != nullptr) cudaFree(scratch[r]);
+  scratch[r] = nullptr;
+  scratchBytes[r] = 0;
+  if (Status st = allocOn(rankDevice[r], &scratch[r], bytes); !st.isOk()) return st;
+  scratchBytes[r] = bytes;
+  return Status::ok();
+}
+
+namespace {
+
+// kInvalidArgument unless `p` is device (or managed) memory of `device`.
+Status checkDevicePointer(const void* p, int device, int rank, const char* what) {
+  cudaPointerAttributes attr{};
+  cudaError_t e = cudaPointerGetAttributes(&attr, p);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return Status(StatusCode::kInvalidArgument, "rank " + std::to_string(rank) + "'s " + what +
+                                                    " is not memory CUDA knows (" +
+                                                    cudaGetErrorString(e) + ")");
+  }
+  if (attr.type == cudaMemoryTypeManaged) return Status::ok();
+  if (attr.type != cudaMemoryTypeDevice)
+    return Status(StatusCode::kInvalidArgument,
+                  "rank " + std::to_string(rank) + "'s " + what +
+                      " is host memory; a CUDA communicator takes device pointers");
+  if (attr.device != device)
+    return Status(StatusCode::kInvalidArgument, "rank " + std::to_string(rank) + "'s " + what +
+                                                    " is on GPU " + std::to_string(attr.device) +
+                                                    ", the rank runs on GPU " +
+                                                    std::to_string(device));
+  return Status::ok();
+}
+
+}  // namespace
+
+Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, void* stream) {
+  Impl& m = *impl_;
+  const runtime::VerifiedAlgorithm& va = *m.va;
+  Result<runtime::Geometry> planned = runtime::planCall(va, calls, m.o.sliceBytes);
+  if (!planned.isOk()) return planned.status();
+  const runtime::Geometry& g = planned.value();
+  if (calls[0].op == ReduceOp::kAvg && !runtime::reducesToOutput(m.plan.collective))
+    return Status(StatusCode::kInvalidArgument,
+                  "avg needs a reducing collective, not " + va.algo().collectiveName);
+  size_t nranks = static_cast<size_t>(m.plan.nranks);
+  for (size_t r = 0; r < nranks; ++r) {
+    if (calls[r].count == 0) continue;
+    int d = m.rankDevice[r];
+    if (Status st = checkDevicePointer(calls[r].sendbuff, d, static_cast<int>(r), "sendbuff");
+        !st.isOk())
+      return st;
+    if (Status st = checkDevicePointer(calls[r].recvbuff, d, static_cast<int>(r), "recvbuff");
+        !st.isOk())
+      return st;
+  }
+  size_t msgBytes =
+      static_cast<size_t>(m.plan.maxCount()) * std::min(g.sliceElems, g.chunkElems) * g.elemSize;
+  if (Status st = m.growConnections(msgBytes); !st.isOk()) return st;
+  std::vector<engine::RankView> ranks(nranks);
+  for (size_t r = 0; r < nranks; ++r) {
+    size_t need = static_cast<size_t>(m.plan.scratchChunks[r]) * g.chunkElems * g.elemSize;
+    if (Status st = m.growScratch(static_cast<int>(r), need); !st.isOk()) return st;
+    engine::RankView& rv = ranks[r];
+    rv.base[0] = const_cast<unsigned char*>(static_cast<const unsigned char*>(calls[r].sendbuff));
+    rv.base[1] = static_cast<unsigned char*>(calls[r].recvbuff);
+    rv.base[2] = m.scratch[r];
+    rv.outElems = runtime::bufferElems(m.plan.collective, m.plan.nranks, calls[r].count).second;
+    rv.divisor = m.plan.dividesOutput(static_cast<int>(r), calls[r].op) && m.plan.nranks > 1
+                     ? m.plan.nranks
+                     : 0;
+  }
+  auto main = static_cast<cudaStream_t>(stream);
+  CHORUS_CUDA_TRY(cudaSetDevice(m.groups.front().device));
+  if (m.groups.size() > 1) CHORUS_CUDA_TRY(cudaEventRecord(m.fork, main));
+  for (size_t i = 0; i < m.groups.size(); ++i) {
+    Group& grp = m.groups[i];
+    cudaStream_t s = i == 0 ? main : grp.stream;
+    CHORUS_CUDA_TRY(cudaSetDevice(grp.device));
+    if (i > 0) CHORUS_CUDA_TRY(cudaStreamWaitEvent(s, m.fork, 0));
+    CHORUS_CUDA_TRY(cudaMemcpyAsync(grp.dRanks, ranks.data(), nranks * sizeof(engine::RankView),
+                                    cudaMemcpyHostToDevice, s));
+    CHORUS_CUDA_TRY(cudaMemsetAsync(grp.dCompleted, 0, m.plan.blocks.size() * sizeof(uint64_t), s));
+    CHORUS_CUDA_TRY(cudaMemsetAsync(grp.dFinished, 0, nranks * sizeof(uint32_t), s));
+    engine::CallView v;
+    v.steps = grp.dSteps;
+    v.blocks = grp.dBlocks;
+    v.rankFirstBlock = grp.dRankFirst;
+    v.conns = grp.dConns;
+    v.ranks = grp.dRanks;
+    v.completed = grp.dCompleted;
+    v.ranksFinished = grp.dFinished;
+    v.stage = grp.dStage;
+    v.stageBytes = m.stageBytes;
+    v.positions = m.dPositions;
+    v.g = g;
+    v.type = calls[0].type;
+    v.op = calls[0].op;
+    v.protocol = m.plan.protocol;
+    v.nslots = m.o.slots;
+    const int32_t* map = grp.dBlockMap;
+    Control* ctl = m.dCtl;
+    uint64_t timeoutNs = static_cast<uint64_t>(m.o.timeoutMs) * 1000000ull;
+    void* args[] = {&v, &map, &ctl, &timeoutNs};
+    CHORUS_CUDA_TRY(cudaLaunchCooperativeKernel(
+        reinterpret_cast<const void*>(planKernel), dim3(static_cast<unsigned>(grp.blockMap.size())),
+        dim3(static_cast<unsigned>(m.o.threadsPerBlock)), args, 0, s));
+    if (i > 0) {
+      CHORUS_CUDA_TRY(cudaEventRecord(grp.done, s));
+      CHORUS_CUDA_TRY(cudaSetDevice(m.groups.front().device));
+      CHORUS_CUDA_TRY(cudaStreamWaitEvent(main, grp.done, 0));
+    }
+  }
+  return Status::ok();
+}
+
+Status CudaWorld::wait() {
+  Impl& m = *impl_;
+  if (Status st = m.syncAll(); !st.isOk()) return st;
+  volatile Control* ctl = m.ctl;
+  if (ctl->error == kNoError && ctl->abort == 0) return Status::ok();
+  bool aborted = ctl->abort != 0;
+  std::string msg = aborted
+                        ? "the call was aborted"
+                        : "the call made no progress for " + std::to_string(m.o.timeoutMs) + " ms";
+  for (size_t b = 0; b < m.plan.blocks.size(); ++b) {
+    const engine::BlockPos& p = m.positions[b];
+    if (p.finished) continue;
+    const runtime::PlanBlock& pb = m.plan.blocks[b];
+    const runtime::PlanStep& s = m.plan.steps[static_cast<size_t>(pb.firstStep + p.pc)];
+    msg += "\n  rank " + std::to_string(pb.rank) + " tb " + std::to_string(pb.tb) + " step " +
+           std::to_string(p.pc) + " (" +
+           std::string(ir::stepTypeName(static_cast<ir::StepType>(s.type))) + ", iteration " +
+           std::to_string(p.iter) + ") did not finish";
+  }
+  // A stopped call leaves messages in flight: the next starts afresh.
+  m.msgBytes = 0;
+  for (size_t c = 0; c < m.counters.size(); ++c) {
+    CHORUS_CUDA_TRY(cudaSetDevice(m.rankDevice[static_cast<size_t>(m.plan.conns[c].to)]));
+    if (m.counters[c] != nullptr) cudaFree(m.counters[c]);
+    if (m.slots[c] != nullptr) cudaFree(m.slots[c]);
+    m.counters[c] = nullptr;
+    m.slots[c] = nullptr;
+  }
+  ctl->error = kNoError;
+  ctl->abort = 0;
+  return Status(aborted ? StatusCode::kAborted : StatusCode::kTimeout, msg);
+}
+
+void CudaWorld::abort() {
+  volatile Control* ctl = impl_->ctl;
+  ctl->abort = 1;
+}
+
+int CudaWorld::blocks() const { return static_cast<int>(impl_->plan.blocks.size()); }
+int CudaWorld::maxResident() const { return impl_->maxResident; }
+std::string CudaWorld::deviceName() const { return impl_->name; }
+
+Result<std::unique_ptr<DeviceBuffers>> DeviceBuffers::make(const std::vector<CallArgs>& hostCalls,
+                                                           CollectiveKind coll, int nranks,
+                                                           int device,
+                                                           const std::vector<int>& rankDevices) {
+  std::unique_ptr<DeviceBuffers> d(new DeviceBuffers());
+  d->device_ = hostCalls;
+  for (size_t r = 0; r < hostCalls.size(); ++r) {
+    const CallArgs& c = hostCalls[r];
+    int dev = rankDevices.empty() ? device : rankDevices[r];
+    auto [inElems, outElems] = runtime::bufferElems(coll, nranks, c.count);
+    size_t esz = dataTypeSize(c.type);
+    auto* send = const_cast<unsigned char*>(static_cast<const unsigned char*>(c.sendbuff));
+    auto* recv = static_cast<unsigned char*>(c.recvbuff);
+    Region rs{send, nullptr, inElems * esz}, rr{recv, nullptr, outElems * esz};
+    std::vector<Region> mine;
+    if (send == nullptr || rs.bytes == 0) {
+      mine = {rr};
+    } else if (recv == nullptr || rr.bytes == 0) {
+      mine = {rs};
+    } else if (send < recv + rr.bytes && recv < send + rs.bytes) {
+      unsigned char* lo = std::min(send, recv);
+      unsigned char* hi = std::max(send + rs.bytes, recv + rr.bytes);
+      mine = {Region{lo, nullptr, static_cast<size_t>(hi - lo)}};
+    } else {
+      mine = {rs, rr};
+    }
+    for (Region& g : mine) {
+      if (g.host == nullptr) continue;
+      Result<void*> p = deviceAlloc(g.bytes, dev);
+      if (!p.isOk()) return p.status();
+      g.dev = static_cast<unsigned char*>(p.value());
+      d->regions_.push_back(g);
+      auto map = [&](const void* h) -> unsigned char* {
+        auto* u = static_cast<const unsigned char*>(h);
+        return u >= g.host && u < g.host + g.bytes ? g.dev + (u - g.host) : nullptr;
+      };
+      if (unsigned char* m = map(c.sendbuff)) d->device_[r].sendbuff = m;
+      if (unsigned char* m = map(c.recvbuff)) d->device_[r].recvbuff = m;
+    }
+  }
+  return Result<std::unique_ptr<DeviceBuffers>>(std::move(d));
+}
+
+DeviceBuffers::~DeviceBuffers() {
+  for (Region& g : regions_) deviceFree(g.dev);
+}
+
+Status DeviceBuffers::upload() {
+  for (const Region& g : regions_)
+    if (Status st = copyToDevice(g.dev, g.host, g.bytes); !st.isOk()) return st;
+  return Status::ok();
+}
+
+Status DeviceBuffers::download() {
+  for (const Region& g : regions_)
+    if (Status st = copyToHost(g.host, g.dev, g.bytes); !st.isOk()) return st;
+  return Status::ok();
+}
+
+Result<void*> deviceAlloc(size_t bytes, int device) {
+  CHORUS_CUDA_TRY(cudaSetDevice(device));
+  void* p = nullptr;
+  CHORUS_CUDA_TRY(cudaMalloc(&p, std::max<size_t>(bytes, 1)));
+  return p;
+}
+
+void deviceFree(void* p) {
+  if (p != nullptr) cudaFree(p);
+}
+
+Status copyToDevice(void* dst, const void* src, size_t bytes) {
+  CHORUS_CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  return Status::ok();
+}
+
+Status copyToHost(void* dst, const void* src, size_t bytes) {
+  CHORUS_CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+  return Status::ok();
+}
+
+Result<double> copyBandwidth(int device, size_t bytes, int reps) {
+  CHORUS_CUDA_TRY(cudaSetDevice(device));
+  void *a = nullptr, *b = nullptr;
+  CHORUS_CUDA_TRY(cudaMalloc(&a, bytes));
+  cudaError_t e = cudaMalloc(&b, bytes);
+  if (e != cudaSuccess) {
+    cudaFree(a);
+    return cudaError(e, "cudaMalloc");
+  }
+  cudaEvent_t t0, t1;
+  cudaEventCreate(&t0);
+  cudaEventCreate(&t1);
+  float best = 0;
+  cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);  // warm up
+  for (int i = 0; i < reps && e == cudaSuccess; ++i) {
+    cudaEventRecord(t0);
+    cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(t1);
+    e = cudaEventSynchronize(t1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, t0, t1);
+    if (best == 0 || ms < best) best = ms;
+  }
+  cudaEventDestroy(t0);
+  cudaEventDestroy(t1);
+  cudaFree(a);
+  cudaFree(b);
+  if (e != cudaSuccess) return cudaError(e, "device copy");
+  return 2.0 * static_cast<double>(bytes) / (static_cast<double>(best) * 1e-3);
+}
+
+Result<double> CudaWorld::timeCalls(const std::vector<CallArgs>& calls, int warmup, int iters) {
+  CudaWorld& w = *this;
+  CHORUS_CUDA_TRY(cudaSetDevice(impl_->groups.front().device));
+  for (int i = 0; i < warmup; ++i)
+    if (Status st = w.enqueue(calls); !st.isOk()) return st;
+  if (Status st = w.wait(); !st.isOk()) return st;
+  cudaEvent_t t0, t1;
+  CHORUS_CUDA_TRY(cudaEventCreate(&t0));
+  CHORUS_CUDA_TRY(cudaEventCreate(&t1));
+  cudaEventRecord(t0);
+  auto enqueueAll = [&]() -> Status {
+    for (int i = 0; i < iters; ++i)
+      if (Status e = w.enqueue(calls); !e.isOk()) return e;
+    return Status::ok();
+  };
+  Status st = enqueueAll();
+  cudaEventRecord(t1);
+  Status waited = w.wait();
+  float ms = 0;
+  cudaEventElapsedTime(&ms, t0, t1);
+  cudaEventDestroy(t0);
+  cudaEventDestroy(t1);
+  if (!st.isOk()) return st;
+  if (!waited.isOk()) return waited;
+  return static_cast<double>(ms) * 1e-3 / std::max(iters, 1);
+}
+
+}  // namespace chorus::cuda

@@ -1,0 +1,123 @@
+// The CUDA executor: a verified algorithm's FlatPlan run by the step engine
+// (runtime/engine.h) in CUDA blocks, one block per IR threadblock, every
+// rank's blocks of one GPU in one cooperative launch per call.
+//
+// A CudaWorld holds one algorithm's state on its GPUs, allocated once and
+// reused by every call: the plan's arrays, the connections (slots in the
+// receiving rank's device memory, counters), per-block staging, per-rank
+// scratch (grown when a call needs more). Ranks map to devices through
+// CudaOptions::rankDevices: all on one GPU (a world on one GPU: the shape
+// every test here uses) or one GPU per rank (peer access between them).
+//
+// This header needs no CUDA headers: streams are passed as void*
+// (cudaStream_t). Everything returns a Status; nothing throws.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "runtime/executor.h"
+
+namespace chorus::cuda {
+
+// GPUs this process can use; kUnsupported naming why when none (no driver,
+// no device, a CUDA error).
+Result<int> deviceCount();
+// One line about device `d`: name, SMs, memory, compute capability.
+Result<std::string> describeDevice(int d);
+
+struct CudaOptions {
+  int device = 0;                // every rank's GPU unless rankDevices says otherwise
+  std::vector<int> rankDevices;  // per rank (empty: all on `device`)
+  size_t sliceBytes = 0;         // 0: the protocol's default (IR.md section 3)
+  int slots = 8;                 // messages in flight per connection (as the CPU runtime)
+  int threadsPerBlock = 256;     // CUDA threads per IR threadblock
+  int timeoutMs = 20000;         // a call that makes no progress this long fails (kTimeout)
+};
+
+class CudaWorld {
+ public:
+  // Errors: kUnsupported (no such device, a CUDA error), kInvalidArgument
+  // (bad options; more blocks than one GPU can hold at once, naming both
+  // numbers: the kernel's blocks must all be resident or it could
+  // deadlock, so it is refused instead).
+  static Result<std::unique_ptr<CudaWorld>> make(const runtime::VerifiedAlgorithm& va,
+                                                 const CudaOptions& options = {});
+  ~CudaWorld();
+  CudaWorld(const CudaWorld&) = delete;
+  CudaWorld& operator=(const CudaWorld&) = delete;
+
+  // Enqueues one call of every rank (device buffers, as NCCL takes them)
+  // on `stream` (a cudaStream_t of the first rank's device; nullptr: the
+  // legacy default stream) and returns. Errors (nothing enqueued):
+  // kInvalidArgument as runtime::planCall, a host pointer where device
+  // memory is needed (naming the rank and buffer), avg on a collective that
+  // does not reduce.
+  Status enqueue(const std::vector<runtime::CallArgs>& calls, void* stream = nullptr);
+  // Waits for the calls enqueued so far; kTimeout or kAborted naming every
+  // unfinished block's rank, threadblock, step and iteration when a call
+  // stalled or was aborted (the connections are then reset).
+  Status wait();
+  // Ends the running call (its blocks give up at their next wait): what
+  // chorusCommAbort does to a hung collective. Safe from any thread.
+  void abort();
+
+  // Times `calls` with CUDA events on the default stream: `iters` calls
+  // after `warmup`, mean seconds per call.
+  Result<double> timeCalls(const std::vector<runtime::CallArgs>& calls, int warmup, int iters);
+
+  int blocks() const;       // CUDA blocks per call (every rank's threadblocks)
+  int maxResident() const;  // blocks the first device can hold at once for this kernel
+  std::string deviceName() const;
+
+ private:
+  CudaWorld();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Device copies of one call's host buffers (a runtime::CollectiveData's, say):
+// each rank's send and receive buffers in one device allocation when they
+// overlap (in-place calls), so the device call keeps the host call's
+// in-place or out-of-place form exactly.
+class DeviceBuffers {
+ public:
+  // `hostCalls` as a collective `coll` of `nranks` ranks lays them out;
+  // rank r's buffers on rankDevices[r] (empty: all on `device`).
+  static Result<std::unique_ptr<DeviceBuffers>> make(
+      const std::vector<runtime::CallArgs>& hostCalls, CollectiveKind coll, int nranks,
+      int device = 0, const std::vector<int>& rankDevices = {});
+  ~DeviceBuffers();
+  DeviceBuffers(const DeviceBuffers&) = delete;
+  DeviceBuffers& operator=(const DeviceBuffers&) = delete;
+  // The same calls on the device copies.
+  const std::vector<runtime::CallArgs>& calls() const { return device_; }
+  Status upload();    // host -> device, every buffer
+  Status download();  // device -> host, every buffer
+
+ private:
+  DeviceBuffers() = default;
+  struct Region {
+    unsigned char* host = nullptr;
+    unsigned char* dev = nullptr;
+    size_t bytes = 0;
+  };
+  std::vector<Region> regions_;
+  std::vector<runtime::CallArgs> device_;
+};
+
+// Device memory helpers for tools and tests (kUnsupported on CUDA errors).
+Result<void*> deviceAlloc(size_t bytes, int device = 0);
+void deviceFree(void* p);
+Status copyToDevice(void* dst, const void* src, size_t bytes);
+Status copyToHost(void* dst, const void* src, size_t bytes);
+
+// Device-to-device copy bandwidth of `device` with cudaMemcpyAsync over
+// `bytes` (best of `reps`), counting the bytes read and written (2 x bytes
+// per copy): the machine limit `chorus perf --device cuda` reports against.
+Result<double> copyBandwidth(int device, size_t bytes, int reps = 5);
+
+}  // namespace chorus::cuda

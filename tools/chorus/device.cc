@@ -1,0 +1,174 @@
+#include "tools/chorus/device.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "runtime/engine_host.h"
+
+#if defined(CHORUS_WITH_CUDA)
+#include "cuda/world.h"
+#endif
+
+namespace chorus::cli {
+
+namespace {
+
+using runtime::CallArgs;
+using runtime::VerifiedAlgorithm;
+
+// The step engine on host threads: buffers stay where they are.
+class EngineBackend final : public Backend {
+ public:
+  explicit EngineBackend(const BackendOptions& o) : o_(o) {
+    const size_t bytes = size_t{64} << 20;
+    std::vector<unsigned char> a(bytes, 1), b(bytes, 2);
+    for (int i = 0; i < 5; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      std::memcpy(b.data(), a.data(), bytes);
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      copyBw_ = std::max(copyBw_, 2.0 * static_cast<double>(bytes) / s);
+      a[static_cast<size_t>(i)] = b[bytes - 1];
+    }
+  }
+  std::string describe() const override {
+    return "step engine (the CUDA executor's code) on " + std::to_string(o_.hostThreads) +
+           " host thread(s)";
+  }
+  double copyBandwidth() const override { return copyBw_; }
+  std::string copyBandwidthHow() const override { return "memcpy of 64 MiB, best of 5"; }
+  Status bind(const std::vector<CallArgs>& hostCalls, CollectiveKind, int) override {
+    calls_ = hostCalls;
+    return Status::ok();
+  }
+  const std::vector<CallArgs>& calls() const override { return calls_; }
+  Status upload() override { return Status::ok(); }
+  Status download() override { return Status::ok(); }
+  Status enqueue(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls) override {
+    if (!failure_.isOk()) return Status::ok();
+    auto it = worlds_.find(&va);
+    if (it == worlds_.end()) {
+      runtime::PlanRunOptions o;
+      o.threads = o_.hostThreads;
+      o.sliceBytes = o_.sliceBytes;
+      o.slots = o_.slots;
+      auto w = runtime::PlanWorld::make(va, o);
+      if (!w.isOk()) return w.status();
+      it = worlds_.emplace(&va, std::move(w).value()).first;
+    }
+    Status st = it->second->run(calls);
+    if (!st.isOk()) failure_ = st;
+    return Status::ok();
+  }
+  Status wait() override {
+    Status st = failure_;
+    failure_ = Status::ok();
+    return st;
+  }
+
+ private:
+  BackendOptions o_;
+  double copyBw_ = 0;
+  std::vector<CallArgs> calls_;
+  std::map<const VerifiedAlgorithm*, std::unique_ptr<runtime::PlanWorld>> worlds_;
+  Status failure_;
+};
+
+#if defined(CHORUS_WITH_CUDA)
+// The CUDA executor: every rank on one GPU.
+class CudaBackend final : public Backend {
+ public:
+  static Result<std::unique_ptr<Backend>> make(const BackendOptions& o) {
+    int gpu = o.gpu;
+    Result<int> n = cuda::deviceCount();
+    if (!n.isOk()) return n.status();
+    if (gpu < 0 || gpu >= n.value())
+      return Status(StatusCode::kInvalidArgument,
+                    "no GPU " + std::to_string(gpu) + " (" + std::to_string(n.value()) + " found)");
+    Result<std::string> name = cuda::describeDevice(gpu);
+    if (!name.isOk()) return name.status();
+    Result<double> bw = cuda::copyBandwidth(gpu, size_t{256} << 20);
+    if (!bw.isOk()) return bw.status();
+    std::unique_ptr<CudaBackend> b(new CudaBackend());
+    b->gpu_ = gpu;
+    b->o_ = o;
+    b->name_ = name.value();
+    b->copyBw_ = bw.value();
+    return Result<std::unique_ptr<Backend>>(std::move(b));
+  }
+  std::string describe() const override {
+    return "CUDA GPU " + std::to_string(gpu_) + ": " + name_ + ", every rank on it";
+  }
+  double copyBandwidth() const override { return copyBw_; }
+  std::string copyBandwidthHow() const override {
+    return "cudaMemcpy device to device of 256 MiB, best of 5, bytes read + written";
+  }
+  Status bind(const std::vector<CallArgs>& hostCalls, CollectiveKind coll, int nranks) override {
+    buffers_.reset();
+    auto b = cuda::DeviceBuffers::make(hostCalls, coll, nranks, gpu_);
+    if (!b.isOk()) return b.status();
+    buffers_ = std::move(b).value();
+    return Status::ok();
+  }
+  const std::vector<CallArgs>& calls() const override { return buffers_->calls(); }
+  Status upload() override { return buffers_->upload(); }
+  Status download() override { return buffers_->download(); }
+  Status enqueue(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls) override {
+    auto it = worlds_.find(&va);
+    if (it == worlds_.end()) {
+      cuda::CudaOptions o;
+      o.device = gpu_;
+      o.sliceBytes = o_.sliceBytes;
+      o.slots = o_.slots;
+      o.threadsPerBlock = o_.threadsPerBlock;
+      auto w = cuda::CudaWorld::make(va, o);
+      if (!w.isOk()) return w.status();
+      it = worlds_.emplace(&va, std::move(w).value()).first;
+    }
+    return it->second->enqueue(calls);
+  }
+  Status wait() override {
+    Status first;
+    for (auto& [va, w] : worlds_) {
+      Status st = w->wait();
+      if (first.isOk() && !st.isOk()) first = st;
+    }
+    return first;
+  }
+
+ private:
+  CudaBackend() = default;
+  int gpu_ = 0;
+  BackendOptions o_;
+  std::string name_;
+  double copyBw_ = 0;
+  std::unique_ptr<cuda::DeviceBuffers> buffers_;
+  std::map<const VerifiedAlgorithm*, std::unique_ptr<cuda::CudaWorld>> worlds_;
+};
+#endif
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> Backend::make(const BackendOptions& o) {
+  if (o.slots < 1) return Status(StatusCode::kInvalidArgument, "--slots must be >= 1");
+  if (o.device == "engine") {
+    if (o.hostThreads < 1)
+      return Status(StatusCode::kInvalidArgument, "--host-threads must be >= 1");
+    return Result<std::unique_ptr<Backend>>(std::make_unique<EngineBackend>(o));
+  }
+  if (o.device == "cuda") {
+#if defined(CHORUS_WITH_CUDA)
+    return CudaBackend::make(o);
+#else
+    return Status(StatusCode::kUnsupported,
+                  "this chorus was built without CUDA (no nvcc at configure time, or "
+                  "-DCHORUS_CUDA=OFF); --device engine runs the same executor code on host "
+                  "threads");
+#endif
+  }
+  return Status(StatusCode::kInvalidArgument,
+                "unknown device '" + o.device + "' (cpu, engine or cuda)");
+}
+
+}  // namespace chorus::cli

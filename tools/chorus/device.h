@@ -1,0 +1,51 @@
+// Where `chorus run --device` and `chorus perf --device` run calls when not
+// on CPU ranks: the step engine on host threads ("engine": the CUDA
+// executor's code, runnable anywhere) or the CUDA executor ("cuda").
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "runtime/executor.h"
+
+namespace chorus::cli {
+
+struct BackendOptions {
+  std::string device = "engine";  // "engine" or "cuda"
+  int gpu = 0;                    // the CUDA device every rank runs on
+  int hostThreads = 1;            // the engine's threads
+  int threadsPerBlock = 256;      // CUDA threads per IR threadblock
+  size_t sliceBytes = 0;          // 0: the protocol's default
+  int slots = 8;                  // messages in flight per connection
+};
+
+class Backend {
+ public:
+  // kUnsupported for "cuda" in a build without CUDA or on a machine without
+  // a GPU (the message says which); kInvalidArgument for bad options.
+  static Result<std::unique_ptr<Backend>> make(const BackendOptions& options);
+  virtual ~Backend() = default;
+  // One line: what runs the calls.
+  virtual std::string describe() const = 0;
+  // Bytes read and written per second by a large copy on this device (the
+  // limit a collective's memory traffic is rated against), and how it was
+  // measured.
+  virtual double copyBandwidth() const = 0;
+  virtual std::string copyBandwidthHow() const = 0;
+  // Mirrors one call's host buffers where the device reads them.
+  virtual Status bind(const std::vector<runtime::CallArgs>& hostCalls, CollectiveKind coll,
+                      int nranks) = 0;
+  virtual const std::vector<runtime::CallArgs>& calls() const = 0;
+  virtual Status upload() = 0;
+  virtual Status download() = 0;
+  // Runs (or enqueues) one call of `va` on every rank; wait() returns once
+  // every call so far has finished, with the first failure.
+  virtual Status enqueue(const runtime::VerifiedAlgorithm& va,
+                         const std::vector<runtime::CallArgs>& calls) = 0;
+  virtual Status wait() = 0;
+};
+
+}  // namespace chorus::cli
