@@ -54,13 +54,13 @@ __global__ void allreduce(const Channel* channels, int n, size_t count, float* c
   }
 }
 
-#define CHECK(call)                                                                     \
-  do {                                                                                  \
-    cudaError_t e_ = (call);                                                            \
-    if (e_ != cudaSuccess) {                                                            \
+#define CHECK(call)                                                                      \
+  do {                                                                                   \
+    cudaError_t e_ = (call);                                                             \
+    if (e_ != cudaSuccess) {                                                             \
       std::printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      return 1;                                                                         \
-    }                                                                                   \
+      return 1;                                                                          \
+    }                                                                                    \
   } while (0)
 
 }  // namespace

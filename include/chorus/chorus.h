@@ -1,11 +1,12 @@
 /*
  * Chorus C API. Shaped like nccl.h: replace the `nccl` prefix with `chorus`
- * and an NCCL program compiles against it. Today's backend runs ranks as
- * threads of one process on host memory; the stream arguments are reserved
- * for the CUDA backend and must be NULL.
+ * and an NCCL program compiles against it. Ranks are threads of one process
+ * (or processes, hosts) on host memory, where the stream arguments must be
+ * NULL; or, with a build that has CUDA, ranks on GPUs (chorusCommInitAll
+ * with a devlist) on device memory, calls enqueued on their streams.
  *
- * Calls are blocking on the host: each rank's call returns when that rank's
- * part of the collective is done. Drive ranks either from one thread per
+ * Calls on host communicators are blocking: each rank's call returns when
+ * that rank's part of the collective is done. Drive ranks either from one thread per
  * rank, or from one thread with chorusGroupStart/chorusGroupEnd around one
  * call per rank (as with NCCL on several GPUs).
  *
@@ -83,7 +84,8 @@ typedef enum {
   chorusDataTypeMaxEnum = 0x7fffffff  /* as chorusRedOpMaxEnum */
 } chorusDataType_t;
 
-/* Reserved for the CUDA backend (a cudaStream_t there); pass NULL. */
+/* A cudaStream_t on GPU communicators (NULL: the legacy default stream);
+ * NULL on host communicators. */
 typedef void* chorusStream_t;
 
 /* An algorithm file loaded with chorusLoadAlgo. */
@@ -113,8 +115,13 @@ chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks, chorusUniqueId
  * MASTER_ADDR, MASTER_PORT; or OMPI_COMM_WORLD_RANK/SIZE with CHORUS_ROOT or
  * CHORUS_ROOT_FILE). Ranks on one host talk through shared memory. */
 chorusResult_t chorusCommInitFromEnv(chorusComm_t* comm);
-/* `ndev` ranks as threads of this process; comm[i] is rank i. `devlist` is
- * ignored on host (may be NULL). */
+/* `ndev` ranks of this process; comm[i] is rank i. `devlist` NULL: ranks on
+ * the host, buffers in host memory. `devlist` non-NULL (a build with CUDA):
+ * rank i on GPU devlist[i] (several ranks may share one GPU), buffers in
+ * device memory, each collective enqueued on the stream passed to it and
+ * returning at once, as in NCCL; call a collective for every rank (from
+ * their threads, or from one thread between chorusGroupStart/End).
+ * Send/recv are not available on GPU communicators yet. */
 chorusResult_t chorusCommInitAll(chorusComm_t* comm, int ndev, const int* devlist);
 chorusResult_t chorusCommDestroy(chorusComm_t comm);
 /* Stops every pending call of the communicator's ranks (they return

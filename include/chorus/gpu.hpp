@@ -51,8 +51,8 @@ struct Endpoint {
 };
 
 struct Channel {
-  Endpoint local;   // this rank's
-  Endpoint remote;  // the peer's, mapped into this rank's address space
+  Endpoint local;                // this rank's
+  Endpoint remote;               // the peer's, mapped into this rank's address space
   uint64_t* counters = nullptr;  // [0]: signals sent, [1]: signals waited for (this rank's memory)
 
   // The channel from `me` to `peer` (counters: two zeroed uint64 of me's).
@@ -127,7 +127,9 @@ struct Channel {
     for (size_t i = threadIdx.x; i < lines; i += blockDim.x) {
       uint64_t v;
       do {
-        asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(v) : "l"(local.packets + line + i)
+        asm volatile("ld.relaxed.sys.u64 %0, [%1];"
+                     : "=l"(v)
+                     : "l"(local.packets + line + i)
                      : "memory");
       } while (static_cast<uint32_t>(v >> 32) != flag);
       auto data = static_cast<uint32_t>(v);

@@ -22,6 +22,10 @@
 #include "runtime/selection.h"
 #include "synth/classic.h"
 
+#if defined(CHORUS_WITH_CUDA)
+#include "cuda/world.h"
+#endif
+
 namespace chorus::api {
 namespace {
 
@@ -208,10 +212,21 @@ Status runOps(std::vector<std::pair<std::shared_ptr<CommState>, Op>> ops) {
 }
 
 Status issue(chorusComm_t comm, Op op, chorusDataType_t type, chorusStream_t stream) {
-  if (stream != nullptr)
-    return Status(StatusCode::kUnsupported, "streams need the CUDA backend; pass NULL on host");
   auto cs = lookup(comm);
   if (!cs.isOk()) return cs.status();
+  const bool gpu = cs.value()->world != nullptr && cs.value()->world->onGpu();
+  if (stream != nullptr && !gpu)
+    return Status(StatusCode::kUnsupported,
+                  "streams need a GPU communicator (chorusCommInitAll with a devlist); pass NULL "
+                  "on host");
+  op.stream = stream;
+#if defined(CHORUS_WITH_CUDA)
+  // Device memory given to host ranks would be read by the CPU: refuse it.
+  if (!gpu && (cuda::isDeviceMemory(op.args.sendbuff) || cuda::isDeviceMemory(op.args.recvbuff)))
+    return bad("rank " + std::to_string(cs.value()->rank) + ": " + op.describe() +
+               ": a buffer is GPU device memory, but this communicator's ranks are on the host "
+               "(chorusCommInitAll with a devlist makes a GPU communicator)");
+#endif
   auto t = fromC(type);
   if (!t.isOk()) return t.status();
   op.args.type = t.value();
@@ -383,11 +398,29 @@ chorusResult_t chorusCommInitFromEnv(chorusComm_t* comm) {
   });
 }
 
-chorusResult_t chorusCommInitAll(chorusComm_t* comm, int ndev, const int* /*devlist*/) {
-  return apiCall("chorusCommInitAll", [&] {
+chorusResult_t chorusCommInitAll(chorusComm_t* comm, int ndev, const int* devlist) {
+  return apiCall("chorusCommInitAll", [&]() -> Status {
     if (comm == nullptr) return bad("comm is NULL");
     if (ndev < 1) return bad("ndev must be >= 1, got " + std::to_string(ndev));
-    auto world = std::make_shared<World>(ndev, WorldOptions::fromEnvironment());
+    WorldOptions options = WorldOptions::fromEnvironment();
+    if (devlist != nullptr) {
+#if defined(CHORUS_WITH_CUDA)
+      Result<int> gpus = cuda::deviceCount();
+      if (!gpus.isOk()) return gpus.status();
+      for (int r = 0; r < ndev; ++r) {
+        if (devlist[r] < 0 || devlist[r] >= gpus.value())
+          return bad("devlist[" + std::to_string(r) + "] = " + std::to_string(devlist[r]) +
+                     " is not a GPU of this process (it sees " + std::to_string(gpus.value()) +
+                     ")");
+        options.devices.push_back(devlist[r]);
+      }
+#else
+      return Status(StatusCode::kUnsupported,
+                    "devlist names GPUs, but this Chorus was built without CUDA; pass NULL for "
+                    "ranks on the host");
+#endif
+    }
+    auto world = std::make_shared<World>(ndev, options);
     for (int r = 0; r < ndev; ++r) comm[r] = newComm(world, r);
     return Status::ok();
   });

@@ -9,6 +9,10 @@
 #include "core/check.h"
 #include "core/log.h"
 
+#if defined(CHORUS_WITH_CUDA)
+#include "cuda/world.h"
+#endif
+
 namespace chorus::api {
 
 using runtime::CallArgs;
@@ -92,8 +96,23 @@ struct World::Helper {
   bool stop = false;
 };
 
+#if defined(CHORUS_WITH_CUDA)
+struct World::Gpu {
+  std::map<const runtime::VerifiedAlgorithm*,
+           std::pair<std::shared_ptr<const runtime::VerifiedAlgorithm>,
+                     std::unique_ptr<cuda::CudaWorld>>>
+      worlds;
+};
+#else
+struct World::Gpu {};
+#endif
+
 World::World(int nranks, WorldOptions options)
-    : n_(nranks), options_(options), nextSeq_(static_cast<size_t>(nranks), 0), builtins_(nranks) {}
+    : n_(nranks),
+      options_(options),
+      nextSeq_(static_cast<size_t>(nranks), 0),
+      builtins_(nranks),
+      gpu_(std::make_unique<Gpu>()) {}
 
 World::~World() {
   std::lock_guard<std::mutex> lock(helpersMu_);
@@ -114,6 +133,11 @@ bool World::CacheKey::operator<(const CacheKey& o) const {
 
 Status World::asyncError() const {
   std::lock_guard<std::mutex> lock(mu_);
+#if defined(CHORUS_WITH_CUDA)
+  // A kernel that stalled or was aborted ends the world as a host error does.
+  for (const auto& [va, w] : gpu_->worlds)
+    if (Status st = w.second->asyncError(); !st.isOk() && error_.isOk()) return st;
+#endif
   return error_;
 }
 
@@ -123,6 +147,9 @@ void World::abort(Status why) {
     if (error_.isOk()) error_ = why;
     aborted_.store(true, std::memory_order_release);
     for (auto& [va, f] : fabrics_) f->ringAll();
+#if defined(CHORUS_WITH_CUDA)
+    for (auto& [va, w] : gpu_->worlds) w.second->abort();  // running kernels give up
+#endif
   }
   cv_.notify_all();
   { std::lock_guard<std::mutex> lock(p2pMu_); }
@@ -138,6 +165,12 @@ std::shared_ptr<Ticket> World::post(int rank, Op op) {
     return t;
   }
   if (t->op.kind != Op::Kind::kCollective) {
+    if (onGpu()) {
+      t->early = Status(StatusCode::kUnsupported,
+                        "rank " + std::to_string(rank) + ": " + t->op.describe() +
+                            ": send and receive on GPU communicators are not built yet");
+      return t;
+    }
     if (t->op.peer < 0 || t->op.peer >= n_) {
       t->early =
           Status(StatusCode::kInvalidArgument,
@@ -263,6 +296,11 @@ Status World::plan(Assembly& a, std::vector<std::string>* why) {
   req.root = op0.root;
   auto parts = planParts(req, op0.algo, builtins_, why);
   if (!parts.isOk()) return parts.status();
+  if (onGpu()) {
+    std::vector<void*> streams;
+    for (const auto& o : a.ops) streams.push_back(o->stream);
+    return enqueueOnGpu(parts.value(), calls, streams);
+  }
   for (const PlanPart& p : parts.value()) {
     std::vector<CallArgs> mine = calls;
     for (CallArgs& c : mine) c = partArgs(c, p);
@@ -271,6 +309,31 @@ Status World::plan(Assembly& a, std::vector<std::string>* why) {
     a.parts.push_back(pc.value());
   }
   return Status::ok();
+}
+
+Status World::enqueueOnGpu(const std::vector<PlanPart>& parts, const std::vector<CallArgs>& calls,
+                           const std::vector<void*>& streams) {
+#if defined(CHORUS_WITH_CUDA)
+  for (const PlanPart& p : parts) {
+    auto it = gpu_->worlds.find(p.va.get());
+    if (it == gpu_->worlds.end()) {
+      cuda::CudaOptions o;
+      o.rankDevices = options_.devices;
+      o.sliceBytes = options_.sliceBytes;
+      o.slots = options_.slots;
+      auto w = cuda::CudaWorld::make(*p.va, o);
+      if (!w.isOk()) return w.status();
+      it = gpu_->worlds.emplace(p.va.get(), std::make_pair(p.va, std::move(w).value())).first;
+    }
+    std::vector<CallArgs> mine = calls;
+    for (CallArgs& c : mine) c = partArgs(c, p);
+    if (Status st = it->second.second->enqueue(mine, streams); !st.isOk()) return st;
+  }
+  return Status::ok();
+#else
+  (void)parts, (void)calls, (void)streams;
+  return Status(StatusCode::kUnsupported, "this Chorus was built without CUDA");
+#endif
 }
 
 void World::resolve(Assembly& a) {

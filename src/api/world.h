@@ -37,6 +37,7 @@ struct Op {
   int root = -1;           // rooted collectives
   int peer = -1;           // send/recv
   std::shared_ptr<const runtime::VerifiedAlgorithm> algo;  // explicit algorithm, or null
+  void* stream = nullptr;  // GPU worlds: the rank's cudaStream_t (nullptr: the default stream)
 
   std::string describe() const;  // "allreduce(count 1024, fp32, sum)"
 };
@@ -45,6 +46,10 @@ struct WorldOptions {
   int timeoutMs = 300000;  // CHORUS_TIMEOUT_S: a rank waiting this long without progress fails
   size_t sliceBytes = 0;   // CHORUS_SLICE_BYTES; 0 = the protocol default
   int slots = 8;           // messages in flight per connection
+  // GPU worlds (chorusCommInitAll with a devlist): rank r on GPU devices[r],
+  // device buffers, calls enqueued on the ranks' streams (docs/cuda.md).
+  // Empty: host ranks, host buffers.
+  std::vector<int> devices;
   static WorldOptions fromEnvironment();
 };
 
@@ -67,6 +72,7 @@ class World : public std::enable_shared_from_this<World> {
   World& operator=(const World&) = delete;
 
   int size() const { return n_; }
+  bool onGpu() const { return !options_.devices.empty(); }
 
   // Posts rank `rank`'s next operation without waiting.
   std::shared_ptr<Ticket> post(int rank, Op op);
@@ -104,6 +110,11 @@ class World : public std::enable_shared_from_this<World> {
       const std::shared_ptr<const runtime::VerifiedAlgorithm>& va,
       const std::vector<runtime::CallArgs>& calls);
   Status runCollective(Ticket& t);
+  // GPU worlds: enqueues every part of a resolved collective on the ranks'
+  // streams (mu_ held).
+  Status enqueueOnGpu(const std::vector<PlanPart>& parts,
+                      const std::vector<runtime::CallArgs>& calls,
+                      const std::vector<void*>& streams);
   Status waitP2p(Ticket& t);
   void matchP2p(Ticket& send, Ticket& recv);  // p2pMu_ held
 
@@ -120,6 +131,10 @@ class World : public std::enable_shared_from_this<World> {
   std::map<const runtime::VerifiedAlgorithm*, std::shared_ptr<runtime::LocalFabric>> fabrics_;
   std::map<CacheKey, CacheEntry> calls_;
   uint64_t useClock_ = 0;
+
+  // GPU worlds: one CUDA executor per algorithm (opaque here: src/cuda).
+  struct Gpu;
+  std::unique_ptr<Gpu> gpu_;
 
   std::mutex p2pMu_;
   std::condition_variable p2pCv_;

@@ -110,6 +110,33 @@ Result<std::string> describeDevice(int d) {
          std::to_string(p.minor);
 }
 
+namespace {
+
+// kInvalidArgument unless `p` is device (or managed) memory of `device`.
+Status checkDevicePointer(const void* p, int device, int rank, const char* what) {
+  cudaPointerAttributes attr{};
+  cudaError_t e = cudaPointerGetAttributes(&attr, p);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return Status(StatusCode::kInvalidArgument, "rank " + std::to_string(rank) + "'s " + what +
+                                                    " is not memory CUDA knows (" +
+                                                    cudaGetErrorString(e) + ")");
+  }
+  if (attr.type == cudaMemoryTypeManaged) return Status::ok();
+  if (attr.type != cudaMemoryTypeDevice)
+    return Status(StatusCode::kInvalidArgument,
+                  "rank " + std::to_string(rank) + "'s " + what +
+                      " is host memory; a CUDA communicator takes device pointers");
+  if (attr.device != device)
+    return Status(StatusCode::kInvalidArgument, "rank " + std::to_string(rank) + "'s " + what +
+                                                    " is on GPU " + std::to_string(attr.device) +
+                                                    ", the rank runs on GPU " +
+                                                    std::to_string(device));
+  return Status::ok();
+}
+
+}  // namespace
+
 // One GPU's share of a world: its ranks' blocks and the plan's arrays in
 // its memory.
 struct Group {
@@ -148,8 +175,15 @@ struct CudaWorld::Impl {
   int maxResident = 0;
   std::string name;
   cudaEvent_t fork = nullptr;
+  std::vector<cudaEvent_t> before;  // per rank, on its device: what its stream held
 
   Status growConnections(size_t bytes);
+  // Copies the call's rank views, zeroes its counters and launches every
+  // group's kernel, group i on streams[i].
+  Status launch(const std::vector<CallArgs>& calls, const runtime::Geometry& g,
+                const std::vector<cudaStream_t>& streams);
+  // planCall, the pointer checks and the growth every enqueue does first.
+  Result<runtime::Geometry> prepare(const std::vector<CallArgs>& calls);
   Status growScratch(int rank, size_t bytes);
   Status syncAll();
   void release();
@@ -185,6 +219,8 @@ void CudaWorld::Impl::release() {
   if (ctl != nullptr) cudaFreeHost(ctl);
   if (positions != nullptr) cudaFreeHost(positions);
   if (fork != nullptr) cudaEventDestroy(fork);
+  for (cudaEvent_t e : before) cudaEventDestroy(e);
+  before.clear();
   ctl = nullptr;
   positions = nullptr;
 }
@@ -309,6 +345,12 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
     CHORUS_CUDA_TRY(cudaEventCreateWithFlags(&g.done, cudaEventDisableTiming));
     if (i > 0) CHORUS_CUDA_TRY(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
   }
+  for (int d : m.rankDevice) {
+    CHORUS_CUDA_TRY(cudaSetDevice(d));
+    cudaEvent_t e = nullptr;
+    CHORUS_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    m.before.push_back(e);
+  }
   m.counters.assign(m.plan.conns.size(), nullptr);
   m.slots.assign(m.plan.conns.size(), nullptr);
   m.scratch.assign(static_cast<size_t>(a.ngpus), nullptr);
@@ -364,46 +406,17 @@ Status CudaWorld::Impl::growScratch(int rank, size_t bytes) {
   return Status::ok();
 }
 
-namespace {
-
-// kInvalidArgument unless `p` is device (or managed) memory of `device`.
-Status checkDevicePointer(const void* p, int device, int rank, const char* what) {
-  cudaPointerAttributes attr{};
-  cudaError_t e = cudaPointerGetAttributes(&attr, p);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return Status(StatusCode::kInvalidArgument, "rank " + std::to_string(rank) + "'s " + what +
-                                                    " is not memory CUDA knows (" +
-                                                    cudaGetErrorString(e) + ")");
-  }
-  if (attr.type == cudaMemoryTypeManaged) return Status::ok();
-  if (attr.type != cudaMemoryTypeDevice)
-    return Status(StatusCode::kInvalidArgument,
-                  "rank " + std::to_string(rank) + "'s " + what +
-                      " is host memory; a CUDA communicator takes device pointers");
-  if (attr.device != device)
-    return Status(StatusCode::kInvalidArgument, "rank " + std::to_string(rank) + "'s " + what +
-                                                    " is on GPU " + std::to_string(attr.device) +
-                                                    ", the rank runs on GPU " +
-                                                    std::to_string(device));
-  return Status::ok();
-}
-
-}  // namespace
-
-Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, void* stream) {
-  Impl& m = *impl_;
-  const runtime::VerifiedAlgorithm& va = *m.va;
-  Result<runtime::Geometry> planned = runtime::planCall(va, calls, m.o.sliceBytes);
+Result<runtime::Geometry> CudaWorld::Impl::prepare(const std::vector<CallArgs>& calls) {
+  Result<runtime::Geometry> planned = runtime::planCall(*va, calls, o.sliceBytes);
   if (!planned.isOk()) return planned.status();
   const runtime::Geometry& g = planned.value();
-  if (calls[0].op == ReduceOp::kAvg && !runtime::reducesToOutput(m.plan.collective))
+  if (calls[0].op == ReduceOp::kAvg && !runtime::reducesToOutput(plan.collective))
     return Status(StatusCode::kInvalidArgument,
-                  "avg needs a reducing collective, not " + va.algo().collectiveName);
-  size_t nranks = static_cast<size_t>(m.plan.nranks);
+                  "avg needs a reducing collective, not " + va->algo().collectiveName);
+  size_t nranks = static_cast<size_t>(plan.nranks);
   for (size_t r = 0; r < nranks; ++r) {
     if (calls[r].count == 0) continue;
-    int d = m.rankDevice[r];
+    int d = rankDevice[r];
     if (Status st = checkDevicePointer(calls[r].sendbuff, d, static_cast<int>(r), "sendbuff");
         !st.isOk())
       return st;
@@ -412,32 +425,35 @@ Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, void* stream) {
       return st;
   }
   size_t msgBytes =
-      static_cast<size_t>(m.plan.maxCount()) * std::min(g.sliceElems, g.chunkElems) * g.elemSize;
-  if (Status st = m.growConnections(msgBytes); !st.isOk()) return st;
+      static_cast<size_t>(plan.maxCount()) * std::min(g.sliceElems, g.chunkElems) * g.elemSize;
+  if (Status st = growConnections(msgBytes); !st.isOk()) return st;
+  for (size_t r = 0; r < nranks; ++r) {
+    size_t need = static_cast<size_t>(plan.scratchChunks[r]) * g.chunkElems * g.elemSize;
+    if (Status st = growScratch(static_cast<int>(r), need); !st.isOk()) return st;
+  }
+  return planned;
+}
+
+Status CudaWorld::Impl::launch(const std::vector<CallArgs>& calls, const runtime::Geometry& g,
+                               const std::vector<cudaStream_t>& streams) {
+  size_t nranks = static_cast<size_t>(plan.nranks);
   std::vector<engine::RankView> ranks(nranks);
   for (size_t r = 0; r < nranks; ++r) {
-    size_t need = static_cast<size_t>(m.plan.scratchChunks[r]) * g.chunkElems * g.elemSize;
-    if (Status st = m.growScratch(static_cast<int>(r), need); !st.isOk()) return st;
     engine::RankView& rv = ranks[r];
     rv.base[0] = const_cast<unsigned char*>(static_cast<const unsigned char*>(calls[r].sendbuff));
     rv.base[1] = static_cast<unsigned char*>(calls[r].recvbuff);
-    rv.base[2] = m.scratch[r];
-    rv.outElems = runtime::bufferElems(m.plan.collective, m.plan.nranks, calls[r].count).second;
-    rv.divisor = m.plan.dividesOutput(static_cast<int>(r), calls[r].op) && m.plan.nranks > 1
-                     ? m.plan.nranks
-                     : 0;
+    rv.base[2] = scratch[r];
+    rv.outElems = runtime::bufferElems(plan.collective, plan.nranks, calls[r].count).second;
+    rv.divisor =
+        plan.dividesOutput(static_cast<int>(r), calls[r].op) && plan.nranks > 1 ? plan.nranks : 0;
   }
-  auto main = static_cast<cudaStream_t>(stream);
-  CHORUS_CUDA_TRY(cudaSetDevice(m.groups.front().device));
-  if (m.groups.size() > 1) CHORUS_CUDA_TRY(cudaEventRecord(m.fork, main));
-  for (size_t i = 0; i < m.groups.size(); ++i) {
-    Group& grp = m.groups[i];
-    cudaStream_t s = i == 0 ? main : grp.stream;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    Group& grp = groups[i];
+    cudaStream_t s = streams[i];
     CHORUS_CUDA_TRY(cudaSetDevice(grp.device));
-    if (i > 0) CHORUS_CUDA_TRY(cudaStreamWaitEvent(s, m.fork, 0));
     CHORUS_CUDA_TRY(cudaMemcpyAsync(grp.dRanks, ranks.data(), nranks * sizeof(engine::RankView),
                                     cudaMemcpyHostToDevice, s));
-    CHORUS_CUDA_TRY(cudaMemsetAsync(grp.dCompleted, 0, m.plan.blocks.size() * sizeof(uint64_t), s));
+    CHORUS_CUDA_TRY(cudaMemsetAsync(grp.dCompleted, 0, plan.blocks.size() * sizeof(uint64_t), s));
     CHORUS_CUDA_TRY(cudaMemsetAsync(grp.dFinished, 0, nranks * sizeof(uint32_t), s));
     engine::CallView v;
     v.steps = grp.dSteps;
@@ -448,27 +464,106 @@ Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, void* stream) {
     v.completed = grp.dCompleted;
     v.ranksFinished = grp.dFinished;
     v.stage = grp.dStage;
-    v.stageBytes = m.stageBytes;
-    v.positions = m.dPositions;
+    v.stageBytes = stageBytes;
+    v.positions = dPositions;
     v.g = g;
     v.type = calls[0].type;
     v.op = calls[0].op;
-    v.protocol = m.plan.protocol;
-    v.nslots = m.o.slots;
+    v.protocol = plan.protocol;
+    v.nslots = o.slots;
     const int32_t* map = grp.dBlockMap;
-    Control* ctl = m.dCtl;
-    uint64_t timeoutNs = static_cast<uint64_t>(m.o.timeoutMs) * 1000000ull;
-    void* args[] = {&v, &map, &ctl, &timeoutNs};
+    Control* c = dCtl;
+    uint64_t timeoutNs = static_cast<uint64_t>(o.timeoutMs) * 1000000ull;
+    void* args[] = {&v, &map, &c, &timeoutNs};
     CHORUS_CUDA_TRY(cudaLaunchCooperativeKernel(
         reinterpret_cast<const void*>(planKernel), dim3(static_cast<unsigned>(grp.blockMap.size())),
-        dim3(static_cast<unsigned>(m.o.threadsPerBlock)), args, 0, s));
-    if (i > 0) {
-      CHORUS_CUDA_TRY(cudaEventRecord(grp.done, s));
-      CHORUS_CUDA_TRY(cudaSetDevice(m.groups.front().device));
-      CHORUS_CUDA_TRY(cudaStreamWaitEvent(main, grp.done, 0));
-    }
+        dim3(static_cast<unsigned>(o.threadsPerBlock)), args, 0, s));
   }
   return Status::ok();
+}
+
+Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, void* stream) {
+  Impl& m = *impl_;
+  Result<runtime::Geometry> g = m.prepare(calls);
+  if (!g.isOk()) return g.status();
+  // The first group runs on `stream`; the others on their own streams,
+  // forked from it and joined back into it by events.
+  auto main = static_cast<cudaStream_t>(stream);
+  std::vector<cudaStream_t> streams{main};
+  for (size_t i = 1; i < m.groups.size(); ++i) streams.push_back(m.groups[i].stream);
+  CHORUS_CUDA_TRY(cudaSetDevice(m.groups.front().device));
+  if (m.groups.size() > 1) {
+    CHORUS_CUDA_TRY(cudaEventRecord(m.fork, main));
+    for (size_t i = 1; i < m.groups.size(); ++i) {
+      CHORUS_CUDA_TRY(cudaSetDevice(m.groups[i].device));
+      CHORUS_CUDA_TRY(cudaStreamWaitEvent(streams[i], m.fork, 0));
+    }
+  }
+  if (Status st = m.launch(calls, g.value(), streams); !st.isOk()) return st;
+  for (size_t i = 1; i < m.groups.size(); ++i) {
+    CHORUS_CUDA_TRY(cudaSetDevice(m.groups[i].device));
+    CHORUS_CUDA_TRY(cudaEventRecord(m.groups[i].done, streams[i]));
+    CHORUS_CUDA_TRY(cudaSetDevice(m.groups.front().device));
+    CHORUS_CUDA_TRY(cudaStreamWaitEvent(main, m.groups[i].done, 0));
+  }
+  return Status::ok();
+}
+
+Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, const std::vector<void*>& streams) {
+  Impl& m = *impl_;
+  if (streams.size() != static_cast<size_t>(m.plan.nranks))
+    return Status(StatusCode::kInvalidArgument, std::to_string(streams.size()) + " streams for " +
+                                                    std::to_string(m.plan.nranks) + " ranks");
+  Result<runtime::Geometry> g = m.prepare(calls);
+  if (!g.isOk()) return g.status();
+  // Each group launches on its first rank's stream after every rank's
+  // stream has reached the call; every rank's stream then waits for every
+  // group's launch.
+  for (size_t r = 0; r < streams.size(); ++r) {
+    CHORUS_CUDA_TRY(cudaSetDevice(m.rankDevice[r]));
+    CHORUS_CUDA_TRY(cudaEventRecord(m.before[r], static_cast<cudaStream_t>(streams[r])));
+  }
+  std::vector<cudaStream_t> launchOn;
+  for (Group& grp : m.groups) {
+    auto s = static_cast<cudaStream_t>(streams[static_cast<size_t>(
+        m.plan.blocks[static_cast<size_t>(grp.blockMap.front())].rank)]);
+    CHORUS_CUDA_TRY(cudaSetDevice(grp.device));
+    for (cudaEvent_t e : m.before) CHORUS_CUDA_TRY(cudaStreamWaitEvent(s, e, 0));
+    launchOn.push_back(s);
+  }
+  if (Status st = m.launch(calls, g.value(), launchOn); !st.isOk()) return st;
+  for (size_t i = 0; i < m.groups.size(); ++i) {
+    CHORUS_CUDA_TRY(cudaSetDevice(m.groups[i].device));
+    CHORUS_CUDA_TRY(cudaEventRecord(m.groups[i].done, launchOn[i]));
+  }
+  for (size_t r = 0; r < streams.size(); ++r) {
+    CHORUS_CUDA_TRY(cudaSetDevice(m.rankDevice[r]));
+    for (const Group& grp : m.groups)
+      CHORUS_CUDA_TRY(cudaStreamWaitEvent(static_cast<cudaStream_t>(streams[r]), grp.done, 0));
+  }
+  return Status::ok();
+}
+
+Status CudaWorld::asyncError() const {
+  volatile const Control* ctl = impl_->ctl;
+  if (ctl->abort != 0)
+    return Status(StatusCode::kAborted, "a call of this communicator was aborted");
+  if (ctl->error != kNoError)
+    return Status(StatusCode::kTimeout, "a call made no progress for " +
+                                            std::to_string(impl_->o.timeoutMs) +
+                                            " ms (its blocks stopped)");
+  return Status::ok();
+}
+
+bool isDeviceMemory(const void* p) {
+  static const bool kHaveGpu = deviceCount().isOk();
+  if (!kHaveGpu || p == nullptr) return false;
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return attr.type == cudaMemoryTypeDevice;
 }
 
 Status CudaWorld::wait() {

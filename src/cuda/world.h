@@ -57,6 +57,15 @@ class CudaWorld {
   // memory is needed (naming the rank and buffer), avg on a collective that
   // does not reduce.
   Status enqueue(const std::vector<runtime::CallArgs>& calls, void* stream = nullptr);
+  // The same with each rank's work on its own stream (streams[r]: a
+  // cudaStream_t of rank r's device; nullptr: the legacy default stream),
+  // as when every rank of an NCCL communicator calls with its own stream:
+  // the launch waits for what every stream held before the call, and each
+  // stream's later work waits for the launch.
+  Status enqueue(const std::vector<runtime::CallArgs>& calls, const std::vector<void*>& streams);
+  // A call's failure (stalled past the timeout, aborted) without waiting;
+  // ok while none is known. wait() reports it in full and resets.
+  Status asyncError() const;
   // Waits for the calls enqueued so far; kTimeout or kAborted naming every
   // unfinished block's rank, threadblock, step and iteration when a call
   // stalled or was aborted (the connections are then reset).
@@ -108,6 +117,10 @@ class DeviceBuffers {
   std::vector<Region> regions_;
   std::vector<runtime::CallArgs> device_;
 };
+
+// Whether `p` is device memory (not managed or host memory) of some GPU;
+// false when there is no GPU. What a host communicator refuses.
+bool isDeviceMemory(const void* p);
 
 // Device memory helpers for tools and tests (kUnsupported on CUDA errors).
 Result<void*> deviceAlloc(size_t bytes, int device = 0);

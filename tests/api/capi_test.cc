@@ -284,6 +284,27 @@ TEST(CApi, BadArgumentsGetCodesAndMessages) {
   EXPECT_EQ(chorusCommCount(comms[1], &count), chorusInvalidArgument);
 }
 
+// A devlist asks for GPU ranks: where there are none (or the build has no
+// CUDA) that is a clear error, not host ranks in disguise. With a GPU:
+// tests/cuda/cuda_test.cc (Cuda.CApi*).
+TEST(CApi, DevlistWithoutAGpuIsRefused) {
+  std::vector<chorusComm_t> comms(2);
+  const int devlist[2] = {0, 0};
+  chorusResult_t r = chorusCommInitAll(comms.data(), 2, devlist);
+  std::string why = chorusGetLastError(nullptr);
+#if defined(CHORUS_WITH_CUDA)
+  if (r == chorusSuccess) {
+    for (chorusComm_t c : comms) chorusCommDestroy(c);
+    GTEST_SKIP() << "this machine has a GPU: the Cuda.CApi tests cover it";
+  }
+  EXPECT_EQ(r, chorusInvalidUsage);
+  EXPECT_NE(why.find("no CUDA device"), std::string::npos) << why;
+#else
+  EXPECT_EQ(r, chorusInvalidUsage);
+  EXPECT_NE(why.find("built without CUDA"), std::string::npos) << why;
+#endif
+}
+
 TEST(CApi, MissingRankTimesOutAndAbortUnblocks) {
   setenv("CHORUS_TIMEOUT_S", "1", 1);
   auto comms = initAll(2);

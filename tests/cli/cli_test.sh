@@ -219,5 +219,30 @@ check synth-json-lowering 0 '"pieces_per_connection": [12]' \
 check synth-json-chunks 0 '"chunks_per_piece": [12],' \
   -- "$chorus" synth allgather --topo ring:4 --json
 
+# --device engine: the CUDA executor's code on host threads, through run and perf.
+check run-engine 0 'check +0 wrong element' -- "$chorus" run "$msccl/ap4ll.xml" --device engine \
+  --check -b 64K -n 1 -w 0
+check run-engine-ll128-threads 0 'check +0 wrong element' -- "$chorus" run "$msccl/r48ll128.xml" \
+  --device engine --host-threads 3 --slots 1 --check -b 64K -n 1 -w 0
+check run-engine-memory 0 '^memory +[0-9.]+ GB/s read\+written by the steps' \
+  -- "$chorus" run "$msccl/ag-1m.xml" --device engine -b 1M -n 1 -w 0
+check perf-engine 0 'Out of bounds values : 0 OK' -- "$chorus" perf allreduce --device engine \
+  --ranks 8 -b 8 -e 64K -f 8 -n 1 -w 1 --check
+check perf-engine-file 0 'Out of bounds values : 0 OK' -- "$chorus" perf allgather --device engine \
+  --ranks 8 --algo "$msccl/ag-1m.xml" -b 1M -e 1M -n 1 -w 0 --check
+check perf-engine-sendrecv 2 'no sendrecv' -- "$chorus" perf sendrecv --device engine
+check run-engine-procs 2 'excludes --device' -- "$chorus" run "$msccl/ap4ll.xml" --device engine \
+  --procs 8
+check run-bad-device 2 'not in' -- "$chorus" run "$msccl/ap4ll.xml" --device tpu
+# --device cuda on a machine without a GPU (or a build without CUDA): a
+# clear error, exit 2. With a GPU the gpu-labelled tests and
+# scripts/gpu_check.sh check it.
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  check run-cuda-no-gpu 2 'no CUDA device|built without CUDA' -- "$chorus" run "$msccl/ap4ll.xml" \
+    --device cuda --check
+  check perf-cuda-no-gpu 2 'no CUDA device|built without CUDA' -- "$chorus" perf allreduce \
+    --device cuda --ranks 8
+fi
+
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

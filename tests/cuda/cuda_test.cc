@@ -5,12 +5,14 @@
 // abort, reported with where each block stood; a world too large to be
 // resident at once refused. Without a GPU every test is skipped, naming
 // why (CI counts them as skipped, not passed).
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <thread>
 
 #include "api/generate.h"
+#include "chorus/chorus.h"
 #include "compiler/compiler.h"
 #include "cuda/world.h"
 #include "lang/registry.h"
@@ -26,10 +28,10 @@ using runtime::CallArgs;
 using runtime::CollectiveData;
 using runtime::VerifiedAlgorithm;
 
-#define CHORUS_NEED_GPU()                                                        \
-  do {                                                                           \
-    Result<int> n = deviceCount();                                               \
-    if (!n.isOk()) GTEST_SKIP() << "no GPU here: " << n.status().message();       \
+#define CHORUS_NEED_GPU()                                                   \
+  do {                                                                      \
+    Result<int> n = deviceCount();                                          \
+    if (!n.isOk()) GTEST_SKIP() << "no GPU here: " << n.status().message(); \
   } while (0)
 
 // Runs `va` once on GPU 0 with data made for it and counts wrong elements.
@@ -109,8 +111,8 @@ TEST(Cuda, EveryDslProgram) {
       auto spec = postconditionOf(p, c);
       auto va = VerifiedAlgorithm::make(std::move(c.algo));
       ASSERT_TRUE(va.isOk());
-      runChecked(*va.value(), chorus::testing::unitCount(va.value()->algo()) * 64,
-                 DataType::kInt32, ReduceOp::kSum, inplace, spec ? &*spec : nullptr);
+      runChecked(*va.value(), chorus::testing::unitCount(va.value()->algo()) * 64, DataType::kInt32,
+                 ReduceOp::kSum, inplace, spec ? &*spec : nullptr);
     }
   }
 }
@@ -206,6 +208,70 @@ TEST(Cuda, BadDevicesAreRefused) {
   o = {};
   o.rankDevices = {0, 0};
   EXPECT_EQ(CudaWorld::make(*va, o).status().code(), StatusCode::kInvalidArgument);
+}
+
+// The C API on GPU ranks: four ranks on GPU 0 driven from one thread in a
+// group, each with its own stream; the call returns before the data is
+// there (it is enqueued), the streams' synchronization brings it.
+TEST(Cuda, CApiGroupOfRanksOnOneGpu) {
+  CHORUS_NEED_GPU();
+  const int n = 4;
+  const size_t count = 1 << 20;
+  std::vector<chorusComm_t> comms(n);
+  std::vector<int> devlist(n, 0);
+  ASSERT_EQ(chorusCommInitAll(comms.data(), n, devlist.data()), chorusSuccess)
+      << chorusGetLastError(nullptr);
+  std::vector<float*> bufs(n);
+  std::vector<cudaStream_t> streams(n);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(cudaMalloc(&bufs[r], count * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreate(&streams[r]), cudaSuccess);
+    std::vector<float> in(count);
+    for (size_t i = 0; i < count; ++i)
+      in[i] = static_cast<float>(r * 100 + static_cast<int>(i % 1000));
+    ASSERT_EQ(cudaMemcpy(bufs[r], in.data(), count * sizeof(float), cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+  for (int rep = 0; rep < 2; ++rep) {
+    chorusGroupStart();
+    for (int r = 0; r < n; ++r)
+      chorusAllReduce(bufs[r], bufs[r], count, chorusFloat, rep == 0 ? chorusSum : chorusMax,
+                      comms[r], streams[r]);
+    ASSERT_EQ(chorusGroupEnd(), chorusSuccess) << chorusGetLastError(nullptr);
+  }
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(cudaStreamSynchronize(streams[r]), cudaSuccess);
+    std::vector<float> out(count);
+    ASSERT_EQ(cudaMemcpy(out.data(), bufs[r], count * sizeof(float), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    size_t wrong = 0;
+    for (size_t i = 0; i < count; ++i) {
+      // Sum over ranks, then the max of equal values: the sum.
+      float want = static_cast<float>(n * static_cast<int>(i % 1000) + 100 * (n * (n - 1) / 2));
+      wrong += out[i] != want;
+    }
+    EXPECT_EQ(wrong, 0u) << "rank " << r;
+  }
+  // Host memory on a GPU communicator, device memory on a host one.
+  std::vector<float> host(count);
+  chorusGroupStart();
+  for (int r = 0; r < n; ++r)
+    chorusAllReduce(host.data(), host.data(), count, chorusFloat, chorusSum, comms[r], streams[r]);
+  EXPECT_EQ(chorusGroupEnd(), chorusInvalidArgument);
+  EXPECT_NE(std::string(chorusGetLastError(nullptr)).find("host memory"), std::string::npos);
+  std::vector<chorusComm_t> cpu(2);
+  ASSERT_EQ(chorusCommInitAll(cpu.data(), 2, nullptr), chorusSuccess);
+  EXPECT_EQ(chorusAllReduce(bufs[0], bufs[0], count, chorusFloat, chorusSum, cpu[0], nullptr),
+            chorusInvalidArgument);
+  EXPECT_NE(std::string(chorusGetLastError(nullptr)).find("device memory"), std::string::npos);
+  // Send and receive are not there yet: said so.
+  EXPECT_EQ(chorusSend(bufs[0], 8, chorusFloat, 1, comms[0], streams[0]), chorusInvalidUsage);
+  for (chorusComm_t c : cpu) chorusCommDestroy(c);
+  for (int r = 0; r < n; ++r) {
+    chorusCommDestroy(comms[r]);
+    cudaStreamDestroy(streams[r]);
+    cudaFree(bufs[r]);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The GPU checks of docs/cuda.md, on a machine with an NVIDIA GPU (nvcc, CMake
+# and ninja installed; our Debian packages either installed or gathered into
+# .devdeps by ../shared/tools/device-deps.sh, with ../shared/msccl-algorithms
+# copied to .devdeps/shared/msccl-algorithms). Builds a release tree with
+# CUDA, then runs and logs into OUT:
+#   ctest -L gpu                      CUDA executor tests, primitives example
+#   chorus run --device cuda --check  every production file (8 ranks, one GPU),
+#                                     r48ll and ap4ll with every type and op,
+#                                     every DSL program at 8 ranks
+#   chorus perf --device cuda         allreduce 8 B .. 1 GiB checked, 8 ranks;
+#                                     allgather / reducescatter / alltoall
+#   compute-sanitizer                 memcheck and racecheck on a ring
+#                                     allreduce and ap4ll
+# Usage: scripts/gpu_check.sh [OUT] (default gpu-check). Exit 1 if any check fails.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-gpu-check}
+mkdir -p "$out"
+shared=../shared
+if [ -d .devdeps ]; then
+  mkdir -p .devdeps/root
+  for f in .devdeps/*.deb; do dpkg -x "$f" .devdeps/root; done
+  export CMAKE_PREFIX_PATH=$PWD/.devdeps/root/usr
+  export LD_LIBRARY_PATH=$PWD/.devdeps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+  [ -d .devdeps/shared ] && shared=$PWD/.devdeps/shared
+fi
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+failed=0
+step() {  # step NAME COMMAND...: runs it, logs it, remembers a failure
+  local name=$1
+  shift
+  echo "== $name: $*" | tee -a "$out/summary.txt"
+  if "$@" >"$out/$name.log" 2>&1; then
+    echo "   ok" | tee -a "$out/summary.txt"
+  else
+    echo "   FAILED (exit $?; $out/$name.log)" | tee -a "$out/summary.txt"
+    tail -20 "$out/$name.log"
+    failed=1
+  fi
+}
+nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
+step configure cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCHORUS_WERROR=ON \
+  -DCHORUS_BUILD_BENCH=OFF -DCMAKE_CUDA_COMPILER="$nvcc" -DCHORUS_SHARED_DIR="$shared"
+step build cmake --build build/gpu -j "$(nproc)"
+step ctest-gpu ctest --test-dir build/gpu -L gpu --output-on-failure
+B=build/gpu/tools/chorus/chorus
+algos=$shared/msccl-algorithms/ndv4
+run_all() {
+  for f in "$algos"/*.xml; do "$B" run "$f" --device cuda --check -b 4M -n 5 -w 2 || return 1; done
+}
+step run-production run_all
+run_types() {
+  for f in r48ll ap4ll; do
+    for t in int8 uint8 int32 uint32 int64 uint64 fp16 bf16 fp32 fp64 fp8e4m3 fp8e5m2; do
+      for o in sum prod max min avg; do
+        "$B" run "$algos/$f.xml" --device cuda --dtype "$t" --op "$o" --check -b 1M -n 1 -w 0 \
+          || return 1
+      done
+    done
+  done
+}
+step run-types run_types
+run_dsl() {
+  for p in $("$B" gen --list | awk '/^[a-z_0-9]+ / && $2 != "" {print $1}'); do
+    local spec=()
+    case "$("$B" gen --list | awk -v p="$p" '$1 == p {print $2}')" in
+      allreduce | allgather | reducescatter | alltoall | broadcast | reduce | gather | scatter) ;;
+      *) spec=(--spec "$out/$p.json") ;;  # a custom collective: checked against its spec
+    esac
+    "$B" gen "$p" --ranks 8 -o "$out/$p.xml" "${spec[@]}" >/dev/null || continue  # not for 8 ranks
+    "$B" run "$out/$p.xml" "${spec[@]}" --device cuda --check -b 1M -n 1 -w 0 || return 1
+  done
+}
+step run-dsl run_dsl
+step perf-allreduce "$B" perf allreduce --device cuda --ranks 8 -b 8 -e 1G --check
+step perf-allreduce-cpu "$B" perf allreduce --ranks 8 -b 4K -e 64M --check
+for c in allgather reducescatter alltoall; do
+  step "perf-$c" "$B" perf "$c" --device cuda --ranks 8 -b 4K -e 256M -f 4 --check
+done
+if command -v compute-sanitizer >/dev/null; then
+  "$B" gen ring_allreduce --ranks 8 -o "$out/ring8.xml" >/dev/null
+  for tool in memcheck racecheck; do
+    step "sanitizer-$tool-ring" compute-sanitizer --tool "$tool" --error-exitcode 1 \
+      "$B" run "$out/ring8.xml" --device cuda --check -b 64K -n 1 -w 0
+    step "sanitizer-$tool-ap4ll" compute-sanitizer --tool "$tool" --error-exitcode 1 \
+      "$B" run "$algos/ap4ll.xml" --device cuda --check -b 64K -n 1 -w 0
+  done
+else
+  echo "== compute-sanitizer not found: sanitizer checks not run" | tee -a "$out/summary.txt"
+fi
+exit $failed
