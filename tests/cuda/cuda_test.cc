@@ -11,15 +11,14 @@
 #include <chrono>
 #include <thread>
 
-#include "api/generate.h"
 #include "chorus/chorus.h"
-#include "compiler/compiler.h"
 #include "cuda/world.h"
 #include "lang/registry.h"
 #include "runtime/check.h"
 #include "synth/classic.h"
 #include "tests/support/collective_check.h"
 #include "tests/support/files.h"
+#include "tests/support/programs.h"
 
 namespace chorus::cuda {
 namespace {
@@ -98,21 +97,10 @@ TEST(Cuda, EveryDslProgram) {
   for (const lang::ProgramEntry& e : lang::programs()) {
     for (bool inplace : {false, true}) {
       SCOPED_TRACE(e.name + (inplace ? " in place" : " out of place"));
-      lang::ProgramOptions o;
-      o.name = e.name;
-      o.collective = e.collective;
-      o.ranks = 8;
-      o.inplace = inplace;
-      o.chunkFactor *= e.chunkFactor(o);
-      lang::Program p(o);
-      e.build(p);
-      compiler::Compiled c = compiler::compile(p);
-      ASSERT_TRUE(c.ok());
-      auto spec = postconditionOf(p, c);
-      auto va = VerifiedAlgorithm::make(std::move(c.algo));
-      ASSERT_TRUE(va.isOk());
-      runChecked(*va.value(), chorus::testing::unitCount(va.value()->algo()) * 64, DataType::kInt32,
-                 ReduceOp::kSum, inplace, spec ? &*spec : nullptr);
+      chorus::testing::BuiltProgram p = chorus::testing::buildProgram(e, 8, inplace);
+      ASSERT_TRUE(p.va);
+      runChecked(*p.va, chorus::testing::unitCount(p.va->algo()) * 64, DataType::kInt32,
+                 ReduceOp::kSum, inplace, p.spec ? &*p.spec : nullptr);
     }
   }
 }

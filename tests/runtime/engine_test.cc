@@ -7,15 +7,13 @@
 // one slot per connection; and the errors a caller can cause.
 #include <gtest/gtest.h>
 
-#include "api/generate.h"
-#include "compiler/compiler.h"
 #include "lang/registry.h"
 #include "runtime/check.h"
 #include "runtime/engine_host.h"
 #include "runtime/flat_plan.h"
 #include "tests/support/collective_check.h"
 #include "tests/support/files.h"
-#include "verify/verifier.h"
+#include "tests/support/programs.h"
 
 namespace chorus::runtime {
 namespace {
@@ -77,20 +75,9 @@ TEST(StepEngine, EveryDslProgramAtEightRanks) {
     ++ran;
     for (bool inplace : {false, true}) {
       SCOPED_TRACE(e.name + (inplace ? " in place" : " out of place"));
-      lang::ProgramOptions o;
-      o.name = e.name;
-      o.collective = e.collective;
-      o.ranks = 8;
-      o.inplace = inplace;
-      o.chunkFactor *= e.chunkFactor(o);
-      lang::Program p(o);
-      e.build(p);
-      compiler::Compiled c = compiler::compile(p);
-      ASSERT_TRUE(c.ok());
-      std::optional<verify::PostCondition> spec = postconditionOf(p, c);
-      auto va = VerifiedAlgorithm::make(std::move(c.algo));
-      ASSERT_TRUE(va.isOk()) << va.status().toString();
-      chorus::testing::runOnEngineEveryWay(*va.value(), spec ? &*spec : nullptr, /*threads=*/1,
+      chorus::testing::BuiltProgram p = chorus::testing::buildProgram(e, 8, inplace);
+      ASSERT_TRUE(p.va);
+      chorus::testing::runOnEngineEveryWay(*p.va, p.spec ? &*p.spec : nullptr, /*threads=*/1,
                                            /*slots=*/8);
     }
   }

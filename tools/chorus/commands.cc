@@ -334,10 +334,7 @@ int runOnDevice(const RunArgs& args, const runtime::VerifiedAlgorithm& va,
   };
   const ir::Algorithm& a = va.algo();
   BackendOptions bo;
-  bo.device = args.device;
-  bo.gpu = args.gpu;
-  bo.hostThreads = args.hostThreads;
-  bo.threadsPerBlock = args.threadsPerBlock;
+  bo.dev = args.dev;
   bo.sliceBytes = args.sliceBytes;
   bo.slots = args.slots;
   auto made = Backend::make(bo);
@@ -440,7 +437,7 @@ int runRun(const RunArgs& args) {
                                             spec ? &*spec : nullptr);
   if (!data.isOk()) return fail(data.status().message());
   const auto& calls = data.value().calls();
-  if (args.device != "cpu") {
+  if (args.dev.device != "cpu") {
     if (args.procs > 0) return fail("--procs runs CPU ranks; it excludes --device");
     return runOnDevice(args, *va.value(), data.value(), count, inplace);
   }

@@ -26,6 +26,15 @@ struct ConvertArgs {
 };
 int runConvert(const ConvertArgs& args);
 
+// Where `run` and `perf` run calls: CPU ranks, the step engine on host
+// threads, or a GPU (tools/chorus/device.h).
+struct DeviceArgs {
+  std::string device = "cpu";  // cpu, engine (the CUDA executor's code on host threads), cuda
+  int gpu = 0;                 // cuda: the GPU every rank runs on
+  int hostThreads = 1;         // engine: its threads
+  int threadsPerBlock = 256;   // cuda: CUDA threads per IR threadblock
+};
+
 struct RunArgs {
   std::string file;
   size_t bytes = 1 << 20;  // nccl-tests "size"; count = bytes / (type size x m)
@@ -43,10 +52,7 @@ struct RunArgs {
   int ranks = 0;     // > 0: must be the file's rank count (a check that says so)
   int procs = 0;     // > 0: as that many processes (must be the file's rank count), via chorus perf
   std::string spec;  // a custom collective's postcondition JSON, for --check
-  std::string device = "cpu";  // cpu (the CPU executor), engine (host threads), cuda
-  int gpu = 0;                 // --device cuda: the GPU every rank runs on
-  int hostThreads = 1;         // --device engine: its threads
-  int threadsPerBlock = 256;   // --device cuda: CUDA threads per IR threadblock
+  DeviceArgs dev;
 };
 // Runs one algorithm file on CPU ranks (threads of this process), or with
 // `procs` as processes through `chorus perf --algo FILE --procs N`.
@@ -66,10 +72,7 @@ struct PerfArgs {
   bool check = false;
   bool csv = false;
   int procs = 0;  // > 0: run as that many processes (relaunches itself via `chorus launch`)
-  std::string device = "cpu";  // cpu (threads through the C API), engine, cuda
-  int gpu = 0;
-  int hostThreads = 1;
-  int threadsPerBlock = 256;
+  DeviceArgs dev;
 };
 // nccl-tests-style sweep through the C API. Exit: 0 ok, 1 wrong results
 // (--check), 2 bad arguments or a failed call.

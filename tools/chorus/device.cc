@@ -33,7 +33,7 @@ class EngineBackend final : public Backend {
     }
   }
   std::string describe() const override {
-    return "step engine (the CUDA executor's code) on " + std::to_string(o_.hostThreads) +
+    return "step engine (the CUDA executor's code) on " + std::to_string(o_.dev.hostThreads) +
            " host thread(s)";
   }
   double copyBandwidth() const override { return copyBw_; }
@@ -50,7 +50,7 @@ class EngineBackend final : public Backend {
     auto it = worlds_.find(&va);
     if (it == worlds_.end()) {
       runtime::PlanRunOptions o;
-      o.threads = o_.hostThreads;
+      o.threads = o_.dev.hostThreads;
       o.sliceBytes = o_.sliceBytes;
       o.slots = o_.slots;
       auto w = runtime::PlanWorld::make(va, o);
@@ -80,7 +80,7 @@ class EngineBackend final : public Backend {
 class CudaBackend final : public Backend {
  public:
   static Result<std::unique_ptr<Backend>> make(const BackendOptions& o) {
-    int gpu = o.gpu;
+    int gpu = o.dev.gpu;
     Result<int> n = cuda::deviceCount();
     if (!n.isOk()) return n.status();
     if (gpu < 0 || gpu >= n.value())
@@ -121,7 +121,7 @@ class CudaBackend final : public Backend {
       o.device = gpu_;
       o.sliceBytes = o_.sliceBytes;
       o.slots = o_.slots;
-      o.threadsPerBlock = o_.threadsPerBlock;
+      o.threadsPerBlock = o_.dev.threadsPerBlock;
       auto w = cuda::CudaWorld::make(va, o);
       if (!w.isOk()) return w.status();
       it = worlds_.emplace(&va, std::move(w).value()).first;
@@ -152,12 +152,12 @@ class CudaBackend final : public Backend {
 
 Result<std::unique_ptr<Backend>> Backend::make(const BackendOptions& o) {
   if (o.slots < 1) return Status(StatusCode::kInvalidArgument, "--slots must be >= 1");
-  if (o.device == "engine") {
-    if (o.hostThreads < 1)
+  if (o.dev.device == "engine") {
+    if (o.dev.hostThreads < 1)
       return Status(StatusCode::kInvalidArgument, "--host-threads must be >= 1");
     return Result<std::unique_ptr<Backend>>(std::make_unique<EngineBackend>(o));
   }
-  if (o.device == "cuda") {
+  if (o.dev.device == "cuda") {
 #if defined(CHORUS_WITH_CUDA)
     return CudaBackend::make(o);
 #else
@@ -168,7 +168,7 @@ Result<std::unique_ptr<Backend>> Backend::make(const BackendOptions& o) {
 #endif
   }
   return Status(StatusCode::kInvalidArgument,
-                "unknown device '" + o.device + "' (cpu, engine or cuda)");
+                "unknown device '" + o.dev.device + "' (cpu, engine or cuda)");
 }
 
 }  // namespace chorus::cli

@@ -10,16 +10,14 @@
 
 #include "core/status.h"
 #include "runtime/executor.h"
+#include "tools/chorus/commands.h"
 
 namespace chorus::cli {
 
 struct BackendOptions {
-  std::string device = "engine";  // "engine" or "cuda"
-  int gpu = 0;                    // the CUDA device every rank runs on
-  int hostThreads = 1;            // the engine's threads
-  int threadsPerBlock = 256;      // CUDA threads per IR threadblock
-  size_t sliceBytes = 0;          // 0: the protocol's default
-  int slots = 8;                  // messages in flight per connection
+  DeviceArgs dev;         // device "engine" or "cuda", and their settings
+  size_t sliceBytes = 0;  // 0: the protocol's default
+  int slots = 8;          // messages in flight per connection
 };
 
 class Backend {

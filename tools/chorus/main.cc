@@ -6,6 +6,25 @@
 #include "compiler/compiler.h"
 #include "tools/chorus/commands.h"
 
+namespace {
+
+// --device and its settings, the same for `run` and `perf`.
+void addDeviceOptions(CLI::App* app, chorus::cli::DeviceArgs& d) {
+  app->add_option("--device", d.device,
+                  "cpu (CPU ranks, default), engine (the CUDA executor's code on host threads), "
+                  "cuda (every rank on one GPU)")
+      ->check(CLI::IsMember({"cpu", "engine", "cuda"}));
+  app->add_option("--gpu", d.gpu, "--device cuda: the GPU every rank runs on (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--host-threads", d.hostThreads, "--device engine: host threads (default 1)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--threads-per-block", d.threadsPerBlock,
+                  "--device cuda: CUDA threads per IR threadblock (default 256)")
+      ->check(CLI::Range(32, 1024));
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"Chorus: programmable collective communication"};
   app.require_subcommand(1);
@@ -57,17 +76,7 @@ int main(int argc, char** argv) {
   p->add_option("--algo", perf.algo, "an algorithm file or a built-in name (default: automatic)");
   p->add_flag("--check,-c", perf.check, "check every result; exit 1 if any is wrong");
   p->add_flag("--csv", perf.csv, "CSV rows with a header instead of the table");
-  p->add_option("--device", perf.device,
-                "cpu (thread ranks through the C API, default), engine (the CUDA executor's code "
-                "on host threads), cuda (every rank on one GPU)")
-      ->check(CLI::IsMember({"cpu", "engine", "cuda"}));
-  p->add_option("--gpu", perf.gpu, "--device cuda: the GPU every rank runs on (default 0)")
-      ->check(CLI::NonNegativeNumber);
-  p->add_option("--host-threads", perf.hostThreads, "--device engine: host threads (default 1)")
-      ->check(CLI::PositiveNumber);
-  p->add_option("--threads-per-block", perf.threadsPerBlock,
-                "--device cuda: CUDA threads per IR threadblock (default 256)")
-      ->check(CLI::Range(32, 1024));
+  addDeviceOptions(p, perf.dev);
   p->add_option("--procs", perf.procs,
                 "run the ranks as N processes over shared memory (via chorus launch)")
       ->check(CLI::PositiveNumber);
@@ -119,17 +128,7 @@ int main(int argc, char** argv) {
                 "postcondition JSON of a custom collective (what --check compares against)");
   r->add_option("--ranks", run.ranks, "the ranks to run on: must be the file's (checked)")
       ->check(CLI::PositiveNumber);
-  r->add_option("--device", run.device,
-                "cpu (CPU ranks, default), engine (the CUDA executor's code on host threads), "
-                "cuda (a GPU)")
-      ->check(CLI::IsMember({"cpu", "engine", "cuda"}));
-  r->add_option("--gpu", run.gpu, "--device cuda: the GPU every rank runs on (default 0)")
-      ->check(CLI::NonNegativeNumber);
-  r->add_option("--host-threads", run.hostThreads, "--device engine: host threads (default 1)")
-      ->check(CLI::PositiveNumber);
-  r->add_option("--threads-per-block", run.threadsPerBlock,
-                "--device cuda: CUDA threads per IR threadblock (default 256)")
-      ->check(CLI::Range(32, 1024));
+  addDeviceOptions(r, run.dev);
   r->add_option("--procs", run.procs,
                 "run the ranks as N processes (N = the file's ranks; via chorus perf --algo)")
       ->check(CLI::PositiveNumber);

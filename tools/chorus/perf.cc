@@ -328,7 +328,7 @@ int runPerf(const PerfArgs& a) {
     return 2;
   }
   Local local;
-  const bool onDevice = a.device != "cpu";
+  const bool onDevice = a.dev.device != "cpu";
   DeviceRun dev;
   std::unique_ptr<Backend> backend;
   if (onDevice) {
@@ -340,10 +340,7 @@ int runPerf(const PerfArgs& a) {
       return 2;
     }
     BackendOptions bo;
-    bo.device = a.device;
-    bo.gpu = a.gpu;
-    bo.hostThreads = a.hostThreads;
-    bo.threadsPerBlock = a.threadsPerBlock;
+    bo.dev = a.dev;
     auto made = Backend::make(bo);
     if (!made.isOk()) {
       std::fprintf(stderr, "chorus perf: %s\n", made.status().message().c_str());
@@ -431,7 +428,7 @@ int runPerf(const PerfArgs& a) {
                                                       : "shared memory";
     std::printf("# chorus perf %s: %d ranks (%s), %s, iters %d, warmup %d%s\n",
                 a.collective.c_str(), local.nranks,
-                onDevice       ? ("--device " + a.device).c_str()
+                onDevice       ? ("--device " + a.dev.device).c_str()
                 : local.me < 0 ? "threads of one process"
                                : ("processes: " + transport).c_str(),
                 a.algo.empty() ? "automatic selection" : a.algo.c_str(), a.iters, a.warmup,
@@ -510,8 +507,8 @@ int runPerf(const PerfArgs& a) {
   if (printer && !a.csv && rows > 0) {
     if (a.check)
       std::printf("# Out of bounds values : %zu %s\n", wrongTotal, wrongTotal ? "FAILED" : "OK");
-    std::printf("# Avg bus bandwidth    : %.3f GB/s (%.2f of memcpy)\n", busSum / rows,
-                busSum / rows / memBw);
+    std::printf("# Avg bus bandwidth    : %.3f GB/s (%.2f of %s)\n", busSum / rows,
+                busSum / rows / memBw, onDevice ? "the copy bandwidth" : "memcpy");
   }
   if (status != 0) return status;
   return a.check && wrongTotal > 0 ? 1 : 0;
