@@ -45,8 +45,7 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
   w->boot_ = std::move(boot);
   // How to reach each peer: shared memory on this host, TCP elsewhere, or
   // as CHORUS_TRANSPORT says. Every rank must say the same.
-  const char* t = std::getenv("CHORUS_TRANSPORT");
-  std::string mode = t != nullptr && *t != '\0' ? t : "auto";
+  const std::string& mode = options.transport;
   if (mode != "auto" && mode != "shm" && mode != "tcp")
     return Status(StatusCode::kInvalidArgument,
                   "CHORUS_TRANSPORT='" + mode + "' is not auto, shm or tcp");
@@ -82,10 +81,9 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
   // `chorus launch` the name starts with the job's id, so the launcher can
   // remove what a killed job could not.
   std::random_device rd;
-  const char* job = std::getenv("CHORUS_JOB_ID");
   std::string name = "/";
-  if (job != nullptr && *job != '\0')
-    name.append(job);
+  if (!options.jobId.empty())
+    name.append(options.jobId);
   else
     name.append("chorus-").append(std::to_string(::getpid()));
   name.append("-").append(std::to_string(rd()));
@@ -94,8 +92,7 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
   w->prefix_ = names.value()[0];
   // Single copies between processes of a host (cross-memory attach) unless
   // CHORUS_CMA=0 says otherwise or some rank cannot read its peers.
-  const char* cma = std::getenv("CHORUS_CMA");
-  bool tryCma = cma == nullptr || std::string_view(cma) != "0";
+  bool tryCma = options.crossMemoryAttach;
   auto bells = runtime::RankBells::create(w->prefix_, w->me_, w->n_, *w->boot_, w->remote_, tryCma);
   if (!bells.isOk()) return bells.status();
   w->bells_ = std::move(bells).value();
@@ -116,11 +113,11 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
   if (anyTcp) {  // collective: every rank takes part
     runtime::TcpOptions to;
     to.timeoutMs = options.timeoutMs;
-    if (const char* k = std::getenv("CHORUS_TCP_SOCKETS"); k != nullptr && *k != '\0') {
-      to.socketsPerPeer = std::atoi(k);
+    if (const std::string& k = options.tcpSockets; !k.empty()) {
+      to.socketsPerPeer = std::atoi(k.c_str());
       if (to.socketsPerPeer < 1 || to.socketsPerPeer > 16)
         return Status(StatusCode::kInvalidArgument,
-                      std::string("CHORUS_TCP_SOCKETS='") + k + "' is not a number in [1, 16]");
+                      "CHORUS_TCP_SOCKETS='" + k + "' is not a number in [1, 16]");
     }
     auto tcp = runtime::TcpLinks::create(
         *w->boot_, w->boot_->secret(), w->remote_, w->bells_->bell(w->me_), to,

@@ -41,6 +41,14 @@ WorldOptions WorldOptions::fromEnvironment() {
   WorldOptions o;
   o.timeoutMs = static_cast<int>(std::min<long>(envLong("CHORUS_TIMEOUT_S", 300), 2000000) * 1000);
   o.sliceBytes = static_cast<size_t>(envLong("CHORUS_SLICE_BYTES", 0));
+  auto text = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v == nullptr ? "" : v);
+  };
+  if (std::string t = text("CHORUS_TRANSPORT"); !t.empty()) o.transport = t;
+  o.jobId = text("CHORUS_JOB_ID");
+  o.crossMemoryAttach = text("CHORUS_CMA") != "0";
+  o.tcpSockets = text("CHORUS_TCP_SOCKETS");
   return o;
 }
 

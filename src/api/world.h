@@ -42,10 +42,20 @@ struct Op {
   std::string describe() const;  // "allreduce(count 1024, fp32, sum)"
 };
 
+// A communicator's settings. fromEnvironment() is the one place the API
+// layer reads the environment (below it: CHORUS_ALGO_DIR & co. in
+// runtime/selection, CHORUS_DEBUG in core/log, the bootstrap's variables in
+// runtime/bootstrap).
 struct WorldOptions {
   int timeoutMs = 300000;  // CHORUS_TIMEOUT_S: a rank waiting this long without progress fails
   size_t sliceBytes = 0;   // CHORUS_SLICE_BYTES; 0 = the protocol default
   int slots = 8;           // messages in flight per connection
+  // Processes: how to reach peers, CHORUS_TRANSPORT (auto, shm, tcp; as
+  // given, checked when the communicator is made).
+  std::string transport = "auto";
+  std::string jobId;              // CHORUS_JOB_ID: names shared-memory segments (chorus launch)
+  bool crossMemoryAttach = true;  // CHORUS_CMA (0: off)
+  std::string tcpSockets;         // CHORUS_TCP_SOCKETS per peer, as given ("": the default)
   // GPU worlds (chorusCommInitAll with a devlist): rank r on GPU devices[r],
   // device buffers, calls enqueued on the ranks' streams (docs/cuda.md).
   // Empty: host ranks, host buffers.
