@@ -21,12 +21,13 @@
 // block together (they synchronize the block); flush by any thread.
 //
 // Memory ordering: signal() = every thread fences (__threadfence_system),
-// the block synchronizes, thread 0 adds 1 to the peer's semaphore with
-// st.release at system scope; wait() = thread 0 spins on its semaphore
-// with ld.acquire until it reaches the count it expects, then the block
-// synchronizes. Packets: a line is written by one 64-bit st.relaxed and
-// read by one 64-bit ld.relaxed (single-copy atomic), so payload and flag
-// arrive together.
+// the block synchronizes, thread 0 stores its count of signals sent on this
+// channel into the peer's semaphore word for this rank with st.release at
+// system scope (one writer per word, so the count only grows); wait() =
+// thread 0 spins on its word for the peer with ld.acquire until it reaches
+// the count it expects, then the block synchronizes. Packets: a line is written by one 64-bit
+// st.relaxed and read by one 64-bit ld.relaxed (single-copy atomic), so payload and flag arrive
+// together.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -39,27 +40,32 @@
 
 namespace chorus::gpu {
 
-// What one side of a channel holds: its registered buffer, its semaphore
-// (the peer's signals land there), its packet buffer (the peer's packets
-// land there) and its own counters (device memory, private to it).
+// What one rank offers its peers: its registered buffer, its semaphores
+// (one 8-byte word per peer rank, zeroed: rank p's signals land in word p)
+// and its packet buffer (the peers' packets land there).
 struct Endpoint {
   unsigned char* buffer = nullptr;
   size_t bytes = 0;
-  uint64_t* semaphore = nullptr;
-  uint64_t* packets = nullptr;  // 8-byte lines
+  uint64_t* semaphore = nullptr;  // nranks words
+  uint64_t* packets = nullptr;    // 8-byte lines
   size_t packetLines = 0;
 };
 
 struct Channel {
-  Endpoint local;                // this rank's
-  Endpoint remote;               // the peer's, mapped into this rank's address space
+  Endpoint local;   // this rank's; local.semaphore: the word the peer signals
+  Endpoint remote;  // the peer's, mapped here; remote.semaphore: the word this rank signals
   uint64_t* counters = nullptr;  // [0]: signals sent, [1]: signals waited for (this rank's memory)
 
-  // The channel from `me` to `peer` (counters: two zeroed uint64 of me's).
-  static Channel make(const Endpoint& me, const Endpoint& peer, uint64_t* counters) {
+  // The channel from rank `meRank` (endpoint `me`) to rank `peerRank`
+  // (`peer`); `counters`: two zeroed uint64 of me's device memory, used by
+  // this channel alone.
+  static Channel make(const Endpoint& me, int meRank, const Endpoint& peer, int peerRank,
+                      uint64_t* counters) {
     Channel c;
     c.local = me;
     c.remote = peer;
+    c.local.semaphore = me.semaphore + peerRank;
+    c.remote.semaphore = peer.semaphore + meRank;
     c.counters = counters;
     return c;
   }
@@ -154,11 +160,11 @@ class Connections {
       Endpoint& e = ends_[r];
       e.packetLines = packetBytes / 4;
       check(cudaSetDevice(devices_[r]), "cudaSetDevice");
-      check(cudaMalloc(&e.semaphore, sizeof(uint64_t)), "cudaMalloc");
+      check(cudaMalloc(&e.semaphore, n * sizeof(uint64_t)), "cudaMalloc");
       check(cudaMalloc(&e.packets, e.packetLines * 8), "cudaMalloc");
       check(cudaMalloc(&counters_[r], 2 * n * sizeof(uint64_t)), "cudaMalloc");
       if (err_ != cudaSuccess) break;
-      check(cudaMemset(e.semaphore, 0, sizeof(uint64_t)), "cudaMemset");
+      check(cudaMemset(e.semaphore, 0, n * sizeof(uint64_t)), "cudaMemset");
       check(cudaMemset(e.packets, 0, e.packetLines * 8), "cudaMemset");
       check(cudaMemset(counters_[r], 0, 2 * n * sizeof(uint64_t)), "cudaMemset");
     }
@@ -195,7 +201,7 @@ class Connections {
   // its counters pair signal() with wait() across kernel launches.
   Channel channel(int rank, int peer) const {
     auto r = static_cast<size_t>(rank), p = static_cast<size_t>(peer);
-    return Channel::make(ends_[r], ends_[p], counters_[r] + 2 * p);
+    return Channel::make(ends_[r], rank, ends_[p], peer, counters_[r] + 2 * p);
   }
   // cudaSuccess, or the first error setting up (what() says where).
   cudaError_t error() const { return err_; }
@@ -216,7 +222,10 @@ class Connections {
 };
 
 // Across processes: a device allocation's CUDA IPC handle (send its bytes to
-// the peer through any bootstrap) and the peer's mapping of it.
+// the peer through any bootstrap) and the peer's mapping of it. Export a
+// rank's buffer, semaphore words and packet buffer this way, rebuild its
+// Endpoint from the imported pointers and make channels with
+// Channel::make.
 struct IpcMemory {
   cudaIpcMemHandle_t handle;
   size_t bytes = 0;

@@ -42,16 +42,22 @@ __global__ void planKernel(engine::CallView v, const int32_t* blockMap, Control*
   int b = blockMap[blockIdx.x];
   engine::Block<DeviceCtx> blk(ctx, v, b);
   engine::Cursor c = blk.start();
+  // The timeout counts how long this block has waited without a step (not
+  // whether the whole call moves): a block that waits longer than that
+  // behind slow but live peers ends the call too.
   uint64_t idleSince = 0;
+  unsigned idle = 0;
   for (;;) {
     engine::StepResult r = blk.tryStep(c);
     if (r == engine::StepResult::kFinished) break;
     if (r == engine::StepResult::kRan) {
       idleSince = 0;
+      idle = 0;
       continue;
     }
     bool stop = false;
-    if (threadIdx.x == 0) {
+    // The control word is host memory: read it every 32 idle tries only.
+    if (threadIdx.x == 0 && ++idle % 32 == 0) {
       volatile Control* vc = ctl;
       if (vc->abort != 0 || vc->error != kNoError) {
         stop = true;
@@ -61,7 +67,8 @@ __global__ void planKernel(engine::CallView v, const int32_t* blockMap, Control*
         if (idleSince == 0) {
           idleSince = now;
         } else if (now - idleSince > timeoutNs) {
-          atomicCAS_system(&ctl->error, kNoError, kStalled);
+          vc->error = kStalled;  // only ever 0 -> kStalled: a plain store
+          __threadfence_system();
           stop = true;
         }
       }
@@ -71,6 +78,22 @@ __global__ void planKernel(engine::CallView v, const int32_t* blockMap, Control*
   }
   blk.finish(c);
 }
+
+// Restores the caller's current device when a call that switches devices
+// returns (the C API's users keep launching on their own device).
+class DeviceGuard {
+ public:
+  DeviceGuard() { ok_ = cudaGetDevice(&saved_) == cudaSuccess; }
+  ~DeviceGuard() {
+    if (ok_) cudaSetDevice(saved_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int saved_ = 0;
+  bool ok_ = false;
+};
 
 // Bytes rounded up to 16, so every staging area and slot stays aligned.
 size_t round16(size_t n) { return (n + 15) / 16 * 16; }
@@ -177,7 +200,12 @@ struct CudaWorld::Impl {
   cudaEvent_t fork = nullptr;
   std::vector<cudaEvent_t> before;  // per rank, on its device: what its stream held
 
+  bool allocated = false;  // connections and staging made for msgBytes
   Status growConnections(size_t bytes);
+  Status reallocateConnections(size_t bytes);
+  Status launchGroup(size_t i, const std::vector<engine::RankView>& ranks,
+                     const std::vector<CallArgs>& calls, const runtime::Geometry& g,
+                     cudaStream_t s);
   // Copies the call's rank views, zeroes its counters and launches every
   // group's kernel, group i on streams[i].
   Status launch(const std::vector<CallArgs>& calls, const runtime::Geometry& g,
@@ -243,7 +271,11 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
   if (options.timeoutMs < 1) return Status(StatusCode::kInvalidArgument, "timeout must be >= 1 ms");
   Result<int> ndev = deviceCount();
   if (!ndev.isOk()) return ndev.status();
+  DeviceGuard guard;
   const ir::Algorithm& a = va.algo();
+  if (a.totalThreadblocks() == 0)
+    return Status(StatusCode::kInvalidArgument,
+                  "algorithm '" + a.name + "' has no threadblocks to run");
   std::unique_ptr<CudaWorld> w(new CudaWorld());
   Impl& m = *w->impl_;
   m.va = &va;
@@ -327,6 +359,7 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
   CHORUS_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&m.positions),
                                 std::max<size_t>(nblocks, 1) * sizeof(engine::BlockPos),
                                 cudaHostAllocMapped | cudaHostAllocPortable));
+  std::fill(m.positions, m.positions + std::max<size_t>(nblocks, 1), engine::BlockPos{});
   CHORUS_CUDA_TRY(
       cudaHostGetDevicePointer(reinterpret_cast<void**>(&m.dPositions), m.positions, 0));
   CHORUS_CUDA_TRY(cudaEventCreateWithFlags(&m.fork, cudaEventDisableTiming));
@@ -355,15 +388,28 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
   m.slots.assign(m.plan.conns.size(), nullptr);
   m.scratch.assign(static_cast<size_t>(a.ngpus), nullptr);
   m.scratchBytes.assign(static_cast<size_t>(a.ngpus), 0);
+  // The uploads above may still be in flight on the legacy stream, which a
+  // non-blocking stream does not wait for.
+  if (Status st = m.syncAll(); !st.isOk()) return st;
   return Result<std::unique_ptr<CudaWorld>>(std::move(w));
 }
 
 // Slots for messages of up to `bytes` (and staging for them); the first
 // call and any larger call than before allocate, after the GPUs are idle.
 Status CudaWorld::Impl::growConnections(size_t bytes) {
-  if (bytes <= msgBytes && (plan.conns.empty() || counters.front() != nullptr)) return Status::ok();
+  if (allocated && bytes <= msgBytes) return Status::ok();
+  // Half-made connections are never used: the next call starts afresh.
+  allocated = false;
+  if (Status st = reallocateConnections(std::max(bytes, msgBytes)); !st.isOk()) return st;
+  // The zeroing and uploads may still be in flight on the legacy stream.
   if (Status st = syncAll(); !st.isOk()) return st;
-  msgBytes = std::max(bytes, msgBytes);
+  allocated = true;
+  return Status::ok();
+}
+
+Status CudaWorld::Impl::reallocateConnections(size_t bytes) {
+  if (Status st = syncAll(); !st.isOk()) return st;
+  msgBytes = bytes;
   slotBytes = round16(engine::slotBytesFor(plan.protocol, msgBytes));
   stageBytes = 2 * round16(msgBytes);
   std::vector<engine::ConnView> views(plan.conns.size());
@@ -440,6 +486,7 @@ Status CudaWorld::Impl::launch(const std::vector<CallArgs>& calls, const runtime
   std::vector<engine::RankView> ranks(nranks);
   for (size_t r = 0; r < nranks; ++r) {
     engine::RankView& rv = ranks[r];
+    // (prepare() grew scratch[r] for this call.)
     rv.base[0] = const_cast<unsigned char*>(static_cast<const unsigned char*>(calls[r].sendbuff));
     rv.base[1] = static_cast<unsigned char*>(calls[r].recvbuff);
     rv.base[2] = scratch[r];
@@ -447,9 +494,35 @@ Status CudaWorld::Impl::launch(const std::vector<CallArgs>& calls, const runtime
     rv.divisor =
         plan.dividesOutput(static_cast<int>(r), calls[r].op) && plan.nranks > 1 ? plan.nranks : 0;
   }
+  // Calls of one world run one after another whatever streams they come
+  // on (they share the rank views, counters and slots): every group waits
+  // for the previous call's kernels on every GPU. All the waits come before
+  // any launch: one call's groups must run at once, not one after another.
   for (size_t i = 0; i < groups.size(); ++i) {
-    Group& grp = groups[i];
-    cudaStream_t s = streams[i];
+    CHORUS_CUDA_TRY(cudaSetDevice(groups[i].device));
+    for (const Group& h : groups) CHORUS_CUDA_TRY(cudaStreamWaitEvent(streams[i], h.done, 0));
+  }
+  for (size_t i = 0; i < groups.size(); ++i) {
+    Status st = launchGroup(i, ranks, calls, g, streams[i]);
+    if (st.isOk()) continue;
+    if (i > 0) {
+      // Groups already launched wait for peers that will never start: stop them.
+      __atomic_store_n(&ctl->abort, 1, __ATOMIC_SEQ_CST);
+      return Status(st.code(),
+                    st.message() + " (after " + std::to_string(i) +
+                        " GPU(s) had started the call: it was aborted; wait() reports it)");
+    }
+    return st;
+  }
+  return Status::ok();
+}
+
+Status CudaWorld::Impl::launchGroup(size_t i, const std::vector<engine::RankView>& ranks,
+                                    const std::vector<CallArgs>& calls, const runtime::Geometry& g,
+                                    cudaStream_t s) {
+  size_t nranks = ranks.size();
+  Group& grp = groups[i];
+  {
     CHORUS_CUDA_TRY(cudaSetDevice(grp.device));
     CHORUS_CUDA_TRY(cudaMemcpyAsync(grp.dRanks, ranks.data(), nranks * sizeof(engine::RankView),
                                     cudaMemcpyHostToDevice, s));
@@ -478,11 +551,13 @@ Status CudaWorld::Impl::launch(const std::vector<CallArgs>& calls, const runtime
     CHORUS_CUDA_TRY(cudaLaunchCooperativeKernel(
         reinterpret_cast<const void*>(planKernel), dim3(static_cast<unsigned>(grp.blockMap.size())),
         dim3(static_cast<unsigned>(o.threadsPerBlock)), args, 0, s));
+    CHORUS_CUDA_TRY(cudaEventRecord(grp.done, s));
   }
   return Status::ok();
 }
 
 Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, void* stream) {
+  DeviceGuard guard;
   Impl& m = *impl_;
   Result<runtime::Geometry> g = m.prepare(calls);
   if (!g.isOk()) return g.status();
@@ -500,16 +575,14 @@ Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, void* stream) {
     }
   }
   if (Status st = m.launch(calls, g.value(), streams); !st.isOk()) return st;
-  for (size_t i = 1; i < m.groups.size(); ++i) {
-    CHORUS_CUDA_TRY(cudaSetDevice(m.groups[i].device));
-    CHORUS_CUDA_TRY(cudaEventRecord(m.groups[i].done, streams[i]));
-    CHORUS_CUDA_TRY(cudaSetDevice(m.groups.front().device));
+  CHORUS_CUDA_TRY(cudaSetDevice(m.groups.front().device));
+  for (size_t i = 1; i < m.groups.size(); ++i)
     CHORUS_CUDA_TRY(cudaStreamWaitEvent(main, m.groups[i].done, 0));
-  }
   return Status::ok();
 }
 
 Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, const std::vector<void*>& streams) {
+  DeviceGuard guard;
   Impl& m = *impl_;
   if (streams.size() != static_cast<size_t>(m.plan.nranks))
     return Status(StatusCode::kInvalidArgument, std::to_string(streams.size()) + " streams for " +
@@ -532,10 +605,6 @@ Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, const std::vector<
     launchOn.push_back(s);
   }
   if (Status st = m.launch(calls, g.value(), launchOn); !st.isOk()) return st;
-  for (size_t i = 0; i < m.groups.size(); ++i) {
-    CHORUS_CUDA_TRY(cudaSetDevice(m.groups[i].device));
-    CHORUS_CUDA_TRY(cudaEventRecord(m.groups[i].done, launchOn[i]));
-  }
   for (size_t r = 0; r < streams.size(); ++r) {
     CHORUS_CUDA_TRY(cudaSetDevice(m.rankDevice[r]));
     for (const Group& grp : m.groups)
@@ -545,10 +614,10 @@ Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, const std::vector<
 }
 
 Status CudaWorld::asyncError() const {
-  volatile const Control* ctl = impl_->ctl;
-  if (ctl->abort != 0)
+  Control* ctl = impl_->ctl;
+  if (__atomic_load_n(&ctl->abort, __ATOMIC_ACQUIRE) != 0)
     return Status(StatusCode::kAborted, "a call of this communicator was aborted");
-  if (ctl->error != kNoError)
+  if (__atomic_load_n(&ctl->error, __ATOMIC_ACQUIRE) != kNoError)
     return Status(StatusCode::kTimeout, "a call made no progress for " +
                                             std::to_string(impl_->o.timeoutMs) +
                                             " ms (its blocks stopped)");
@@ -567,42 +636,36 @@ bool isDeviceMemory(const void* p) {
 }
 
 Status CudaWorld::wait() {
+  DeviceGuard guard;
   Impl& m = *impl_;
   if (Status st = m.syncAll(); !st.isOk()) return st;
-  volatile Control* ctl = m.ctl;
-  if (ctl->error == kNoError && ctl->abort == 0) return Status::ok();
-  bool aborted = ctl->abort != 0;
+  // Taken and cleared at once: an abort that comes later is for a later call.
+  int error = __atomic_exchange_n(&m.ctl->error, kNoError, __ATOMIC_ACQ_REL);
+  int abortFlag = __atomic_exchange_n(&m.ctl->abort, 0, __ATOMIC_ACQ_REL);
+  if (error == kNoError && abortFlag == 0) return Status::ok();
+  bool aborted = abortFlag != 0;
   std::string msg = aborted
                         ? "the call was aborted"
                         : "the call made no progress for " + std::to_string(m.o.timeoutMs) + " ms";
   for (size_t b = 0; b < m.plan.blocks.size(); ++b) {
-    const engine::BlockPos& p = m.positions[b];
-    if (p.finished) continue;
+    engine::BlockPos p = m.positions[b];
+    m.positions[b] = engine::BlockPos{};
     const runtime::PlanBlock& pb = m.plan.blocks[b];
+    // (A block that never ran has a zeroed position: step 0.)
+    if (p.finished || p.pc < 0 || p.pc >= pb.nsteps) continue;
     const runtime::PlanStep& s = m.plan.steps[static_cast<size_t>(pb.firstStep + p.pc)];
     msg += "\n  rank " + std::to_string(pb.rank) + " tb " + std::to_string(pb.tb) + " step " +
            std::to_string(p.pc) + " (" +
            std::string(ir::stepTypeName(static_cast<ir::StepType>(s.type))) + ", iteration " +
            std::to_string(p.iter) + ") did not finish";
   }
-  // A stopped call leaves messages in flight: the next starts afresh.
-  m.msgBytes = 0;
-  for (size_t c = 0; c < m.counters.size(); ++c) {
-    CHORUS_CUDA_TRY(cudaSetDevice(m.rankDevice[static_cast<size_t>(m.plan.conns[c].to)]));
-    if (m.counters[c] != nullptr) cudaFree(m.counters[c]);
-    if (m.slots[c] != nullptr) cudaFree(m.slots[c]);
-    m.counters[c] = nullptr;
-    m.slots[c] = nullptr;
-  }
-  ctl->error = kNoError;
-  ctl->abort = 0;
+  // A stopped call leaves messages in flight: the next call makes the
+  // connections afresh.
+  m.allocated = false;
   return Status(aborted ? StatusCode::kAborted : StatusCode::kTimeout, msg);
 }
 
-void CudaWorld::abort() {
-  volatile Control* ctl = impl_->ctl;
-  ctl->abort = 1;
-}
+void CudaWorld::abort() { __atomic_store_n(&impl_->ctl->abort, 1, __ATOMIC_RELEASE); }
 
 int CudaWorld::blocks() const { return static_cast<int>(impl_->plan.blocks.size()); }
 int CudaWorld::maxResident() const { return impl_->maxResident; }
@@ -717,33 +780,6 @@ Result<double> copyBandwidth(int device, size_t bytes, int reps) {
   cudaFree(b);
   if (e != cudaSuccess) return cudaError(e, "device copy");
   return 2.0 * static_cast<double>(bytes) / (static_cast<double>(best) * 1e-3);
-}
-
-Result<double> CudaWorld::timeCalls(const std::vector<CallArgs>& calls, int warmup, int iters) {
-  CudaWorld& w = *this;
-  CHORUS_CUDA_TRY(cudaSetDevice(impl_->groups.front().device));
-  for (int i = 0; i < warmup; ++i)
-    if (Status st = w.enqueue(calls); !st.isOk()) return st;
-  if (Status st = w.wait(); !st.isOk()) return st;
-  cudaEvent_t t0, t1;
-  CHORUS_CUDA_TRY(cudaEventCreate(&t0));
-  CHORUS_CUDA_TRY(cudaEventCreate(&t1));
-  cudaEventRecord(t0);
-  auto enqueueAll = [&]() -> Status {
-    for (int i = 0; i < iters; ++i)
-      if (Status e = w.enqueue(calls); !e.isOk()) return e;
-    return Status::ok();
-  };
-  Status st = enqueueAll();
-  cudaEventRecord(t1);
-  Status waited = w.wait();
-  float ms = 0;
-  cudaEventElapsedTime(&ms, t0, t1);
-  cudaEventDestroy(t0);
-  cudaEventDestroy(t1);
-  if (!st.isOk()) return st;
-  if (!waited.isOk()) return waited;
-  return static_cast<double>(ms) * 1e-3 / std::max(iters, 1);
 }
 
 }  // namespace chorus::cuda

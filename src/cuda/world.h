@@ -74,10 +74,6 @@ class CudaWorld {
   // chorusCommAbort does to a hung collective. Safe from any thread.
   void abort();
 
-  // Times `calls` with CUDA events on the default stream: `iters` calls
-  // after `warmup`, mean seconds per call.
-  Result<double> timeCalls(const std::vector<runtime::CallArgs>& calls, int warmup, int iters);
-
   int blocks() const;       // CUDA blocks per call (every rank's threadblocks)
   int maxResident() const;  // blocks the first device can hold at once for this kernel
   std::string deviceName() const;
