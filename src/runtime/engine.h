@@ -191,12 +191,18 @@ class Block {
     if (snd &&
         !ctx_.all(c.sent - ctx_.loadAcquire(&sc->ctr->tail) < static_cast<uint64_t>(v_.nslots)))
       return StepResult::kBlocked;
+    // LL / LL128 lines are unpacked straight into a plain receive's
+    // destination and packed straight from a plain send's source when the
+    // step's chunks are contiguous there (no staging pass).
+    const bool direct = !simple && v_.g.contiguous(s.count) && (s.type == kRecv || s.type == kSend);
     const unsigned char* in = nullptr;
     if (rcv) {
       unsigned char* slot = slotOf(*rc, c.recvd);
       if (!ctx_.all(arrived(*rc, slot, c.recvd + 1, msgBytes))) return StepResult::kBlocked;
       if (simple) {
         in = slot;
+      } else if (direct) {
+        unpack(slot, c.recvd + 1, msgBytes, ptr(pb.rank, s.dstBuf, s.dstOff, c.iter));
       } else {
         unpack(slot, c.recvd + 1, msgBytes, stageIn);
         ctx_.sync();
@@ -205,7 +211,7 @@ class Block {
     }
     unsigned char* out = snd ? (simple ? slotOf(*sc, c.sent) : stageOut) : nullptr;
 
-    for (int k = 0; k < s.count; ++k) {
+    for (int k = 0; k < s.count && !direct; ++k) {
       size_t at = static_cast<size_t>(k) * chunkBytes;
       unsigned char* src = s.srcOff >= 0 ? ptr(pb.rank, s.srcBuf, s.srcOff + k, c.iter) : nullptr;
       unsigned char* dst = s.dstOff >= 0 ? ptr(pb.rank, s.dstBuf, s.dstOff + k, c.iter) : nullptr;
@@ -244,7 +250,9 @@ class Block {
       // overlapping ranges of one buffer runs chunk after chunk).
       ctx_.sync();
     }
-    if (snd && !simple) pack(stageOut, c.sent + 1, msgBytes, slotOf(*sc, c.sent));
+    if (snd && !simple)
+      pack(direct ? ptr(pb.rank, s.srcBuf, s.srcOff, c.iter) : stageOut, c.sent + 1, msgBytes,
+           slotOf(*sc, c.sent));
 
     // Publish: every thread's writes before the counters that announce them.
     ctx_.fenceRelease();
