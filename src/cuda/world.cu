@@ -196,7 +196,6 @@ struct CudaWorld::Impl {
   engine::BlockPos* positions = nullptr;  // mapped pinned memory
   engine::BlockPos* dPositions = nullptr;
   int maxResident = 0;
-  std::string name;
   cudaEvent_t fork = nullptr;
   std::vector<cudaEvent_t> before;  // per rank, on its device: what its stream held
 
@@ -331,10 +330,7 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
     CHORUS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, planKernel,
                                                                   options.threadsPerBlock, 0));
     int resident = perSm * p.multiProcessorCount;
-    if (&g == &m.groups.front()) {
-      m.maxResident = resident;
-      m.name = p.name;
-    }
+    if (&g == &m.groups.front()) m.maxResident = resident;
     if (static_cast<int>(g.blockMap.size()) > resident)
       return Status(StatusCode::kInvalidArgument,
                     "algorithm '" + a.name + "' needs " + std::to_string(g.blockMap.size()) +
@@ -456,9 +452,6 @@ Result<runtime::Geometry> CudaWorld::Impl::prepare(const std::vector<CallArgs>& 
   Result<runtime::Geometry> planned = runtime::planCall(*va, calls, o.sliceBytes);
   if (!planned.isOk()) return planned.status();
   const runtime::Geometry& g = planned.value();
-  if (calls[0].op == ReduceOp::kAvg && !runtime::reducesToOutput(plan.collective))
-    return Status(StatusCode::kInvalidArgument,
-                  "avg needs a reducing collective, not " + va->algo().collectiveName);
   size_t nranks = static_cast<size_t>(plan.nranks);
   for (size_t r = 0; r < nranks; ++r) {
     if (calls[r].count == 0) continue;
@@ -470,12 +463,11 @@ Result<runtime::Geometry> CudaWorld::Impl::prepare(const std::vector<CallArgs>& 
         !st.isOk())
       return st;
   }
-  size_t msgBytes =
-      static_cast<size_t>(plan.maxCount()) * std::min(g.sliceElems, g.chunkElems) * g.elemSize;
-  if (Status st = growConnections(msgBytes); !st.isOk()) return st;
+  if (Status st = growConnections(plan.largestMessageBytes(g)); !st.isOk()) return st;
   for (size_t r = 0; r < nranks; ++r) {
-    size_t need = static_cast<size_t>(plan.scratchChunks[r]) * g.chunkElems * g.elemSize;
-    if (Status st = growScratch(static_cast<int>(r), need); !st.isOk()) return st;
+    if (Status st = growScratch(static_cast<int>(r), plan.scratchBytes(static_cast<int>(r), g));
+        !st.isOk())
+      return st;
   }
   return planned;
 }
@@ -484,16 +476,9 @@ Status CudaWorld::Impl::launch(const std::vector<CallArgs>& calls, const runtime
                                const std::vector<cudaStream_t>& streams) {
   size_t nranks = static_cast<size_t>(plan.nranks);
   std::vector<engine::RankView> ranks(nranks);
-  for (size_t r = 0; r < nranks; ++r) {
-    engine::RankView& rv = ranks[r];
-    // (prepare() grew scratch[r] for this call.)
-    rv.base[0] = const_cast<unsigned char*>(static_cast<const unsigned char*>(calls[r].sendbuff));
-    rv.base[1] = static_cast<unsigned char*>(calls[r].recvbuff);
-    rv.base[2] = scratch[r];
-    rv.outElems = runtime::bufferElems(plan.collective, plan.nranks, calls[r].count).second;
-    rv.divisor =
-        plan.dividesOutput(static_cast<int>(r), calls[r].op) && plan.nranks > 1 ? plan.nranks : 0;
-  }
+  // (prepare() grew each rank's scratch for this call.)
+  for (size_t r = 0; r < nranks; ++r)
+    ranks[r] = engine::rankView(plan, static_cast<int>(r), calls[r], scratch[r]);
   // Calls of one world run one after another whatever streams they come
   // on (they share the rank views, counters and slots): every group waits
   // for the previous call's kernels on every GPU. All the waits come before
@@ -667,9 +652,7 @@ Status CudaWorld::wait() {
 
 void CudaWorld::abort() { __atomic_store_n(&impl_->ctl->abort, 1, __ATOMIC_RELEASE); }
 
-int CudaWorld::blocks() const { return static_cast<int>(impl_->plan.blocks.size()); }
 int CudaWorld::maxResident() const { return impl_->maxResident; }
-std::string CudaWorld::deviceName() const { return impl_->name; }
 
 Result<std::unique_ptr<DeviceBuffers>> DeviceBuffers::make(const std::vector<CallArgs>& hostCalls,
                                                            CollectiveKind coll, int nranks,

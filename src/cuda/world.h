@@ -74,9 +74,7 @@ class CudaWorld {
   // chorusCommAbort does to a hung collective. Safe from any thread.
   void abort();
 
-  int blocks() const;       // CUDA blocks per call (every rank's threadblocks)
   int maxResident() const;  // blocks the first device can hold at once for this kernel
-  std::string deviceName() const;
 
  private:
   CudaWorld();

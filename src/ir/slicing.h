@@ -39,6 +39,11 @@ struct Slicing {
   CHORUS_HD size_t sliceOffset(size_t chunk, size_t iter) const {
     return chunk * chunkElems + iter * sliceElems;
   }
+  // Bytes of the largest slice of one chunk (a chunk smaller than a slice
+  // moves whole).
+  CHORUS_HD size_t largestSliceBytes() const {
+    return (sliceElems < chunkElems ? sliceElems : chunkElems) * elemSize;
+  }
   // A step's `count` chunks are contiguous in its buffers at one iteration
   // when a chunk is one slice (or there is one chunk).
   CHORUS_HD bool contiguous(int count) const { return count == 1 || iterations == 1; }

@@ -150,15 +150,11 @@ Result<std::unique_ptr<Session>> prepare(const VerifiedAlgorithm& va,
   Result<Geometry> plan = planCall(va, calls, sliceBytes);
   if (!plan.isOk()) return plan.status();
   const Geometry& g = plan.value();
-  if (calls[0].op == ReduceOp::kAvg && !reducesToOutput(a.collective)) {
-    return Status(StatusCode::kInvalidArgument,
-                  "avg needs a reducing collective, not " + a.collectiveName);
-  }
   if (slots < 1) return Status(StatusCode::kInvalidArgument, "slots must be >= 1");
 
   auto s = std::make_unique<Session>();
   s->geometry = g;
-  size_t unit = std::max<size_t>(1, std::min(g.sliceElems, g.chunkElems) * g.elemSize);
+  size_t unit = std::max<size_t>(1, g.largestSliceBytes());
   if (fabric == nullptr || fabric->unitBytes() < unit || fabric->slots() != slots)
     fabric = std::make_shared<LocalFabric>(a, unit, slots);
   s->fabric = std::move(fabric);
@@ -338,14 +334,10 @@ Status PreparedCall::runThreaded(const ThreadedOptions& options) {
 Result<std::unique_ptr<RankCall>> RankCall::make(const VerifiedAlgorithm& va, int rank,
                                                  const CallArgs& call, size_t sliceBytes,
                                                  std::shared_ptr<Fabric> fabric) {
-  const ir::Algorithm& a = va.algo();
   Result<Geometry> plan = planRankCall(va, rank, call, sliceBytes);
   if (!plan.isOk()) return plan.status();
   const Geometry& g = plan.value();
-  if (call.op == ReduceOp::kAvg && !reducesToOutput(a.collective))
-    return Status(StatusCode::kInvalidArgument,
-                  "avg needs a reducing collective, not " + a.collectiveName);
-  size_t unit = std::max<size_t>(1, std::min(g.sliceElems, g.chunkElems) * g.elemSize);
+  size_t unit = std::max<size_t>(1, g.largestSliceBytes());
   if (fabric->unitBytes() < unit)
     return Status(StatusCode::kInternal, "the fabric's slots are smaller than the call's slices");
   std::unique_ptr<RankCall> rc(new RankCall());

@@ -108,6 +108,20 @@ struct RankView {
   int divisor = 0;      // avg: divide the output by this at the end; 0: no
 };
 
+// Rank `rank`'s buffers for one call of `plan` (host code: the host and
+// CUDA worlds build the views they pass to blocks with it).
+inline RankView rankView(const FlatPlan& plan, int rank, const CallArgs& call,
+                         unsigned char* scratch) {
+  RankView rv;
+  // Out-of-place algorithms never write their input (the verifier's E304).
+  rv.base[0] = const_cast<unsigned char*>(static_cast<const unsigned char*>(call.sendbuff));
+  rv.base[1] = static_cast<unsigned char*>(call.recvbuff);
+  rv.base[2] = scratch;
+  rv.outElems = bufferElems(plan.collective, plan.nranks, call.count).second;
+  rv.divisor = plan.dividesOutput(rank, call.op) && plan.nranks > 1 ? plan.nranks : 0;
+  return rv;
+}
+
 // Where a block stopped (for reports after an abort or a timeout).
 struct BlockPos {
   uint64_t iter = 0;

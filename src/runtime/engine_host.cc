@@ -49,29 +49,14 @@ Status PlanWorld::run(const std::vector<CallArgs>& calls) {
   Result<Geometry> planned = planCall(va, calls, options_.sliceBytes);
   if (!planned.isOk()) return planned.status();
   const Geometry& g = planned.value();
-  if (calls[0].op == ReduceOp::kAvg && !reducesToOutput(plan_.collective))
-    return Status(StatusCode::kInvalidArgument,
-                  "avg needs a reducing collective, not " + va.algo().collectiveName);
-  // The largest message: a step's chunks, one slice of each (a chunk
-  // smaller than a slice moves whole).
-  size_t msgBytes =
-      static_cast<size_t>(plan_.maxCount()) * std::min(g.sliceElems, g.chunkElems) * g.elemSize;
-  allocate(msgBytes);
+  allocate(plan_.largestMessageBytes(g));
 
   auto nranks = static_cast<size_t>(plan_.nranks);
   std::vector<std::vector<unsigned char>> scratch(nranks);
   std::vector<engine::RankView> ranks(nranks);
   for (size_t r = 0; r < nranks; ++r) {
-    scratch[r].resize(static_cast<size_t>(plan_.scratchChunks[r]) * g.chunkElems * g.elemSize);
-    engine::RankView& rv = ranks[r];
-    // Out-of-place algorithms never write their input (the verifier's E304).
-    rv.base[0] = const_cast<unsigned char*>(static_cast<const unsigned char*>(calls[r].sendbuff));
-    rv.base[1] = static_cast<unsigned char*>(calls[r].recvbuff);
-    rv.base[2] = scratch[r].data();
-    rv.outElems = bufferElems(plan_.collective, plan_.nranks, calls[r].count).second;
-    rv.divisor = plan_.dividesOutput(static_cast<int>(r), calls[r].op) && plan_.nranks > 1
-                     ? plan_.nranks
-                     : 0;
+    scratch[r].resize(plan_.scratchBytes(static_cast<int>(r), g));
+    ranks[r] = engine::rankView(plan_, static_cast<int>(r), calls[r], scratch[r].data());
   }
   size_t nblocks = plan_.blocks.size();
   std::vector<uint64_t> completed(nblocks, 0);

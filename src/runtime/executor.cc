@@ -133,6 +133,8 @@ Result<Geometry> planRankCall(const VerifiedAlgorithm& va, int rank, const CallA
     return bad(std::string("algorithm '") + a.name + "' does not serve " +
                (g.inplace ? "in-place" : "out-of-place") + " calls");
   }
+  if (c.op == ReduceOp::kAvg && !reducesToOutput(a.collective))
+    return bad("avg needs a reducing collective, not " + a.collectiveName);
   return g;
 }
 

@@ -88,7 +88,8 @@ bool isInPlaceCall(CollectiveKind coll, const CallArgs& c, int rank, int nranks)
 // Checks one call against the algorithm and computes its geometry. Errors
 // (kInvalidArgument) name what is wrong: mismatched arguments across ranks,
 // a count not divisible by the chunking, null buffers, a call form (in-place
-// or not) the algorithm does not allow. `sliceBytes` 0 = protocol default.
+// or not) the algorithm does not allow, avg on a collective that does not
+// reduce. `sliceBytes` 0 = protocol default.
 Result<Geometry> planCall(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls,
                           size_t sliceBytes);
 // The same checks for one rank's arguments alone (ranks in other processes

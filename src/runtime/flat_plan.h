@@ -74,6 +74,10 @@ struct FlatPlan {
   }
   // The largest message on any connection, in chunks.
   int maxCount() const;
+  // ... and in bytes, for a call sliced as `g`: what a slot must hold.
+  size_t largestMessageBytes(const ir::Slicing& g) const {
+    return static_cast<size_t>(maxCount()) * g.largestSliceBytes();
+  }
   // Bytes one call's steps read and write in memory, every rank together:
   // buffers and scratch as the steps touch them, slots at `protocol`'s line
   // size (LL's 8 bytes per 4, LL128's 128 per 120). The engine's LL and
@@ -81,6 +85,11 @@ struct FlatPlan {
   // algorithm's. What `chorus perf --device` rates against the device's copy
   // bandwidth.
   double bytesMoved(const ir::Slicing& g, ir::Protocol p) const;
+  // Bytes of rank r's scratch buffer for a call sliced as `g`.
+  size_t scratchBytes(int rank, const ir::Slicing& g) const {
+    return static_cast<size_t>(scratchChunks[static_cast<size_t>(rank)]) * g.chunkElems *
+           g.elemSize;
+  }
   // Whether rank r's output must be divided by the rank count at the end of
   // a call with `op` (avg on a reducing collective; for reduce, the root).
   bool dividesOutput(int rank, ReduceOp op) const;

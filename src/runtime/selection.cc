@@ -49,8 +49,7 @@ std::string ineligibility(const VerifiedAlgorithm& va, const SelectionRequest& r
   if (r.count % q != 0)
     return "count " + std::to_string(r.count) + " is not a multiple of " + std::to_string(q) +
            " (its " + std::to_string(a.nchunksPerLoop) + " chunks)";
-  if (r.op == ReduceOp::kAvg && r.collective != CollectiveKind::kAllReduce &&
-      r.collective != CollectiveKind::kReduceScatter && r.collective != CollectiveKind::kReduce)
+  if (r.op == ReduceOp::kAvg && !reducesToOutput(r.collective))
     return "avg needs a reducing collective";
   if (sizeRange) {
     size_t bytes = requestBytes(r);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -323,6 +324,50 @@ int runConvert(const ConvertArgs& args) {
 
 namespace {
 
+// What `chorus run` prints and times wherever its calls run.
+void printCall(const RunArgs& args, const ir::Algorithm& a, bool inplace, size_t count,
+               DataType type, ReduceOp op, size_t bytes, const runtime::Geometry& g) {
+  fmt::print("algorithm  {} ({}): {}, {} ranks, {}, {}\n", a.name, args.file, a.collectiveName,
+             a.ngpus, inplace ? "in-place" : "out-of-place", ir::protocolName(a.protocol));
+  fmt::print("call       count {} {} {} ({} bytes), {} iteration(s) of {} elements per chunk\n",
+             count, dataTypeName(type), reduceOpName(op), bytes, g.iterations, g.sliceElems);
+}
+
+// args.warmup calls, then args.iters timed ones, each after an untimed
+// `refresh` (fresh inputs): the mean seconds per call, or the first failure.
+Result<double> timeCalls(const RunArgs& args, const std::function<Status()>& once,
+                         const std::function<Status()>& refresh) {
+  for (int i = 0; i < args.warmup; ++i)
+    if (Status st = once(); !st.isOk()) return st;
+  double total = 0;
+  for (int i = 0; i < args.iters; ++i) {
+    if (Status st = refresh(); !st.isOk()) return st;
+    auto t0 = std::chrono::steady_clock::now();
+    Status st = once();
+    total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!st.isOk()) return st;
+  }
+  return total / args.iters;
+}
+
+void printTime(const RunArgs& args, const ir::Algorithm& a, double secs, size_t bytes) {
+  double algbw = static_cast<double>(bytes) / secs / 1e9;
+  fmt::print(
+      "time       {:.1f} us per call (mean of {}, after {} warm-up)   algbw {:.3f} GB/s   "
+      "busbw {:.3f} GB/s\n",
+      secs * 1e6, args.iters, args.warmup, algbw,
+      algbw * busBandwidthFactor(a.collective, a.ngpus));
+}
+
+// With --check: the check line, and exit 1 if any element is wrong.
+int printCheck(const RunArgs& args, const runtime::CollectiveData& data) {
+  if (!args.check) return 0;
+  std::string first;
+  size_t wrong = data.countWrong(&first);
+  fmt::print("check      {} wrong element(s){}\n", wrong, wrong ? " (first: " + first + ")" : "");
+  return wrong == 0 ? 0 : 1;
+}
+
 // `chorus run FILE --device engine|cuda`: the same call on the step engine
 // or the CUDA executor, timed per call (buffers refreshed before each) and
 // checked as on CPU ranks.
@@ -346,47 +391,30 @@ int runOnDevice(const RunArgs& args, const runtime::VerifiedAlgorithm& va,
   size_t bytes = count * dataTypeSize(type) * runtime::countMultiplier(a);
   auto geometry = runtime::planCall(va, data.calls(), args.sliceBytes);
   if (!geometry.isOk()) return fail(geometry.status().message());
-  fmt::print("algorithm  {} ({}): {}, {} ranks, {}, {}\n", a.name, args.file, a.collectiveName,
-             a.ngpus, inplace ? "in-place" : "out-of-place", ir::protocolName(a.protocol));
-  fmt::print("call       count {} {} {} ({} bytes), {} iteration(s) of {} elements per chunk\n",
-             count, dataTypeName(type), reduceOpName(data.calls()[0].op), bytes,
-             geometry.value().iterations, geometry.value().sliceElems);
+  printCall(args, a, inplace, count, type, data.calls()[0].op, bytes, geometry.value());
   fmt::print("device     {}, {} slot(s) per connection\n", b.describe(), args.slots);
-  auto once = [&]() -> Status {
-    if (Status st = b.enqueue(va, b.calls()); !st.isOk()) return st;
-    return b.wait();
-  };
   if (Status st = b.upload(); !st.isOk()) return fail(st.message());
-  for (int i = 0; i < args.warmup; ++i)
-    if (Status st = once(); !st.isOk()) return fail(st.toString());
-  double total = 0;
-  for (int i = 0; i < args.iters; ++i) {
-    data.reset();
-    if (Status st = b.upload(); !st.isOk()) return fail(st.message());
-    auto t0 = std::chrono::steady_clock::now();
-    Status st = once();
-    total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!st.isOk()) return fail(st.toString());
-  }
+  auto timed = timeCalls(
+      args,
+      [&]() -> Status {
+        if (Status st = b.enqueue(va, b.calls()); !st.isOk()) return st;
+        return b.wait();
+      },
+      [&] {
+        data.reset();
+        return b.upload();
+      });
+  if (!timed.isOk()) return fail(timed.status().toString());
   if (Status st = b.download(); !st.isOk()) return fail(st.message());
-  double secs = total / args.iters;
-  double algbw = static_cast<double>(bytes) / secs / 1e9;
+  double secs = timed.value();
   double moved = runtime::FlatPlan::lower(va).bytesMoved(geometry.value(), a.protocol);
-  fmt::print(
-      "time       {:.1f} us per call (mean of {}, after {} warm-up)   algbw {:.3f} GB/s   "
-      "busbw {:.3f} GB/s\n",
-      secs * 1e6, args.iters, args.warmup, algbw,
-      algbw * busBandwidthFactor(a.collective, a.ngpus));
+  printTime(args, a, secs, bytes);
   fmt::print(
       "memory     {:.3f} GB/s read+written by the steps = {:.1f} % of the copy bandwidth "
       "({:.1f} GB/s: {})\n",
       moved / secs / 1e9, 100.0 * moved / secs / b.copyBandwidth(), b.copyBandwidth() / 1e9,
       b.copyBandwidthHow());
-  if (!args.check) return 0;
-  std::string first;
-  size_t wrong = data.countWrong(&first);
-  fmt::print("check      {} wrong element(s){}\n", wrong, wrong ? " (first: " + first + ")" : "");
-  return wrong == 0 ? 0 : 1;
+  return printCheck(args, data);
 }
 
 }  // namespace
@@ -482,39 +510,18 @@ int runRun(const RunArgs& args) {
     p.procs = args.procs;
     return runPerf(p);
   }
-  fmt::print("algorithm  {} ({}): {}, {} ranks, {}, {}\n", a.name, args.file, a.collectiveName,
-             a.ngpus, inplace ? "in-place" : "out-of-place", ir::protocolName(a.protocol));
-  fmt::print("call       count {} {} {} ({} bytes), {} iteration(s) of {} elements per chunk\n",
-             count, dataTypeName(*type), reduceOpName(*op), bytes, geometry.iterations,
-             geometry.sliceElems);
+  printCall(args, a, inplace, count, *type, *op, bytes, geometry);
   fmt::print("driver     {}, {} slot(s) per connection\n",
              args.driver == "deterministic" ? "deterministic (one thread, " + args.order + " order)"
                                             : std::to_string(a.ngpus) + " threads",
              args.slots);
-  for (int i = 0; i < args.warmup; ++i) {
-    Status st = once();
-    if (!st.isOk()) return fail(st.toString());
-  }
-  double total = 0;
-  for (int i = 0; i < args.iters; ++i) {
+  auto timed = timeCalls(args, once, [&] {
     data.value().reset();
-    auto t0 = std::chrono::steady_clock::now();
-    Status st = once();
-    total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!st.isOk()) return fail(st.toString());
-  }
-  double secs = total / args.iters;
-  double algbw = static_cast<double>(bytes) / secs / 1e9;
-  fmt::print(
-      "time       {:.1f} us per call (mean of {}, after {} warm-up)   algbw {:.3f} GB/s   "
-      "busbw {:.3f} GB/s\n",
-      secs * 1e6, args.iters, args.warmup, algbw,
-      algbw * busBandwidthFactor(a.collective, a.ngpus));
-  if (!args.check) return 0;
-  std::string first;
-  size_t wrong = data.value().countWrong(&first);
-  fmt::print("check      {} wrong element(s){}\n", wrong, wrong ? " (first: " + first + ")" : "");
-  return wrong == 0 ? 0 : 1;
+    return Status::ok();
+  });
+  if (!timed.isOk()) return fail(timed.status().toString());
+  printTime(args, a, timed.value(), bytes);
+  return printCheck(args, data.value());
 }
 
 int runExplain(const std::string& code) {

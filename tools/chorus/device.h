@@ -20,6 +20,10 @@ struct BackendOptions {
   int slots = 8;          // messages in flight per connection
 };
 
+// Bytes per second of a large memcpy on this host (best of several; both
+// buffers prefaulted): the bandwidth a CPU collective moves data against.
+double memcpyBandwidth();
+
 class Backend {
  public:
   // kUnsupported for "cuda" in a build without CUDA or on a machine without

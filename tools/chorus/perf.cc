@@ -35,22 +35,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// Bytes per second of a large memcpy (best of several; both buffers
-// prefaulted), the bandwidth a CPU collective moves data against.
-double memcpyBandwidth() {
-  const size_t bytes = size_t{64} << 20;
-  std::vector<unsigned char> a(bytes, 1), b(bytes, 2);
-  double best = 0;
-  for (int i = 0; i < 5; ++i) {
-    auto t0 = Clock::now();
-    std::memcpy(b.data(), a.data(), bytes);
-    double s = seconds(Clock::now() - t0);
-    best = std::max(best, static_cast<double>(bytes) / s);
-    a[static_cast<size_t>(i)] = b[bytes - 1];  // keep the copies observable
-  }
-  return best;
-}
-
 // nccl-tests' size is the total over ranks' parts: count x m x element size.
 size_t multiplier(CollectiveKind k, int n) {
   bool perRank = k == CollectiveKind::kAllGather || k == CollectiveKind::kReduceScatter ||
