@@ -81,7 +81,7 @@ typedef enum {
   chorusFloat8e4m3 = 10,
   chorusFloat8e5m2 = 11,
   chorusNumTypes = 12,
-  chorusDataTypeMaxEnum = 0x7fffffff  /* as chorusRedOpMaxEnum */
+  chorusDataTypeMaxEnum = 0x7fffffff /* as chorusRedOpMaxEnum */
 } chorusDataType_t;
 
 /* A cudaStream_t on GPU communicators (NULL: the legacy default stream);
@@ -109,6 +109,12 @@ chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId);
  * hosts). An id whose text is "chorus-tcp:HOST:PORT:SECRET" skips the root:
  * rank 0 listens on PORT itself. Blocks until all joined (CHORUS_TIMEOUT_S). */
 chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks, chorusUniqueId commId, int rank);
+/* chorusCommInitRank for a rank on GPU `device` (a build with CUDA): ranks
+ * that pass a device >= 0 form a GPU communicator as chorusCommInitAll with
+ * a devlist does (several ranks may share one GPU). All of them must live in
+ * this process for now; device < 0 is chorusCommInitRank. */
+chorusResult_t chorusCommInitRankDevice(chorusComm_t* comm, int nranks, chorusUniqueId commId,
+                                        int rank, int device);
 /* This process is one rank of a job started by `chorus launch`, torchrun or
  * mpirun: rank, size and root address come from the environment (CHORUS_RANK,
  * CHORUS_WORLD_SIZE, CHORUS_ROOT, CHORUS_SECRET; or RANK, WORLD_SIZE,
@@ -131,6 +137,19 @@ chorusResult_t chorusCommAbort(chorusComm_t comm);
 chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResult_t* asyncError);
 chorusResult_t chorusCommCount(const chorusComm_t comm, int* count);
 chorusResult_t chorusCommUserRank(const chorusComm_t comm, int* rank);
+/* The rank's CUDA device; -1 (cudaCpuDeviceId) for a rank on the host. */
+chorusResult_t chorusCommCuDevice(const chorusComm_t comm, int* device);
+/* Waits until every call this rank enqueued has finished (GPU
+ * communicators; host calls are done when they return). */
+chorusResult_t chorusCommFinalize(chorusComm_t comm);
+
+#define CHORUS_SPLIT_NOCOLOR (-1)
+/* Collective over every rank of `comm`: ranks passing the same color form a
+ * new communicator, ordered by key (ties: by rank in `comm`). A rank
+ * passing CHORUS_SPLIT_NOCOLOR joins none and gets NULL. The new
+ * communicators keep the parent's kind (threads, processes, GPU ranks on
+ * the same devices). */
+chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm_t* newcomm);
 
 /* Collectives, as in NCCL. Counts follow NCCL: allgather takes the send
  * count, reducescatter the receive count, alltoall the count per peer. */
@@ -150,6 +169,15 @@ chorusResult_t chorusReduceScatter(const void* sendbuff, void* recvbuff, size_t 
                                    chorusStream_t stream);
 chorusResult_t chorusAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                               chorusDataType_t datatype, chorusComm_t comm, chorusStream_t stream);
+/* Gather: `count` elements of every rank land at the root's
+ * recvbuff + rank * count. Scatter: the root's sendbuff + r * count goes to
+ * rank r. recvbuff (gather) and sendbuff (scatter) are used at the root only. */
+chorusResult_t chorusGather(const void* sendbuff, void* recvbuff, size_t count,
+                            chorusDataType_t datatype, int root, chorusComm_t comm,
+                            chorusStream_t stream);
+chorusResult_t chorusScatter(const void* sendbuff, void* recvbuff, size_t count,
+                             chorusDataType_t datatype, int root, chorusComm_t comm,
+                             chorusStream_t stream);
 
 /* Point to point. A send completes when the matching receive (same peers,
  * FIFO order) has taken the data; put both sides of an exchange in a group. */
@@ -175,7 +203,8 @@ chorusResult_t chorusRunAlgo(const void* sendbuff, void* recvbuff, size_t count,
 chorusResult_t chorusUnloadAlgo(chorusAlgoHandle_t handle);
 /* A built-in algorithm by name (as `chorus perf --algo NAME`: ring_allreduce,
  * halving_doubling_allreduce, chain_allreduce, ring_allgather,
- * ring_reducescatter, pairwise_alltoall, chain_broadcast, chain_reduce) for
+ * ring_reducescatter, pairwise_alltoall, chain_broadcast, chain_reduce,
+ * direct_gather, direct_scatter) for
  * `nranks` ranks, rooted at `root` where the collective has one. */
 chorusResult_t chorusLoadBuiltinAlgo(const char* name, int nranks, int root,
                                      chorusAlgoHandle_t* handle);

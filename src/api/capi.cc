@@ -81,6 +81,7 @@ struct CommState {
   std::shared_ptr<World> world;
   int rank = 0;
   std::shared_ptr<ProcessWorld> proc;
+  uint64_t splits = 0;  // chorusCommSplit calls so far (they pair up by number)
   int size() const { return proc ? proc->size() : world->size(); }
   Status asyncError() const { return proc ? proc->asyncError() : world->asyncError(); }
   void abort(Status why) const {
@@ -111,13 +112,19 @@ chorusComm_t newComm(CommState state) {
 }
 
 chorusComm_t newComm(std::shared_ptr<World> w, int rank) {
-  return newComm(CommState{std::move(w), rank, nullptr});
+  CommState cs;
+  cs.world = std::move(w);
+  cs.rank = rank;
+  return newComm(std::move(cs));
 }
 
 Status initProcessComm(chorusComm_t* comm, Result<std::shared_ptr<ProcessWorld>> pw) {
   if (!pw.isOk()) return pw.status();
   int rank = pw.value()->rank();
-  *comm = newComm(CommState{nullptr, rank, std::move(pw).value()});
+  CommState cs;
+  cs.rank = rank;
+  cs.proc = std::move(pw).value();
+  *comm = newComm(std::move(cs));
   return Status::ok();
 }
 
@@ -259,9 +266,11 @@ Status withOp(chorusRedOp_t redop, Op& op) {
 // The in-process rendezvous of chorusCommInitRank.
 struct Pending {
   int nranks = 0;
-  std::shared_ptr<World> world;
+  std::shared_ptr<World> world;  // made by the last rank to join
   std::vector<bool> joined;
+  std::vector<int> devices;  // by rank; -1: on the host
   int count = 0;
+  Status error;  // why the joined ranks cannot form a world
 };
 std::mutex pendingMu;
 std::condition_variable pendingCv;
@@ -270,6 +279,229 @@ std::map<std::string, std::shared_ptr<Pending>>& pendings() {
   return *p;
 }
 
+// chorusCommInitRank(Device): meet the other ranks at the id's root; ranks
+// all in this process make one in-process world (on GPUs if they pass
+// devices), else each is a process-style rank.
+Status initRank(chorusComm_t* comm, int nranks, const chorusUniqueId& commId, int rank,
+                int device) {
+  if (comm == nullptr) return bad("comm is NULL");
+  *comm = nullptr;
+  if (nranks < 1) return bad("nranks must be >= 1, got " + std::to_string(nranks));
+  if (rank < 0 || rank >= nranks)
+    return bad("rank " + std::to_string(rank) + " is not in [0, " + std::to_string(nranks) + ")");
+  if (device >= 0) {
+#if defined(CHORUS_WITH_CUDA)
+    Result<int> gpus = cuda::deviceCount();
+    if (!gpus.isOk()) return gpus.status();
+    if (device >= gpus.value())
+      return bad("rank " + std::to_string(rank) + ": device " + std::to_string(device) +
+                 " is not a GPU of this process (it sees " + std::to_string(gpus.value()) + ")");
+#else
+    return Status(StatusCode::kUnsupported,
+                  "a device was given, but this Chorus was built without CUDA");
+#endif
+  }
+  const std::string processRanksOnGpu =
+      "rank " + std::to_string(rank) +
+      ": GPU ranks in several processes are not built yet (the CUDA executor runs every rank of "
+      "a communicator in one process: docs/cuda.md)";
+  std::string id(commId.internal, strnlen(commId.internal, sizeof(commId.internal)));
+  if (id.rfind("chorus-tcp:", 0) == 0) {  // ranks in several processes
+    if (device >= 0) return Status(StatusCode::kUnsupported, processRanksOnGpu);
+    auto config = runtime::decodeRootId(id);
+    if (!config.isOk()) return config.status();
+    config.value().rank = rank;
+    config.value().nranks = nranks;
+    return initProcessComm(comm, config.value());
+  }
+  if (id.rfind(runtime::kRendezvousTag, 0) != 0)
+    return bad("the unique id did not come from chorusGetUniqueId");
+  WorldOptions options = WorldOptions::fromEnvironment();
+  // Meet the other ranks, wherever they are, at the id's root.
+  auto met = runtime::meetAtRoot(id, rank, nranks, options.timeoutMs);
+  if (!met.isOk()) return met.status();
+  if (!met.value().threads) {
+    if (device >= 0) return Status(StatusCode::kUnsupported, processRanksOnGpu);
+    if (met.value().listening == nullptr)
+      return initProcessComm(comm, ProcessWorld::create(met.value().config, options));
+    CHORUS_RETURN_IF_ERROR(met.value().listening->accept());
+    return initProcessComm(comm, ProcessWorld::create(std::move(met.value().listening), options));
+  }
+  // Every rank lives in this process: one in-process world.
+  std::unique_lock<std::mutex> lock(pendingMu);
+  auto& p = pendings()[id];
+  if (p == nullptr) {
+    p = std::make_shared<Pending>();
+    p->nranks = nranks;
+    p->joined.assign(static_cast<size_t>(nranks), false);
+    p->devices.assign(static_cast<size_t>(nranks), -1);
+  }
+  std::shared_ptr<Pending> mine = p;
+  if (mine->nranks != nranks)
+    return bad("rank " + std::to_string(rank) + " says nranks " + std::to_string(nranks) +
+               ", an earlier rank said " + std::to_string(mine->nranks));
+  if (mine->joined[static_cast<size_t>(rank)])
+    return bad("rank " + std::to_string(rank) + " joined this communicator twice");
+  mine->joined[static_cast<size_t>(rank)] = true;
+  mine->devices[static_cast<size_t>(rank)] = device;
+  if (++mine->count == nranks) {
+    pendings().erase(id);
+    auto onGpu =
+        std::count_if(mine->devices.begin(), mine->devices.end(), [](int d) { return d >= 0; });
+    if (onGpu > 0 && onGpu < nranks)
+      mine->error =
+          bad("ranks of one communicator are on GPUs and on the host; pass a device "
+              "for all of them or none");
+    if (onGpu == nranks) options.devices = mine->devices;
+    mine->world = std::make_shared<World>(nranks, options);
+    pendingCv.notify_all();
+  }
+  bool all = pendingCv.wait_for(lock, std::chrono::milliseconds(options.timeoutMs),
+                                [&] { return mine->world != nullptr; });
+  if (!all) {
+    mine->joined[static_cast<size_t>(rank)] = false;
+    --mine->count;
+    return Status(StatusCode::kTimeout, "rank " + std::to_string(rank) + ": only " +
+                                            std::to_string(mine->count + 1) + " of " +
+                                            std::to_string(nranks) + " ranks joined in time");
+  }
+  lock.unlock();
+  if (!mine->error.isOk()) return mine->error;
+  *comm = newComm(mine->world, rank);
+  return Status::ok();
+}
+
+// Gather and scatter take their root-only buffer (gather's recvbuff,
+// scatter's sendbuff) on every rank, as an algorithm may relay through it;
+// a NULL one on a host rank stands for storage of the call's own.
+Status rootedCall(chorusComm_t comm, CollectiveKind k, const void* send, void* recv, size_t count,
+                  chorusDataType_t datatype, int root, chorusStream_t stream) {
+  auto cs = lookup(comm);
+  if (!cs.isOk()) return cs.status();
+  auto t = fromC(datatype);
+  if (!t.isOk()) return t.status();
+  const int n = cs.value()->size();
+  // The runtime counts gather and scatter in elements of the whole vector.
+  Op o = collective(k, send, recv, count * static_cast<size_t>(n));
+  o.root = root;
+  const bool gathers = k == CollectiveKind::kGather;
+  bool missing = count > 0 && cs.value()->rank != root && (gathers ? recv : send) == nullptr;
+  if (missing) {
+    if (cs.value()->world != nullptr && cs.value()->world->onGpu())
+      return bad("rank " + std::to_string(cs.value()->rank) + ": " + o.describe() +
+                 ": GPU communicators need the root-only buffer on every rank (" +
+                 std::to_string(count * static_cast<size_t>(n)) + " elements)");
+    auto storage = std::make_shared<std::vector<unsigned char>>(count * static_cast<size_t>(n) *
+                                                                dataTypeSize(t.value()));
+    (gathers ? o.args.recvbuff : const_cast<void*&>(o.args.sendbuff)) = storage->data();
+    o.keep = storage;
+  }
+  return issue(comm, std::move(o), datatype, stream);
+}
+
+// chorusCommSplit for ranks of one process (threads, GPU ranks): the k-th
+// split of every rank meets here.
+struct SplitCall {
+  int arrived = 0;
+  std::vector<std::pair<int, int>> colorKey;   // by rank
+  std::vector<std::shared_ptr<World>> worlds;  // by rank; null: no color
+  std::vector<int> newRank;
+  bool done = false;
+};
+std::map<std::pair<const World*, uint64_t>, std::shared_ptr<SplitCall>>& splitCalls() {
+  static auto* m = new std::map<std::pair<const World*, uint64_t>, std::shared_ptr<SplitCall>>();
+  return *m;
+}
+
+// Ranks by color, each color's ordered by (key, rank).
+std::map<int, std::vector<int>> splitGroups(const std::vector<std::pair<int, int>>& colorKey) {
+  std::map<int, std::vector<int>> groups;
+  for (int r = 0; r < static_cast<int>(colorKey.size()); ++r)
+    if (colorKey[static_cast<size_t>(r)].first != CHORUS_SPLIT_NOCOLOR)
+      groups[colorKey[static_cast<size_t>(r)].first].push_back(r);
+  for (auto& [color, ranks] : groups)
+    std::stable_sort(ranks.begin(), ranks.end(), [&](int a, int b) {
+      return colorKey[static_cast<size_t>(a)].second < colorKey[static_cast<size_t>(b)].second;
+    });
+  return groups;
+}
+
+Status splitInProcess(CommState& cs, int color, int key, chorusComm_t* newcomm) {
+  const World& parent = *cs.world;
+  const int n = parent.size();
+  std::unique_lock<std::mutex> lock(pendingMu);
+  auto& slot = splitCalls()[{&parent, cs.splits++}];
+  if (slot == nullptr) {
+    slot = std::make_shared<SplitCall>();
+    slot->colorKey.assign(static_cast<size_t>(n), {CHORUS_SPLIT_NOCOLOR, 0});
+    slot->worlds.resize(static_cast<size_t>(n));
+    slot->newRank.assign(static_cast<size_t>(n), -1);
+  }
+  std::shared_ptr<SplitCall> call = slot;
+  call->colorKey[static_cast<size_t>(cs.rank)] = {color, key};
+  if (++call->arrived == n) {
+    splitCalls().erase({&parent, cs.splits - 1});
+    for (const auto& [c, ranks] : splitGroups(call->colorKey)) {
+      WorldOptions o = parent.options();
+      o.devices.clear();
+      for (int r : ranks)
+        if (parent.onGpu()) o.devices.push_back(parent.options().devices[static_cast<size_t>(r)]);
+      auto w = std::make_shared<World>(static_cast<int>(ranks.size()), o);
+      for (size_t i = 0; i < ranks.size(); ++i) {
+        call->worlds[static_cast<size_t>(ranks[i])] = w;
+        call->newRank[static_cast<size_t>(ranks[i])] = static_cast<int>(i);
+      }
+    }
+    call->done = true;
+    pendingCv.notify_all();
+  }
+  int timeoutMs = parent.options().timeoutMs;
+  if (!pendingCv.wait_for(lock, std::chrono::milliseconds(timeoutMs), [&] { return call->done; }))
+    return Status(StatusCode::kTimeout, "rank " + std::to_string(cs.rank) + ": split: only " +
+                                            std::to_string(call->arrived) + " of " +
+                                            std::to_string(n) + " ranks called in time");
+  lock.unlock();
+  auto w = call->worlds[static_cast<size_t>(cs.rank)];
+  if (w != nullptr) *newcomm = newComm(w, call->newRank[static_cast<size_t>(cs.rank)]);
+  return Status::ok();
+}
+
+// chorusCommSplit for process ranks: colors and keys, then each new
+// communicator's unique id (made by its first rank), go round the parent.
+Status splitProcesses(CommState& cs, int color, int key, chorusComm_t* newcomm) {
+  ProcessWorld& parent = *cs.proc;
+  const int n = parent.size();
+  std::vector<int64_t> mine{color, key}, all(2 * static_cast<size_t>(n));
+  Op op = collective(CollectiveKind::kAllGather, mine.data(), all.data(), 2);
+  op.args.type = DataType::kInt64;
+  CHORUS_RETURN_IF_ERROR(parent.collective(op));
+  std::vector<std::pair<int, int>> colorKey;
+  for (int r = 0; r < n; ++r)
+    colorKey.emplace_back(static_cast<int>(all[2 * static_cast<size_t>(r)]),
+                          static_cast<int>(all[2 * static_cast<size_t>(r) + 1]));
+  auto groups = splitGroups(colorKey);
+  chorusUniqueId myId{};
+  auto it = groups.find(color);
+  int newRank = -1;
+  if (it != groups.end()) {
+    newRank = static_cast<int>(std::find(it->second.begin(), it->second.end(), cs.rank) -
+                               it->second.begin());
+    if (newRank == 0) {
+      auto id = runtime::startRendezvousRoot(parent.options().timeoutMs);
+      if (!id.isOk()) return id.status();
+      if (id.value().size() >= sizeof(myId.internal))
+        return Status(StatusCode::kInternal, "unique id text too long: " + id.value());
+      std::memcpy(myId.internal, id.value().data(), id.value().size());
+    }
+  }
+  std::vector<chorusUniqueId> ids(static_cast<size_t>(n));
+  Op idOp = collective(CollectiveKind::kAllGather, &myId, ids.data(), sizeof(myId));
+  idOp.args.type = DataType::kUint8;
+  CHORUS_RETURN_IF_ERROR(parent.collective(idOp));
+  if (it == groups.end()) return Status::ok();
+  return initRank(newcomm, static_cast<int>(it->second.size()),
+                  ids[static_cast<size_t>(it->second[0])], newRank, -1);
+}
 }  // namespace
 }  // namespace chorus::api
 
@@ -327,65 +559,13 @@ chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId) {
 }
 
 chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks, chorusUniqueId commId, int rank) {
-  return apiCall("chorusCommInitRank", [&]() -> Status {
-    if (comm == nullptr) return bad("comm is NULL");
-    *comm = nullptr;
-    if (nranks < 1) return bad("nranks must be >= 1, got " + std::to_string(nranks));
-    if (rank < 0 || rank >= nranks)
-      return bad("rank " + std::to_string(rank) + " is not in [0, " + std::to_string(nranks) + ")");
-    std::string id(commId.internal, strnlen(commId.internal, sizeof(commId.internal)));
-    if (id.rfind("chorus-tcp:", 0) == 0) {  // ranks in several processes
-      auto config = runtime::decodeRootId(id);
-      if (!config.isOk()) return config.status();
-      config.value().rank = rank;
-      config.value().nranks = nranks;
-      return initProcessComm(comm, config.value());
-    }
-    if (id.rfind(runtime::kRendezvousTag, 0) != 0)
-      return bad("the unique id did not come from chorusGetUniqueId");
-    WorldOptions options = WorldOptions::fromEnvironment();
-    // Meet the other ranks, wherever they are, at the id's root.
-    auto met = runtime::meetAtRoot(id, rank, nranks, options.timeoutMs);
-    if (!met.isOk()) return met.status();
-    if (!met.value().threads) {
-      if (met.value().listening == nullptr)
-        return initProcessComm(comm, ProcessWorld::create(met.value().config, options));
-      CHORUS_RETURN_IF_ERROR(met.value().listening->accept());
-      return initProcessComm(comm, ProcessWorld::create(std::move(met.value().listening), options));
-    }
-    // Every rank lives in this process: one in-process world.
-    std::unique_lock<std::mutex> lock(pendingMu);
-    auto& p = pendings()[id];
-    if (p == nullptr) {
-      p = std::make_shared<Pending>();
-      p->nranks = nranks;
-      p->world = std::make_shared<World>(nranks, options);
-      p->joined.assign(static_cast<size_t>(nranks), false);
-    }
-    std::shared_ptr<Pending> mine = p;
-    if (mine->nranks != nranks)
-      return bad("rank " + std::to_string(rank) + " says nranks " + std::to_string(nranks) +
-                 ", an earlier rank said " + std::to_string(mine->nranks));
-    if (mine->joined[static_cast<size_t>(rank)])
-      return bad("rank " + std::to_string(rank) + " joined this communicator twice");
-    mine->joined[static_cast<size_t>(rank)] = true;
-    if (++mine->count == nranks) {
-      pendings().erase(id);
-      pendingCv.notify_all();
-    }
-    bool all = pendingCv.wait_for(lock, std::chrono::milliseconds(options.timeoutMs),
-                                  [&] { return mine->count == nranks; });
-    if (!all) {
-      mine->joined[static_cast<size_t>(rank)] = false;
-      --mine->count;
-      return Status(StatusCode::kTimeout, "rank " + std::to_string(rank) + ": only " +
-                                              std::to_string(mine->count + 1) + " of " +
-                                              std::to_string(nranks) + " ranks joined in time");
-    }
-    lock.unlock();
-    *comm = newComm(mine->world, rank);
-    return Status::ok();
-  });
+  return apiCall("chorusCommInitRank", [&] { return initRank(comm, nranks, commId, rank, -1); });
+}
+
+chorusResult_t chorusCommInitRankDevice(chorusComm_t* comm, int nranks, chorusUniqueId commId,
+                                        int rank, int device) {
+  return apiCall("chorusCommInitRankDevice",
+                 [&] { return initRank(comm, nranks, commId, rank, device); });
 }
 
 chorusResult_t chorusCommInitFromEnv(chorusComm_t* comm) {
@@ -540,6 +720,60 @@ chorusResult_t chorusAllToAll(const void* sendbuff, void* recvbuff, size_t count
   return apiCall("chorusAllToAll", [&] {
     return issue(comm, collective(CollectiveKind::kAllToAll, sendbuff, recvbuff, count), datatype,
                  stream);
+  });
+}
+
+chorusResult_t chorusGather(const void* sendbuff, void* recvbuff, size_t count,
+                            chorusDataType_t datatype, int root, chorusComm_t comm,
+                            chorusStream_t stream) {
+  return apiCall("chorusGather", [&] {
+    return rootedCall(comm, CollectiveKind::kGather, sendbuff, recvbuff, count, datatype, root,
+                      stream);
+  });
+}
+
+chorusResult_t chorusScatter(const void* sendbuff, void* recvbuff, size_t count,
+                             chorusDataType_t datatype, int root, chorusComm_t comm,
+                             chorusStream_t stream) {
+  return apiCall("chorusScatter", [&] {
+    return rootedCall(comm, CollectiveKind::kScatter, sendbuff, recvbuff, count, datatype, root,
+                      stream);
+  });
+}
+
+chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm_t* newcomm) {
+  return apiCall("chorusCommSplit", [&]() -> Status {
+    if (newcomm == nullptr) return bad("newcomm is NULL");
+    *newcomm = nullptr;
+    if (color < CHORUS_SPLIT_NOCOLOR)
+      return bad("color " + std::to_string(color) +
+                 " is negative (CHORUS_SPLIT_NOCOLOR, -1, is the only negative color)");
+    auto cs = lookup(comm);
+    if (!cs.isOk()) return cs.status();
+    if (cs.value()->proc != nullptr) return splitProcesses(*cs.value(), color, key, newcomm);
+    return splitInProcess(*cs.value(), color, key, newcomm);
+  });
+}
+
+chorusResult_t chorusCommCuDevice(const chorusComm_t comm, int* device) {
+  return apiCall("chorusCommCuDevice", [&]() -> Status {
+    if (device == nullptr) return bad("device is NULL");
+    auto cs = lookup(comm);
+    if (!cs.isOk()) return cs.status();
+    const CommState& c = *cs.value();
+    *device = c.world != nullptr && c.world->onGpu()
+                  ? c.world->options().devices[static_cast<size_t>(c.rank)]
+                  : -1;
+    return Status::ok();
+  });
+}
+
+chorusResult_t chorusCommFinalize(chorusComm_t comm) {
+  return apiCall("chorusCommFinalize", [&]() -> Status {
+    auto cs = lookup(comm);
+    if (!cs.isOk()) return cs.status();
+    if (cs.value()->world != nullptr) return cs.value()->world->synchronize();
+    return cs.value()->asyncError();
   });
 }
 

@@ -77,6 +77,12 @@ Result<std::vector<PlanPart>> planParts(runtime::SelectionRequest req,
     case CollectiveKind::kReduce:
       name = "chain_reduce";
       break;
+    case CollectiveKind::kGather:
+      name = "direct_gather";
+      break;
+    case CollectiveKind::kScatter:
+      name = "direct_scatter";
+      break;
     default:
       return Status(StatusCode::kUnsupported,
                     "no built-in algorithm for " + std::string(collectiveName(req.collective)));

@@ -34,6 +34,7 @@ class ProcessWorld {
   ~ProcessWorld();
   int size() const { return n_; }
   int rank() const { return me_; }
+  const WorldOptions& options() const { return options_; }
   // This rank's part of the next collective.
   Status collective(const Op& op);
   // This rank's sends and receives of one group, moved together (a pair

@@ -149,6 +149,15 @@ Status World::asyncError() const {
   return error_;
 }
 
+Status World::synchronize() {
+#if defined(CHORUS_WITH_CUDA)
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [va, w] : gpu_->worlds)
+    if (Status st = w.second->wait(); !st.isOk()) return st;
+#endif
+  return Status::ok();
+}
+
 void World::abort(Status why) {
   {
     std::lock_guard<std::mutex> lock(mu_);

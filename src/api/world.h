@@ -37,7 +37,8 @@ struct Op {
   int root = -1;           // rooted collectives
   int peer = -1;           // send/recv
   std::shared_ptr<const runtime::VerifiedAlgorithm> algo;  // explicit algorithm, or null
-  void* stream = nullptr;  // GPU worlds: the rank's cudaStream_t (nullptr: the default stream)
+  void* stream = nullptr;      // GPU worlds: the rank's cudaStream_t (nullptr: the default stream)
+  std::shared_ptr<void> keep;  // storage the call's buffers point into, if the API made any
 
   std::string describe() const;  // "allreduce(count 1024, fp32, sum)"
 };
@@ -83,6 +84,11 @@ class World : public std::enable_shared_from_this<World> {
 
   int size() const { return n_; }
   bool onGpu() const { return !options_.devices.empty(); }
+  const WorldOptions& options() const { return options_; }
+  // GPU worlds: waits for every call enqueued so far (its failure, if one
+  // stalled or was aborted). Host worlds: ok (their calls are done when they
+  // return).
+  Status synchronize();
 
   // Posts rank `rank`'s next operation without waiting.
   std::shared_ptr<Ticket> post(int rank, Op op);

@@ -339,6 +339,40 @@ ir::Algorithm chainReduce(int n, int root) {
   return std::move(b).finish();
 }
 
+ir::Algorithm directGather(int n, int root) {
+  if (n == 1) return single("direct_gather", CollectiveKind::kGather);
+  // Every rank sends its chunk straight to the root, which receives each on
+  // a threadblock of its own.
+  Builder b("direct_gather", CollectiveKind::kGather, n, n, 1, n);
+  for (int r = 0; r < n; ++r) {
+    if (r != root) {
+      b.send(r, b.tb(r, root, -1), {kI, 0});
+      continue;
+    }
+    int own = b.tb(r, -1, -1);
+    b.step(r, own, StepType::kCopy, {kI, 0}, {kO, r});
+    for (int q = 0; q < n; ++q)
+      if (q != root) b.recv(r, b.tb(r, -1, q), {kO, q});
+  }
+  return std::move(b).finish();
+}
+
+ir::Algorithm directScatter(int n, int root) {
+  if (n == 1) return single("direct_scatter", CollectiveKind::kScatter);
+  Builder b("direct_scatter", CollectiveKind::kScatter, n, n, n, 1);
+  for (int r = 0; r < n; ++r) {
+    if (r != root) {
+      b.recv(r, b.tb(r, -1, root), {kO, 0});
+      continue;
+    }
+    int own = b.tb(r, -1, -1);
+    b.step(r, own, StepType::kCopy, {kI, r}, {kO, 0});
+    for (int q = 0; q < n; ++q)
+      if (q != root) b.send(r, b.tb(r, q, -1), {kI, q});
+  }
+  return std::move(b).finish();
+}
+
 const std::vector<ClassicInfo>& classicAlgorithms() {
   static const std::vector<ClassicInfo> all = {
       {"ring_allreduce", CollectiveKind::kAllReduce,
@@ -355,6 +389,8 @@ const std::vector<ClassicInfo>& classicAlgorithms() {
        "round k: send to r+k, receive from r-k; n-1 concurrent rounds"},
       {"chain_broadcast", CollectiveKind::kBroadcast, "pipelined chain from the root"},
       {"chain_reduce", CollectiveKind::kReduce, "pipelined chain ending at the root"},
+      {"direct_gather", CollectiveKind::kGather, "every rank sends to the root; one step"},
+      {"direct_scatter", CollectiveKind::kScatter, "the root sends to every rank; one step"},
   };
   return all;
 }
@@ -373,6 +409,8 @@ Result<ir::Algorithm> makeClassic(std::string_view name, int n, int root) {
   if (name == "pairwise_alltoall") return pairwiseAllToAll(n);
   if (name == "chain_broadcast") return chainBroadcast(n, root);
   if (name == "chain_reduce") return chainReduce(n, root);
+  if (name == "direct_gather") return directGather(n, root);
+  if (name == "direct_scatter") return directScatter(n, root);
   return Status(StatusCode::kNotFound, "no built-in algorithm named '" + std::string(name) + "'");
 }
 

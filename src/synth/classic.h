@@ -43,6 +43,9 @@ ir::Algorithm pairwiseAllToAll(int n);
 // Pipelined chain broadcast / reduce rooted at `root` (slices pipeline it).
 ir::Algorithm chainBroadcast(int n, int root);
 ir::Algorithm chainReduce(int n, int root);
+// Gather / scatter straight between the root and every other rank.
+ir::Algorithm directGather(int n, int root);
+ir::Algorithm directScatter(int n, int root);
 
 // The built-ins by name, for `--algo NAME` and `chorus gen`-style listing.
 struct ClassicInfo {

@@ -341,5 +341,82 @@ TEST(CApi, ErrorStrings) {
   EXPECT_STREQ(chorusGetErrorString(static_cast<chorusResult_t>(99)), "unknown result code");
 }
 
+// chorusCommSplit on thread ranks (by parity, higher ranks first), gather
+// and scatter with the root-only buffer NULL elsewhere, CuDevice of host
+// ranks, and Finalize.
+TEST(CApi, SplitGatherScatterOnThreads) {
+  const int n = 5;
+  auto comms = initAll(n);
+  constexpr size_t kLen = 37;
+  std::vector<std::vector<int32_t>> mine(n), gathered(n), piece(n);
+  std::vector<int32_t> scatterSrc(kLen * n);
+  for (size_t j = 0; j < scatterSrc.size(); ++j) scatterSrc[j] = 7 * static_cast<int32_t>(j);
+  std::vector<chorusResult_t> results(n * 4, chorusInternalError);
+  std::vector<int> halfSize(n), halfRank(n);
+  std::vector<int32_t> halfSum(n);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r) {
+    ts.emplace_back([&, r] {
+      auto& m = mine[static_cast<size_t>(r)];
+      for (size_t i = 0; i < kLen; ++i) m.push_back(r * 1000 + static_cast<int32_t>(i));
+      gathered[static_cast<size_t>(r)].assign(kLen * n, -1);
+      piece[static_cast<size_t>(r)].assign(kLen, -1);
+      size_t k = static_cast<size_t>(r) * 4;
+      results[k] = chorusGather(m.data(), r == 2 ? gathered[2].data() : nullptr, kLen, chorusInt32,
+                                2, comms[static_cast<size_t>(r)], nullptr);
+      results[k + 1] =
+          chorusScatter(r == 0 ? scatterSrc.data() : nullptr, piece[static_cast<size_t>(r)].data(),
+                        kLen, chorusInt32, 0, comms[static_cast<size_t>(r)], nullptr);
+      chorusComm_t half = nullptr;
+      results[k + 2] = chorusCommSplit(comms[static_cast<size_t>(r)],
+                                       r == 4 ? CHORUS_SPLIT_NOCOLOR : r % 2, -r, &half);
+      if (r == 4) {
+        results[k + 3] = half == nullptr ? chorusSuccess : chorusInternalError;
+        return;
+      }
+      int32_t v = r;
+      chorusCommCount(half, &halfSize[static_cast<size_t>(r)]);
+      chorusCommUserRank(half, &halfRank[static_cast<size_t>(r)]);
+      results[k + 3] = chorusAllReduce(&v, &halfSum[static_cast<size_t>(r)], 1, chorusInt32,
+                                       chorusSum, half, nullptr);
+      chorusCommDestroy(half);
+    });
+  }
+  for (auto& t : ts) t.join();
+  for (size_t k = 0; k < results.size(); ++k) EXPECT_EQ(results[k], chorusSuccess) << k;
+  for (int q = 0; q < n; ++q)
+    for (size_t i = 0; i < kLen; ++i) {
+      EXPECT_EQ(gathered[2][static_cast<size_t>(q) * kLen + i], q * 1000 + static_cast<int32_t>(i));
+      EXPECT_EQ(piece[static_cast<size_t>(q)][i],
+                7 * static_cast<int32_t>(static_cast<size_t>(q) * kLen + i));
+    }
+  // Ranks 0, 2 (even) and 1, 3 (odd); rank 4 left out. Higher ranks first.
+  EXPECT_EQ(halfSize, (std::vector<int>{2, 2, 2, 2, 0}));
+  EXPECT_EQ(halfRank, (std::vector<int>{1, 1, 0, 0, 0}));
+  EXPECT_EQ(halfSum, (std::vector<int32_t>{2, 4, 2, 4, 0}));
+  for (chorusComm_t c : comms) {
+    int dev = 0;
+    EXPECT_EQ(chorusCommCuDevice(c, &dev), chorusSuccess);
+    EXPECT_EQ(dev, -1);
+    EXPECT_EQ(chorusCommFinalize(c), chorusSuccess);
+    chorusCommDestroy(c);
+  }
+}
+
+TEST(CApi, InitRankDeviceWithoutAGpuIsRefused) {
+  chorusUniqueId id;
+  ASSERT_EQ(chorusGetUniqueId(&id), chorusSuccess);
+  chorusComm_t c = nullptr;
+  chorusResult_t r = chorusCommInitRankDevice(&c, 1, id, 0, 0);
+  if (r == chorusSuccess) {
+    chorusCommDestroy(c);
+    GTEST_SKIP() << "this machine has a GPU";
+  }
+  EXPECT_EQ(r, chorusInvalidUsage);
+  EXPECT_EQ(c, nullptr);
+  EXPECT_EQ(chorusCommSplit(nullptr, 0, 0, &c), chorusInvalidArgument);
+  EXPECT_EQ(chorusCommSplit(nullptr, -2, 0, &c), chorusInvalidArgument);
+}
+
 }  // namespace
 }  // namespace chorus::api

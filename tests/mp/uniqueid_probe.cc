@@ -2,9 +2,9 @@
 // process makes the id, runs ranks 0..T-1 on threads of its own and starts
 // the others as child processes that get the id's bytes (here through an
 // environment variable; MPI programs broadcast them). Every rank checks an
-// allreduce, an allgather and a ring of sends and receives of values
-// distinct per rank and element, and
-// that the communicator has the right size and rank.
+// allreduce, an allgather, a ring of sends and receives, a gather and a
+// scatter of values distinct per rank and element, that the communicator
+// has the right size and rank, and a split of it by parity.
 //
 //   uniqueid_probe N T   N ranks, T of them threads of this process (1..N)
 //
@@ -86,6 +86,50 @@ int runRank(const chorusUniqueId& id, int n, int rank) {
         bad = 1;
         break;
       }
+  }
+  // Gather to rank 0 and scatter from the last rank, the other ranks passing
+  // NULL for the buffer only the root uses.
+  std::vector<int32_t> gathered(len * static_cast<size_t>(n), -1), piece(len, -1);
+  if (bad == 0 && (chorusGather(mine.data(), rank == 0 ? gathered.data() : nullptr, len,
+                                chorusInt32, 0, comm, nullptr) != chorusSuccess ||
+                   chorusScatter(rank == n - 1 ? all.data() : nullptr, piece.data(), len,
+                                 chorusInt32, n - 1, comm, nullptr) != chorusSuccess)) {
+    std::printf("rank %d: gather/scatter failed: %s\n", rank, chorusGetLastError(nullptr));
+    bad = 1;
+  }
+  for (size_t i = 0; i < len && bad == 0; ++i) {
+    if (rank == 0 && gathered != all) {
+      std::printf("rank 0: gathered blocks differ from the allgather's\n");
+      bad = 1;
+    }
+    if (piece[i] != rank * 100000 + static_cast<int32_t>(i)) {
+      std::printf("rank %d: scattered element %zu is %d\n", rank, i, piece[i]);
+      bad = 1;
+    }
+  }
+  // Split by parity, the higher ranks first; each half sums its parent ranks.
+  chorusComm_t half = nullptr;
+  if (bad == 0 && chorusCommSplit(comm, rank % 2, -rank, &half) != chorusSuccess) {
+    std::printf("rank %d: split failed: %s\n", rank, chorusGetLastError(nullptr));
+    bad = 1;
+  }
+  if (half != nullptr) {
+    int size = 0, sub = -1, wantSize = 0, wantRank = 0;
+    int32_t v = rank, total = 0, want = 0;
+    for (int q = rank % 2; q < n; q += 2) {
+      ++wantSize;
+      want += q;
+      if (q > rank) ++wantRank;
+    }
+    chorusCommCount(half, &size);
+    chorusCommUserRank(half, &sub);
+    if (chorusAllReduce(&v, &total, 1, chorusInt32, chorusSum, half, nullptr) != chorusSuccess ||
+        size != wantSize || sub != wantRank || total != want) {
+      std::printf("rank %d: split: rank %d of %d summing to %d, want %d of %d summing to %d (%s)\n",
+                  rank, sub, size, total, wantRank, wantSize, want, chorusGetLastError(nullptr));
+      bad = 1;
+    }
+    if (chorusCommDestroy(half) != chorusSuccess) bad = 1;
   }
   if (chorusCommDestroy(comm) != chorusSuccess) bad = 1;
   if (bad == 0) std::printf("rank %d of %d: ok\n", rank, n);
