@@ -36,8 +36,18 @@ struct Control {
 };
 enum : int { kNoError = 0, kStalled = 1 };
 
-__global__ void planKernel(engine::CallView v, const int32_t* blockMap, Control* ctl,
-                           uint64_t timeoutNs) {
+// Up to this many ranks' buffer views travel in the launch's parameters, so
+// a launch needs no host-to-device copy and a CUDA graph that captures it
+// holds everything it reads (a copy from host memory would be read again,
+// from a freed vector, at each replay).
+constexpr int kInlineRanks = 16;
+struct InlineRanks {
+  engine::RankView r[kInlineRanks];
+};
+
+__global__ void planKernel(engine::CallView v, const __grid_constant__ InlineRanks inl,
+                           const int32_t* blockMap, Control* ctl, uint64_t timeoutNs) {
+  if (v.ranks == nullptr) v.ranks = const_cast<engine::RankView*>(inl.r);
   DeviceCtx ctx;
   int b = blockMap[blockIdx.x];
   engine::Block<DeviceCtx> blk(ctx, v, b);
@@ -509,8 +519,21 @@ Status CudaWorld::Impl::launchGroup(size_t i, const std::vector<engine::RankView
   Group& grp = groups[i];
   {
     CHORUS_CUDA_TRY(cudaSetDevice(grp.device));
-    CHORUS_CUDA_TRY(cudaMemcpyAsync(grp.dRanks, ranks.data(), nranks * sizeof(engine::RankView),
-                                    cudaMemcpyHostToDevice, s));
+    InlineRanks inl{};
+    const bool inlined = nranks <= static_cast<size_t>(kInlineRanks);
+    if (inlined) {
+      std::copy(ranks.begin(), ranks.end(), inl.r);
+    } else {
+      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+      CHORUS_CUDA_TRY(cudaStreamIsCapturing(s, &capturing));
+      if (capturing != cudaStreamCaptureStatusNone)
+        return Status(StatusCode::kUnsupported,
+                      "a CUDA graph can capture calls of worlds of up to " +
+                          std::to_string(kInlineRanks) + " ranks per GPU; this one has " +
+                          std::to_string(nranks));
+      CHORUS_CUDA_TRY(cudaMemcpyAsync(grp.dRanks, ranks.data(), nranks * sizeof(engine::RankView),
+                                      cudaMemcpyHostToDevice, s));
+    }
     CHORUS_CUDA_TRY(cudaMemsetAsync(grp.dCompleted, 0, plan.blocks.size() * sizeof(uint64_t), s));
     CHORUS_CUDA_TRY(cudaMemsetAsync(grp.dFinished, 0, nranks * sizeof(uint32_t), s));
     engine::CallView v;
@@ -518,7 +541,7 @@ Status CudaWorld::Impl::launchGroup(size_t i, const std::vector<engine::RankView
     v.blocks = grp.dBlocks;
     v.rankFirstBlock = grp.dRankFirst;
     v.conns = grp.dConns;
-    v.ranks = grp.dRanks;
+    v.ranks = inlined ? nullptr : grp.dRanks;
     v.completed = grp.dCompleted;
     v.ranksFinished = grp.dFinished;
     v.stage = grp.dStage;
@@ -532,7 +555,7 @@ Status CudaWorld::Impl::launchGroup(size_t i, const std::vector<engine::RankView
     const int32_t* map = grp.dBlockMap;
     Control* c = dCtl;
     uint64_t timeoutNs = static_cast<uint64_t>(o.timeoutMs) * 1000000ull;
-    void* args[] = {&v, &map, &c, &timeoutNs};
+    void* args[] = {&v, &inl, &map, &c, &timeoutNs};
     CHORUS_CUDA_TRY(cudaLaunchCooperativeKernel(
         reinterpret_cast<const void*>(planKernel), dim3(static_cast<unsigned>(grp.blockMap.size())),
         dim3(static_cast<unsigned>(o.threadsPerBlock)), args, 0, s));
