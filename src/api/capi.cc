@@ -23,8 +23,13 @@
 #include "synth/classic.h"
 
 #if defined(CHORUS_WITH_CUDA)
+#include "cuda/staged.h"
 #include "cuda/world.h"
 #endif
+
+namespace chorus::cuda {
+class StagedRank;
+}
 
 namespace chorus::api {
 namespace {
@@ -81,9 +86,20 @@ struct CommState {
   std::shared_ptr<World> world;
   int rank = 0;
   std::shared_ptr<ProcessWorld> proc;
+  // A process rank on a GPU: its calls staged through host memory
+  // (cuda/staged.h). Declared after `proc`, so it goes first and waits for
+  // its calls while the process world still lives.
+  std::shared_ptr<cuda::StagedRank> staged;
   uint64_t splits = 0;  // chorusCommSplit calls so far (they pair up by number)
   int size() const { return proc ? proc->size() : world->size(); }
-  Status asyncError() const { return proc ? proc->asyncError() : world->asyncError(); }
+  bool onGpu() const { return staged != nullptr || (world != nullptr && world->onGpu()); }
+  Status asyncError() const {
+#if defined(CHORUS_WITH_CUDA)
+    if (staged != nullptr)
+      if (Status st = staged->asyncError(); !st.isOk()) return st;
+#endif
+    return proc ? proc->asyncError() : world->asyncError();
+  }
   void abort(Status why) const {
     proc ? proc->abort(std::move(why)) : world->abort(std::move(why));
   }
@@ -118,12 +134,20 @@ chorusComm_t newComm(std::shared_ptr<World> w, int rank) {
   return newComm(std::move(cs));
 }
 
-Status initProcessComm(chorusComm_t* comm, Result<std::shared_ptr<ProcessWorld>> pw) {
+// `device` >= 0: the rank is on that GPU, its calls staged through host memory.
+Status initProcessComm(chorusComm_t* comm, Result<std::shared_ptr<ProcessWorld>> pw,
+                       int device = -1) {
   if (!pw.isOk()) return pw.status();
   int rank = pw.value()->rank();
   CommState cs;
   cs.rank = rank;
   cs.proc = std::move(pw).value();
+#if defined(CHORUS_WITH_CUDA)
+  if (device >= 0)
+    cs.staged = std::make_shared<cuda::StagedRank>(device, cs.proc->options().timeoutMs);
+#else
+  (void)device;
+#endif
   *comm = newComm(std::move(cs));
   return Status::ok();
 }
@@ -151,6 +175,116 @@ struct Group {
 };
 thread_local Group group;
 
+// A process rank's part of a group: its collectives in order, then its
+// sends and receives together.
+Status runProcessOps(ProcessWorld* w, const std::vector<const Op*>& mine) {
+  Status st;
+  std::vector<const Op*> sendRecv;
+  for (const Op* op : mine) {
+    if (op->kind != Op::Kind::kCollective) {
+      sendRecv.push_back(op);
+    } else if (Status s = w->collective(*op); st.isOk() && !s.isOk()) {
+      st = s;
+    }
+  }
+  if (!sendRecv.empty())
+    if (Status s = w->pointToPoint(sendRecv); st.isOk() && !s.isOk()) st = s;
+  return st;
+}
+
+#if defined(CHORUS_WITH_CUDA)
+// What a staged call reads and writes at this rank: bytes of its send and
+// receive buffers, and whether each is read / written here.
+struct Extents {
+  size_t send = 0, recv = 0;
+  bool reads = true, writes = true;
+};
+Extents extents(const Op& op, int rank, int n) {
+  const size_t c = op.args.count * dataTypeSize(op.args.type);
+  const size_t un = static_cast<size_t>(n);
+  const bool root = op.root == rank;
+  switch (op.kind) {
+    case Op::Kind::kSend:
+      return {c, 0, true, false};
+    case Op::Kind::kRecv:
+      return {0, c, false, true};
+    case Op::Kind::kCollective:
+      break;
+  }
+  switch (op.collective) {
+    case CollectiveKind::kBroadcast:
+      return {c, c, root, true};
+    case CollectiveKind::kReduce:
+      return {c, c, true, root};
+    case CollectiveKind::kAllGather:
+      return {c, c * un, true, true};
+    case CollectiveKind::kReduceScatter:
+      return {c * un, c, true, true};
+    case CollectiveKind::kAllToAll:
+      return {c * un, c * un, true, true};
+    case CollectiveKind::kGather:  // the runtime's count is the whole vector's
+      return {c / un, c, true, root};
+    case CollectiveKind::kScatter:
+      return {c, c / un, root, true};
+    default:
+      return {c, c, true, true};
+  }
+}
+
+// Enqueues one staged rank's ops of a group on one stream: every buffer
+// staged through host memory, the group run there by the process world.
+Status enqueueStaged(const CommState& cs, void* stream, std::vector<Op> ops) {
+  std::vector<cuda::StagedRegion> regions;
+  // Per op: region and offset of its send and receive buffers (-1: none).
+  struct Where {
+    int sendRegion = -1, recvRegion = -1;
+    size_t sendOff = 0, recvOff = 0;
+  };
+  std::vector<Where> where(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    Extents e = extents(op, cs.rank, cs.size());
+    auto* s = static_cast<unsigned char*>(const_cast<void*>(op.args.sendbuff));
+    auto* r = static_cast<unsigned char*>(op.args.recvbuff);
+    if (s != nullptr && r != nullptr && e.send > 0 && e.recv > 0 && s < r + e.recv &&
+        r < s + e.send) {  // in place: one region for both
+      unsigned char* lo = std::min(s, r);
+      unsigned char* hi = std::max(s + e.send, r + e.recv);
+      regions.push_back({lo, static_cast<size_t>(hi - lo), e.reads, e.writes});
+      where[i] = {static_cast<int>(regions.size()) - 1, static_cast<int>(regions.size()) - 1,
+                  static_cast<size_t>(s - lo), static_cast<size_t>(r - lo)};
+      continue;
+    }
+    if (s != nullptr && e.send > 0) {
+      regions.push_back({s, e.send, e.reads, false});
+      where[i].sendRegion = static_cast<int>(regions.size()) - 1;
+    }
+    if (r != nullptr && e.recv > 0) {
+      regions.push_back({r, e.recv, false, e.writes});
+      where[i].recvRegion = static_cast<int>(regions.size()) - 1;
+    }
+  }
+  std::shared_ptr<ProcessWorld> w = cs.proc;
+  auto run = [w, ops = std::move(ops), where](const std::vector<void*>& host) {
+    std::vector<Op> onHost = ops;
+    std::vector<const Op*> mine;
+    for (size_t i = 0; i < onHost.size(); ++i) {
+      auto at = [&](int region, size_t off) {
+        return static_cast<unsigned char*>(host[static_cast<size_t>(region)]) + off;
+      };
+      if (where[i].sendRegion >= 0)
+        onHost[i].args.sendbuff = at(where[i].sendRegion, where[i].sendOff);
+      if (where[i].recvRegion >= 0)
+        onHost[i].args.recvbuff = at(where[i].recvRegion, where[i].recvOff);
+      onHost[i].stream = nullptr;
+      mine.push_back(&onHost[i]);
+    }
+    return runProcessOps(w.get(), mine);
+  };
+  return cs.staged->enqueue(stream, std::move(regions), std::move(run));
+}
+#endif
+
 // Posts every op, runs the collectives (on this thread if there is one,
 // else on the ranks' helper threads), waits for sends and receives.
 Status runOps(std::vector<std::pair<std::shared_ptr<CommState>, Op>> ops) {
@@ -162,7 +296,17 @@ Status runOps(std::vector<std::pair<std::shared_ptr<CommState>, Op>> ops) {
   // Process-style ranks: each one's collectives in order, then its sends and
   // receives together.
   std::vector<std::pair<ProcessWorld*, std::vector<const Op*>>> procs;
+  // Staged GPU process ranks: each one's ops per stream, enqueued together.
+  std::vector<std::pair<std::pair<const CommState*, void*>, std::vector<Op>>> staged;
   for (auto& [cs, op] : ops) {
+    if (cs->staged != nullptr) {
+      std::pair<const CommState*, void*> key{cs.get(), op.stream};
+      auto it =
+          std::find_if(staged.begin(), staged.end(), [&](const auto& p) { return p.first == key; });
+      if (it == staged.end()) it = staged.insert(staged.end(), {key, {}});
+      it->second.push_back(std::move(op));
+      continue;
+    }
     if (cs->proc != nullptr) {
       auto it = std::find_if(procs.begin(), procs.end(),
                              [&](const auto& p) { return p.first == cs->proc.get(); });
@@ -189,20 +333,10 @@ Status runOps(std::vector<std::pair<std::shared_ptr<CommState>, Op>> ops) {
     for (const Status& s : results) keep(s);
   }
   for (auto& [w, t] : p2p) keep(w->complete(t));
-  auto runProc = [](ProcessWorld* w, const std::vector<const Op*>& mine) {
-    Status st;
-    std::vector<const Op*> sendRecv;
-    for (const Op* op : mine) {
-      if (op->kind != Op::Kind::kCollective) {
-        sendRecv.push_back(op);
-      } else if (Status s = w->collective(*op); st.isOk() && !s.isOk()) {
-        st = s;
-      }
-    }
-    if (!sendRecv.empty())
-      if (Status s = w->pointToPoint(sendRecv); st.isOk() && !s.isOk()) st = s;
-    return st;
-  };
+#if defined(CHORUS_WITH_CUDA)
+  for (auto& [key, mine] : staged) keep(enqueueStaged(*key.first, key.second, std::move(mine)));
+#endif
+  const auto runProc = runProcessOps;
   if (procs.size() == 1) {
     keep(runProc(procs[0].first, procs[0].second));
   } else if (!procs.empty()) {
@@ -221,7 +355,7 @@ Status runOps(std::vector<std::pair<std::shared_ptr<CommState>, Op>> ops) {
 Status issue(chorusComm_t comm, Op op, chorusDataType_t type, chorusStream_t stream) {
   auto cs = lookup(comm);
   if (!cs.isOk()) return cs.status();
-  const bool gpu = cs.value()->world != nullptr && cs.value()->world->onGpu();
+  const bool gpu = cs.value()->onGpu();
   if (stream != nullptr && !gpu)
     return Status(StatusCode::kUnsupported,
                   "streams need a GPU communicator (chorusCommInitAll with a devlist); pass NULL "
@@ -301,18 +435,14 @@ Status initRank(chorusComm_t* comm, int nranks, const chorusUniqueId& commId, in
                   "a device was given, but this Chorus was built without CUDA");
 #endif
   }
-  const std::string processRanksOnGpu =
-      "rank " + std::to_string(rank) +
-      ": GPU ranks in several processes are not built yet (the CUDA executor runs every rank of "
-      "a communicator in one process: docs/cuda.md)";
   std::string id(commId.internal, strnlen(commId.internal, sizeof(commId.internal)));
   if (id.rfind("chorus-tcp:", 0) == 0) {  // ranks in several processes
-    if (device >= 0) return Status(StatusCode::kUnsupported, processRanksOnGpu);
     auto config = runtime::decodeRootId(id);
     if (!config.isOk()) return config.status();
     config.value().rank = rank;
     config.value().nranks = nranks;
-    return initProcessComm(comm, config.value());
+    return initProcessComm(
+        comm, ProcessWorld::create(config.value(), WorldOptions::fromEnvironment()), device);
   }
   if (id.rfind(runtime::kRendezvousTag, 0) != 0)
     return bad("the unique id did not come from chorusGetUniqueId");
@@ -321,11 +451,13 @@ Status initRank(chorusComm_t* comm, int nranks, const chorusUniqueId& commId, in
   auto met = runtime::meetAtRoot(id, rank, nranks, options.timeoutMs);
   if (!met.isOk()) return met.status();
   if (!met.value().threads) {
-    if (device >= 0) return Status(StatusCode::kUnsupported, processRanksOnGpu);
+    // Ranks in several processes; on GPUs, their calls are staged through
+    // host memory (cuda/staged.h).
     if (met.value().listening == nullptr)
-      return initProcessComm(comm, ProcessWorld::create(met.value().config, options));
+      return initProcessComm(comm, ProcessWorld::create(met.value().config, options), device);
     CHORUS_RETURN_IF_ERROR(met.value().listening->accept());
-    return initProcessComm(comm, ProcessWorld::create(std::move(met.value().listening), options));
+    return initProcessComm(comm, ProcessWorld::create(std::move(met.value().listening), options),
+                           device);
   }
   // Every rank lives in this process: one in-process world.
   std::unique_lock<std::mutex> lock(pendingMu);
@@ -499,8 +631,12 @@ Status splitProcesses(CommState& cs, int color, int key, chorusComm_t* newcomm) 
   idOp.args.type = DataType::kUint8;
   CHORUS_RETURN_IF_ERROR(parent.collective(idOp));
   if (it == groups.end()) return Status::ok();
+  int device = -1;
+#if defined(CHORUS_WITH_CUDA)
+  if (cs.staged != nullptr) device = cs.staged->device();
+#endif
   return initRank(newcomm, static_cast<int>(it->second.size()),
-                  ids[static_cast<size_t>(it->second[0])], newRank, -1);
+                  ids[static_cast<size_t>(it->second[0])], newRank, device);
 }
 }  // namespace
 }  // namespace chorus::api
@@ -764,6 +900,9 @@ chorusResult_t chorusCommCuDevice(const chorusComm_t comm, int* device) {
     *device = c.world != nullptr && c.world->onGpu()
                   ? c.world->options().devices[static_cast<size_t>(c.rank)]
                   : -1;
+#if defined(CHORUS_WITH_CUDA)
+    if (c.staged != nullptr) *device = c.staged->device();
+#endif
     return Status::ok();
   });
 }
@@ -773,6 +912,9 @@ chorusResult_t chorusCommFinalize(chorusComm_t comm) {
     auto cs = lookup(comm);
     if (!cs.isOk()) return cs.status();
     if (cs.value()->world != nullptr) return cs.value()->world->synchronize();
+#if defined(CHORUS_WITH_CUDA)
+    if (cs.value()->staged != nullptr) CHORUS_RETURN_IF_ERROR(cs.value()->staged->synchronize());
+#endif
     return cs.value()->asyncError();
   });
 }
