@@ -12,6 +12,13 @@
 #                                     allgather / reducescatter / alltoall
 #   compute-sanitizer                 memcheck and racecheck on a ring
 #                                     allreduce and ap4ll
+#   NCCL drop-in (docs/nccl.md)       tests/nccl/nccl_check.c linked first
+#                                     against the NCCL there (1 rank), then
+#                                     on libchorus-nccl with 1, 2, 4 and 8
+#                                     ranks on GPU 0 and a graph replay;
+#                                     PyTorch (tests/nccl/torch_check.py) in
+#                                     2 and 4 processes on GPU 0 with
+#                                     libchorus-nccl preloaded
 # Usage: scripts/gpu_check.sh [OUT] (default gpu-check). Exit 1 if any check fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -89,4 +96,25 @@ if command -v compute-sanitizer >/dev/null; then
 else
   echo "== compute-sanitizer not found: sanitizer checks not run" | tee -a "$out/summary.txt"
 fi
+# The NCCL drop-in. nccl_check's libnccl.so.2 is whichever comes first on
+# the library path: NCCL's (PyTorch's copy, or the CUDA toolkit's), then ours.
+NL=$PWD/build/gpu/src/nccl
+real=$(find "$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null || echo /nonexistent)" \
+  /usr/local/cuda/lib64 -name 'libnccl.so.2' 2>/dev/null | grep -v "$NL" | head -1)
+if [ -n "$real" ]; then
+  step nccl-real-1 env LD_LIBRARY_PATH="$(dirname "$real"):${LD_LIBRARY_PATH:-}" \
+    build/gpu/tests/nccl_check --ranks 1
+else
+  echo "== no NCCL found beside PyTorch or CUDA: the reference run is left out" | tee -a "$out/summary.txt"
+fi
+for n in 1 2 4 8; do
+  step "nccl-chorus-$n" env LD_LIBRARY_PATH="$NL:${LD_LIBRARY_PATH:-}" NCCL_DEBUG=INFO \
+    build/gpu/tests/nccl_check --ranks "$n" --no-p2p --graph
+done
+step nccl-chorus-group-8 env LD_LIBRARY_PATH="$NL:${LD_LIBRARY_PATH:-}" \
+  build/gpu/tests/nccl_check --ranks 8 --init group --no-p2p --graph --count 1048576
+for n in 2 4; do
+  step "nccl-torch-$n" env LD_PRELOAD="$NL/libchorus-nccl.so" NCCL_DEBUG=INFO \
+    python3 tests/nccl/torch_check.py --procs "$n"
+done
 exit $failed

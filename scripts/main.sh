@@ -23,3 +23,11 @@ echo "== chorus perf allreduce --ranks 4 --algo examples/algorithms/ring_allredu
 echo
 echo "== chorus perf allreduce --ranks 4 -b 4K -e 64M --check   (built-ins chosen by size)"
 "$chorus" perf allreduce --ranks 4 -b 4K -e 64M --check
+if cmake --build --preset release --target help | grep '^chorus_nccl:' >/dev/null; then
+  # The NCCL drop-in (docs/nccl.md): a C program written against nccl.h only,
+  # on 4 host ranks through libchorus-nccl, every collective's data checked.
+  cmake --build --preset release --target chorus_nccl nccl_check
+  echo
+  echo "== CHORUS_NCCL_HOST=1 LD_LIBRARY_PATH=build/release/src/nccl build/release/tests/nccl_check --host --ranks 4"
+  CHORUS_NCCL_HOST=1 LD_LIBRARY_PATH=build/release/src/nccl build/release/tests/nccl_check --host --ranks 4
+fi

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -199,29 +200,35 @@ void addLive(ncclComm* c) {
   liveComms().insert(c);
 }
 
+std::string pointerText(const void* p) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%p", p);
+  return text;
+}
+
 ncclResult_t commCheck(ncclComm* comm, const char* fn) {
   NCCL_PTR_CHECK(comm, fn, "comm");
   std::lock_guard<std::mutex> lock(commsMu);
   if (liveComms().count(comm) == 0 || comm->c == nullptr)
-    return fail(ncclInvalidArgument, std::string(fn) + " : communicator " +
-                                         std::to_string(reinterpret_cast<uintptr_t>(comm)) +
+    return fail(ncclInvalidArgument, std::string(fn) + " : communicator " + pointerText(comm) +
                                          " is not live (destroyed, or its init failed)");
   return ncclSuccess;
 }
 
+// A destroyed or aborted communicator leaves the live set but its few bytes
+// are kept: another thread may still be inside a call on it (stopping such
+// calls is what ncclCommAbort is for), and a later call with the handle is
+// refused by commCheck instead of reading freed memory.
 void release(ncclComm* c) {
-  {
-    std::lock_guard<std::mutex> lock(commsMu);
-    liveComms().erase(c);
-  }
-  delete c;
+  std::lock_guard<std::mutex> lock(commsMu);
+  liveComms().erase(c);
 }
 
 void logInit(const ncclComm& c, const char* how) {
   if (!chorus::logEnabled(LogLevel::kInfo)) return;
   logLine(LogLevel::kInfo,
-          std::string("nccl: ") + how + " comm " + std::to_string(reinterpret_cast<uintptr_t>(&c)) +
-              " rank " + std::to_string(c.rank) + " nranks " + std::to_string(c.nranks) +
+          std::string("nccl: ") + how + " comm " + pointerText(&c) + " rank " +
+              std::to_string(c.rank) + " nranks " + std::to_string(c.nranks) +
               (c.device >= 0 ? " cudaDev " + std::to_string(c.device) : " on the host") +
               " - Init COMPLETE");
 }
@@ -272,7 +279,10 @@ ncclResult_t runGroup(Group g) {
     for (auto& t : threads) t.join();
     for (size_t i = 0; i < g.inits.size(); ++i) {
       keep(fromChorus(results[i]));
-      if (results[i] == chorusSuccess) logInit(*g.inits[i].comm, "grouped init:");
+      if (results[i] == chorusSuccess)
+        logInit(*g.inits[i].comm, "grouped init:");
+      else
+        release(g.inits[i].comm);
     }
   }
   if (!g.ops.empty()) {

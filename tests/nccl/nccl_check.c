@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAXR 16
 /* Elements per rank (--count): by default not a multiple of any chunking. */
@@ -506,6 +507,38 @@ static void checkSplit(int r) {
   NCCLCHECK(ncclCommDestroy(sub));
 }
 
+/* ncclCommAbort ends a call that waits for peers that never come: every
+ * rank makes a copy of the communicator; rank 0 alone calls an allreduce
+ * on it while a thread of its own aborts it; the call must fail, not hang. */
+static ncclComm_t dups[MAXR];
+static void* abortLater(void* arg) {
+  (void)arg;
+  struct timespec t = {0, 200 * 1000 * 1000};
+  nanosleep(&t, NULL);
+  if (ncclCommAbort(dups[0]) != ncclSuccess) failf("abort", 0, 0, 1, 0);
+  return NULL;
+}
+static void checkAbort(int r) {
+  NCCLCHECK(ncclCommSplit(comms[r], 0, r, &dups[r], NULL));
+  pthread_barrier_wait(&barrier);
+  if (r == 0) {
+    pthread_t t;
+    float* x = (float*)alloc(4 * sizeof(float));
+    pthread_create(&t, NULL, abortLater, NULL);
+    ncclResult_t e = ncclAllReduce(x, x, 4, ncclFloat, ncclSum, dups[0], streams[0]);
+    if (e == ncclSuccess) {
+      ncclResult_t async = ncclSuccess;
+      sync(0);
+      e = ncclCommGetAsyncError(dups[0], &async) == ncclSuccess ? async : ncclRemoteError;
+    }
+    if (e == ncclSuccess) failf("an aborted call fails", 0, 0, 0, 1);
+    pthread_join(t, NULL);
+    release(x);
+  }
+  pthread_barrier_wait(&barrier);
+  if (r != 0) ncclCommDestroy(dups[r]); /* an aborted world: the answer does not matter */
+}
+
 static Bufs bufs[kChecks];
 
 static void* rankMain(void* arg) {
@@ -530,6 +563,7 @@ static void* rankMain(void* arg) {
   }
   checkArgs(r);
   checkSplit(r);
+  if (nranks > 1) checkAbort(r);
   return NULL;
 }
 
