@@ -171,7 +171,9 @@ chorusResult_t chorusAllToAll(const void* sendbuff, void* recvbuff, size_t count
                               chorusDataType_t datatype, chorusComm_t comm, chorusStream_t stream);
 /* Gather: `count` elements of every rank land at the root's
  * recvbuff + rank * count. Scatter: the root's sendbuff + r * count goes to
- * rank r. recvbuff (gather) and sendbuff (scatter) are used at the root only. */
+ * rank r. As with NCCL, a buffer only the root uses (gather's and reduce's
+ * recvbuff, scatter's and broadcast's sendbuff) may be NULL elsewhere on
+ * host ranks (GPU communicators of one process need it on every rank). */
 chorusResult_t chorusGather(const void* sendbuff, void* recvbuff, size_t count,
                             chorusDataType_t datatype, int root, chorusComm_t comm,
                             chorusStream_t stream);

@@ -503,29 +503,33 @@ Status initRank(chorusComm_t* comm, int nranks, const chorusUniqueId& commId, in
   return Status::ok();
 }
 
-// Gather and scatter take their root-only buffer (gather's recvbuff,
-// scatter's sendbuff) on every rank, as an algorithm may relay through it;
-// a NULL one on a host rank stands for storage of the call's own.
+// The rooted collectives take a buffer only the root uses (gather's and
+// reduce's recvbuff, scatter's and broadcast's sendbuff) on every rank, as an
+// algorithm may relay through it; a NULL one on a host rank stands for
+// storage of the call's own. `op` is reduce's.
 Status rootedCall(chorusComm_t comm, CollectiveKind k, const void* send, void* recv, size_t count,
-                  chorusDataType_t datatype, int root, chorusStream_t stream) {
+                  chorusDataType_t datatype, chorusRedOp_t redop, int root, chorusStream_t stream) {
   auto cs = lookup(comm);
   if (!cs.isOk()) return cs.status();
   auto t = fromC(datatype);
   if (!t.isOk()) return t.status();
   const int n = cs.value()->size();
   // The runtime counts gather and scatter in elements of the whole vector.
-  Op o = collective(k, send, recv, count * static_cast<size_t>(n));
+  const size_t whole = k == CollectiveKind::kGather || k == CollectiveKind::kScatter
+                           ? count * static_cast<size_t>(n)
+                           : count;
+  Op o = collective(k, send, recv, whole);
   o.root = root;
-  const bool gathers = k == CollectiveKind::kGather;
-  bool missing = count > 0 && cs.value()->rank != root && (gathers ? recv : send) == nullptr;
+  if (k == CollectiveKind::kReduce) CHORUS_RETURN_IF_ERROR(withOp(redop, o));
+  const bool rootReceives = k == CollectiveKind::kGather || k == CollectiveKind::kReduce;
+  bool missing = count > 0 && cs.value()->rank != root && (rootReceives ? recv : send) == nullptr;
   if (missing) {
     if (cs.value()->world != nullptr && cs.value()->world->onGpu())
       return bad("rank " + std::to_string(cs.value()->rank) + ": " + o.describe() +
                  ": GPU communicators need the root-only buffer on every rank (" +
-                 std::to_string(count * static_cast<size_t>(n)) + " elements)");
-    auto storage = std::make_shared<std::vector<unsigned char>>(count * static_cast<size_t>(n) *
-                                                                dataTypeSize(t.value()));
-    (gathers ? o.args.recvbuff : const_cast<void*&>(o.args.sendbuff)) = storage->data();
+                 std::to_string(whole) + " elements)");
+    auto storage = std::make_shared<std::vector<unsigned char>>(whole * dataTypeSize(t.value()));
+    (rootReceives ? o.args.recvbuff : const_cast<void*&>(o.args.sendbuff)) = storage->data();
     o.keep = storage;
   }
   return issue(comm, std::move(o), datatype, stream);
@@ -815,9 +819,8 @@ chorusResult_t chorusBroadcast(const void* sendbuff, void* recvbuff, size_t coun
                                chorusDataType_t datatype, int root, chorusComm_t comm,
                                chorusStream_t stream) {
   return apiCall("chorusBroadcast", [&] {
-    Op o = collective(CollectiveKind::kBroadcast, sendbuff, recvbuff, count);
-    o.root = root;
-    return issue(comm, std::move(o), datatype, stream);
+    return rootedCall(comm, CollectiveKind::kBroadcast, sendbuff, recvbuff, count, datatype,
+                      chorusSum, root, stream);
   });
 }
 
@@ -825,10 +828,8 @@ chorusResult_t chorusReduce(const void* sendbuff, void* recvbuff, size_t count,
                             chorusDataType_t datatype, chorusRedOp_t op, int root,
                             chorusComm_t comm, chorusStream_t stream) {
   return apiCall("chorusReduce", [&] {
-    Op o = collective(CollectiveKind::kReduce, sendbuff, recvbuff, count);
-    o.root = root;
-    if (Status st = withOp(op, o); !st.isOk()) return st;
-    return issue(comm, std::move(o), datatype, stream);
+    return rootedCall(comm, CollectiveKind::kReduce, sendbuff, recvbuff, count, datatype, op, root,
+                      stream);
   });
 }
 
@@ -863,8 +864,8 @@ chorusResult_t chorusGather(const void* sendbuff, void* recvbuff, size_t count,
                             chorusDataType_t datatype, int root, chorusComm_t comm,
                             chorusStream_t stream) {
   return apiCall("chorusGather", [&] {
-    return rootedCall(comm, CollectiveKind::kGather, sendbuff, recvbuff, count, datatype, root,
-                      stream);
+    return rootedCall(comm, CollectiveKind::kGather, sendbuff, recvbuff, count, datatype, chorusSum,
+                      root, stream);
   });
 }
 
@@ -872,8 +873,8 @@ chorusResult_t chorusScatter(const void* sendbuff, void* recvbuff, size_t count,
                              chorusDataType_t datatype, int root, chorusComm_t comm,
                              chorusStream_t stream) {
   return apiCall("chorusScatter", [&] {
-    return rootedCall(comm, CollectiveKind::kScatter, sendbuff, recvbuff, count, datatype, root,
-                      stream);
+    return rootedCall(comm, CollectiveKind::kScatter, sendbuff, recvbuff, count, datatype,
+                      chorusSum, root, stream);
   });
 }
 

@@ -295,7 +295,9 @@ static void fillBcast(int r, void* s) {
 }
 static ncclResult_t issueBcast(const Check* c, Bufs* b, int r) {
   (void)c;
-  return ncclBroadcast(b->send[r], b->recv[r], C, ncclInt32, nranks - 1, comms[r], streams[r]);
+  /* Host ranks other than the root pass NULL for the buffer they do not use. */
+  return ncclBroadcast(host && r != nranks - 1 ? NULL : b->send[r], b->recv[r], C, ncclInt32,
+                       nranks - 1, comms[r], streams[r]);
 }
 static ncclResult_t issueBcastInPlace(const Check* c, Bufs* b, int r) {
   (void)c;
@@ -313,8 +315,8 @@ static void fillReduce(int r, void* s) {
 }
 static ncclResult_t issueReduce(const Check* c, Bufs* b, int r) {
   (void)c;
-  return ncclReduce(b->send[r], b->recv[r], C, ncclInt32, ncclSum, 1 % nranks, comms[r],
-                    streams[r]);
+  return ncclReduce(b->send[r], host && r != 1 % nranks ? NULL : b->recv[r], C, ncclInt32, ncclSum,
+                    1 % nranks, comms[r], streams[r]);
 }
 static void verifyReduce(const Check* c, int r, const void* out) {
   if (r != 1 % nranks) return;
