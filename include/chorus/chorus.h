@@ -110,9 +110,11 @@ chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId);
  * rank 0 listens on PORT itself. Blocks until all joined (CHORUS_TIMEOUT_S). */
 chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks, chorusUniqueId commId, int rank);
 /* chorusCommInitRank for a rank on GPU `device` (a build with CUDA): ranks
- * that pass a device >= 0 form a GPU communicator as chorusCommInitAll with
- * a devlist does (several ranks may share one GPU). All of them must live in
- * this process for now; device < 0 is chorusCommInitRank. */
+ * that all live in this process form a GPU communicator as chorusCommInitAll
+ * with a devlist does (several ranks may share one GPU); ranks in several
+ * processes are GPU ranks whose calls are staged through host memory
+ * (docs/cuda.md). Either way collectives take device buffers and a stream.
+ * device < 0 is chorusCommInitRank. */
 chorusResult_t chorusCommInitRankDevice(chorusComm_t* comm, int nranks, chorusUniqueId commId,
                                         int rank, int device);
 /* This process is one rank of a job started by `chorus launch`, torchrun or

@@ -231,9 +231,14 @@ Extents extents(const Op& op, int rank, int n) {
   }
 }
 
-// Enqueues one staged rank's ops of a group on one stream: every buffer
-// staged through host memory, the group run there by the process world.
-Status enqueueStaged(const CommState& cs, void* stream, std::vector<Op> ops) {
+// Enqueues one staged rank's ops of a group as one call: every buffer
+// staged through host memory, the group run by the process world on the
+// rank's worker, the ops' streams joined around it (as NCCL's group).
+Status enqueueStaged(const CommState& cs, std::vector<Op> ops) {
+  std::vector<void*> streams;
+  for (const Op& op : ops)
+    if (std::find(streams.begin(), streams.end(), op.stream) == streams.end())
+      streams.push_back(op.stream);
   std::vector<cuda::StagedRegion> regions;
   // Per op: region and offset of its send and receive buffers (-1: none).
   struct Where {
@@ -281,7 +286,7 @@ Status enqueueStaged(const CommState& cs, void* stream, std::vector<Op> ops) {
     }
     return runProcessOps(w.get(), mine);
   };
-  return cs.staged->enqueue(stream, std::move(regions), std::move(run));
+  return cs.staged->enqueue(streams, std::move(regions), std::move(run));
 }
 #endif
 
@@ -296,11 +301,11 @@ Status runOps(std::vector<std::pair<std::shared_ptr<CommState>, Op>> ops) {
   // Process-style ranks: each one's collectives in order, then its sends and
   // receives together.
   std::vector<std::pair<ProcessWorld*, std::vector<const Op*>>> procs;
-  // Staged GPU process ranks: each one's ops per stream, enqueued together.
-  std::vector<std::pair<std::pair<const CommState*, void*>, std::vector<Op>>> staged;
+  // Staged GPU process ranks: each one's ops of the group, enqueued as one.
+  std::vector<std::pair<const CommState*, std::vector<Op>>> staged;
   for (auto& [cs, op] : ops) {
     if (cs->staged != nullptr) {
-      std::pair<const CommState*, void*> key{cs.get(), op.stream};
+      const CommState* key = cs.get();
       auto it =
           std::find_if(staged.begin(), staged.end(), [&](const auto& p) { return p.first == key; });
       if (it == staged.end()) it = staged.insert(staged.end(), {key, {}});
@@ -334,7 +339,7 @@ Status runOps(std::vector<std::pair<std::shared_ptr<CommState>, Op>> ops) {
   }
   for (auto& [w, t] : p2p) keep(w->complete(t));
 #if defined(CHORUS_WITH_CUDA)
-  for (auto& [key, mine] : staged) keep(enqueueStaged(*key.first, key.second, std::move(mine)));
+  for (auto& [cs, mine] : staged) keep(enqueueStaged(*cs, std::move(mine)));
 #endif
   const auto runProc = runProcessOps;
   if (procs.size() == 1) {
@@ -522,7 +527,10 @@ Status rootedCall(chorusComm_t comm, CollectiveKind k, const void* send, void* r
   o.root = root;
   if (k == CollectiveKind::kReduce) CHORUS_RETURN_IF_ERROR(withOp(redop, o));
   const bool rootReceives = k == CollectiveKind::kGather || k == CollectiveKind::kReduce;
-  bool missing = count > 0 && cs.value()->rank != root && (rootReceives ? recv : send) == nullptr;
+  // Staged GPU ranks never stage a root-only buffer where it is unused
+  // (NCCL lets it be anything there, an alias of the other buffer too).
+  bool missing = count > 0 && cs.value()->rank != root &&
+                 ((rootReceives ? recv : send) == nullptr || cs.value()->staged != nullptr);
   if (missing) {
     if (cs.value()->world != nullptr && cs.value()->world->onGpu())
       return bad("rank " + std::to_string(cs.value()->rank) + ": " + o.describe() +
@@ -604,7 +612,7 @@ Status splitInProcess(CommState& cs, int color, int key, chorusComm_t* newcomm) 
 
 // chorusCommSplit for process ranks: colors and keys, then each new
 // communicator's unique id (made by its first rank), go round the parent.
-Status splitProcesses(CommState& cs, int color, int key, chorusComm_t* newcomm) {
+Status splitProcessesOnHost(CommState& cs, int color, int key, chorusComm_t* newcomm, int device) {
   ProcessWorld& parent = *cs.proc;
   const int n = parent.size();
   std::vector<int64_t> mine{color, key}, all(2 * static_cast<size_t>(n));
@@ -635,12 +643,21 @@ Status splitProcesses(CommState& cs, int color, int key, chorusComm_t* newcomm) 
   idOp.args.type = DataType::kUint8;
   CHORUS_RETURN_IF_ERROR(parent.collective(idOp));
   if (it == groups.end()) return Status::ok();
-  int device = -1;
-#if defined(CHORUS_WITH_CUDA)
-  if (cs.staged != nullptr) device = cs.staged->device();
-#endif
   return initRank(newcomm, static_cast<int>(it->second.size()),
                   ids[static_cast<size_t>(it->second[0])], newRank, device);
+}
+
+Status splitProcesses(CommState& cs, int color, int key, chorusComm_t* newcomm) {
+#if defined(CHORUS_WITH_CUDA)
+  // A staged rank's process world is its worker's: the exchanges run there,
+  // after the calls enqueued before them; the new ranks stay on the GPU.
+  if (cs.staged != nullptr) {
+    int device = cs.staged->device();
+    return cs.staged->runInOrder(
+        [&] { return splitProcessesOnHost(cs, color, key, newcomm, device); });
+  }
+#endif
+  return splitProcessesOnHost(cs, color, key, newcomm, -1);
 }
 }  // namespace
 }  // namespace chorus::api

@@ -151,9 +151,24 @@ Status World::asyncError() const {
 
 Status World::synchronize() {
 #if defined(CHORUS_WITH_CUDA)
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [va, w] : gpu_->worlds)
-    if (Status st = w.second->wait(); !st.isOk()) return st;
+  // Waited for without mu_: an abort or an async-error query from another
+  // thread must not queue behind a wait. (Worlds are only ever added.)
+  std::vector<cuda::CudaWorld*> worlds;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [va, w] : gpu_->worlds) worlds.push_back(w.second.get());
+  }
+  for (cuda::CudaWorld* w : worlds) CHORUS_RETURN_IF_ERROR(w->waitLaunches());
+  std::lock_guard<std::mutex> lock(mu_);  // wait() reads what enqueue() writes
+  for (cuda::CudaWorld* w : worlds) {
+    if (Status st = w->wait(); !st.isOk()) {
+      // A stalled or aborted call ends the world for every rank, as its
+      // asyncError says (wait() took the kernel's error word).
+      if (error_.isOk()) error_ = st;
+      aborted_.store(true, std::memory_order_release);
+      return st;
+    }
+  }
 #endif
   return Status::ok();
 }

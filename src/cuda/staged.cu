@@ -1,6 +1,11 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -30,93 +35,199 @@ bool onDevice(const void* p) {
   return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
+// A call's two words in mapped pinned memory: [0] how many times it was
+// made ready, [1] how many times it was done. The stream waits while done <
+// ready.
+__global__ void waitDone(const uint32_t* words) {
+  const volatile uint32_t* w = words;
+  while (w[1] < w[0]) __nanosleep(1000);
+}
+
+constexpr uint32_t kLetThrough = 0xffffffffu;     // "done" for a call that will not run
+constexpr size_t kPooledBytes = size_t{1} << 30;  // pinned memory kept for reuse, at most
+constexpr size_t kWordsPerSlab = 1024;            // 512 calls' words per allocation
+
+struct Pinned {
+  void* p;
+  size_t bytes;
+};
+
+struct Job {
+  StagedRank::State* st = nullptr;
+  std::vector<void*> host;     // per region: where the run sees it
+  std::vector<Pinned> pinned;  // pinned buffers it holds
+  std::function<Status(const std::vector<void*>&)> run;
+  std::function<Status()> work;  // runInOrder's, instead of `run`
+  uint32_t* words = nullptr;     // host address of its two words
+  bool captured = false;
+  bool ready = false;     // an eager call whose inputs are staged
+  bool finished = false;  // runInOrder's work has run
+  Status result;          // runInOrder's
+};
+
 }  // namespace
 
-struct StagedRank::Job {
-  StagedRank* rank = nullptr;
-  std::vector<StagedRegion> regions;
-  std::vector<void*> host;                 // per region: where the run sees it
-  std::vector<StagedRank::Pinned> pinned;  // the pinned buffers it holds
-  std::function<Status(const std::vector<void*>&)> run;
-  bool capturedJob = false;
+struct StagedRank::State {
+  int timeoutMs = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Job*> queue;                     // to run, in issue (or replay) order
+  std::map<Job*, std::shared_ptr<Job>> live;  // until the stream passes them; captured: for good
+  std::vector<Job*> ended;                    // passed their stream: the worker frees them
+  std::vector<Pinned> pool;                   // pinned buffers free for later calls
+  size_t pooled = 0;
+  std::vector<uint32_t*> freeWords;
+  std::vector<void*> slabs;
+  Status error;
+  bool stopping = false;
+  int outstanding = 0;  // eager calls not yet past their stream
+
+  ~State() {  // on a user thread or the worker, never in a host function
+    for (const Pinned& b : pool) cudaFreeHost(b.p);
+    for (auto& [raw, job] : live)
+      for (const Pinned& b : job->pinned) cudaFreeHost(b.p);
+    for (void* s : slabs) cudaFreeHost(s);
+  }
+
+  // Returns a finished call's buffers (mu held; on the worker).
+  void recycle(Job& job) {
+    for (const Pinned& b : job.pinned) {
+      if (pooled + b.bytes > kPooledBytes) {
+        cudaFreeHost(b.p);
+        continue;
+      }
+      pool.push_back(b);
+      pooled += b.bytes;
+    }
+    job.pinned.clear();
+    if (job.words != nullptr) freeWords.push_back(job.words);
+  }
+
+  void worker();
 };
 
 namespace {
 
-void CUDART_CB runJob(void* p) {
-  auto* job = static_cast<StagedRank::Job*>(p);
-  Status st = job->run(job->host);
-  if (!st.isOk()) job->rank->asyncFailure(st);
+// Host functions: no CUDA calls, no waiting.
+void CUDART_CB readyFn(void* p) {
+  auto* job = static_cast<Job*>(p);
+  StagedRank::State* st = job->st;
+  std::lock_guard<std::mutex> lock(st->mu);
+  if (job->captured) {  // each replay makes it ready once more and queues it
+    __atomic_store_n(&job->words[0], job->words[0] + 1, __ATOMIC_RELEASE);
+    st->queue.push_back(job);
+  } else {
+    job->ready = true;
+  }
+  st->cv.notify_all();
 }
 
-void CUDART_CB endJob(void* p) {
-  auto* job = static_cast<StagedRank::Job*>(p);
-  StagedRank* rank = job->rank;
-  rank->recycle(std::move(job->pinned));
-  delete job;
-  rank->outstanding_.fetch_sub(1, std::memory_order_acq_rel);
+void CUDART_CB endFn(void* p) {
+  auto* job = static_cast<Job*>(p);
+  StagedRank::State* st = job->st;
+  std::lock_guard<std::mutex> lock(st->mu);
+  st->ended.push_back(job);
+  --st->outstanding;
+  st->cv.notify_all();
 }
 
 }  // namespace
 
-StagedRank::StagedRank(int device, int timeoutMs) : device_(device), timeoutMs_(timeoutMs) {}
+void StagedRank::State::worker() {
+  std::unique_lock<std::mutex> lock(mu);
+  for (;;) {
+    for (Job* j : ended) {
+      recycle(*j);
+      live.erase(j);
+    }
+    ended.clear();
+    Job* j = queue.empty() ? nullptr : queue.front();
+    if (j != nullptr && (j->captured || j->ready || j->work)) {
+      queue.pop_front();
+      // After a failure the communicator is broken (as an NCCL one with an
+      // async error): later calls are let through without running.
+      const bool skip = stopping || !error.isOk();
+      lock.unlock();
+      // (Statuses built in place: nvcc refuses a discarded Status& from =.)
+      const Status s =
+          skip ? (j->work ? Status(StatusCode::kAborted, "the communicator ended or failed earlier")
+                          : Status::ok())
+               : (j->work ? j->work() : j->run(j->host));
+      lock.lock();
+      if (!s.isOk() && error.isOk()) {
+        Status copy = s;
+        std::swap(error, copy);
+      }
+      if (j->work) {
+        Status copy = s;
+        std::swap(j->result, copy);
+        j->finished = true;
+      } else {
+        __atomic_store_n(&j->words[1], j->captured ? j->words[1] + 1 : 1u, __ATOMIC_RELEASE);
+      }
+      cv.notify_all();
+      continue;
+    }
+    if (stopping && outstanding == 0 && queue.empty()) return;
+    cv.wait(lock);
+  }
+}
+
+StagedRank::StagedRank(int device, int timeoutMs)
+    : device_(device), state_(std::make_shared<State>()) {
+  state_->timeoutMs = timeoutMs;
+  std::shared_ptr<State> st = state_;
+  std::thread([st] { st->worker(); }).detach();  // holds the state until it ends
+}
 
 StagedRank::~StagedRank() {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs_);
-  while (outstanding_.load(std::memory_order_acquire) > 0 &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  if (outstanding_.load(std::memory_order_acquire) > 0) return;  // still in use: leak, not crash
-  for (const Pinned& b : pool_) cudaFreeHost(b.p);
-  for (const auto& job : captured_)
-    for (const Pinned& b : job->pinned) cudaFreeHost(b.p);
-}
-
-void StagedRank::recycle(std::vector<Pinned> buffers) {
-  std::lock_guard<std::mutex> lock(mu_);
-  pool_.insert(pool_.end(), buffers.begin(), buffers.end());
-}
-
-Result<void*> StagedRank::take(size_t bytes) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto best = pool_.end();
-    for (auto it = pool_.begin(); it != pool_.end(); ++it)
-      if (it->bytes >= bytes && (best == pool_.end() || it->bytes < best->bytes)) best = it;
-    if (best != pool_.end()) {
-      void* p = best->p;
-      pool_.erase(best);
-      return p;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->stopping = true;
+  // Calls queued and not run: their streams pass without waiting for them.
+  for (Job* j : state_->queue) {
+    if (j->work) {
+      Status why(StatusCode::kAborted, "the communicator was destroyed");
+      std::swap(j->result, why);
+      j->finished = true;
+    } else {
+      __atomic_store_n(&j->words[1], kLetThrough, __ATOMIC_RELEASE);
     }
   }
-  void* p = nullptr;
-  CHORUS_STAGED_TRY(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
-  return p;
-}
-
-void StagedRank::asyncFailure(Status st) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (error_.isOk()) std::swap(error_, st);  // (nvcc: no discarded Status&)
+  state_->queue.clear();
+  state_->cv.notify_all();
 }
 
 Status StagedRank::asyncError() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return error_;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->error;
 }
 
 Status StagedRank::synchronize() {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs_);
-  while (outstanding_.load(std::memory_order_acquire) > 0) {
-    if (std::chrono::steady_clock::now() >= deadline)
-      return Status(StatusCode::kTimeout, "staged GPU calls did not finish within " +
-                                              std::to_string(timeoutMs_ / 1000) + " s");
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  return asyncError();
+  std::unique_lock<std::mutex> lock(state_->mu);
+  bool done = state_->cv.wait_for(lock, std::chrono::milliseconds(state_->timeoutMs),
+                                  [&] { return state_->outstanding == 0; });
+  if (!done)
+    return Status(StatusCode::kTimeout, std::to_string(state_->outstanding) +
+                                            " staged GPU calls did not pass their streams within " +
+                                            std::to_string(state_->timeoutMs / 1000) + " s");
+  return state_->error;
 }
 
-Status StagedRank::enqueue(void* stream, std::vector<StagedRegion> regions,
+Status StagedRank::runInOrder(std::function<Status()> work) {
+  auto job = std::make_shared<Job>();
+  job->st = state_.get();
+  job->work = std::move(work);
+  std::unique_lock<std::mutex> lock(state_->mu);
+  if (state_->stopping) return Status(StatusCode::kAborted, "the communicator was destroyed");
+  state_->queue.push_back(job.get());
+  state_->cv.notify_all();
+  state_->cv.wait(lock, [&] { return job->finished; });
+  return job->result;
+}
+
+Status StagedRank::enqueue(const std::vector<void*>& streams, std::vector<StagedRegion> regions,
                            std::function<Status(const std::vector<void*>&)> run) {
+  if (Status e = asyncError(); !e.isOk()) return e;
   int saved = 0;
   CHORUS_STAGED_TRY(cudaGetDevice(&saved));
   struct Restore {
@@ -124,59 +235,131 @@ Status StagedRank::enqueue(void* stream, std::vector<StagedRegion> regions,
     ~Restore() { cudaSetDevice(d); }
   } restore{saved};
   CHORUS_STAGED_TRY(cudaSetDevice(device_));
-  auto s = static_cast<cudaStream_t>(stream);
+  auto primary = static_cast<cudaStream_t>(streams.empty() ? nullptr : streams[0]);
+  // Every stream of the call reaches it before the staging starts.
+  for (size_t i = 1; i < streams.size(); ++i) {
+    cudaEvent_t e;
+    CHORUS_STAGED_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    cudaError_t r = cudaEventRecord(e, static_cast<cudaStream_t>(streams[i]));
+    if (r == cudaSuccess) r = cudaStreamWaitEvent(primary, e, 0);
+    cudaEventDestroy(e);
+    if (r != cudaSuccess) return cudaFailure(r, "joining the call's streams");
+  }
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  CHORUS_STAGED_TRY(cudaStreamIsCapturing(s, &capture));
+  CHORUS_STAGED_TRY(cudaStreamIsCapturing(primary, &capture));
 
-  auto job = std::make_unique<Job>();
-  job->rank = this;
+  auto job = std::make_shared<Job>();
+  job->st = state_.get();
   job->run = std::move(run);
-  job->capturedJob = capture != cudaStreamCaptureStatusNone;
+  job->captured = capture != cudaStreamCaptureStatusNone;
+  State& st = *state_;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    if (st.freeWords.empty()) {
+      // Pinned memory is not allocated during a capture (graph-unsafe in
+      // CUDA's global capture mode): warm up with one eager call first.
+      void* slab = nullptr;
+      CHORUS_STAGED_TRY(cudaHostAlloc(&slab, kWordsPerSlab * sizeof(uint32_t),
+                                      cudaHostAllocMapped | cudaHostAllocPortable));
+      st.slabs.push_back(slab);
+      for (size_t k = 0; k < kWordsPerSlab; k += 2)
+        st.freeWords.push_back(static_cast<uint32_t*>(slab) + k);
+    }
+    job->words = st.freeWords.back();
+    st.freeWords.pop_back();
+    job->words[0] = job->captured ? 0 : 1;
+    job->words[1] = 0;
+  }
+  uint32_t* deviceWords = nullptr;
+  CHORUS_STAGED_TRY(
+      cudaHostGetDevicePointer(reinterpret_cast<void**>(&deviceWords), job->words, 0));
   for (const StagedRegion& r : regions) {
     if (r.data == nullptr || r.bytes == 0 || !onDevice(r.data)) {
       job->host.push_back(r.data);  // host memory, or nothing: used in place
       continue;
     }
-    // Sizes round up to a power of two so that later calls reuse buffers.
+    // Powers of two, so that later calls reuse buffers; a pooled buffer at
+    // most twice the size needed.
     size_t bytes = 4096;
     while (bytes < r.bytes) bytes *= 2;
-    Result<void*> got = take(bytes);
-    if (!got.isOk()) {
-      recycle(std::move(job->pinned));
-      return got.status();
+    void* p = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(st.mu);
+      for (auto it = st.pool.begin(); it != st.pool.end(); ++it)
+        if (it->bytes >= bytes && it->bytes <= 2 * bytes) {
+          p = it->p;
+          bytes = it->bytes;
+          st.pooled -= it->bytes;
+          st.pool.erase(it);
+          break;
+        }
     }
-    void* p = got.value();
-    job->pinned.push_back({p, bytes});
-    job->host.push_back(p);
-    if (r.in) {
-      if (cudaError_t e = cudaMemcpyAsync(p, r.data, r.bytes, cudaMemcpyDeviceToHost, s);
-          e != cudaSuccess) {
-        recycle(std::move(job->pinned));
-        return cudaFailure(e, "cudaMemcpyAsync (device to host)");
+    if (p == nullptr) {
+      cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+      if (e != cudaSuccess) {
+        std::lock_guard<std::mutex> lock(st.mu);
+        st.recycle(*job);  // nothing was enqueued yet
+        return cudaFailure(e, "cudaHostAlloc (staging buffer)");
       }
     }
+    job->pinned.push_back({p, bytes});
+    job->host.push_back(p);
   }
-  job->regions = std::move(regions);
-  CHORUS_STAGED_TRY(cudaLaunchHostFunc(s, runJob, job.get()));
-  for (size_t i = 0; i < job->regions.size(); ++i) {
-    const StagedRegion& r = job->regions[i];
-    if (r.out && job->host[i] != r.data)
-      CHORUS_STAGED_TRY(cudaMemcpyAsync(r.data, job->host[i], r.bytes, cudaMemcpyHostToDevice, s));
+  // From the first operation enqueued on, the stream may read the job: on a
+  // failure it is kept for good (and the communicator marked broken).
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    st.live[job.get()] = job;
   }
-  if (job->capturedJob) {
-    std::lock_guard<std::mutex> lock(mu_);
-    captured_.push_back(std::move(job));
-    return Status::ok();
+  auto broken = [&](cudaError_t e, const char* what) {
+    Status s = cudaFailure(e, what);
+    std::lock_guard<std::mutex> lock(st.mu);
+    __atomic_store_n(&job->words[1], kLetThrough, __ATOMIC_RELEASE);
+    if (st.error.isOk()) {
+      Status copy = s;
+      std::swap(st.error, copy);
+    }
+    return s;
+  };
+  for (size_t i = 0; i < regions.size(); ++i)
+    if (regions[i].in && job->host[i] != regions[i].data)
+      if (cudaError_t e = cudaMemcpyAsync(job->host[i], regions[i].data, regions[i].bytes,
+                                          cudaMemcpyDeviceToHost, primary);
+          e != cudaSuccess)
+        return broken(e, "cudaMemcpyAsync (device to host)");
+  if (cudaError_t e = cudaLaunchHostFunc(primary, readyFn, job.get()); e != cudaSuccess)
+    return broken(e, "cudaLaunchHostFunc");
+  void* args[] = {&deviceWords};
+  if (cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(waitDone), dim3(1), dim3(1),
+                                       args, 0, primary);
+      e != cudaSuccess)
+    return broken(e, "cudaLaunchKernel (waiting for the host run)");
+  for (size_t i = 0; i < regions.size(); ++i)
+    if (regions[i].out && job->host[i] != regions[i].data)
+      if (cudaError_t e = cudaMemcpyAsync(regions[i].data, job->host[i], regions[i].bytes,
+                                          cudaMemcpyHostToDevice, primary);
+          e != cudaSuccess)
+        return broken(e, "cudaMemcpyAsync (host to device)");
+  if (!job->captured) {
+    if (cudaError_t e = cudaLaunchHostFunc(primary, endFn, job.get()); e != cudaSuccess)
+      return broken(e, "cudaLaunchHostFunc");
+    std::lock_guard<std::mutex> lock(st.mu);
+    ++st.outstanding;  // endFn will count it down
   }
-  outstanding_.fetch_add(1, std::memory_order_acq_rel);
-  if (cudaError_t e = cudaLaunchHostFunc(s, endJob, job.get()); e != cudaSuccess) {
-    outstanding_.fetch_sub(1, std::memory_order_acq_rel);
-    // The run is enqueued and will read the job: keep it for the rank's life.
-    std::lock_guard<std::mutex> lock(mu_);
-    captured_.push_back(std::move(job));
-    return cudaFailure(e, "cudaLaunchHostFunc");
+  // The other streams' later work waits for the call.
+  for (size_t i = 1; i < streams.size(); ++i) {
+    cudaEvent_t e;
+    cudaError_t r = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    if (r == cudaSuccess) r = cudaEventRecord(e, primary);
+    if (r == cudaSuccess) r = cudaStreamWaitEvent(static_cast<cudaStream_t>(streams[i]), e, 0);
+    cudaEventDestroy(e);
+    if (r != cudaSuccess) return broken(r, "joining the call's streams");
   }
-  job.release();  // endJob frees it
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (!job->captured) {  // captured calls are queued by each replay
+    st.queue.push_back(job.get());
+    st.cv.notify_all();
+  }
   return Status::ok();
 }
 

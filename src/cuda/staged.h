@@ -1,25 +1,28 @@
 // GPU ranks whose peers are in other processes, served through host memory
-// (as Gloo serves CUDA tensors): on the rank's stream, the call's device
-// inputs are copied to pinned host memory, a host function runs the rank's
-// part on the host runtime (a process world: shared memory, TCP), and the
-// outputs are copied back. The call is enqueued and returns, ordered on its
-// stream like an NCCL call; a CUDA graph may capture it (the capture keeps
-// its host memory for the rank's life). The CUDA executor, which needs every
-// rank of a world in one process, is the fast path; this one is the general
-// one, bounded by host memory bandwidth.
+// (as Gloo serves CUDA tensors). Each call, on the rank's stream:
 //
-// The host functions of one process run one at a time (CUDA's callback
-// thread), so the calls of the communicators one process holds must be made
-// in the same order by every process, as NCCL asks too.
+//   device -> pinned host copies of its inputs
+//   a host function marking the call ready            (returns at once)
+//   a one-thread kernel waiting for the call's "done" word (mapped memory)
+//   pinned host -> device copies of its outputs
+//
+// and, off the stream, the rank's worker thread runs the calls in the order
+// they were issued, each once its inputs are ready, on the host runtime (a
+// process world: shared memory, TCP), then sets its "done" word. So a call
+// is enqueued and returns as NCCL's does; calls run in issue order whatever
+// streams they were issued on; ranks of one process (several GPUs, or
+// several ranks on one GPU) and communicators of one process never wait on
+// each other's host functions; and a CUDA graph may capture a call (each
+// replay marks it ready again and the worker runs it again, in replay
+// order). The CUDA executor, which needs every rank of a world in one
+// process, is the fast path; this one is bounded by host memory bandwidth.
 //
 // No CUDA headers: streams are void* (cudaStream_t). Nothing throws.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "core/status.h"
@@ -39,41 +42,38 @@ struct StagedRegion {
 class StagedRank {
  public:
   StagedRank(int device, int timeoutMs);
-  ~StagedRank();  // waits (up to the timeout) for its enqueued calls
+  // Returns at once: calls not run yet are let through without running
+  // (their outputs are left as they were) and the worker ends when the last
+  // enqueued call has passed through its stream. A graph that captured a
+  // call must not be replayed after this.
+  ~StagedRank();
   StagedRank(const StagedRank&) = delete;
   StagedRank& operator=(const StagedRank&) = delete;
 
   int device() const { return device_; }
-  // Enqueues one call on `stream`: the regions' staging, then `run` with
-  // each region's host address (in order), then the copies back. A failure
-  // of `run` is kept for asyncError(); the stream goes on. Errors here
-  // (nothing enqueued): kUnsupported naming the CUDA call that failed.
-  Status enqueue(void* stream, std::vector<StagedRegion> regions,
+  // Enqueues one call: `regions` staged, `run` called on the worker with
+  // each region's host address (in order), outputs copied back. `streams`
+  // are the streams of the call's parts (a group may span several): the
+  // first carries the staging, the others are joined to it before and after.
+  // Errors (nothing enqueued): an earlier call's failure (the communicator
+  // is broken), kUnsupported naming the CUDA call that failed.
+  Status enqueue(const std::vector<void*>& streams, std::vector<StagedRegion> regions,
                  std::function<Status(const std::vector<void*>&)> run);
+  // Runs `work` on the worker after every call enqueued before it, and
+  // waits for it: how communicator-level exchanges (split) stay in order
+  // with the calls.
+  Status runInOrder(std::function<Status()> work);
   // The first failure of a run; ok while none.
   Status asyncError() const;
-  // Waits until every call enqueued (and not captured) has run.
+  // Waits until every call enqueued so far (not captured) has passed
+  // through its stream, or the timeout.
   Status synchronize();
 
-  // For the host functions (staged.cu): a run's failure, and the count of
-  // enqueued calls that have not ended.
-  struct Job;
-  struct Pinned {
-    void* p;
-    size_t bytes;
-  };
-  void asyncFailure(Status st);
-  void recycle(std::vector<Pinned> buffers);  // no CUDA call: host functions make none
-  std::atomic<int> outstanding_{0};
+  struct State;  // shared with the host functions and the worker (staged.cu)
 
  private:
   const int device_;
-  const int timeoutMs_;
-  mutable std::mutex mu_;
-  Status error_;
-  std::vector<Pinned> pool_;                    // pinned buffers free for the next calls
-  std::vector<std::unique_ptr<Job>> captured_;  // held for the graphs that replay them
-  Result<void*> take(size_t bytes);
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace chorus::cuda

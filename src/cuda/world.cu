@@ -643,10 +643,21 @@ bool isDeviceMemory(const void* p) {
   return attr.type == cudaMemoryTypeDevice;
 }
 
+Status CudaWorld::waitLaunches() const {
+  DeviceGuard guard;
+  // This world's last launch on each GPU, not the whole device: other
+  // communicators' work there is not ours to wait for.
+  for (const Group& g : impl_->groups) {
+    CHORUS_CUDA_TRY(cudaSetDevice(g.device));
+    CHORUS_CUDA_TRY(cudaEventSynchronize(g.done));
+  }
+  return Status::ok();
+}
+
 Status CudaWorld::wait() {
   DeviceGuard guard;
   Impl& m = *impl_;
-  if (Status st = m.syncAll(); !st.isOk()) return st;
+  if (Status st = waitLaunches(); !st.isOk()) return st;
   // Taken and cleared at once: an abort that comes later is for a later call.
   int error = __atomic_exchange_n(&m.ctl->error, kNoError, __ATOMIC_ACQ_REL);
   int abortFlag = __atomic_exchange_n(&m.ctl->abort, 0, __ATOMIC_ACQ_REL);

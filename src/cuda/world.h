@@ -73,6 +73,9 @@ class CudaWorld {
   // Ends the running call (its blocks give up at their next wait): what
   // chorusCommAbort does to a hung collective. Safe from any thread.
   void abort();
+  // Waits for the calls enqueued so far without looking at their outcome
+  // (safe beside enqueue() on another thread; wait() is not).
+  Status waitLaunches() const;
 
   int maxResident() const;  // blocks the first device can hold at once for this kernel
 

@@ -64,6 +64,8 @@ struct ncclComm {
   std::mutex mu;    // ops, finalized
   std::map<int, PreMulSum> ops;
   int nextOp = ncclNumOps;
+  // ncclCommRegister's handles (a buffer and its size; not otherwise used).
+  std::map<const void*, std::unique_ptr<std::pair<void*, size_t>>> registrations;
   bool finalized = false;
 };
 
@@ -273,19 +275,30 @@ ncclResult_t runGroup(Group g) {
   };
   if (!g.inits.empty()) {
     std::vector<chorusResult_t> results(g.inits.size(), chorusSuccess);
+    std::vector<std::string> whys(g.inits.size());
     std::vector<std::thread> threads;
     for (size_t i = 0; i < g.inits.size(); ++i)
-      threads.emplace_back([&, i] { results[i] = g.inits[i].make(&g.inits[i].comm->c); });
+      threads.emplace_back([&, i] {
+        chorusComm_t made = nullptr;
+        results[i] = g.inits[i].make(&made);
+        whys[i] = chorusGetLastError(nullptr);  // that thread's
+        std::lock_guard<std::mutex> lock(commsMu);
+        g.inits[i].comm->c = made;
+      });
     for (auto& t : threads) t.join();
     for (size_t i = 0; i < g.inits.size(); ++i) {
-      keep(fromChorus(results[i]));
+      if (results[i] != chorusSuccess)
+        keep(fail(
+            results[i] == chorusTimeout ? ncclRemoteError : static_cast<ncclResult_t>(results[i]),
+            whys[i]));
       if (results[i] == chorusSuccess)
         logInit(*g.inits[i].comm, "grouped init:");
       else
         release(g.inits[i].comm);
     }
   }
-  if (!g.ops.empty()) {
+  // A call refused while grouping drops the whole group, as NCCL's does.
+  if (!g.ops.empty() && g.firstError == ncclSuccess) {
     keep(fromChorus(chorusGroupStart()));
     for (auto& op : g.ops) keep(fromChorus(op()));
     keep(fromChorus(chorusGroupEnd()));
@@ -363,6 +376,17 @@ ncclResult_t preMulSum(const char* fn, ncclComm* comm, const PreMulSum& pm, cons
                               pm.onDevice ? pm.deviceScalar : pm.value);
     return issue([issueSum, scaled] { return issueSum(scaled->data()); }, [scaled] {});
   }
+  // The communicator's GPU, not whichever is current (one thread may drive
+  // every rank of ncclCommInitAll without cudaSetDevice).
+  int saved = 0;
+  if (cudaError_t e = cudaGetDevice(&saved); e != cudaSuccess)
+    return fail(ncclUnhandledCudaError, std::string(fn) + ": " + cudaGetErrorString(e));
+  struct Restore {
+    int d;
+    ~Restore() { cudaSetDevice(d); }
+  } restore{saved};
+  if (cudaError_t e = cudaSetDevice(comm->device); e != cudaSuccess)
+    return fail(ncclUnhandledCudaError, std::string(fn) + ": " + cudaGetErrorString(e));
   void* tmp = nullptr;
   if (cudaError_t e = cudaMallocAsync(&tmp, std::max<size_t>(bytes, 1), stream); e != cudaSuccess)
     return fail(ncclUnhandledCudaError,
@@ -373,8 +397,15 @@ ncclResult_t preMulSum(const char* fn, ncclComm* comm, const PreMulSum& pm, cons
     cudaFreeAsync(tmp, stream);
     return fail(ncclUnhandledCudaError, std::string(fn) + ": " + st.message());
   }
+  const int device = comm->device;
   return issue([issueSum, tmp] { return issueSum(tmp); },
-               [tmp, stream] { cudaFreeAsync(tmp, stream); });
+               [tmp, stream, device] {
+                 int cur = 0;
+                 cudaGetDevice(&cur);
+                 cudaSetDevice(device);
+                 cudaFreeAsync(tmp, stream);
+                 cudaSetDevice(cur);
+               });
 }
 
 // ---- inits ----
@@ -705,7 +736,10 @@ ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, vo
               "nccl: buffer registration accepted; Chorus copies through its own slots and does "
               "not use it");
     });
-    *handle = new std::pair<void*, size_t>(buff, size);
+    auto reg = std::make_unique<std::pair<void*, size_t>>(buff, size);
+    std::lock_guard<std::mutex> lock(comm->mu);
+    *handle = reg.get();
+    comm->registrations[reg.get()] = std::move(reg);
     return ncclSuccess;
   });
 }
@@ -713,7 +747,11 @@ ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, vo
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
   return guarded("ncclCommDeregister", [&]() -> ncclResult_t {
     if (ncclResult_t r = commCheck(comm, "ncclCommRegister"); r != ncclSuccess) return r;
-    delete static_cast<std::pair<void*, size_t>*>(handle);
+    if (handle == nullptr) return ncclSuccess;
+    std::lock_guard<std::mutex> lock(comm->mu);
+    if (comm->registrations.erase(handle) == 0)
+      return fail(ncclInvalidArgument,
+                  "ncclCommDeregister : handle is not a registration of this communicator");
     return ncclSuccess;
   });
 }

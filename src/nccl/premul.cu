@@ -30,9 +30,13 @@ Status scaleOnDevice(DataType t, void* out, const void* in, size_t count, const 
   constexpr int kThreads = 256;
   size_t blocks = (count + kThreads - 1) / kThreads;
   if (blocks > 1024) blocks = 1024;
-  scaleKernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      t, out, in, count, value, deviceScalar);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+  // cudaLaunchKernel: this launch's own error, not an earlier one of the
+  // application's that cudaGetLastError would also report.
+  void* args[] = {&t, &out, &in, &count, &value, &deviceScalar};
+  if (cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(scaleKernel),
+                                       dim3(static_cast<unsigned>(blocks)), dim3(kThreads), args, 0,
+                                       static_cast<cudaStream_t>(stream));
+      e != cudaSuccess)
     return Status(StatusCode::kUnsupported,
                   std::string("premulsum scaling kernel: ") + cudaGetErrorString(e));
   return Status::ok();
