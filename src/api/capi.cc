@@ -239,34 +239,57 @@ Status enqueueStaged(const CommState& cs, std::vector<Op> ops) {
   for (const Op& op : ops)
     if (std::find(streams.begin(), streams.end(), op.stream) == streams.end())
       streams.push_back(op.stream);
-  std::vector<cuda::StagedRegion> regions;
+  // Every buffer the ops touch, then overlapping ones merged into one
+  // region, so that one op of the group reads what an earlier one wrote
+  // and in-place calls keep their shape.
+  struct Span {
+    unsigned char* p;
+    size_t bytes;
+    bool in, out;
+    size_t op;
+    bool send;
+  };
+  std::vector<Span> spans;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Extents e = extents(ops[i], cs.rank, cs.size());
+    auto* snd = static_cast<unsigned char*>(const_cast<void*>(ops[i].args.sendbuff));
+    auto* rcv = static_cast<unsigned char*>(ops[i].args.recvbuff);
+    if (snd != nullptr && e.send > 0) spans.push_back({snd, e.send, e.reads, false, i, true});
+    if (rcv != nullptr && e.recv > 0) spans.push_back({rcv, e.recv, false, e.writes, i, false});
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& x, const Span& y) { return x.p < y.p; });
   // Per op: region and offset of its send and receive buffers (-1: none).
   struct Where {
     int sendRegion = -1, recvRegion = -1;
     size_t sendOff = 0, recvOff = 0;
   };
   std::vector<Where> where(ops.size());
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const Op& op = ops[i];
-    Extents e = extents(op, cs.rank, cs.size());
-    auto* s = static_cast<unsigned char*>(const_cast<void*>(op.args.sendbuff));
-    auto* r = static_cast<unsigned char*>(op.args.recvbuff);
-    if (s != nullptr && r != nullptr && e.send > 0 && e.recv > 0 && s < r + e.recv &&
-        r < s + e.send) {  // in place: one region for both
-      unsigned char* lo = std::min(s, r);
-      unsigned char* hi = std::max(s + e.send, r + e.recv);
-      regions.push_back({lo, static_cast<size_t>(hi - lo), e.reads, e.writes});
-      where[i] = {static_cast<int>(regions.size()) - 1, static_cast<int>(regions.size()) - 1,
-                  static_cast<size_t>(s - lo), static_cast<size_t>(r - lo)};
-      continue;
+  std::vector<cuda::StagedRegion> regions;
+  for (size_t k = 0; k < spans.size();) {
+    unsigned char* lo = spans[k].p;
+    unsigned char* hi = lo + spans[k].bytes;
+    bool in = spans[k].in, out = spans[k].out;
+    size_t end = k + 1;
+    for (; end < spans.size() && spans[end].p < hi; ++end) {
+      hi = std::max(hi, spans[end].p + spans[end].bytes);
+      in = in || spans[end].in;
+      out = out || spans[end].out;
     }
-    if (s != nullptr && e.send > 0) {
-      regions.push_back({s, e.send, e.reads, false});
-      where[i].sendRegion = static_cast<int>(regions.size()) - 1;
-    }
-    if (r != nullptr && e.recv > 0) {
-      regions.push_back({r, e.recv, false, e.writes});
-      where[i].recvRegion = static_cast<int>(regions.size()) - 1;
+    // A merged region is copied in whole: bytes no op writes come back as
+    // they were.
+    if (end - k > 1) in = true;
+    regions.push_back({lo, static_cast<size_t>(hi - lo), in, out});
+    int region = static_cast<int>(regions.size()) - 1;
+    for (; k < end; ++k) {
+      Where& w = where[spans[k].op];
+      size_t off = static_cast<size_t>(spans[k].p - lo);
+      if (spans[k].send) {
+        w.sendRegion = region;
+        w.sendOff = off;
+      } else {
+        w.recvRegion = region;
+        w.recvOff = off;
+      }
     }
   }
   std::shared_ptr<ProcessWorld> w = cs.proc;
