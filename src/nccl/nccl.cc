@@ -408,6 +408,44 @@ ncclResult_t preMulSum(const char* fn, ncclComm* comm, const PreMulSum& pm, cons
                });
 }
 
+// One collective (or send, receive): NCCL's argument checks, the no-op of
+// a count of 0, premulsum's scaling, then `call` now or at the group's end.
+struct CallSpec {
+  const char* name;  // NCCL's spelling in messages: "AllReduce"
+  ncclComm_t comm;
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  Need need;
+  bool rooted;  // `root` is a root or a peer, checked
+  int root;
+  size_t count;  // 0: nothing to do
+  size_t input;  // elements of this rank's input (what premulsum scales)...
+  bool perRank;  // ...times the number of ranks (reduce-scatter)
+  const void* send;
+  cudaStream_t stream;
+};
+using ChorusCall =
+    std::function<chorusResult_t(const void* in, chorusRedOp_t op, chorusComm_t c, void* stream)>;
+
+ncclResult_t collective(const CallSpec& k, ChorusCall call) {
+  return keepInGroup(guarded(k.name, [&]() -> ncclResult_t {
+    const PreMulSum* pm = nullptr;
+    if (ncclResult_t r = argsCheck(k.name, k.comm, k.type, k.op, k.need, k.root, k.rooted, &pm);
+        r != ncclSuccess)
+      return r;
+    if (k.count == 0) return ncclSuccess;
+    chorusComm_t c = k.comm->c;
+    void* s = k.comm->device >= 0 ? k.stream : nullptr;
+    if (pm != nullptr)
+      return preMulSum(k.name, k.comm, *pm, k.send,
+                       k.input * (k.perRank ? static_cast<size_t>(k.comm->nranks) : 1), k.type,
+                       k.stream, [=](const void* in) { return call(in, chorusSum, c, s); });
+    const void* in = k.send;
+    auto o = static_cast<chorusRedOp_t>(k.op);
+    return issue([=] { return call(in, o, c, s); });
+  }));
+}
+
 // ---- inits ----
 
 ncclResult_t checkConfig(const ncclConfig_t* config) {
@@ -849,81 +887,42 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream) {
-  return keepInGroup(guarded("ncclAllReduce", [&]() -> ncclResult_t {
-    const PreMulSum* pm = nullptr;
-    if (ncclResult_t r = argsCheck("AllReduce", comm, datatype, op, Need::kOp, 0, false, &pm);
-        r != ncclSuccess)
-      return r;
-    if (count == 0) return ncclSuccess;
-    chorusComm_t c = comm->c;
-    void* s = comm->device >= 0 ? stream : nullptr;
-    auto run = [=](const void* in, chorusRedOp_t o) {
-      return [=] { return chorusAllReduce(in, recvbuff, count, toChorus(datatype), o, c, s); };
-    };
-    if (pm != nullptr)
-      return preMulSum("AllReduce", comm, *pm, sendbuff, count, datatype, stream,
-                       [=](const void* in) { return run(in, chorusSum)(); });
-    return issue(run(sendbuff, static_cast<chorusRedOp_t>(op)));
-  }));
+  return collective(
+      {"AllReduce", comm, datatype, op, Need::kOp, false, 0, count, count, false, sendbuff, stream},
+      [=](const void* in, chorusRedOp_t o, chorusComm_t c, void* s) {
+        return chorusAllReduce(in, recvbuff, count, toChorus(datatype), o, c, s);
+      });
 }
 
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  return keepInGroup(guarded("ncclReduce", [&]() -> ncclResult_t {
-    const PreMulSum* pm = nullptr;
-    if (ncclResult_t r = argsCheck("Reduce", comm, datatype, op, Need::kOp, root, true, &pm);
-        r != ncclSuccess)
-      return r;
-    if (count == 0) return ncclSuccess;
-    chorusComm_t c = comm->c;
-    void* s = comm->device >= 0 ? stream : nullptr;
-    auto run = [=](const void* in, chorusRedOp_t o) {
-      return [=] { return chorusReduce(in, recvbuff, count, toChorus(datatype), o, root, c, s); };
-    };
-    if (pm != nullptr)
-      return preMulSum("Reduce", comm, *pm, sendbuff, count, datatype, stream,
-                       [=](const void* in) { return run(in, chorusSum)(); });
-    return issue(run(sendbuff, static_cast<chorusRedOp_t>(op)));
-  }));
+  return collective(
+      {"Reduce", comm, datatype, op, Need::kOp, true, root, count, count, false, sendbuff, stream},
+      [=](const void* in, chorusRedOp_t o, chorusComm_t c, void* s) {
+        return chorusReduce(in, recvbuff, count, toChorus(datatype), o, root, c, s);
+      });
 }
 
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream) {
-  return keepInGroup(guarded("ncclReduceScatter", [&]() -> ncclResult_t {
-    const PreMulSum* pm = nullptr;
-    if (ncclResult_t r = argsCheck("ReduceScatter", comm, datatype, op, Need::kOp, 0, false, &pm);
-        r != ncclSuccess)
-      return r;
-    if (recvcount == 0) return ncclSuccess;
-    chorusComm_t c = comm->c;
-    void* s = comm->device >= 0 ? stream : nullptr;
-    auto run = [=](const void* in, chorusRedOp_t o) {
-      return
-          [=] { return chorusReduceScatter(in, recvbuff, recvcount, toChorus(datatype), o, c, s); };
-    };
-    if (pm != nullptr)
-      return preMulSum("ReduceScatter", comm, *pm, sendbuff,
-                       recvcount * static_cast<size_t>(comm->nranks), datatype, stream,
-                       [=](const void* in) { return run(in, chorusSum)(); });
-    return issue(run(sendbuff, static_cast<chorusRedOp_t>(op)));
-  }));
+  // The input (what premulsum scales) is every rank's share.
+  return collective({"ReduceScatter", comm, datatype, op, Need::kOp, false, 0, recvcount, recvcount,
+                     true, sendbuff, stream},
+                    [=](const void* in, chorusRedOp_t o, chorusComm_t c, void* s) {
+                      return chorusReduceScatter(in, recvbuff, recvcount, toChorus(datatype), o, c,
+                                                 s);
+                    });
 }
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t stream) {
-  return keepInGroup(guarded("ncclBroadcast", [&]() -> ncclResult_t {
-    if (ncclResult_t r =
-            argsCheck("Broadcast", comm, datatype, ncclSum, Need::kNone, root, true, nullptr);
-        r != ncclSuccess)
-      return r;
-    if (count == 0) return ncclSuccess;
-    chorusComm_t c = comm->c;
-    void* s = comm->device >= 0 ? stream : nullptr;
-    return issue(
-        [=] { return chorusBroadcast(sendbuff, recvbuff, count, toChorus(datatype), root, c, s); });
-  }));
+  return collective({"Broadcast", comm, datatype, ncclSum, Need::kNone, true, root, count, count,
+                     false, sendbuff, stream},
+                    [=](const void* in, chorusRedOp_t, chorusComm_t c, void* s) {
+                      return chorusBroadcast(in, recvbuff, count, toChorus(datatype), root, c, s);
+                    });
 }
 
 ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
@@ -933,88 +932,58 @@ ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int ro
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return keepInGroup(guarded("ncclAllGather", [&]() -> ncclResult_t {
-    if (ncclResult_t r =
-            argsCheck("AllGather", comm, datatype, ncclSum, Need::kNone, 0, false, nullptr);
-        r != ncclSuccess)
-      return r;
-    if (sendcount == 0) return ncclSuccess;
-    chorusComm_t c = comm->c;
-    void* s = comm->device >= 0 ? stream : nullptr;
-    return issue(
-        [=] { return chorusAllGather(sendbuff, recvbuff, sendcount, toChorus(datatype), c, s); });
-  }));
+  return collective({"AllGather", comm, datatype, ncclSum, Need::kNone, false, 0, sendcount,
+                     sendcount, false, sendbuff, stream},
+                    [=](const void* in, chorusRedOp_t, chorusComm_t c, void* s) {
+                      return chorusAllGather(in, recvbuff, sendcount, toChorus(datatype), c, s);
+                    });
 }
 
 ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return keepInGroup(guarded("ncclAlltoAll", [&]() -> ncclResult_t {
-    if (ncclResult_t r =
-            argsCheck("AlltoAll", comm, datatype, ncclSum, Need::kNone, 0, false, nullptr);
-        r != ncclSuccess)
-      return r;
-    if (count == 0) return ncclSuccess;
-    chorusComm_t c = comm->c;
-    void* s = comm->device >= 0 ? stream : nullptr;
-    return issue(
-        [=] { return chorusAllToAll(sendbuff, recvbuff, count, toChorus(datatype), c, s); });
-  }));
+  return collective({"AlltoAll", comm, datatype, ncclSum, Need::kNone, false, 0, count, count,
+                     false, sendbuff, stream},
+                    [=](const void* in, chorusRedOp_t, chorusComm_t c, void* s) {
+                      return chorusAllToAll(in, recvbuff, count, toChorus(datatype), c, s);
+                    });
 }
 
 ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                         int root, ncclComm_t comm, cudaStream_t stream) {
-  return keepInGroup(guarded("ncclGather", [&]() -> ncclResult_t {
-    if (ncclResult_t r =
-            argsCheck("Gather", comm, datatype, ncclSum, Need::kNone, root, true, nullptr);
-        r != ncclSuccess)
-      return r;
-    if (count == 0) return ncclSuccess;
-    chorusComm_t c = comm->c;
-    void* s = comm->device >= 0 ? stream : nullptr;
-    return issue(
-        [=] { return chorusGather(sendbuff, recvbuff, count, toChorus(datatype), root, c, s); });
-  }));
+  return collective({"Gather", comm, datatype, ncclSum, Need::kNone, true, root, count, count,
+                     false, sendbuff, stream},
+                    [=](const void* in, chorusRedOp_t, chorusComm_t c, void* s) {
+                      return chorusGather(in, recvbuff, count, toChorus(datatype), root, c, s);
+                    });
 }
 
 ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
                          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  return keepInGroup(guarded("ncclScatter", [&]() -> ncclResult_t {
-    if (ncclResult_t r =
-            argsCheck("Scatter", comm, datatype, ncclSum, Need::kNone, root, true, nullptr);
-        r != ncclSuccess)
-      return r;
-    if (count == 0) return ncclSuccess;
-    chorusComm_t c = comm->c;
-    void* s = comm->device >= 0 ? stream : nullptr;
-    return issue(
-        [=] { return chorusScatter(sendbuff, recvbuff, count, toChorus(datatype), root, c, s); });
-  }));
+  return collective({"Scatter", comm, datatype, ncclSum, Need::kNone, true, root, count, count,
+                     false, sendbuff, stream},
+                    [=](const void* in, chorusRedOp_t, chorusComm_t c, void* s) {
+                      return chorusScatter(in, recvbuff, count, toChorus(datatype), root, c, s);
+                    });
 }
 
+// Sends and receives of no elements still pair up, as NCCL's do: they are
+// issued with `count` standing in as 1 for the no-op test.
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
-  return keepInGroup(guarded("ncclSend", [&]() -> ncclResult_t {
-    if (ncclResult_t r =
-            argsCheck("Send", comm, datatype, ncclSum, Need::kNone, peer, true, nullptr);
-        r != ncclSuccess)
-      return r;
-    chorusComm_t c = comm->c;
-    void* s = comm->device >= 0 ? stream : nullptr;
-    return issue([=] { return chorusSend(sendbuff, count, toChorus(datatype), peer, c, s); });
-  }));
+  return collective(
+      {"Send", comm, datatype, ncclSum, Need::kNone, true, peer, 1, count, false, sendbuff, stream},
+      [=](const void* in, chorusRedOp_t, chorusComm_t c, void* s) {
+        return chorusSend(in, count, toChorus(datatype), peer, c, s);
+      });
 }
 
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
-  return keepInGroup(guarded("ncclRecv", [&]() -> ncclResult_t {
-    if (ncclResult_t r =
-            argsCheck("Recv", comm, datatype, ncclSum, Need::kNone, peer, true, nullptr);
-        r != ncclSuccess)
-      return r;
-    chorusComm_t c = comm->c;
-    void* s = comm->device >= 0 ? stream : nullptr;
-    return issue([=] { return chorusRecv(recvbuff, count, toChorus(datatype), peer, c, s); });
-  }));
+  return collective(
+      {"Recv", comm, datatype, ncclSum, Need::kNone, true, peer, 1, count, false, nullptr, stream},
+      [=](const void*, chorusRedOp_t, chorusComm_t c, void* s) {
+        return chorusRecv(recvbuff, count, toChorus(datatype), peer, c, s);
+      });
 }
 
 // ---- groups ----
