@@ -109,10 +109,10 @@ else
 fi
 for n in 1 2 4 8; do
   step "nccl-chorus-$n" env LD_LIBRARY_PATH="$NL:${LD_LIBRARY_PATH:-}" NCCL_DEBUG=INFO \
-    build/gpu/tests/nccl_check --ranks "$n" --no-p2p --graph
+    build/gpu/tests/nccl_check --ranks "$n" --graph
 done
 step nccl-chorus-group-8 env LD_LIBRARY_PATH="$NL:${LD_LIBRARY_PATH:-}" \
-  build/gpu/tests/nccl_check --ranks 8 --init group --no-p2p --graph --count 1048576
+  build/gpu/tests/nccl_check --ranks 8 --init group --graph --count 1048576
 for n in 2 4; do
   step "nccl-torch-$n" env LD_PRELOAD="$NL/libchorus-nccl.so" NCCL_DEBUG=INFO \
     python3 tests/nccl/torch_check.py --procs "$n"

@@ -128,8 +128,8 @@ chorusResult_t chorusCommInitFromEnv(chorusComm_t* comm);
  * rank i on GPU devlist[i] (several ranks may share one GPU), buffers in
  * device memory, each collective enqueued on the stream passed to it and
  * returning at once, as in NCCL; call a collective for every rank (from
- * their threads, or from one thread between chorusGroupStart/End).
- * Send/recv are not available on GPU communicators yet. */
+ * their threads, or from one thread between chorusGroupStart/End). A send
+ * and its receive become a copy on the receiver's stream. */
 chorusResult_t chorusCommInitAll(chorusComm_t* comm, int ndev, const int* devlist);
 chorusResult_t chorusCommDestroy(chorusComm_t comm);
 /* Stops every pending call of the communicator's ranks (they return

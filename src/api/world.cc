@@ -197,12 +197,6 @@ std::shared_ptr<Ticket> World::post(int rank, Op op) {
     return t;
   }
   if (t->op.kind != Op::Kind::kCollective) {
-    if (onGpu()) {
-      t->early = Status(StatusCode::kUnsupported,
-                        "rank " + std::to_string(rank) + ": " + t->op.describe() +
-                            ": send and receive on GPU communicators are not built yet");
-      return t;
-    }
     if (t->op.peer < 0 || t->op.peer >= n_) {
       t->early =
           Status(StatusCode::kInvalidArgument,
@@ -255,6 +249,22 @@ void World::matchP2p(Ticket& send, Ticket& recv) {
                                                   std::to_string(recv.rank) + " " + r.describe());
   } else if (s.args.count > 0 && (s.args.sendbuff == nullptr || r.args.recvbuff == nullptr)) {
     st = Status(StatusCode::kInvalidArgument, "send/recv with a null buffer");
+  } else if (onGpu()) {
+    // Device buffers: a copy on the receiver's stream, the sender's stream
+    // ordered around it.
+#if defined(CHORUS_WITH_CUDA)
+    if (s.args.count > 0 &&
+        (!cuda::isDeviceMemory(s.args.sendbuff) || !cuda::isDeviceMemory(r.args.recvbuff)))
+      st = Status(StatusCode::kInvalidArgument,
+                  "rank " + std::to_string(send.rank) + " " + s.describe() + " to rank " +
+                      std::to_string(recv.rank) +
+                      ": a buffer is not device memory, on a GPU communicator");
+    else
+      st = cuda::copyBetweenStreams(
+          r.args.recvbuff, options_.devices[static_cast<size_t>(recv.rank)], r.stream,
+          s.args.sendbuff, options_.devices[static_cast<size_t>(send.rank)], s.stream,
+          s.args.count * dataTypeSize(s.args.type));
+#endif
   } else if (s.args.count > 0) {
     std::memmove(r.args.recvbuff, s.args.sendbuff, s.args.count * dataTypeSize(s.args.type));
   }

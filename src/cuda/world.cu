@@ -643,6 +643,33 @@ bool isDeviceMemory(const void* p) {
   return attr.type == cudaMemoryTypeDevice;
 }
 
+Status copyBetweenStreams(void* dst, int dstDevice, void* dstStream, const void* src, int srcDevice,
+                          void* srcStream, size_t bytes) {
+  DeviceGuard guard;
+  auto from = static_cast<cudaStream_t>(srcStream);
+  auto to = static_cast<cudaStream_t>(dstStream);
+  cudaEvent_t sent = nullptr, copied = nullptr;
+  struct Events {
+    cudaEvent_t* a;
+    cudaEvent_t* b;
+    ~Events() {
+      if (*a != nullptr) cudaEventDestroy(*a);  // released once their work completes
+      if (*b != nullptr) cudaEventDestroy(*b);
+    }
+  } events{&sent, &copied};
+  CHORUS_CUDA_TRY(cudaSetDevice(srcDevice));
+  CHORUS_CUDA_TRY(cudaEventCreateWithFlags(&sent, cudaEventDisableTiming));
+  CHORUS_CUDA_TRY(cudaEventRecord(sent, from));
+  CHORUS_CUDA_TRY(cudaSetDevice(dstDevice));
+  CHORUS_CUDA_TRY(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+  CHORUS_CUDA_TRY(cudaStreamWaitEvent(to, sent, 0));
+  if (bytes > 0) CHORUS_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, to));
+  CHORUS_CUDA_TRY(cudaEventRecord(copied, to));
+  CHORUS_CUDA_TRY(cudaSetDevice(srcDevice));
+  CHORUS_CUDA_TRY(cudaStreamWaitEvent(from, copied, 0));
+  return Status::ok();
+}
+
 Status CudaWorld::waitLaunches() const {
   DeviceGuard guard;
   // This world's last launch on each GPU, not the whole device: other

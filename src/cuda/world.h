@@ -119,6 +119,14 @@ class DeviceBuffers {
 // false when there is no GPU. What a host communicator refuses.
 bool isDeviceMemory(const void* p);
 
+// A send matched with its receive, on GPUs of one process: copies `bytes`
+// from `src` (GPU srcDevice) to `dst` (GPU dstDevice) on dstStream once
+// srcStream's earlier work is done, and makes srcStream's later work wait
+// for the copy too (the sender may then reuse its buffer). Enqueued, not
+// waited for; streams are cudaStream_t (nullptr: the legacy default one).
+Status copyBetweenStreams(void* dst, int dstDevice, void* dstStream, const void* src, int srcDevice,
+                          void* srcStream, size_t bytes);
+
 // Device memory helpers for tools and tests (kUnsupported on CUDA errors).
 Result<void*> deviceAlloc(size_t bytes, int device = 0);
 void deviceFree(void* p);
