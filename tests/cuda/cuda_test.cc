@@ -252,8 +252,28 @@ TEST(Cuda, CApiGroupOfRanksOnOneGpu) {
   EXPECT_EQ(chorusAllReduce(bufs[0], bufs[0], count, chorusFloat, chorusSum, cpu[0], nullptr),
             chorusInvalidArgument);
   EXPECT_NE(std::string(chorusGetLastError(nullptr)).find("device memory"), std::string::npos);
-  // Send and receive are not there yet: said so.
-  EXPECT_EQ(chorusSend(bufs[0], 8, chorusFloat, 1, comms[0], streams[0]), chorusInvalidUsage);
+  // A ring of sends and receives in one group: rank r's first kRing
+  // elements land in rank r+1's second buffer.
+  constexpr size_t kRing = 4099;
+  std::vector<float*> got(n);
+  for (int r = 0; r < n; ++r) ASSERT_EQ(cudaMalloc(&got[r], kRing * sizeof(float)), cudaSuccess);
+  chorusGroupStart();
+  for (int r = 0; r < n; ++r) {
+    chorusSend(bufs[r], kRing, chorusFloat, (r + 1) % n, comms[r], streams[r]);
+    chorusRecv(got[r], kRing, chorusFloat, (r + n - 1) % n, comms[r], streams[r]);
+  }
+  ASSERT_EQ(chorusGroupEnd(), chorusSuccess) << chorusGetLastError(nullptr);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(cudaStreamSynchronize(streams[r]), cudaSuccess);
+    std::vector<float> mine(kRing), theirs(kRing);
+    ASSERT_EQ(cudaMemcpy(mine.data(), got[r], kRing * sizeof(float), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(theirs.data(), bufs[(r + n - 1) % n], kRing * sizeof(float),
+                         cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_EQ(mine, theirs) << "rank " << r;
+    cudaFree(got[r]);
+  }
   for (chorusComm_t c : cpu) chorusCommDestroy(c);
   for (int r = 0; r < n; ++r) {
     chorusCommDestroy(comms[r]);
