@@ -15,6 +15,7 @@
 
 #include "api/convert.h"
 #include "api/process_world.h"
+#include "api/staging.h"
 #include "api/world.h"
 #include "chorus/chorus.h"
 #include "core/log.h"
@@ -193,105 +194,17 @@ Status runProcessOps(ProcessWorld* w, const std::vector<const Op*>& mine) {
 }
 
 #if defined(CHORUS_WITH_CUDA)
-// What a staged call reads and writes at this rank: bytes of its send and
-// receive buffers, and whether each is read / written here.
-struct Extents {
-  size_t send = 0, recv = 0;
-  bool reads = true, writes = true;
-};
-Extents extents(const Op& op, int rank, int n) {
-  const size_t c = op.args.count * dataTypeSize(op.args.type);
-  const size_t un = static_cast<size_t>(n);
-  const bool root = op.root == rank;
-  switch (op.kind) {
-    case Op::Kind::kSend:
-      return {c, 0, true, false};
-    case Op::Kind::kRecv:
-      return {0, c, false, true};
-    case Op::Kind::kCollective:
-      break;
-  }
-  switch (op.collective) {
-    case CollectiveKind::kBroadcast:
-      return {c, c, root, true};
-    case CollectiveKind::kReduce:
-      return {c, c, true, root};
-    case CollectiveKind::kAllGather:
-      return {c, c * un, true, true};
-    case CollectiveKind::kReduceScatter:
-      return {c * un, c, true, true};
-    case CollectiveKind::kAllToAll:
-      return {c * un, c * un, true, true};
-    case CollectiveKind::kGather:  // the runtime's count is the whole vector's
-      return {c / un, c, true, root};
-    case CollectiveKind::kScatter:
-      return {c, c / un, root, true};
-    default:
-      return {c, c, true, true};
-  }
-}
-
 // Enqueues one staged rank's ops of a group as one call: every buffer
-// staged through host memory, the group run by the process world on the
-// rank's worker, the ops' streams joined around it (as NCCL's group).
+// staged through host memory (api/staging.h), the group run by the process
+// world on the rank's worker, the ops' streams joined around it (as NCCL's
+// group).
 Status enqueueStaged(const CommState& cs, std::vector<Op> ops) {
   std::vector<void*> streams;
   for (const Op& op : ops)
     if (std::find(streams.begin(), streams.end(), op.stream) == streams.end())
       streams.push_back(op.stream);
-  // Every buffer the ops touch, then overlapping ones merged into one
-  // region, so that one op of the group reads what an earlier one wrote
-  // and in-place calls keep their shape.
-  struct Span {
-    unsigned char* p;
-    size_t bytes;
-    bool in, out;
-    size_t op;
-    bool send;
-  };
-  std::vector<Span> spans;
-  for (size_t i = 0; i < ops.size(); ++i) {
-    Extents e = extents(ops[i], cs.rank, cs.size());
-    auto* snd = static_cast<unsigned char*>(const_cast<void*>(ops[i].args.sendbuff));
-    auto* rcv = static_cast<unsigned char*>(ops[i].args.recvbuff);
-    if (snd != nullptr && e.send > 0) spans.push_back({snd, e.send, e.reads, false, i, true});
-    if (rcv != nullptr && e.recv > 0) spans.push_back({rcv, e.recv, false, e.writes, i, false});
-  }
-  std::sort(spans.begin(), spans.end(), [](const Span& x, const Span& y) { return x.p < y.p; });
-  // Per op: region and offset of its send and receive buffers (-1: none).
-  struct Where {
-    int sendRegion = -1, recvRegion = -1;
-    size_t sendOff = 0, recvOff = 0;
-  };
-  std::vector<Where> where(ops.size());
-  std::vector<cuda::StagedRegion> regions;
-  for (size_t k = 0; k < spans.size();) {
-    unsigned char* lo = spans[k].p;
-    unsigned char* hi = lo + spans[k].bytes;
-    bool in = spans[k].in, out = spans[k].out;
-    size_t end = k + 1;
-    for (; end < spans.size() && spans[end].p < hi; ++end) {
-      hi = std::max(hi, spans[end].p + spans[end].bytes);
-      in = in || spans[end].in;
-      out = out || spans[end].out;
-    }
-    // A merged region is copied in whole: bytes no op writes come back as
-    // they were.
-    if (end - k > 1) in = true;
-    regions.push_back({lo, static_cast<size_t>(hi - lo), in, out});
-    int region = static_cast<int>(regions.size()) - 1;
-    for (; k < end; ++k) {
-      Where& w = where[spans[k].op];
-      size_t off = static_cast<size_t>(spans[k].p - lo);
-      if (spans[k].send) {
-        w.sendRegion = region;
-        w.sendOff = off;
-      } else {
-        w.recvRegion = region;
-        w.recvOff = off;
-      }
-    }
-  }
+  StagingPlan plan = planStaging(ops, cs.rank, cs.size());
+  std::vector<StagingPlan::Where> where = plan.where;
   std::shared_ptr<ProcessWorld> w = cs.proc;
   auto run = [w, ops = std::move(ops), where](const std::vector<void*>& host) {
     std::vector<Op> onHost = ops;
@@ -309,7 +222,7 @@ Status enqueueStaged(const CommState& cs, std::vector<Op> ops) {
     }
     return runProcessOps(w.get(), mine);
   };
-  return cs.staged->enqueue(streams, std::move(regions), std::move(run));
+  return cs.staged->enqueue(streams, std::move(plan.regions), std::move(run));
 }
 #endif
 
@@ -441,6 +354,20 @@ std::map<std::string, std::shared_ptr<Pending>>& pendings() {
   return *p;
 }
 
+// One INFO line when ranks of a GPU world share a GPU (NCCL refuses that;
+// here they are one world on the device).
+void logSharedGpus(const std::vector<int>& devices) {
+  std::map<int, std::vector<int>> ranksOf;
+  for (size_t r = 0; r < devices.size(); ++r) ranksOf[devices[r]].push_back(static_cast<int>(r));
+  for (const auto& [device, ranks] : ranksOf) {
+    if (ranks.size() < 2) continue;
+    std::string list;
+    for (int r : ranks) list += (list.empty() ? "" : ",") + std::to_string(r);
+    logLine(LogLevel::kInfo, "ranks " + list + " share GPU " + std::to_string(device) +
+                                 " (NCCL refuses this; Chorus runs them as one world there)");
+  }
+}
+
 // chorusCommInitRank(Device): meet the other ranks at the id's root; ranks
 // all in this process make one in-process world (on GPUs if they pass
 // devices), else each is a process-style rank.
@@ -512,7 +439,10 @@ Status initRank(chorusComm_t* comm, int nranks, const chorusUniqueId& commId, in
       mine->error =
           bad("ranks of one communicator are on GPUs and on the host; pass a device "
               "for all of them or none");
-    if (onGpu == nranks) options.devices = mine->devices;
+    if (onGpu == nranks) {
+      options.devices = mine->devices;
+      logSharedGpus(options.devices);
+    }
     mine->world = std::make_shared<World>(nranks, options);
     pendingCv.notify_all();
   }
@@ -780,6 +710,7 @@ chorusResult_t chorusCommInitAll(chorusComm_t* comm, int ndev, const int* devlis
                     "ranks on the host");
 #endif
     }
+    logSharedGpus(options.devices);
     auto world = std::make_shared<World>(ndev, options);
     for (int r = 0; r < ndev; ++r) comm[r] = newComm(world, r);
     return Status::ok();

@@ -616,12 +616,6 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
                                                " (totalnDev=" + std::to_string(total) + ")");
         devices.push_back(d);
       }
-      std::vector<int> sorted = devices;
-      std::sort(sorted.begin(), sorted.end());
-      if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-        logLine(LogLevel::kInfo,
-                "nccl: several ranks share a GPU (NCCL refuses this; Chorus runs them as one "
-                "world on the device)");
     }
     std::vector<chorusComm_t> cs(static_cast<size_t>(ndev));
     chorusResult_t r =
