@@ -152,6 +152,12 @@ chorusResult_t chorusCommFinalize(chorusComm_t comm);
  * communicators keep the parent's kind (threads, processes, GPU ranks on
  * the same devices). */
 chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm_t* newcomm);
+/* A communicator of `comm`'s ranks but the `nexclude` listed ones, which
+ * may be dead: only the others call, and get ranks in their old order.
+ * abortFirst != 0 ends the parent's calls first (ranks of one process only:
+ * across processes the new id travels over the parent's links). */
+chorusResult_t chorusCommShrink(chorusComm_t comm, const int* excludeRanks, int nexclude,
+                                int abortFirst, chorusComm_t* newcomm);
 
 /* Collectives, as in NCCL. Counts follow NCCL: allgather takes the send
  * count, reducescatter the receive count, alltoall the count per peer. */

@@ -91,7 +91,8 @@ struct CommState {
   // (cuda/staged.h). Declared after `proc`, so it goes first and waits for
   // its calls while the process world still lives.
   std::shared_ptr<cuda::StagedRank> staged;
-  uint64_t splits = 0;  // chorusCommSplit calls so far (they pair up by number)
+  uint64_t splits = 0;   // chorusCommSplit calls so far (they pair up by number)
+  uint64_t shrinks = 0;  // chorusCommShrink calls so far (the survivors' pair up)
   int size() const { return proc ? proc->size() : world->size(); }
   bool onGpu() const { return staged != nullptr || (world != nullptr && world->onGpu()); }
   Status asyncError() const {
@@ -523,11 +524,16 @@ std::map<int, std::vector<int>> splitGroups(const std::vector<std::pair<int, int
   return groups;
 }
 
-Status splitInProcess(CommState& cs, int color, int key, chorusComm_t* newcomm) {
+// `expected`: how many ranks call (all of them for a split; the survivors
+// for a shrink, whose left-out ranks count as having no color). Shrinks are
+// numbered apart from splits: the left-out ranks make no shrink call.
+Status splitInProcess(CommState& cs, int color, int key, chorusComm_t* newcomm, int expected) {
   const World& parent = *cs.world;
   const int n = parent.size();
+  const bool shrinking = expected < n;
+  const uint64_t seq = shrinking ? (cs.shrinks++ | (uint64_t{1} << 63)) : cs.splits++;
   std::unique_lock<std::mutex> lock(pendingMu);
-  auto& slot = splitCalls()[{&parent, cs.splits++}];
+  auto& slot = splitCalls()[{&parent, seq}];
   if (slot == nullptr) {
     slot = std::make_shared<SplitCall>();
     slot->colorKey.assign(static_cast<size_t>(n), {CHORUS_SPLIT_NOCOLOR, 0});
@@ -536,8 +542,8 @@ Status splitInProcess(CommState& cs, int color, int key, chorusComm_t* newcomm) 
   }
   std::shared_ptr<SplitCall> call = slot;
   call->colorKey[static_cast<size_t>(cs.rank)] = {color, key};
-  if (++call->arrived == n) {
-    splitCalls().erase({&parent, cs.splits - 1});
+  if (++call->arrived == expected) {
+    splitCalls().erase({&parent, seq});
     for (const auto& [c, ranks] : splitGroups(call->colorKey)) {
       WorldOptions o = parent.options();
       o.devices.clear();
@@ -556,7 +562,7 @@ Status splitInProcess(CommState& cs, int color, int key, chorusComm_t* newcomm) 
   if (!pendingCv.wait_for(lock, std::chrono::milliseconds(timeoutMs), [&] { return call->done; }))
     return Status(StatusCode::kTimeout, "rank " + std::to_string(cs.rank) + ": split: only " +
                                             std::to_string(call->arrived) + " of " +
-                                            std::to_string(n) + " ranks called in time");
+                                            std::to_string(expected) + " ranks called in time");
   lock.unlock();
   auto w = call->worlds[static_cast<size_t>(cs.rank)];
   if (w != nullptr) *newcomm = newComm(w, call->newRank[static_cast<size_t>(cs.rank)]);
@@ -611,6 +617,70 @@ Status splitProcesses(CommState& cs, int color, int key, chorusComm_t* newcomm) 
   }
 #endif
   return splitProcessesOnHost(cs, color, key, newcomm, -1);
+}
+
+// chorusCommShrink for process ranks: the first survivor makes the new
+// communicator's unique id and sends it to the others over the parent's
+// point-to-point links (the left-out ranks take no part).
+Status shrinkProcessesOnHost(CommState& cs, const std::vector<int>& survivors,
+                             chorusComm_t* newcomm, int device) {
+  const int leader = survivors[0];
+  const int newRank =
+      static_cast<int>(std::find(survivors.begin(), survivors.end(), cs.rank) - survivors.begin());
+  chorusUniqueId id{};
+  std::vector<Op> ops;
+  if (cs.rank == leader) {
+    auto made = runtime::startRendezvousRoot(cs.proc->options().timeoutMs);
+    if (!made.isOk()) return made.status();
+    if (made.value().size() >= sizeof(id.internal))
+      return Status(StatusCode::kInternal, "unique id text too long: " + made.value());
+    std::memcpy(id.internal, made.value().data(), made.value().size());
+    for (size_t i = 1; i < survivors.size(); ++i) {
+      Op send;
+      send.kind = Op::Kind::kSend;
+      send.args.sendbuff = &id;
+      send.args.count = sizeof(id);
+      send.args.type = DataType::kUint8;
+      send.peer = survivors[i];
+      ops.push_back(send);
+    }
+  } else {
+    Op recv;
+    recv.kind = Op::Kind::kRecv;
+    recv.args.recvbuff = &id;
+    recv.args.count = sizeof(id);
+    recv.args.type = DataType::kUint8;
+    recv.peer = leader;
+    ops.push_back(recv);
+  }
+  std::vector<const Op*> mine;
+  for (const Op& op : ops) mine.push_back(&op);
+  if (!mine.empty()) CHORUS_RETURN_IF_ERROR(cs.proc->pointToPoint(mine));
+  return initRank(newcomm, static_cast<int>(survivors.size()), id, newRank, device);
+}
+
+Status shrink(CommState& cs, const std::vector<int>& survivors, bool abortFirst,
+              chorusComm_t* newcomm) {
+  if (cs.world != nullptr) {
+    if (abortFirst)
+      cs.world->abort(
+          Status(StatusCode::kAborted,
+                 "rank " + std::to_string(cs.rank) + " shrank the communicator, ending its calls"));
+    // Survivors call with color 0 ordered by rank; the others count as none.
+    return splitInProcess(cs, 0, cs.rank, newcomm, static_cast<int>(survivors.size()));
+  }
+  if (abortFirst)
+    return Status(StatusCode::kUnsupported,
+                  "shrink with abort on ranks in several processes: the new communicator's id "
+                  "travels over the parent's links, which the abort ends; shrink without it");
+#if defined(CHORUS_WITH_CUDA)
+  if (cs.staged != nullptr) {
+    int device = cs.staged->device();
+    return cs.staged->runInOrder(
+        [&] { return shrinkProcessesOnHost(cs, survivors, newcomm, device); });
+  }
+#endif
+  return shrinkProcessesOnHost(cs, survivors, newcomm, -1);
 }
 }  // namespace
 }  // namespace chorus::api
@@ -859,7 +929,34 @@ chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm
     auto cs = lookup(comm);
     if (!cs.isOk()) return cs.status();
     if (cs.value()->proc != nullptr) return splitProcesses(*cs.value(), color, key, newcomm);
-    return splitInProcess(*cs.value(), color, key, newcomm);
+    return splitInProcess(*cs.value(), color, key, newcomm, cs.value()->size());
+  });
+}
+
+chorusResult_t chorusCommShrink(chorusComm_t comm, const int* excludeRanks, int nexclude,
+                                int abortFirst, chorusComm_t* newcomm) {
+  return apiCall("chorusCommShrink", [&]() -> Status {
+    if (newcomm == nullptr) return bad("newcomm is NULL");
+    *newcomm = nullptr;
+    if (nexclude < 0 || (nexclude > 0 && excludeRanks == nullptr))
+      return bad("excludeRanks must list nexclude >= 0 ranks");
+    auto cs = lookup(comm);
+    if (!cs.isOk()) return cs.status();
+    const int n = cs.value()->size();
+    std::vector<bool> out(static_cast<size_t>(n), false);
+    for (int i = 0; i < nexclude; ++i) {
+      int r = excludeRanks[i];
+      if (r < 0 || r >= n)
+        return bad("excluded rank " + std::to_string(r) + " is not a rank of this " +
+                   std::to_string(n) + "-rank communicator");
+      if (r == cs.value()->rank)
+        return bad("rank " + std::to_string(r) + " excludes itself: a left-out rank does not call");
+      out[static_cast<size_t>(r)] = true;
+    }
+    std::vector<int> survivors;
+    for (int r = 0; r < n; ++r)
+      if (!out[static_cast<size_t>(r)]) survivors.push_back(r);
+    return shrink(*cs.value(), survivors, abortFirst != 0, newcomm);
   });
 }
 

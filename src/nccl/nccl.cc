@@ -653,13 +653,33 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   });
 }
 
-ncclResult_t ncclCommShrink(ncclComm_t comm, int*, int, ncclComm_t* newcomm, ncclConfig_t*, int) {
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
   return guarded("ncclCommShrink", [&]() -> ncclResult_t {
+    int dev = -1;
+    if (ncclResult_t r = currentDevice(&dev); r != ncclSuccess) return r;
     if (ncclResult_t r = commCheck(comm, "CommShrink"); r != ncclSuccess) return r;
-    if (newcomm != nullptr) *newcomm = nullptr;
-    return fail(ncclInvalidUsage,
-                "ncclCommShrink is not supported by Chorus yet (ranks left out may be dead, and "
-                "Chorus's split needs every rank); use ncclCommSplit while all ranks live");
+    NCCL_PTR_CHECK(newcomm, "CommShrink", "newcomm");
+    *newcomm = nullptr;
+    NCCL_PTR_CHECK(excludeRanksList, "CommShrink", "excludeRanksList");
+    if (excludeRanksCount <= 0)
+      return fail(ncclInvalidArgument, "CommShrink : excludeRanksCount " +
+                                           std::to_string(excludeRanksCount) + " must be positive");
+    if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+      return fail(ncclInvalidArgument,
+                  "CommShrink : unknown shrinkFlags " + std::to_string(shrinkFlags));
+    if (ncclResult_t r = checkConfig(config); r != ncclSuccess) return r;
+    if (group.depth > 0)
+      return fail(ncclInvalidUsage,
+                  "ncclCommShrink inside a group is not supported by Chorus yet; call it outside");
+    chorusComm_t out = nullptr;
+    if (ncclResult_t r = fromChorus(chorusCommShrink(comm->c, excludeRanksList, excludeRanksCount,
+                                                     shrinkFlags == NCCL_SHRINK_ABORT, &out));
+        r != ncclSuccess)
+      return r;
+    *newcomm = wrap(out, comm->device);
+    logInit(**newcomm, "shrink:");
+    return ncclSuccess;
   });
 }
 

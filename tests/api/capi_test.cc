@@ -418,5 +418,66 @@ TEST(CApi, InitRankDeviceWithoutAGpuIsRefused) {
   EXPECT_EQ(chorusCommSplit(nullptr, -2, 0, &c), chorusInvalidArgument);
 }
 
+// chorusCommShrink: ranks 1 and 3 of five are left out and never call; the
+// survivors get ranks 0..2 in their old order. Then with abortFirst on a
+// communicator whose rank 1 waits in a call that cannot complete.
+TEST(CApi, ShrinkLeavesOutRanksThatDoNotCall) {
+  auto comms = initAll(5);
+  const int out[2] = {1, 3};
+  std::vector<int> size(5, -1), rank(5, -1);
+  std::vector<int32_t> sum(5, -1);
+  std::vector<std::thread> ts;
+  for (int r : {0, 2, 4}) {
+    ts.emplace_back([&, r] {
+      chorusComm_t s = nullptr;
+      ASSERT_EQ(chorusCommShrink(comms[static_cast<size_t>(r)], out, 2, 0, &s), chorusSuccess)
+          << chorusGetLastError(nullptr);
+      chorusCommCount(s, &size[static_cast<size_t>(r)]);
+      chorusCommUserRank(s, &rank[static_cast<size_t>(r)]);
+      int32_t v = r;
+      EXPECT_EQ(
+          chorusAllReduce(&v, &sum[static_cast<size_t>(r)], 1, chorusInt32, chorusSum, s, nullptr),
+          chorusSuccess);
+      chorusCommDestroy(s);
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(size, (std::vector<int>{3, -1, 3, -1, 3}));
+  EXPECT_EQ(rank, (std::vector<int>{0, -1, 1, -1, 2}));
+  EXPECT_EQ(sum, (std::vector<int32_t>{6, -1, 6, -1, 6}));
+  chorusComm_t s = nullptr;
+  const int self[1] = {0};
+  const int far[1] = {9};
+  EXPECT_EQ(chorusCommShrink(comms[0], self, 1, 0, &s), chorusInvalidArgument);
+  EXPECT_EQ(chorusCommShrink(comms[0], far, 1, 0, &s), chorusInvalidArgument);
+  EXPECT_EQ(chorusCommShrink(comms[0], nullptr, 1, 0, &s), chorusInvalidArgument);
+  destroyAll(comms);
+
+  // Rank 1 of three waits in an allreduce rank 2 never joins; ranks 0 and 1
+  // shrink rank 2 away with abortFirst, which ends rank 1's call.
+  comms = initAll(3);
+  chorusResult_t waited = chorusSuccess;
+  std::thread stuck([&] {
+    float x = 1;
+    waited = chorusAllReduce(&x, &x, 1, chorusFloat, chorusSum, comms[1], nullptr);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const int two[1] = {2};
+  std::vector<chorusComm_t> pair(2, nullptr);
+  std::thread other(
+      [&] { EXPECT_EQ(chorusCommShrink(comms[1], two, 1, 1, &pair[1]), chorusSuccess); });
+  EXPECT_EQ(chorusCommShrink(comms[0], two, 1, 1, &pair[0]), chorusSuccess)
+      << chorusGetLastError(nullptr);
+  other.join();
+  stuck.join();
+  EXPECT_NE(waited, chorusSuccess);
+  int n = 0;
+  ASSERT_NE(pair[0], nullptr);
+  EXPECT_EQ(chorusCommCount(pair[0], &n), chorusSuccess);
+  EXPECT_EQ(n, 2);
+  for (chorusComm_t c : pair) chorusCommDestroy(c);
+  for (chorusComm_t c : comms) chorusCommDestroy(c);
+}
+
 }  // namespace
 }  // namespace chorus::api

@@ -4,7 +4,8 @@
 // environment variable; MPI programs broadcast them). Every rank checks an
 // allreduce, an allgather, a ring of sends and receives, a gather and a
 // scatter of values distinct per rank and element, that the communicator
-// has the right size and rank, and a split of it by parity.
+// has the right size and rank, a split of it by parity, and a shrink that
+// leaves the last rank out.
 //
 //   uniqueid_probe N T   N ranks, T of them threads of this process (1..N)
 //
@@ -130,6 +131,20 @@ int runRank(const chorusUniqueId& id, int n, int rank) {
       bad = 1;
     }
     if (chorusCommDestroy(half) != chorusSuccess) bad = 1;
+  }
+  // Shrink the last rank away (it does not call); the others sum their ranks.
+  if (bad == 0 && n > 2 && rank != n - 1) {
+    const int last[1] = {n - 1};
+    chorusComm_t rest = nullptr;
+    int32_t v = rank, total = -1;
+    if (chorusCommShrink(comm, last, 1, 0, &rest) != chorusSuccess ||
+        chorusAllReduce(&v, &total, 1, chorusInt32, chorusSum, rest, nullptr) != chorusSuccess ||
+        total != (n - 1) * (n - 2) / 2) {
+      std::printf("rank %d: shrink: sum %d, want %d (%s)\n", rank, total, (n - 1) * (n - 2) / 2,
+                  chorusGetLastError(nullptr));
+      bad = 1;
+    }
+    if (rest != nullptr) chorusCommDestroy(rest);
   }
   if (chorusCommDestroy(comm) != chorusSuccess) bad = 1;
   if (bad == 0) std::printf("rank %d of %d: ok\n", rank, n);

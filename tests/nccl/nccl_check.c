@@ -509,6 +509,30 @@ static void checkSplit(int r) {
   NCCLCHECK(ncclCommDestroy(sub));
 }
 
+/* ncclCommShrink: the last rank is left out (and does not call); the
+ * others get ranks in their old order and sum them. */
+static void checkShrink(int r) {
+  if (nranks < 3 || r == nranks - 1) return;
+  int last[1] = {nranks - 1};
+  ncclComm_t rest = NULL;
+  NCCLCHECK(ncclCommShrink(comms[r], last, 1, &rest, NULL, NCCL_SHRINK_DEFAULT));
+  int n = 0, me = -1;
+  NCCLCHECK(ncclCommCount(rest, &n));
+  NCCLCHECK(ncclCommUserRank(rest, &me));
+  if (n != nranks - 1 || me != r)
+    failf("shrink size and rank", r, 0, n * 100 + me, (nranks - 1) * 100 + r);
+  int32_t* buf = (int32_t*)alloc(sizeof(int32_t));
+  int32_t v = r;
+  put(buf, &v, sizeof v);
+  NCCLCHECK(ncclAllReduce(buf, buf, 1, ncclInt32, ncclSum, rest, streams[r]));
+  sync(r);
+  get(&v, buf, sizeof v);
+  if (v != (nranks - 1) * (nranks - 2) / 2)
+    failf("shrink allreduce", r, 0, v, (nranks - 1) * (nranks - 2) / 2);
+  release(buf);
+  NCCLCHECK(ncclCommDestroy(rest));
+}
+
 /* ncclCommAbort ends a call that waits for peers that never come: every
  * rank makes a copy of the communicator; rank 0 alone calls an allreduce
  * on it while a thread of its own aborts it; the call must fail, not hang. */
@@ -565,12 +589,18 @@ static void* rankMain(void* arg) {
   }
   checkArgs(r);
   checkSplit(r);
+  checkShrink(r);
   if (nranks > 1) checkAbort(r);
   return NULL;
 }
 
 static void* splitMain(void* arg) {
   checkSplit((int)(intptr_t)arg);
+  return NULL;
+}
+
+static void* shrinkMain(void* arg) {
+  checkShrink((int)(intptr_t)arg);
   return NULL;
 }
 
@@ -597,6 +627,8 @@ static void runGrouped(void) {
   /* Splits need every rank at once: one thread each. */
   pthread_t t[MAXR];
   for (int r = 0; r < nranks; ++r) pthread_create(&t[r], NULL, splitMain, (void*)(intptr_t)r);
+  for (int r = 0; r < nranks; ++r) pthread_join(t[r], NULL);
+  for (int r = 0; r < nranks; ++r) pthread_create(&t[r], NULL, shrinkMain, (void*)(intptr_t)r);
   for (int r = 0; r < nranks; ++r) pthread_join(t[r], NULL);
 }
 
