@@ -135,6 +135,9 @@ chorusResult_t chorusCommDestroy(chorusComm_t comm);
 /* Stops every pending call of the communicator's ranks (they return
  * chorusRemoteError), then destroys `comm`. */
 chorusResult_t chorusCommAbort(chorusComm_t comm);
+/* As chorusCommAbort, but `comm` stays: its pending and later calls fail,
+ * and it may still be split, shrunk (ranks of one process) or destroyed. */
+chorusResult_t chorusCommRevoke(chorusComm_t comm);
 /* An error that ended the communicator (a timeout, an abort). */
 chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResult_t* asyncError);
 chorusResult_t chorusCommCount(const chorusComm_t comm, int* count);

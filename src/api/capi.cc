@@ -816,6 +816,16 @@ chorusResult_t chorusCommAbort(chorusComm_t comm) {
   });
 }
 
+chorusResult_t chorusCommRevoke(chorusComm_t comm) {
+  return apiCall("chorusCommRevoke", [&]() -> Status {
+    auto cs = lookup(comm);
+    if (!cs.isOk()) return cs.status();
+    cs.value()->abort(Status(StatusCode::kAborted, "rank " + std::to_string(cs.value()->rank) +
+                                                       " revoked the communicator"));
+    return Status::ok();
+  });
+}
+
 chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResult_t* asyncError) {
   return apiCall("chorusCommGetAsyncError", [&]() -> Status {
     if (asyncError == nullptr) return bad("asyncError is NULL");

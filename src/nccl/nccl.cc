@@ -67,6 +67,7 @@ struct ncclComm {
   // ncclCommRegister's handles (a buffer and its size; not otherwise used).
   std::map<const void*, std::unique_ptr<std::pair<void*, size_t>>> registrations;
   bool finalized = false;
+  std::atomic<bool> revoked{false};
 };
 
 namespace {
@@ -327,6 +328,8 @@ enum class Need { kNone, kOp };
 ncclResult_t argsCheck(const char* fn, ncclComm* comm, ncclDataType_t type, ncclRedOp_t op,
                        Need need, int root, bool rooted, const PreMulSum** user) {
   if (ncclResult_t r = commCheck(comm, fn); r != ncclSuccess) return r;
+  if (comm->revoked.load())
+    return fail(ncclInvalidUsage, std::string(fn) + ": communicator was revoked");
   if (rooted && (root < 0 || root >= comm->nranks))
     return fail(ncclInvalidArgument, std::string(fn) + " : invalid root " + std::to_string(root) +
                                          " (root should be in the 0.." +
@@ -689,9 +692,11 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
     if (ncclResult_t r = commCheck(comm, "CommRevoke"); r != ncclSuccess) return r;
     if (revokeFlags != NCCL_REVOKE_DEFAULT)
       return fail(ncclInvalidArgument, "ncclCommRevoke: revokeFlags must be 0");
-    return fail(ncclInvalidUsage,
-                "ncclCommRevoke is not supported by Chorus yet; ncclCommAbort ends a communicator "
-                "and its in-flight calls");
+    if (comm->revoked.exchange(true))
+      return fail(ncclInvalidArgument, "ncclCommRevoke: communicator is revoked already");
+    // In-flight calls end now (the abort is synchronous), so the
+    // communicator is quiescent when this returns: never ncclInProgress.
+    return fromChorus(chorusCommRevoke(comm->c));
   });
 }
 
@@ -699,6 +704,8 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   return guarded("ncclCommFinalize", [&]() -> ncclResult_t {
     if (comm == nullptr) return ncclSuccess;
     if (ncclResult_t r = commCheck(comm, "CommFinalize"); r != ncclSuccess) return r;
+    if (comm->revoked.load())
+      return fail(ncclInvalidUsage, "ncclCommFinalize: communicator was revoked (destroy it)");
     {
       std::lock_guard<std::mutex> lock(comm->mu);
       if (comm->finalized)
@@ -716,7 +723,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     bool finalized;
     {
       std::lock_guard<std::mutex> lock(comm->mu);
-      finalized = comm->finalized;
+      finalized = comm->finalized || comm->revoked.load();  // revoked: nothing left to flush
     }
     // As NCCL's: the rank's enqueued work finishes first.
     ncclResult_t flushed = finalized ? ncclSuccess : fromChorus(chorusCommFinalize(comm->c));
@@ -743,6 +750,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
     chorusResult_t e = chorusSuccess;
     if (ncclResult_t r = fromChorus(chorusCommGetAsyncError(comm->c, &e)); r != ncclSuccess)
       return r;
+    if (comm->revoked.load()) e = chorusSuccess;  // quiescent: the revocation is not an error
     *asyncError = e == chorusTimeout ? ncclRemoteError : static_cast<ncclResult_t>(e);
     return ncclSuccess;
   });

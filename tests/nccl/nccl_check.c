@@ -533,6 +533,36 @@ static void checkShrink(int r) {
   NCCLCHECK(ncclCommDestroy(rest));
 }
 
+/* ncclCommRevoke: rank 0 revokes a copy of the communicator; its later
+ * calls are refused, its async error stays clear, and every rank can still
+ * split it into a working one. */
+static void checkRevoke(int r) {
+  ncclComm_t d = NULL, again = NULL;
+  NCCLCHECK(ncclCommSplit(comms[r], 0, r, &d, NULL));
+  pthread_barrier_wait(&barrier);
+  if (r == 0) {
+    float x = 0;
+    ncclResult_t async = ncclInternalError;
+    NCCLCHECK(ncclCommRevoke(d, NCCL_REVOKE_DEFAULT));
+    if (ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, d, streams[0]) != ncclInvalidUsage)
+      failf("a revoked communicator refuses calls", 0, 0, 0, 1);
+    NCCLCHECK(ncclCommGetAsyncError(d, &async));
+    if (async != ncclSuccess) failf("revoked, not failed", 0, 0, async, 0);
+  }
+  pthread_barrier_wait(&barrier);
+  NCCLCHECK(ncclCommSplit(d, 0, r, &again, NULL));
+  int32_t* buf = (int32_t*)alloc(sizeof(int32_t));
+  int32_t v = r;
+  put(buf, &v, sizeof v);
+  NCCLCHECK(ncclAllReduce(buf, buf, 1, ncclInt32, ncclSum, again, streams[r]));
+  sync(r);
+  get(&v, buf, sizeof v);
+  if (v != nranks * (nranks - 1) / 2) failf("split of a revoked communicator", r, 0, v, 0);
+  release(buf);
+  NCCLCHECK(ncclCommDestroy(again));
+  NCCLCHECK(ncclCommDestroy(d));
+}
+
 /* ncclCommAbort ends a call that waits for peers that never come: every
  * rank makes a copy of the communicator; rank 0 alone calls an allreduce
  * on it while a thread of its own aborts it; the call must fail, not hang. */
@@ -590,6 +620,7 @@ static void* rankMain(void* arg) {
   checkArgs(r);
   checkSplit(r);
   checkShrink(r);
+  checkRevoke(r);
   if (nranks > 1) checkAbort(r);
   return NULL;
 }
