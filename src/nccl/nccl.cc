@@ -55,6 +55,13 @@ struct PreMulSum {
   unsigned char value[8] = {};  // ncclScalarHostImmediate: read at creation
 };
 
+// NCCL's opaque window (ncclCommWindowRegister), defined here.
+struct ncclWindow_vidmem {
+  void* buff = nullptr;
+  size_t size = 0;
+  int flags = 0;
+};
+
 // NCCL's opaque communicator, defined here.
 struct ncclComm {
   chorusComm_t c = nullptr;  // null until a grouped init has run
@@ -66,6 +73,7 @@ struct ncclComm {
   int nextOp = ncclNumOps;
   // ncclCommRegister's handles (a buffer and its size; not otherwise used).
   std::map<const void*, std::unique_ptr<std::pair<void*, size_t>>> registrations;
+  std::map<const ncclWindow_vidmem*, std::unique_ptr<ncclWindow_vidmem>> windows;
   bool finalized = false;
   std::atomic<bool> revoked{false};
 };
@@ -816,22 +824,39 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
   });
 }
 
-ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void*, size_t, ncclWindow_t* win, int) {
+// A window is a hint too: Chorus has no symmetric-memory kernels, so calls
+// on a registered buffer run as on any other. The handle is real (checked
+// when deregistered). NCCL's device API (nccl_device.h), which would read
+// a window on the GPU, is not part of this library.
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                    int winFlags) {
   return guarded("ncclCommWindowRegister", [&]() -> ncclResult_t {
     int dev = -1;
     if (ncclResult_t r = currentDevice(&dev); r != ncclSuccess) return r;
     if (ncclResult_t r = commCheck(comm, "ncclCommWindowRegister"); r != ncclSuccess) return r;
-    if (win != nullptr) *win = nullptr;
-    return fail(ncclInvalidUsage,
-                "ncclCommWindowRegister: symmetric memory windows are not supported by Chorus");
+    NCCL_PTR_CHECK(win, "ncclCommWindowRegister", "win");
+    *win = nullptr;
+    if (buff == nullptr || size == 0) return ncclSuccess;  // as NCCL: nothing to register
+    auto w = std::make_unique<ncclWindow_vidmem>();
+    w->buff = buff;
+    w->size = size;
+    w->flags = winFlags;
+    std::lock_guard<std::mutex> lock(comm->mu);
+    *win = w.get();
+    comm->windows[w.get()] = std::move(w);
+    return ncclSuccess;
   });
 }
 
-ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t) {
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   return guarded("ncclCommWindowDeregister", [&]() -> ncclResult_t {
     if (ncclResult_t r = commCheck(comm, "ncclCommWindowDeregister"); r != ncclSuccess) return r;
-    return fail(ncclInvalidUsage,
-                "ncclCommWindowDeregister: symmetric memory windows are not supported by Chorus");
+    if (win == nullptr) return ncclSuccess;
+    std::lock_guard<std::mutex> lock(comm->mu);
+    if (comm->windows.erase(win) == 0)
+      return fail(ncclInvalidArgument,
+                  "ncclCommWindowDeregister : window is not one of this communicator");
+    return ncclSuccess;
   });
 }
 

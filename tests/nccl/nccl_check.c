@@ -476,6 +476,18 @@ static void checkArgs(int r) {
   ncclResult_t async = ncclInternalError;
   NCCLCHECK(ncclCommGetAsyncError(comms[r], &async));
   if (async != ncclSuccess) failf("no async error", r, 0, async, 0);
+  /* Registrations: real handles, refused when given back twice. */
+  void* buf = alloc(4096);
+  void* handle = NULL;
+  ncclWindow_t win = NULL;
+  NCCLCHECK(ncclCommRegister(comms[r], buf, 4096, &handle));
+  NCCLCHECK(ncclCommWindowRegister(comms[r], buf, 4096, &win, NCCL_WIN_COLL_SYMMETRIC));
+  NCCLCHECK(ncclCommDeregister(comms[r], handle));
+  NCCLCHECK(ncclCommWindowDeregister(comms[r], win));
+  if (ncclCommDeregister(comms[r], handle) != ncclInvalidArgument ||
+      ncclCommWindowDeregister(comms[r], win) != ncclInvalidArgument)
+    failf("a registration given back twice is refused", r, 0, 0, 1);
+  release(buf);
 }
 
 /* Split by parity, ordered by descending rank; an allreduce of the parent
