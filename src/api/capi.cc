@@ -88,8 +88,7 @@ struct CommState {
   int rank = 0;
   std::shared_ptr<ProcessWorld> proc;
   // A process rank on a GPU: its calls staged through host memory
-  // (cuda/staged.h). Declared after `proc`, so it goes first and waits for
-  // its calls while the process world still lives.
+  // (cuda/staged.h); chorusCommDestroy waits for them first.
   std::shared_ptr<cuda::StagedRank> staged;
   uint64_t splits = 0;   // chorusCommSplit calls so far (they pair up by number)
   uint64_t shrinks = 0;  // chorusCommShrink calls so far (the survivors' pair up)
@@ -167,6 +166,28 @@ Result<std::shared_ptr<CommState>> lookup(chorusComm_t comm) {
     return bad("communicator " + std::to_string(reinterpret_cast<uintptr_t>(comm)) +
                " is not live (destroyed, aborted, or never created)");
   return it->second;
+}
+
+// Ends a handle; the world goes when its last communicator does. `flush`:
+// enqueued staged calls finish first (bounded by the timeout), as NCCL's
+// destroy finalizes (dropped, their outputs would silently stay as they were).
+Status destroyComm(chorusComm_t comm, bool flush) {
+  std::shared_ptr<CommState> cs;
+  {
+    Handles& h = handles();
+    std::lock_guard<std::mutex> lock(h.mu);
+    auto it = h.comms.find(reinterpret_cast<uintptr_t>(comm));
+    if (comm == nullptr || it == h.comms.end())
+      return bad("communicator is not live (destroyed twice, or never created)");
+    cs = std::move(it->second);
+    h.comms.erase(it);
+  }
+#if defined(CHORUS_WITH_CUDA)
+  if (flush && cs->staged != nullptr) (void)cs->staged->synchronize();
+#else
+  (void)flush;
+#endif
+  return Status::ok();
 }
 
 // Calls between GroupStart and GroupEnd, per thread.
@@ -788,19 +809,7 @@ chorusResult_t chorusCommInitAll(chorusComm_t* comm, int ndev, const int* devlis
 }
 
 chorusResult_t chorusCommDestroy(chorusComm_t comm) {
-  return apiCall("chorusCommDestroy", [&]() -> Status {
-    std::shared_ptr<CommState> cs;
-    {
-      Handles& h = handles();
-      std::lock_guard<std::mutex> lock(h.mu);
-      auto it = h.comms.find(reinterpret_cast<uintptr_t>(comm));
-      if (comm == nullptr || it == h.comms.end())
-        return bad("communicator is not live (destroyed twice, or never created)");
-      cs = std::move(it->second);
-      h.comms.erase(it);
-    }
-    return Status::ok();  // the world goes when its last communicator does
-  });
+  return apiCall("chorusCommDestroy", [&] { return destroyComm(comm, /*flush=*/true); });
 }
 
 chorusResult_t chorusCommAbort(chorusComm_t comm) {
@@ -810,9 +819,7 @@ chorusResult_t chorusCommAbort(chorusComm_t comm) {
     // Thread and process communicators alike (world is null for the latter).
     cs.value()->abort(Status(StatusCode::kAborted, "rank " + std::to_string(cs.value()->rank) +
                                                        " aborted the communicator"));
-    return Status(chorusCommDestroy(comm) == chorusSuccess
-                      ? Status::ok()
-                      : Status(StatusCode::kInternal, lastError));
+    return destroyComm(comm, /*flush=*/false);  // an abort does not wait
   });
 }
 

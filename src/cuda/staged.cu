@@ -43,9 +43,8 @@ __global__ void waitDone(const uint32_t* words) {
   while (w[1] < w[0]) __nanosleep(1000);
 }
 
-constexpr uint32_t kLetThrough = 0xffffffffu;     // "done" for a call that will not run
-constexpr size_t kPooledBytes = size_t{1} << 30;  // pinned memory kept for reuse, at most
-constexpr size_t kWordsPerSlab = 1024;            // 512 calls' words per allocation
+constexpr uint32_t kLetThrough = 0xffffffffu;  // "done" for a call that will not run
+constexpr size_t kWordsPerSlab = 1024;         // 512 calls' words per allocation
 
 struct Pinned {
   void* p;
@@ -60,7 +59,7 @@ struct Job {
   std::function<Status()> work;  // runInOrder's, instead of `run`
   uint32_t* words = nullptr;     // host address of its two words
   bool captured = false;
-  bool ready = false;     // an eager call whose inputs are staged
+  bool counted = false;   // an eager call counted in State::unrun
   bool finished = false;  // runInOrder's work has run
   Status result;          // runInOrder's
 };
@@ -71,16 +70,16 @@ struct StagedRank::State {
   int timeoutMs = 0;
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<Job*> queue;                     // to run, in issue (or replay) order
+  std::deque<Job*> queue;                     // to run, in the order streams reach them
   std::map<Job*, std::shared_ptr<Job>> live;  // until the stream passes them; captured: for good
   std::vector<Job*> ended;                    // passed their stream: the worker frees them
   std::vector<Pinned> pool;                   // pinned buffers free for later calls
-  size_t pooled = 0;
   std::vector<uint32_t*> freeWords;
   std::vector<void*> slabs;
   Status error;
   bool stopping = false;
   int outstanding = 0;  // eager calls not yet past their stream
+  int unrun = 0;        // eager calls enqueued and not yet run (runInOrder waits for them)
 
   ~State() {  // on a user thread or the worker, never in a host function
     for (const Pinned& b : pool) cudaFreeHost(b.p);
@@ -89,18 +88,14 @@ struct StagedRank::State {
     for (void* s : slabs) cudaFreeHost(s);
   }
 
-  // Returns a finished call's buffers (mu held; on the worker).
+  // Returns a finished call's buffers (mu held). Nothing is freed here:
+  // cudaFreeHost may wait for the device, where waitDone kernels wait for
+  // this very worker; the pool is freed with the state.
   void recycle(Job& job) {
-    for (const Pinned& b : job.pinned) {
-      if (pooled + b.bytes > kPooledBytes) {
-        cudaFreeHost(b.p);
-        continue;
-      }
-      pool.push_back(b);
-      pooled += b.bytes;
-    }
+    for (const Pinned& b : job.pinned) pool.push_back(b);
     job.pinned.clear();
     if (job.words != nullptr) freeWords.push_back(job.words);
+    job.words = nullptr;
   }
 
   void worker();
@@ -108,16 +103,22 @@ struct StagedRank::State {
 
 namespace {
 
-// Host functions: no CUDA calls, no waiting.
+// Host functions: no CUDA calls, no waiting. A call is queued when its
+// stream reaches it (eager calls and each replay of a captured one alike),
+// so the worker never waits on a call that stands behind another one in a
+// stream. Calls of one communicator on different streams must be ordered by
+// the caller (one stream, or events), as their order across processes must
+// agree.
 void CUDART_CB readyFn(void* p) {
   auto* job = static_cast<Job*>(p);
   StagedRank::State* st = job->st;
   std::lock_guard<std::mutex> lock(st->mu);
-  if (job->captured) {  // each replay makes it ready once more and queues it
-    __atomic_store_n(&job->words[0], job->words[0] + 1, __ATOMIC_RELEASE);
-    st->queue.push_back(job);
+  if (job->captured) __atomic_store_n(&job->words[0], job->words[0] + 1, __ATOMIC_RELEASE);
+  if (st->stopping) {  // the communicator is gone: let the stream pass
+    __atomic_store_n(&job->words[1], kLetThrough, __ATOMIC_RELEASE);
+    if (job->counted) --st->unrun;
   } else {
-    job->ready = true;
+    st->queue.push_back(job);
   }
   st->cv.notify_all();
 }
@@ -136,13 +137,24 @@ void CUDART_CB endFn(void* p) {
 void StagedRank::State::worker() {
   std::unique_lock<std::mutex> lock(mu);
   for (;;) {
+    // Jobs hold the last references to process worlds whose destructors
+    // talk to peers: destroyed without the lock.
+    std::vector<std::shared_ptr<Job>> done;
     for (Job* j : ended) {
       recycle(*j);
-      live.erase(j);
+      auto it = live.find(j);
+      done.push_back(std::move(it->second));
+      live.erase(it);
     }
     ended.clear();
+    if (!done.empty()) {
+      lock.unlock();
+      done.clear();
+      lock.lock();
+      continue;
+    }
     Job* j = queue.empty() ? nullptr : queue.front();
-    if (j != nullptr && (j->captured || j->ready || j->work)) {
+    if (j != nullptr) {
       queue.pop_front();
       // After a failure the communicator is broken (as an NCCL one with an
       // async error): later calls are let through without running.
@@ -163,7 +175,10 @@ void StagedRank::State::worker() {
         std::swap(j->result, copy);
         j->finished = true;
       } else {
-        __atomic_store_n(&j->words[1], j->captured ? j->words[1] + 1 : 1u, __ATOMIC_RELEASE);
+        if (j->counted) --unrun;
+        // (A word let through stays so: +1 would wrap it below "ready".)
+        if (j->words[1] != kLetThrough)
+          __atomic_store_n(&j->words[1], j->captured ? j->words[1] + 1 : 1u, __ATOMIC_RELEASE);
       }
       cv.notify_all();
       continue;
@@ -190,6 +205,7 @@ StagedRank::~StagedRank() {
       std::swap(j->result, why);
       j->finished = true;
     } else {
+      if (j->counted) --state_->unrun;
       __atomic_store_n(&j->words[1], kLetThrough, __ATOMIC_RELEASE);
     }
   }
@@ -217,11 +233,23 @@ Status StagedRank::runInOrder(std::function<Status()> work) {
   auto job = std::make_shared<Job>();
   job->st = state_.get();
   job->work = std::move(work);
-  std::unique_lock<std::mutex> lock(state_->mu);
-  if (state_->stopping) return Status(StatusCode::kAborted, "the communicator was destroyed");
-  state_->queue.push_back(job.get());
-  state_->cv.notify_all();
-  state_->cv.wait(lock, [&] { return job->finished; });
+  State& st = *state_;
+  std::unique_lock<std::mutex> lock(st.mu);
+  if (st.stopping) return Status(StatusCode::kAborted, "the communicator was destroyed");
+  // After every call enqueued before it has run: their streams must reach
+  // them first (so that peers see the same order).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(st.timeoutMs);
+  if (!st.cv.wait_until(lock, deadline, [&] { return st.unrun == 0 || st.stopping; }))
+    return Status(StatusCode::kTimeout,
+                  std::to_string(st.unrun) +
+                      " staged GPU calls enqueued before it did not run within " +
+                      std::to_string(st.timeoutMs / 1000) + " s (are their streams stuck?)");
+  if (st.stopping) return Status(StatusCode::kAborted, "the communicator was destroyed");
+  st.queue.push_back(job.get());
+  st.cv.notify_all();
+  // The work itself has the process world's timeouts; once queued it runs
+  // (or is let through by the destructor), so this wait ends.
+  st.cv.wait(lock, [&] { return job->finished; });
   return job->result;
 }
 
@@ -253,26 +281,47 @@ Status StagedRank::enqueue(const std::vector<void*>& streams, std::vector<Staged
   job->run = std::move(run);
   job->captured = capture != cudaStreamCaptureStatusNone;
   State& st = *state_;
+  // Pinned allocations are not stream work: allowed while this thread's
+  // stream captures (CUDA's global mode would refuse them and end the
+  // capture). Made without the lock, which host functions take.
+  auto pinnedAlloc = [](void** p, size_t bytes, unsigned flags) {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    cudaError_t e = cudaHostAlloc(p, bytes, flags);
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    return e;
+  };
+  bool needSlab;
   {
     std::lock_guard<std::mutex> lock(st.mu);
-    if (st.freeWords.empty()) {
-      // Pinned memory is not allocated during a capture (graph-unsafe in
-      // CUDA's global capture mode): warm up with one eager call first.
-      void* slab = nullptr;
-      CHORUS_STAGED_TRY(cudaHostAlloc(&slab, kWordsPerSlab * sizeof(uint32_t),
-                                      cudaHostAllocMapped | cudaHostAllocPortable));
-      st.slabs.push_back(slab);
-      for (size_t k = 0; k < kWordsPerSlab; k += 2)
-        st.freeWords.push_back(static_cast<uint32_t*>(slab) + k);
-    }
+    needSlab = st.freeWords.empty();
+  }
+  if (needSlab) {
+    void* slab = nullptr;
+    if (cudaError_t e = pinnedAlloc(&slab, kWordsPerSlab * sizeof(uint32_t),
+                                    cudaHostAllocMapped | cudaHostAllocPortable);
+        e != cudaSuccess)
+      return cudaFailure(e, "cudaHostAlloc (call words)");
+    std::lock_guard<std::mutex> lock(st.mu);
+    st.slabs.push_back(slab);
+    for (size_t k = 0; k < kWordsPerSlab; k += 2)
+      st.freeWords.push_back(static_cast<uint32_t*>(slab) + k);
+  }
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
     job->words = st.freeWords.back();
     st.freeWords.pop_back();
     job->words[0] = job->captured ? 0 : 1;
     job->words[1] = 0;
   }
   uint32_t* deviceWords = nullptr;
-  CHORUS_STAGED_TRY(
-      cudaHostGetDevicePointer(reinterpret_cast<void**>(&deviceWords), job->words, 0));
+  if (cudaError_t e =
+          cudaHostGetDevicePointer(reinterpret_cast<void**>(&deviceWords), job->words, 0);
+      e != cudaSuccess) {
+    std::lock_guard<std::mutex> lock(st.mu);
+    st.recycle(*job);
+    return cudaFailure(e, "cudaHostGetDevicePointer");
+  }
   for (const StagedRegion& r : regions) {
     if (r.data == nullptr || r.bytes == 0 || !onDevice(r.data)) {
       job->host.push_back(r.data);  // host memory, or nothing: used in place
@@ -289,13 +338,12 @@ Status StagedRank::enqueue(const std::vector<void*>& streams, std::vector<Staged
         if (it->bytes >= bytes && it->bytes <= 2 * bytes) {
           p = it->p;
           bytes = it->bytes;
-          st.pooled -= it->bytes;
           st.pool.erase(it);
           break;
         }
     }
     if (p == nullptr) {
-      cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+      cudaError_t e = pinnedAlloc(&p, bytes, cudaHostAllocPortable);
       if (e != cudaSuccess) {
         std::lock_guard<std::mutex> lock(st.mu);
         st.recycle(*job);  // nothing was enqueued yet
@@ -345,6 +393,8 @@ Status StagedRank::enqueue(const std::vector<void*>& streams, std::vector<Staged
       return broken(e, "cudaLaunchHostFunc");
     std::lock_guard<std::mutex> lock(st.mu);
     ++st.outstanding;  // endFn will count it down
+    ++st.unrun;        // the worker will, once the stream has made it ready
+    job->counted = true;
   }
   // The other streams' later work waits for the call.
   for (size_t i = 1; i < streams.size(); ++i) {
@@ -354,11 +404,6 @@ Status StagedRank::enqueue(const std::vector<void*>& streams, std::vector<Staged
     if (r == cudaSuccess) r = cudaStreamWaitEvent(static_cast<cudaStream_t>(streams[i]), e, 0);
     cudaEventDestroy(e);
     if (r != cudaSuccess) return broken(r, "joining the call's streams");
-  }
-  std::lock_guard<std::mutex> lock(st.mu);
-  if (!job->captured) {  // captured calls are queued by each replay
-    st.queue.push_back(job.get());
-    st.cv.notify_all();
   }
   return Status::ok();
 }

@@ -7,15 +7,16 @@
 //   pinned host -> device copies of its outputs
 //
 // and, off the stream, the rank's worker thread runs the calls in the order
-// they were issued, each once its inputs are ready, on the host runtime (a
-// process world: shared memory, TCP), then sets its "done" word. So a call
-// is enqueued and returns as NCCL's does; calls run in issue order whatever
-// streams they were issued on; ranks of one process (several GPUs, or
-// several ranks on one GPU) and communicators of one process never wait on
-// each other's host functions; and a CUDA graph may capture a call (each
-// replay marks it ready again and the worker runs it again, in replay
-// order). The CUDA executor, which needs every rank of a world in one
-// process, is the fast path; this one is bounded by host memory bandwidth.
+// their streams reach them (the host function queues them), on the host
+// runtime (a process world: shared memory, TCP), then sets each one's
+// "done" word. So a call is enqueued and returns as NCCL's does; no call
+// waits behind one its own stream has not reached; ranks of one process
+// (several GPUs, or several ranks on one GPU) and communicators of one
+// process never wait on each other's host functions; and a CUDA graph may
+// capture a call (each replay queues it again). Calls of one communicator
+// on different streams must be ordered by the caller (one stream, or
+// events): every process must run them in the same order. The CUDA executor, which needs every rank
+// of a world in one process, is the fast path; this one is bounded by host memory bandwidth.
 //
 // No CUDA headers: streams are void* (cudaStream_t). Nothing throws.
 #pragma once
@@ -43,9 +44,10 @@ class StagedRank {
  public:
   StagedRank(int device, int timeoutMs);
   // Returns at once: calls not run yet are let through without running
-  // (their outputs are left as they were) and the worker ends when the last
-  // enqueued call has passed through its stream. A graph that captured a
-  // call must not be replayed after this.
+  // (their outputs are left as they were; chorusCommDestroy synchronizes
+  // first) and the worker ends when the last enqueued call has passed
+  // through its stream. A graph that captured a call must not be replayed,
+  // nor be running, after this.
   ~StagedRank();
   StagedRank(const StagedRank&) = delete;
   StagedRank& operator=(const StagedRank&) = delete;
@@ -59,9 +61,10 @@ class StagedRank {
   // is broken), kUnsupported naming the CUDA call that failed.
   Status enqueue(const std::vector<void*>& streams, std::vector<StagedRegion> regions,
                  std::function<Status(const std::vector<void*>&)> run);
-  // Runs `work` on the worker after every call enqueued before it, and
-  // waits for it: how communicator-level exchanges (split) stay in order
-  // with the calls.
+  // Runs `work` on the worker once every call enqueued before it has run,
+  // and waits for it: how communicator-level exchanges (split, shrink) stay
+  // in order with the calls. kTimeout when those calls' streams do not reach
+  // them in time.
   Status runInOrder(std::function<Status()> work);
   // The first failure of a run; ok while none.
   Status asyncError() const;
