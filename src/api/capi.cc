@@ -384,7 +384,10 @@ void logSharedGpus(const std::vector<int>& devices) {
   for (const auto& [device, ranks] : ranksOf) {
     if (ranks.size() < 2) continue;
     std::string list;
-    for (int r : ranks) list += (list.empty() ? "" : ",") + std::to_string(r);
+    for (int r : ranks) {  // (appended piece by piece: GCC 12's -Wrestrict at -O3)
+      if (!list.empty()) list += ',';
+      list += std::to_string(r);
+    }
     logLine(LogLevel::kInfo, "ranks " + list + " share GPU " + std::to_string(device) +
                                  " (NCCL refuses this; Chorus runs them as one world there)");
   }

@@ -127,8 +127,10 @@ Settings readSettings() {
     std::string kv = *e;
     if (kv.rfind("NCCL_", 0) != 0) continue;
     std::string name = kv.substr(0, kv.find('='));
-    if (std::find(std::begin(kHonoured), std::end(kHonoured), name) == std::end(kHonoured))
-      ignored += (ignored.empty() ? "" : ", ") + name;
+    if (std::find(std::begin(kHonoured), std::end(kHonoured), name) != std::end(kHonoured))
+      continue;
+    if (!ignored.empty()) ignored += ", ";
+    ignored += name;
   }
   if (!ignored.empty())
     logLine(LogLevel::kInfo, "nccl: ignored (no meaning in Chorus): " + ignored);
