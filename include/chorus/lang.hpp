@@ -17,6 +17,7 @@
 // line and the operation is dropped; nothing here throws or aborts.
 #pragma once
 
+#include <set>
 #include <source_location>
 #include <string>
 #include <vector>
@@ -75,6 +76,22 @@ struct Expected {
   std::vector<Source> holds;
 };
 
+// Where in the user's source an operation was written: by default the
+// caller's line (std::source_location, filled in at the call), or a file
+// and line a front end supplies (the Python package: the user's .py line).
+// Problems and the compiler's diagnostics point there. `file` must outlive
+// the call; the program keeps its own copy.
+struct Where {
+  Where(std::source_location l)  // NOLINT(google-explicit-constructor): the default argument
+      : file(l.file_name()),
+        line(static_cast<int>(l.line())),
+        column(static_cast<int>(l.column())) {}
+  Where(const char* f, int l, int c = 0) : file(f), line(l), column(c) {}
+  const char* file;
+  int line;
+  int column;
+};
+
 // Where an operation may run; -1 = the compiler chooses.
 struct Hints {
   int channel = -1;
@@ -108,17 +125,16 @@ class Chunk {
 
   // Copies these chunks to `rank`'s `buffer` at `index` and returns the copy.
   Chunk copy(int rank, Buffer buffer, int index, Hints hints = {},
-             std::source_location where = std::source_location::current()) const;
+             Where where = std::source_location::current()) const;
   // Reduces `other` (same size, any rank) into these chunks and returns them.
   Chunk reduce(const Chunk& other, Hints hints = {},
-               std::source_location where = std::source_location::current()) const;
+               Where where = std::source_location::current()) const;
   // The same, but the result goes to this rank's `buffer` at `index` and
   // these chunks stay as they are (an out-of-place reduction).
   Chunk reduce(const Chunk& other, Buffer buffer, int index, Hints hints = {},
-               std::source_location where = std::source_location::current()) const;
+               Where where = std::source_location::current()) const;
   // The same chunks as `parts` references of equal size.
-  std::vector<Chunk> split(int parts,
-                           std::source_location where = std::source_location::current()) const;
+  std::vector<Chunk> split(int parts, Where where = std::source_location::current()) const;
 
  private:
   friend class Program;
@@ -144,15 +160,14 @@ struct Operation {
   Place src, dst, local;
   int size = 1;
   Hints hints;
-  const char* file = "";  // where it was recorded (std::source_location)
+  const char* file = "";  // where it was recorded (Where; the program owns the text)
   int line = 0;
   int column = 0;
 };
 
 class Program {
  public:
-  explicit Program(ProgramOptions options,
-                   std::source_location where = std::source_location::current());
+  explicit Program(ProgramOptions options, Where where = std::source_location::current());
   Program(const Program&) = delete;
   Program& operator=(const Program&) = delete;
 
@@ -160,30 +175,28 @@ class Program {
   // In-place programs may name either buffer: they are one (allgather:
   // rank r's input chunk k is its output chunk r * chunks + k).
   Chunk chunk(int rank, Buffer buffer, int index, int size = 1,
-              std::source_location where = std::source_location::current());
+              Where where = std::source_location::current());
   // A scratch buffer of every rank, sized by the largest index used.
   Buffer scratch(const std::string& name);
   // Consecutive references of one buffer of one rank as one.
-  Chunk group(const std::vector<Chunk>& parts,
-              std::source_location where = std::source_location::current());
+  Chunk group(const std::vector<Chunk>& parts, Where where = std::source_location::current());
 
   // Custom collectives. The input chunks that hold data when the call
   // starts (default: all of them); reading any other input chunk is a
   // misuse. Call before the first operation.
   void precondition(const std::vector<Source>& present,
-                    std::source_location where = std::source_location::current());
+                    Where where = std::source_location::current());
   // What one output chunk must hold at the end; chunks never named are
   // unconstrained. The verifier proves the compiled algorithm against these
   // (and `chorus run --spec` checks real data against them).
   void postcondition(int rank, int index, std::vector<Source> holds,
-                     std::source_location where = std::source_location::current());
+                     Where where = std::source_location::current());
   bool custom() const { return custom_; }
   const std::vector<Expected>& postconditions() const { return post_; }
 
   // For a program's own conditions on its options: false, and a problem at
   // the caller's line, unless `ok`.
-  bool require(bool ok, const std::string& message,
-               std::source_location where = std::source_location::current());
+  bool require(bool ok, const std::string& message, Where where = std::source_location::current());
 
   const ProgramOptions& options() const { return options_; }
   const std::string& file() const { return file_; }
@@ -198,14 +211,14 @@ class Program {
  private:
   friend class Chunk;
   // Records a problem at `where`; returns false.
-  bool fail(const std::source_location& where, const std::string& message);
+  bool fail(const Where& where, const std::string& message);
   // Maps an in-place buffer reference to the one buffer that holds it.
   void canonical(int rank, Buffer* b, int* index) const;
-  bool inRange(int rank, Buffer b, int index, int size, const std::source_location& where);
-  bool present(int rank, Buffer b, int index, int size, const std::source_location& where);
+  bool inRange(int rank, Buffer b, int index, int size, const Where& where);
+  bool present(int rank, Buffer b, int index, int size, const Where& where);
   void mark(int rank, Buffer b, int index, int size);
   Chunk record(Operation::Kind kind, const Chunk& src, const Chunk* local, int rank, Buffer b,
-               int index, Hints h, const std::source_location& where);
+               int index, Hints h, const Where& where);
   std::vector<char>& presence(int rank, Buffer b);
 
   ProgramOptions options_;
@@ -220,6 +233,8 @@ class Program {
   std::vector<Problem> problems_;
   // presence_[rank][buffer][index]: something is there (scratch grows).
   std::vector<std::vector<std::vector<char>>> presence_;
+  // The source files operations name (Operation::file points here).
+  std::set<std::string, std::less<>> files_;
 };
 
 }  // namespace chorus::lang

@@ -22,10 +22,8 @@ bool customNameOk(const std::string& name) {
 }
 }  // namespace
 
-Program::Program(ProgramOptions options, std::source_location where)
-    : options_(std::move(options)),
-      file_(where.file_name()),
-      line_(static_cast<int>(where.line())) {
+Program::Program(ProgramOptions options, Where where)
+    : options_(std::move(options)), file_(where.file), line_(where.line) {
   const ProgramOptions& o = options_;
   Shape shape = shapeOf(o.collective, o.ranks, o.chunkFactor);
   custom_ = !shape.known;
@@ -66,7 +64,7 @@ Program::Program(ProgramOptions options, std::source_location where)
   }
 }
 
-void Program::precondition(const std::vector<Source>& present, std::source_location where) {
+void Program::precondition(const std::vector<Source>& present, Where where) {
   if (presence_.empty()) return;
   if (!CHORUS_LANG_CHECK(this, custom_, where,
                          "precondition() is for custom collectives; every input chunk of " +
@@ -91,8 +89,7 @@ void Program::precondition(const std::vector<Source>& present, std::source_locat
     }
 }
 
-void Program::postcondition(int rank, int index, std::vector<Source> holds,
-                            std::source_location where) {
+void Program::postcondition(int rank, int index, std::vector<Source> holds, Where where) {
   if (presence_.empty()) return;
   if (!CHORUS_LANG_CHECK(this, custom_, where,
                          "postcondition() is for custom collectives; the verifier knows what " +
@@ -116,7 +113,7 @@ void Program::postcondition(int rank, int index, std::vector<Source> holds,
   post_.push_back(Expected{rank, index, std::move(holds)});
 }
 
-bool Program::require(bool ok, const std::string& message, std::source_location where) {
+bool Program::require(bool ok, const std::string& message, Where where) {
   return ok || fail(where, message);
 }
 
@@ -126,9 +123,8 @@ std::vector<char>& Program::presence(int rank, Buffer b) {
   return bufs[static_cast<size_t>(b)];
 }
 
-bool Program::fail(const std::source_location& where, const std::string& message) {
-  problems_.push_back(Problem{where.file_name(), static_cast<int>(where.line()),
-                              static_cast<int>(where.column()), message});
+bool Program::fail(const Where& where, const std::string& message) {
+  problems_.push_back(Problem{where.file, where.line, where.column, message});
   return false;
 }
 
@@ -163,7 +159,7 @@ std::string place(const Program& p, int rank, Buffer b, int index, int size) {
 }
 }  // namespace
 
-bool Program::inRange(int rank, Buffer b, int index, int size, const std::source_location& where) {
+bool Program::inRange(int rank, Buffer b, int index, int size, const Where& where) {
   if (!CHORUS_LANG_CHECK(
           this, rank >= 0 && rank < options_.ranks, where,
           "rank " + std::to_string(rank) + " is not in 0.." + std::to_string(options_.ranks - 1)))
@@ -182,7 +178,7 @@ bool Program::inRange(int rank, Buffer b, int index, int size, const std::source
                                ")");
 }
 
-bool Program::present(int rank, Buffer b, int index, int size, const std::source_location& where) {
+bool Program::present(int rank, Buffer b, int index, int size, const Where& where) {
   std::vector<char>& have = presence(rank, b);
   for (int k = index; k < index + size; ++k)
     if (static_cast<size_t>(k) >= have.size() || have[static_cast<size_t>(k)] == 0)
@@ -200,7 +196,7 @@ void Program::mark(int rank, Buffer b, int index, int size) {
   for (int k = index; k < index + size; ++k) have[static_cast<size_t>(k)] = 1;
 }
 
-Chunk Program::chunk(int rank, Buffer buffer, int index, int size, std::source_location where) {
+Chunk Program::chunk(int rank, Buffer buffer, int index, int size, Where where) {
   if (presence_.empty()) return {};  // the options were refused
   if (!inRange(rank, buffer, index, size, where)) return {};
   canonical(rank, &buffer, &index);
@@ -215,7 +211,7 @@ Buffer Program::scratch(const std::string& name) {
   return static_cast<Buffer>(1 + scratchNames_.size());
 }
 
-Chunk Program::group(const std::vector<Chunk>& parts, std::source_location where) {
+Chunk Program::group(const std::vector<Chunk>& parts, Where where) {
   if (!CHORUS_LANG_CHECK(this, !parts.empty(), where, "group() of no chunks")) return {};
   for (const Chunk& c : parts)
     if (!c.valid()) return {};
@@ -242,7 +238,7 @@ bool overlap(const Chunk& c, int rank, Buffer b, int index, int size) {
 }  // namespace
 
 Chunk Program::record(Operation::Kind kind, const Chunk& src, const Chunk* local, int rank,
-                      Buffer b, int index, Hints h, const std::source_location& where) {
+                      Buffer b, int index, Hints h, const Where& where) {
   if (!inRange(rank, b, index, src.size(), where)) return {};
   canonical(rank, &b, &index);
   // The source holds data (the verifier proves which: here, presence).
@@ -272,27 +268,25 @@ Chunk Program::record(Operation::Kind kind, const Chunk& src, const Chunk* local
       local != nullptr ? Operation::Place{local->rank(), local->buffer(), local->index()} : op.dst;
   op.size = src.size();
   op.hints = h;
-  op.file = where.file_name();
-  op.line = static_cast<int>(where.line());
-  op.column = static_cast<int>(where.column());
+  op.file = files_.emplace(where.file).first->c_str();
+  op.line = where.line;
+  op.column = where.column;
   ops_.push_back(op);
   mark(rank, b, index, src.size());
   return Chunk(this, rank, b, index, src.size());
 }
 
-Chunk Chunk::copy(int rank, Buffer buffer, int index, Hints hints,
-                  std::source_location where) const {
+Chunk Chunk::copy(int rank, Buffer buffer, int index, Hints hints, Where where) const {
   if (program_ == nullptr) return {};
   return program_->record(Operation::Kind::kCopy, *this, nullptr, rank, buffer, index, hints,
                           where);
 }
 
-Chunk Chunk::reduce(const Chunk& other, Hints hints, std::source_location where) const {
+Chunk Chunk::reduce(const Chunk& other, Hints hints, Where where) const {
   return reduce(other, buffer_, index_, hints, where);
 }
 
-Chunk Chunk::reduce(const Chunk& other, Buffer buffer, int index, Hints hints,
-                    std::source_location where) const {
+Chunk Chunk::reduce(const Chunk& other, Buffer buffer, int index, Hints hints, Where where) const {
   if (program_ == nullptr || !other.valid()) return {};
   if (!CHORUS_LANG_CHECK(
           program_, other.size_ == size_, where,
@@ -304,7 +298,7 @@ Chunk Chunk::reduce(const Chunk& other, Buffer buffer, int index, Hints hints,
                           where);
 }
 
-std::vector<Chunk> Chunk::split(int parts, std::source_location where) const {
+std::vector<Chunk> Chunk::split(int parts, Where where) const {
   if (program_ == nullptr) return {};
   if (!CHORUS_LANG_CHECK(program_, parts >= 1 && size_ % parts == 0, where,
                          "split(" + std::to_string(parts) + ") of " + std::to_string(size_) +

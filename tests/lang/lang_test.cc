@@ -5,6 +5,7 @@
 // (fusion, store-less reductions, threadblock pairing, dependencies).
 #include <gtest/gtest.h>
 
+#include <chorus/gen.hpp>
 #include <chorus/lang.hpp>
 #include <numeric>
 #include <optional>
@@ -241,6 +242,33 @@ TEST(Lang, CustomCollectiveWithPreAndPostconditions) {
   known.postcondition(0, 0, {{0, 0}});
   ASSERT_EQ(known.problems().size(), 1u);
   EXPECT_NE(known.problems()[0].message.find("for custom collectives"), std::string::npos);
+}
+
+// A front end that knows better than std::source_location (the Python
+// package) names the file and line itself; problems and the compiler's
+// diagnostics point there, and the program keeps the file's text.
+TEST(Lang, FrontEndsNameTheirOwnSourceLines) {
+  std::string file = "ring.py";
+  Program p({.name = "x", .collective = "allgather", .ranks = 2}, lang::Where(file.c_str(), 3));
+  Chunk c = p.chunk(0, kInput, 0, 1, lang::Where(file.c_str(), 7, 5));
+  c.copy(0, kOutput, 0, {}, lang::Where(file.c_str(), 8));
+  p.chunk(1, kOutput, 0, 1, lang::Where(file.c_str(), 9));  // nothing there yet
+  file = "overwritten";
+  EXPECT_EQ(p.line(), 3);
+  EXPECT_EQ(p.file(), "ring.py");
+  ASSERT_EQ(p.problems().size(), 1u);
+  EXPECT_EQ(p.problems()[0].file, "ring.py");
+  EXPECT_EQ(p.problems()[0].line, 9);
+  ASSERT_EQ(p.operations().size(), 1u);
+  EXPECT_STREQ(p.operations()[0].file, "ring.py");
+  EXPECT_EQ(p.operations()[0].line, 8);
+  // The compiler's diagnostic for the unfinished program names a line of it.
+  Program q({.name = "y", .collective = "allgather", .ranks = 2}, lang::Where("ag.py", 1));
+  q.chunk(0, kInput, 0, 1, lang::Where("ag.py", 2))
+      .copy(0, kOutput, 0, {}, lang::Where("ag.py", 2));
+  Generated g = generate(q);
+  EXPECT_FALSE(g.ok);
+  EXPECT_NE(g.diagnostics.find("ag.py:"), std::string::npos) << g.diagnostics;
 }
 
 // The JSON a custom program's postconditions are written as reads back the same.

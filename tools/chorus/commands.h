@@ -163,6 +163,10 @@ struct SynthArgs {
 // The bandwidth-optimal algbw of a collective on a topology and its binding
 // cut. Exit 0, or 2 for bad input.
 int runSynth(const SynthArgs& args);
+// The same for other front ends (the Python package): `chorus synth --json`'s
+// object into `json` and the schedule's MSCCL XML (when one was built) into
+// `xml`; 0, or 2 with `error` saying why.
+int synthesize(const SynthArgs& args, std::string* json, std::string* xml, std::string* error);
 
 // A byte count for people: "64 MiB", "1.5 GiB".
 std::string sizeText(double bytes);

@@ -53,6 +53,7 @@ struct Schedule {
   int perConnection = 1, chunksPerPiece = 1, instances = 1, lowerings = 0;
   std::string kind;
   int headroom = 0;  // percent of the links between boxes the forest leaves idle
+  std::string xml;   // the schedule kept, verified
 };
 
 // Packs the forests, lowers them, verifies the IR, simulates it at 1 GiB
@@ -246,18 +247,16 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
       out.pieces = std::max(out.pieces, (*f)->k);
     }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // Written only once it is verified and simulated without a deadlock.
-  if (!args.output.empty()) {
-    Status st = writeTextFile(xml, args.output);
-    if (!st.isOk()) return st.message();
-  }
+  out.xml = std::move(xml);
   return "";
 }
 
-// Alltoall: the multicommodity bound (alltoall.h); no trees apply.
-int runAllToAll(const topo::Topology& t, const SynthArgs& args) {
-  auto fail = [](const std::string& m) {
-    fmt::print(stderr, "chorus synth: {}\n", m);
+// Alltoall: the multicommodity bound (alltoall.h); no trees apply. With
+// `json`, the result goes there instead of stdout.
+int runAllToAll(const topo::Topology& t, const SynthArgs& args, nlohmann::ordered_json* json,
+                std::string* error) {
+  auto fail = [&](const std::string& m) {
+    *error = m;
     return 2;
   };
   if (!args.output.empty())
@@ -273,8 +272,8 @@ int runAllToAll(const topo::Topology& t, const SynthArgs& args) {
     return t.nodes[static_cast<size_t>(link.from)].name + " -> " +
            t.nodes[static_cast<size_t>(link.to)].name;
   };
-  if (args.json) {
-    nlohmann::ordered_json j;
+  if (json != nullptr) {
+    nlohmann::ordered_json& j = *json;
     j["collective"] = "alltoall";
     j["topology"] = t.name;
     j["ranks"] = t.ranks();
@@ -289,7 +288,6 @@ int runAllToAll(const topo::Topology& t, const SynthArgs& args) {
     j["constraints"] = b.constraints;
     j["exact_simplex"] = b.exactSimplex;
     j["seconds"] = b.seconds;
-    fmt::print("{}\n", j.dump(1));
     return 0;
   }
   fmt::print("chorus synth alltoall on {} ({} ranks), bandwidth-only model\n", t.name, t.ranks());
@@ -311,11 +309,12 @@ int runAllToAll(const topo::Topology& t, const SynthArgs& args) {
   return 0;
 }
 
-}  // namespace
-
-int runSynth(const SynthArgs& args) {
-  auto fail = [](const std::string& m) {
-    fmt::print(stderr, "chorus synth: {}\n", m);
+// `chorus synth` and synthesize(): with `json` the result goes there (the
+// schedule's XML to `xml`), else it is printed; -o is written either way.
+int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
+          std::string* error) {
+  auto fail = [&](const std::string& m) {
+    *error = m;
     return 2;
   };
   CollectiveKind coll = parseCollective(args.collective);
@@ -327,7 +326,7 @@ int runSynth(const SynthArgs& args) {
   auto topology = topo::loadTopology(spec);
   if (!topology.isOk()) return fail(topology.status().message());
   const topo::Topology& t = topology.value();
-  if (coll == CollectiveKind::kAllToAll) return runAllToAll(t, args);
+  if (coll == CollectiveKind::kAllToAll) return runAllToAll(t, args, json, error);
   auto t0 = std::chrono::steady_clock::now();
   auto bound = synth::optimalBound(t, coll, args.root);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -346,9 +345,15 @@ int runSynth(const SynthArgs& args) {
   if (!args.boundOnly) {
     std::string problem = buildSchedule(t, coll, args, sched);
     if (!problem.empty()) return fail(problem);
+    // Written only once it is verified and simulated without a deadlock.
+    if (!args.output.empty()) {
+      Status st = writeTextFile(sched.xml, args.output);
+      if (!st.isOk()) return fail(st.message());
+    }
+    if (xml != nullptr) *xml = sched.xml;
   }
-  if (args.json) {
-    nlohmann::ordered_json j;
+  if (json != nullptr) {
+    nlohmann::ordered_json& j = *json;
     j["collective"] = std::string(collectiveName(coll));
     j["topology"] = t.name;
     j["ranks"] = t.ranks();
@@ -402,7 +407,6 @@ int runSynth(const SynthArgs& args) {
       j["simulated_busbw"] = sched.simBusbw;
       j["output"] = args.output;
     }
-    fmt::print("{}\n", j.dump(1));
     return 0;
   }
   fmt::print("chorus synth {} on {} ({} ranks), bandwidth-only model\n", collectiveName(coll),
@@ -444,6 +448,27 @@ int runSynth(const SynthArgs& args) {
              sizeText(static_cast<double>(sched.simBytes)), t.name, sched.simAlgbw, sched.simBusbw,
              100 * sched.simAlgbw / b.algbw.value());
   return 0;
+}
+
+}  // namespace
+
+int runSynth(const SynthArgs& args) {
+  nlohmann::ordered_json json;
+  std::string error;
+  int rc = synth(args, args.json ? &json : nullptr, nullptr, &error);
+  if (rc != 0) {
+    fmt::print(stderr, "chorus synth: {}\n", error);
+    return rc;
+  }
+  if (args.json) fmt::print("{}\n", json.dump(1));
+  return 0;
+}
+
+int synthesize(const SynthArgs& args, std::string* json, std::string* xml, std::string* error) {
+  nlohmann::ordered_json j;
+  int rc = synth(args, &j, xml, error);
+  if (rc == 0) *json = j.dump();
+  return rc;
 }
 
 }  // namespace chorus::cli

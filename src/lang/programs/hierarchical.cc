@@ -10,7 +10,7 @@
 
 namespace chorus::lang {
 
-int gpusPerNode(Program& p, std::source_location where) {
+int gpusPerNode(Program& p, Where where) {
   const int n = p.options().ranks;
   const int g = p.options().gpusPerNode > 0 ? p.options().gpusPerNode : n;
   return p.require(n % g == 0,

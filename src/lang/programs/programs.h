@@ -19,6 +19,6 @@ void addAllToNextPrograms(std::vector<ProgramEntry>& out);
 // GPUs per node from --gpus-per-node (unset: all ranks on one node); 0,
 // with a problem recorded at the caller's line, when they do not divide the
 // ranks. Rank r is GPU r % G of node r / G.
-int gpusPerNode(Program& p, std::source_location where = std::source_location::current());
+int gpusPerNode(Program& p, Where where = std::source_location::current());
 
 }  // namespace chorus::lang
