@@ -25,38 +25,48 @@ std::optional<verify::PostCondition> postconditionOf(const lang::Program& progra
   return spec;
 }
 
-Generated generate(const lang::Program& program, const GenerateOptions& options) {
-  Generated g;
+CheckedProgram compileAndVerify(const lang::Program& program, const GenerateOptions& options) {
+  CheckedProgram out;
   compiler::CompileOptions co;
   co.printAfter = options.printAfter;
   co.timePasses = options.timePasses;
-  compiler::Compiled c = compiler::compile(program, co);
-  g.printed = std::move(c.printed);
-  g.timings = std::move(c.timings);
-  c.diagnostics.sort();
-  for (const Diagnostic& d : c.diagnostics.items()) g.diagnostics += d.format() + "\n";
-  if (!c.ok()) return g;
-  g.xml = ir::writeXml(c.algo);
-  if (options.printAfter == "emit") g.printed = g.xml;
+  out.compiled = compiler::compile(program, co);
+  out.compiled.diagnostics.sort();
+  out.diagnostics = out.compiled.diagnostics;
+  if (!out.compiled.ok()) return out;
   // A custom collective's meaning, for the verifier and for `chorus run --spec`.
-  std::optional<verify::PostCondition> spec = postconditionOf(program, c);
-  if (spec) g.spec = verify::writePostCondition(*spec);
+  out.spec = postconditionOf(program, out.compiled);
   if (options.verify) {
     verify::Options vo;
-    vo.spec = spec ? &*spec : nullptr;
-    verify::Report rep = verify::verifyAlgorithm(c.algo, vo);
+    vo.spec = out.spec ? &*out.spec : nullptr;
+    verify::Report rep = verify::verifyAlgorithm(out.compiled.algo, vo);
     // Errors, and the MSCCL executor's limits (W5xx) the result exceeds.
     for (const Diagnostic& d : rep.diagnostics.items())
-      if (d.severity != Severity::kNote) g.diagnostics += d.format() + "\n";
-    if (!rep.correct()) {
-      g.diagnostics +=
-          "the compiled algorithm does not verify: the program computes something "
-          "other than " +
-          program.options().collective + " (or the compiler has a bug)\n";
-      g.xml.clear();
-      return g;
-    }
+      if (d.severity != Severity::kNote) out.diagnostics.items().push_back(d);
+    if (!rep.correct()) return out;
   }
+  out.ok = true;
+  return out;
+}
+
+Generated generate(const lang::Program& program, const GenerateOptions& options) {
+  Generated g;
+  CheckedProgram c = compileAndVerify(program, options);
+  g.printed = std::move(c.compiled.printed);
+  g.timings = std::move(c.compiled.timings);
+  for (const Diagnostic& d : c.diagnostics.items()) g.diagnostics += d.format() + "\n";
+  if (!c.compiled.ok()) return g;
+  std::string xml = ir::writeXml(c.compiled.algo);
+  if (options.printAfter == "emit") g.printed = xml;
+  if (!c.ok) {
+    g.diagnostics +=
+        "the compiled algorithm does not verify: the program computes something "
+        "other than " +
+        program.options().collective + " (or the compiler has a bug)\n";
+    return g;
+  }
+  g.xml = std::move(xml);
+  if (c.spec) g.spec = verify::writePostCondition(*c.spec);
   g.ok = true;
   return g;
 }

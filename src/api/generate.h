@@ -2,6 +2,7 @@
 // compiler themselves.
 #pragma once
 
+#include <chorus/gen.hpp>
 #include <chorus/lang.hpp>
 #include <optional>
 
@@ -15,5 +16,17 @@ namespace chorus {
 // collectives the verifier knows.
 std::optional<verify::PostCondition> postconditionOf(const lang::Program& program,
                                                      const compiler::Compiled& compiled);
+
+// What chorus::generate does, with the findings as diagnostics (for front
+// ends that hand them on as objects: the Python package). `diagnostics`:
+// the compiler's, then the verifier's errors and warnings; ok when neither
+// found an error (with options.verify, the algorithm is proven).
+struct CheckedProgram {
+  compiler::Compiled compiled;
+  std::optional<verify::PostCondition> spec;
+  DiagnosticList diagnostics;
+  bool ok = false;
+};
+CheckedProgram compileAndVerify(const lang::Program& program, const GenerateOptions& options = {});
 
 }  // namespace chorus

@@ -10,15 +10,25 @@ using ir::Buffer;
 using nlohmann::json;
 
 std::optional<PostCondition> readPostCondition(const std::string& path, DiagnosticList& diags) {
+  Result<std::string> text = readTextFile(path);
+  if (!text.isOk()) {
+    Location loc;
+    loc.file = path;
+    diags.add(DiagCode::kSpecInvalid, loc, "cannot read file: " + text.status().message());
+    return std::nullopt;
+  }
+  return parsePostCondition(text.value(), path, diags);
+}
+
+std::optional<PostCondition> parsePostCondition(std::string_view text, const std::string& name,
+                                                DiagnosticList& diags) {
   Location loc;
-  loc.file = path;
+  loc.file = name;
   auto fail = [&](const std::string& msg) {
     diags.add(DiagCode::kSpecInvalid, loc, msg);
     return std::nullopt;
   };
-  Result<std::string> text = readTextFile(path);
-  if (!text.isOk()) return fail("cannot read file: " + text.status().message());
-  json doc = json::parse(text.value(), nullptr, /*allow_exceptions=*/false);
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) return fail("not a JSON object");
   PostCondition pc;
   auto intField = [&](const json& o, const char* key, int& out, const std::string& where) {

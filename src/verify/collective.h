@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/diagnostic.h"
@@ -30,6 +31,9 @@ struct PostCondition {
 
 // Reads a post-condition file; problems are E309 diagnostics with the JSON path.
 std::optional<PostCondition> readPostCondition(const std::string& path, DiagnosticList& diags);
+// The same from the text itself; diagnostics name `name`.
+std::optional<PostCondition> parsePostCondition(std::string_view text, const std::string& name,
+                                                DiagnosticList& diags);
 // The JSON text readPostCondition reads (one entry per line).
 std::string writePostCondition(const PostCondition& pc);
 
