@@ -619,6 +619,7 @@ void bindComm(py::module_& m) {
           "allreduce",
           [](const Comm& c, py::array send, A recv, const std::string& op,
              const std::string& dtype) {
+            chorusComm_t cm = live(c);
             py::array* r = contiguous(recv, true, "recv");
             py::array* s = contiguous(&send, false, "send");
             if (r != nullptr && elems(r) != elems(s)) raise("send and recv differ in size");
@@ -627,7 +628,7 @@ void bindComm(py::module_& m) {
             call([&] {
               return chorusAllReduce(s->data(),
                                      r != nullptr ? r->mutable_data() : s->mutable_data(), elems(s),
-                                     t, o, live(c), nullptr);
+                                     t, o, cm, nullptr);
             });
           },
           py::arg("send"), py::arg("recv") = py::none(), py::arg("op") = "sum",
@@ -635,6 +636,7 @@ void bindComm(py::module_& m) {
       .def(
           "allgather",
           [](const Comm& c, py::array send, py::array recv, const std::string& dtype) {
+            chorusComm_t cm = live(c);
             py::array* s = contiguous(&send, false, "send");
             py::array* r = contiguous(&recv, true, "recv");
             int n = 0;
@@ -643,7 +645,7 @@ void bindComm(py::module_& m) {
               raise("recv must hold size x len(send) elements");
             auto t = cType(*s, dtype);
             call([&] {
-              return chorusAllGather(s->data(), r->mutable_data(), elems(s), t, live(c), nullptr);
+              return chorusAllGather(s->data(), r->mutable_data(), elems(s), t, cm, nullptr);
             });
           },
           py::arg("send"), py::arg("recv"), py::arg("dtype") = "",
@@ -652,6 +654,7 @@ void bindComm(py::module_& m) {
           "reduce_scatter",
           [](const Comm& c, py::array send, py::array recv, const std::string& op,
              const std::string& dtype) {
+            chorusComm_t cm = live(c);
             py::array* s = contiguous(&send, false, "send");
             py::array* r = contiguous(&recv, true, "recv");
             int n = 0;
@@ -661,8 +664,7 @@ void bindComm(py::module_& m) {
             auto t = cType(*s, dtype);
             auto o = cOp(op);
             call([&] {
-              return chorusReduceScatter(s->data(), r->mutable_data(), elems(r), t, o, live(c),
-                                         nullptr);
+              return chorusReduceScatter(s->data(), r->mutable_data(), elems(r), t, o, cm, nullptr);
             });
           },
           py::arg("send"), py::arg("recv"), py::arg("op") = "sum", py::arg("dtype") = "",
@@ -670,6 +672,7 @@ void bindComm(py::module_& m) {
       .def(
           "alltoall",
           [](const Comm& c, py::array send, py::array recv, const std::string& dtype) {
+            chorusComm_t cm = live(c);
             py::array* s = contiguous(&send, false, "send");
             py::array* r = contiguous(&recv, true, "recv");
             int n = 0;
@@ -679,7 +682,7 @@ void bindComm(py::module_& m) {
             auto t = cType(*s, dtype);
             call([&] {
               return chorusAllToAll(s->data(), r->mutable_data(), elems(s) / static_cast<size_t>(n),
-                                    t, live(c), nullptr);
+                                    t, cm, nullptr);
             });
           },
           py::arg("send"), py::arg("recv"), py::arg("dtype") = "",
@@ -687,11 +690,11 @@ void bindComm(py::module_& m) {
       .def(
           "broadcast",
           [](const Comm& c, py::array buf, int root, const std::string& dtype) {
+            chorusComm_t cm = live(c);
             py::array* b = contiguous(&buf, true, "buffer");
             auto t = cType(*b, dtype);
             call([&] {
-              return chorusBroadcast(b->data(), b->mutable_data(), elems(b), t, root, live(c),
-                                     nullptr);
+              return chorusBroadcast(b->data(), b->mutable_data(), elems(b), t, root, cm, nullptr);
             });
           },
           py::arg("buffer"), py::arg("root") = 0, py::arg("dtype") = "",
@@ -700,6 +703,7 @@ void bindComm(py::module_& m) {
           "reduce",
           [](const Comm& c, py::array send, A recv, int root, const std::string& op,
              const std::string& dtype) {
+            chorusComm_t cm = live(c);
             py::array* s = contiguous(&send, false, "send");
             py::array* r = contiguous(recv, true, "recv");
             if (r != nullptr && elems(r) != elems(s)) raise("send and recv differ in size");
@@ -707,7 +711,7 @@ void bindComm(py::module_& m) {
             auto o = cOp(op);
             call([&] {
               return chorusReduce(s->data(), r != nullptr ? r->mutable_data() : nullptr, elems(s),
-                                  t, o, root, live(c), nullptr);
+                                  t, o, root, cm, nullptr);
             });
           },
           py::arg("send"), py::arg("recv") = py::none(), py::arg("root") = 0, py::arg("op") = "sum",
@@ -716,12 +720,13 @@ void bindComm(py::module_& m) {
       .def(
           "gather",
           [](const Comm& c, py::array send, A recv, int root, const std::string& dtype) {
+            chorusComm_t cm = live(c);
             py::array* s = contiguous(&send, false, "send");
             py::array* r = contiguous(recv, true, "recv");
             auto t = cType(*s, dtype);
             call([&] {
               return chorusGather(s->data(), r != nullptr ? r->mutable_data() : nullptr, elems(s),
-                                  t, root, live(c), nullptr);
+                                  t, root, cm, nullptr);
             });
           },
           py::arg("send"), py::arg("recv") = py::none(), py::arg("root") = 0, py::arg("dtype") = "",
@@ -729,12 +734,13 @@ void bindComm(py::module_& m) {
       .def(
           "scatter",
           [](const Comm& c, A send, py::array recv, int root, const std::string& dtype) {
+            chorusComm_t cm = live(c);
             py::array* s = contiguous(send, false, "send");
             py::array* r = contiguous(&recv, true, "recv");
             auto t = cType(*r, dtype);
             call([&] {
               return chorusScatter(s != nullptr ? s->data() : nullptr, r->mutable_data(), elems(r),
-                                   t, root, live(c), nullptr);
+                                   t, root, cm, nullptr);
             });
           },
           py::arg("send"), py::arg("recv"), py::arg("root") = 0, py::arg("dtype") = "",
@@ -742,19 +748,20 @@ void bindComm(py::module_& m) {
       .def(
           "send",
           [](const Comm& c, py::array buf, int peer, const std::string& dtype) {
+            chorusComm_t cm = live(c);
             py::array* b = contiguous(&buf, false, "buffer");
             auto t = cType(*b, dtype);
-            call([&] { return chorusSend(b->data(), elems(b), t, peer, live(c), nullptr); });
+            call([&] { return chorusSend(b->data(), elems(b), t, peer, cm, nullptr); });
           },
           py::arg("buffer"), py::arg("peer"), py::arg("dtype") = "",
           "Sends the array to `peer` (returns when its receive has taken it).")
       .def(
           "recv",
           [](const Comm& c, py::array buf, int peer, const std::string& dtype) {
+            chorusComm_t cm = live(c);
             py::array* b = contiguous(&buf, true, "buffer");
             auto t = cType(*b, dtype);
-            call(
-                [&] { return chorusRecv(b->mutable_data(), elems(b), t, peer, live(c), nullptr); });
+            call([&] { return chorusRecv(b->mutable_data(), elems(b), t, peer, cm, nullptr); });
           },
           py::arg("buffer"), py::arg("peer"), py::arg("dtype") = "",
           "Receives `peer`'s send into the array.");
