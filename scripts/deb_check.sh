@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds Chorus's .deb with CPack, installs it, uses it as a user would (the
+# consumer project with find_package and with pkg-config, the chorus command,
+# the Python package), removes it and checks that it left nothing behind.
+# Needs root (dpkg). Uses the release tree (scripts/main.sh builds it).
+# Usage: scripts/deb_check.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+fail() { echo "deb_check: $*" >&2; exit 1; }
+[[ $(id -u) -eq 0 ]] || fail "needs root (dpkg -i)"
+build=build/release
+cmake --preset release -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON >/dev/null
+targets=(chorus chorus_shared)
+help=$(cmake --build --preset release --target help)
+for t in chorus_python chorus_nccl; do
+  grep -q "^$t:" <<<"$help" && targets+=("$t")
+done
+cmake --build --preset release --target "${targets[@]}"
+(cd "$build" && cpack -G DEB >/dev/null)
+deb=$(ls -t "$build"/chorus_*.deb | head -1)
+echo "deb_check: built $deb ($(du -h "$deb" | cut -f1))"
+dpkg-deb --info "$deb" | sed -n 's/^ \(Package\|Version\|Depends\):/  \1:/p'
+
+if dpkg -s chorus >/dev/null 2>&1; then dpkg -r chorus >/dev/null; fi
+dpkg -i "$deb" >/dev/null
+mapfile -t files < <(dpkg -L chorus | while read -r f; do [[ -f $f || -L $f ]] && echo "$f"; done)
+echo "deb_check: installed ${#files[@]} files"
+work=$(mktemp -d /tmp/chorus-deb.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cmake -S tests/install/consumer -B "$work/b" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$work/b" >/dev/null
+"$work/b/consumer_c"
+"$work/b/consumer_lang" "$work/ag.xml"
+/usr/bin/chorus verify "$work/ag.xml"
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Werror -o "$work/pc" tests/install/consumer/consumer.c $(pkg-config --cflags --libs chorus)
+"$work/pc"
+if [[ " ${targets[*]} " == *" chorus_python "* ]]; then
+  (cd "$work" && /usr/bin/python3 -c 'import chorus, msccl.language; print("deb_check: python chorus", chorus.__version__, chorus.__file__); chorus.gen("ring_allreduce", ranks=4).run()')
+fi
+
+dpkg -r chorus >/dev/null
+left=()
+for f in "${files[@]}"; do [[ -e $f || -L $f ]] && left+=("$f"); done
+((${#left[@]} == 0)) || fail "left after dpkg -r: ${left[*]}"
+dpkg -s chorus >/dev/null 2>&1 && fail "chorus is still installed"
+echo "deb_check: installed, used and removed cleanly"
