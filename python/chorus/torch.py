@@ -1,0 +1,61 @@
+"""The ``chorus`` backend of torch.distributed (docs/pytorch.md).
+
+    import torch.distributed as dist
+    import chorus.torch                      # registers "chorus"
+    dist.init_process_group("chorus")        # under torchrun: its environment
+    # or chorus.torch.init_process_group()  # torchrun, chorus launch or mpirun
+
+CPU tensors: all_reduce (sum, avg, product, min, max), broadcast, reduce,
+all_gather (list and into one tensor), reduce_scatter (both forms),
+all_to_all and all_to_all_single (uneven splits too), gather, scatter,
+send / recv / isend / irecv, barrier; async work objects and futures.
+Timeouts and dead peers raise RuntimeError. Device tensors are refused
+with a message until Chorus's CUDA backend serves them.
+"""
+
+import datetime
+import os
+
+import torch.distributed as dist
+
+from chorus import _torch
+
+BACKEND = "chorus"
+
+
+def _create(store, rank, size, timeout):
+    return _torch.create_process_group(store, rank, size, timeout)
+
+
+if BACKEND.upper() not in getattr(dist.Backend, "_plugins", {}):
+    dist.Backend.register_backend(BACKEND, _create)
+
+
+def _launcher_environment():
+    """rank, world size and the rendezvous address from torchrun's, chorus
+    launch's or mpirun's environment."""
+    env = os.environ
+    if "RANK" in env and "WORLD_SIZE" in env:
+        return int(env["RANK"]), int(env["WORLD_SIZE"]), None
+    if "CHORUS_RANK" in env and "CHORUS_WORLD_SIZE" in env:
+        return int(env["CHORUS_RANK"]), int(env["CHORUS_WORLD_SIZE"]), None
+    if "OMPI_COMM_WORLD_RANK" in env:
+        return int(env["OMPI_COMM_WORLD_RANK"]), int(env["OMPI_COMM_WORLD_SIZE"]), None
+    if "PMI_RANK" in env:
+        return int(env["PMI_RANK"]), int(env["PMI_SIZE"]), None
+    raise RuntimeError("chorus.torch: no launcher environment (torchrun's RANK/WORLD_SIZE, "
+                       "chorus launch's CHORUS_RANK/CHORUS_WORLD_SIZE, or mpirun's "
+                       "OMPI_COMM_WORLD_RANK/SIZE)")
+
+
+def init_process_group(timeout=datetime.timedelta(seconds=300), **kwargs):
+    """dist.init_process_group("chorus") for a process started by torchrun,
+    chorus launch or mpirun: rank and world size from the launcher's
+    environment; the rendezvous at MASTER_ADDR:MASTER_PORT (default
+    127.0.0.1:29500, one host) through torch's TCP store."""
+    rank, size, _ = _launcher_environment()
+    addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
+    port = os.environ.get("MASTER_PORT", "29500")
+    dist.init_process_group(BACKEND, init_method=f"tcp://{addr}:{port}", rank=rank,
+                            world_size=size, timeout=timeout, **kwargs)
+    return rank, size
