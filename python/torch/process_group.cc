@@ -259,7 +259,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     const chorusRedOp_t op = redOp(opts.reduceOp);
     std::vector<Tensor> ts = tensors;
     return run(c10d::OpType::ALLREDUCE_COALESCED, ts, [this, ts, op] {
-      Tensor flat = at::cat(flatViews(ts));
+      Tensor flat = packed(ts);
       check(chorusAllReduce(flat.data_ptr(), flat.data_ptr(), count(flat), dataType(flat), op,
                             comm_, nullptr),
             "allreduce_coalesced");
@@ -288,11 +288,13 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     std::vector<Tensor> outs = outputs[0];
     for (const Tensor& o : outs) sameShape(o, in, "allgather");
     return run(c10d::OpType::ALLGATHER, outs, [this, in, outs] {
-      Tensor flat = at::empty({static_cast<int64_t>(size_) * in.numel()}, in.options());
+      Tensor flat = adjacent(outs);
+      const bool direct = flat.defined();
+      if (!direct) flat = scratch(static_cast<int64_t>(size_) * in.numel(), in);
       check(
           chorusAllGather(in.data_ptr(), flat.data_ptr(), count(in), dataType(in), comm_, nullptr),
           "allgather");
-      unflatten(flat, outs);
+      if (!direct) unflatten(flat, outs);
     });
   }
 
@@ -319,7 +321,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     for (const Tensor& i : ins) sameShape(i, out, "reduce_scatter");
     const chorusRedOp_t op = redOp(opts.reduceOp);
     return run(c10d::OpType::REDUCE_SCATTER, {out}, [this, out, ins, op] {
-      Tensor flat = at::cat(flatViews(ins));
+      Tensor flat = packed(ins);
       check(chorusReduceScatter(flat.data_ptr(), out.data_ptr(), count(out), dataType(out), op,
                                 comm_, nullptr),
             "reduce_scatter");
@@ -394,11 +396,16 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     }
     return run(c10d::OpType::GATHER, outs, [this, in, outs, root] {
       Tensor flat;
-      if (rank_ == root) flat = at::empty({static_cast<int64_t>(size_) * in.numel()}, in.options());
+      bool direct = false;
+      if (rank_ == root) {
+        flat = adjacent(outs);
+        direct = flat.defined();
+        if (!direct) flat = scratch(static_cast<int64_t>(size_) * in.numel(), in);
+      }
       check(chorusGather(in.data_ptr(), rank_ == root ? flat.data_ptr() : nullptr, count(in),
                          dataType(in), root, comm_, nullptr),
             "gather");
-      if (rank_ == root) unflatten(flat, outs);
+      if (rank_ == root && !direct) unflatten(flat, outs);
     });
   }
 
@@ -418,7 +425,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     }
     return run(c10d::OpType::SCATTER, {out}, [this, ins, out, root] {
       Tensor flat;
-      if (rank_ == root) flat = at::cat(flatViews(ins));
+      if (rank_ == root) flat = packed(ins);
       check(chorusScatter(rank_ == root ? flat.data_ptr() : nullptr, out.data_ptr(), count(out),
                           dataType(out), root, comm_, nullptr),
             "scatter");
@@ -457,12 +464,44 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     intrusive_ptr<WorkChorus> work;
   };
 
-  static std::vector<Tensor> flatViews(const std::vector<Tensor>& ts) {
-    std::vector<Tensor> v;
-    for (const Tensor& t : ts) v.push_back(t.reshape({-1}));
-    return v;
+  // The tensors as one flat tensor without a copy when they lie back to back
+  // in one buffer with one dtype (e.g. list(t.chunk(n))); else undefined.
+  static Tensor adjacent(const std::vector<Tensor>& ts) {
+    if (ts.empty()) return Tensor();
+    const char* next = static_cast<const char*>(ts[0].data_ptr());
+    int64_t total = 0;
+    for (const Tensor& t : ts) {
+      if (t.scalar_type() != ts[0].scalar_type() || t.data_ptr() != next) return Tensor();
+      next += t.numel() * t.element_size();
+      total += t.numel();
+    }
+    return at::from_blob(ts[0].data_ptr(), {total}, ts[0].options());
+  }
+  // A flat buffer of `numel` elements of `like`'s dtype, reused across calls
+  // (only the worker uses it): no allocation and page faults per call.
+  Tensor scratch(int64_t numel, const Tensor& like) {
+    const int64_t bytes = numel * like.element_size();
+    if (!scratch_.defined() || scratch_.numel() < bytes)
+      scratch_ = at::empty({bytes}, at::TensorOptions().dtype(at::kByte));
+    return at::from_blob(scratch_.data_ptr(), {numel}, like.options());
+  }
+  // The tensors' contents as one flat tensor: a view when adjacent, else
+  // copied into scratch.
+  Tensor packed(const std::vector<Tensor>& ts) {
+    Tensor flat = adjacent(ts);
+    if (flat.defined()) return flat;
+    int64_t total = 0;
+    for (const Tensor& t : ts) total += t.numel();
+    flat = scratch(total, ts[0]);
+    int64_t at = 0;
+    for (const Tensor& t : ts) {
+      flat.narrow(0, at, t.numel()).copy_(t.reshape({-1}));
+      at += t.numel();
+    }
+    return flat;
   }
   static void unflatten(const Tensor& flat, const std::vector<Tensor>& ts) {
+    if (adjacent(ts).defined() && ts[0].data_ptr() == flat.data_ptr()) return;
     int64_t at = 0;
     for (const Tensor& t : ts) {
       t.copy_(flat.narrow(0, at, t.numel()).view(t.sizes()));
@@ -563,6 +602,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
   }
 
   chorusComm_t comm_ = nullptr;
+  Tensor scratch_;  // the worker's (scratch())
   std::shared_ptr<Link> link_ = std::make_shared<Link>();
   std::mutex mutex_;
   std::condition_variable cv_;
