@@ -13,7 +13,7 @@ build=build/release
 cmake --preset release -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON >/dev/null
 targets=(chorus chorus_shared)
 help=$(cmake --build --preset release --target help)
-for t in chorus_python chorus_nccl; do
+for t in chorus_python chorus_torch chorus_nccl; do
   grep -q "^$t:" <<<"$help" && targets+=("$t")
 done
 cmake --build --preset release --target "${targets[@]}"
@@ -22,7 +22,9 @@ deb=$(ls -t "$build"/chorus_*.deb | head -1)
 echo "deb_check: built $deb ($(du -h "$deb" | cut -f1))"
 dpkg-deb --info "$deb" | sed -n 's/^ \(Package\|Version\|Depends\):/  \1:/p'
 
-if dpkg -s chorus >/dev/null 2>&1; then dpkg -r chorus >/dev/null; fi
+if dpkg-query -W -f='${Status}' chorus 2>/dev/null | grep -q "ok installed"; then
+  dpkg -r chorus >/dev/null
+fi
 dpkg -i "$deb" >/dev/null
 mapfile -t files < <(dpkg -L chorus | while read -r f; do [[ -f $f || -L $f ]] && echo "$f"; done)
 echo "deb_check: installed ${#files[@]} files"
@@ -44,5 +46,5 @@ dpkg -r chorus >/dev/null
 left=()
 for f in "${files[@]}"; do [[ -e $f || -L $f ]] && left+=("$f"); done
 ((${#left[@]} == 0)) || fail "left after dpkg -r: ${left[*]}"
-dpkg -s chorus >/dev/null 2>&1 && fail "chorus is still installed"
+dpkg-query -W -f='${Status}' chorus 2>/dev/null | grep -q "ok installed" && fail "chorus is still installed"
 echo "deb_check: installed, used and removed cleanly"

@@ -5,9 +5,11 @@
 set -euo pipefail
 
 # iproute2: the two-host test builds network namespaces with `ip` (it skips
-# where the kernel forbids them).
+# where the kernel forbids them). pybind11-dev, python3-dev, python3-numpy:
+# the Python package (docs/python.md), for Debian's /usr/bin/python3.
 packages=(cmake ninja-build g++ pkg-config libpugixml-dev nlohmann-json3-dev libcli11-dev
-          libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libglpk-dev iproute2 "$@")
+          libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libglpk-dev iproute2
+          pybind11-dev python3-dev python3-numpy "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
