@@ -409,9 +409,10 @@ def create_scratch(rank, name):
 
 
 def _fail(prog, error):
-    print(f"{prog.name}: {error.message}", file=_sys.stderr)
     for d in error.diagnostics:
         print(str(d), file=_sys.stderr)
+    summary = error.message.split(";")[0] if error.diagnostics else error.message
+    print(f"{prog.name}: {summary}", file=_sys.stderr)
     _sys.stdout.flush()
     _sys.exit(1)
 
