@@ -71,12 +71,16 @@ std::optional<verify::PostCondition> readSpec(const std::optional<std::string>& 
   return spec;
 }
 
+// The postcondition a compiled custom program carries, if any.
+std::optional<std::string> specOf(const Algorithm& a) {
+  if (a.spec.empty()) return std::nullopt;
+  return a.spec;
+}
+
 // The verifier's report as a dict.
 py::dict verifyAlgorithm(const Algorithm& a, bool targetMscclExecutor,
                          const std::optional<std::string>& specText) {
-  std::optional<verify::PostCondition> spec =
-      specText ? readSpec(specText)
-               : readSpec(a.spec.empty() ? std::nullopt : std::optional<std::string>(a.spec));
+  std::optional<verify::PostCondition> spec = readSpec(specText ? specText : specOf(a));
   verify::Options vo;
   vo.targetMscclExecutor = targetMscclExecutor;
   vo.spec = spec ? &*spec : nullptr;
@@ -148,7 +152,8 @@ py::dtype numpyType(DataType t) {
 // (one array per rank), on them; else on nccl-tests-style data that is
 // checked against the collective's closed form. Returns each rank's output.
 py::list run(const Algorithm& a, std::optional<std::vector<py::array>> inputs, size_t count,
-             const std::string& dtype, const std::string& opName, std::optional<bool> inplaceArg) {
+             const std::string& dtype, const std::string& opName, std::optional<bool> inplaceArg,
+             const std::optional<std::string>& specText) {
   const DataType type = dataType(dtype);
   const ReduceOp op = reduceOp(opName);
   auto va = runtime::VerifiedAlgorithm::make(ir::Algorithm(*a.ir));
@@ -167,8 +172,7 @@ py::list run(const Algorithm& a, std::optional<std::vector<py::array>> inputs, s
     if (count % quantum != 0)
       raise("count " + std::to_string(count) + " is not a multiple of " + std::to_string(quantum) +
             " (the algorithm's chunks)");
-    std::optional<verify::PostCondition> spec =
-        readSpec(a.spec.empty() ? std::nullopt : std::optional<std::string>(a.spec));
+    std::optional<verify::PostCondition> spec = readSpec(specText ? specText : specOf(a));
     auto data = runtime::CollectiveData::make(*va.value(), count, type, op, inplace,
                                               spec ? &*spec : nullptr);
     if (!data.isOk()) raise(data.status().message());
@@ -822,7 +826,8 @@ PYBIND11_MODULE(_chorus, m) {
       .def("verify", &verifyAlgorithm, py::arg("target_msccl") = false,
            py::arg("spec") = py::none())
       .def("run", &run, py::arg("inputs") = py::none(), py::arg("count") = 0,
-           py::arg("dtype") = "float32", py::arg("op") = "sum", py::arg("inplace") = py::none())
+           py::arg("dtype") = "float32", py::arg("op") = "sum", py::arg("inplace") = py::none(),
+           py::arg("spec") = py::none())
       .def("simulate", &simulate, py::arg("topo"), py::arg("bytes"), py::arg("element_size"),
            py::arg("inplace"), py::arg("slice_bytes"), py::arg("slots"), py::arg("trace"),
            py::arg("timeline_step"));

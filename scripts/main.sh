@@ -3,7 +3,8 @@
 # examples/algorithms and print the result table; summarize one of them; then
 # run an allreduce on 4 thread ranks (CPU ranks in this one process) with a
 # production-style algorithm file and with the built-in choice, printing the
-# nccl-tests-style perf table with every result checked.
+# nccl-tests-style perf table with every result checked; an MSCCLang program
+# run unchanged through the Python package, its XML proven.
 # Usage: scripts/main.sh [extra algorithm files to verify ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +24,16 @@ echo "== chorus perf allreduce --ranks 4 --algo examples/algorithms/ring_allredu
 echo
 echo "== chorus perf allreduce --ranks 4 -b 4K -e 64M --check   (built-ins chosen by size)"
 "$chorus" perf allreduce --ranks 4 -b 4K -e 64M --check
+if cmake --build --preset release --target help | grep '^chorus_python:' >/dev/null; then
+  # An MSCCLang program, unchanged, on Chorus's Python package (docs/python.md).
+  cmake --build --preset release --target chorus_python
+  echo
+  echo "== PYTHONPATH=build/release/python /usr/bin/python3 tests/python/mscclang/allreduce_ring.py 8 4 1 --protocol LL > build/release/ring8.xml"
+  PYTHONPATH=build/release/python /usr/bin/python3 tests/python/mscclang/allreduce_ring.py 8 4 1 \
+    --protocol LL > build/release/ring8.xml
+  "$chorus" verify build/release/ring8.xml
+  "$chorus" run build/release/ring8.xml -b 1M --check
+fi
 if cmake --build --preset release --target help | grep '^chorus_nccl:' >/dev/null; then
   # The NCCL drop-in (docs/nccl.md): a C program written against nccl.h only,
   # on 4 host ranks through libchorus-nccl, every collective's data checked.

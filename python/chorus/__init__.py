@@ -139,7 +139,7 @@ class Algorithm:
         """
         return Report(self._a.verify(target_msccl, spec))
 
-    def run(self, inputs=None, *, count=0, dtype="float32", op="sum", inplace=None):
+    def run(self, inputs=None, *, count=0, dtype="float32", op="sum", inplace=None, spec=None):
         """Runs the algorithm once on CPU ranks (threads of this process).
 
         With ``inputs`` (one numpy array per rank, the collective's input
@@ -150,13 +150,14 @@ class Algorithm:
         collective's postcondition), raises chorus.Error if any is wrong and
         returns the outputs (bf16 and fp8 as their bits: uint16 / uint8).
         ``op``: sum, prod, max, min, avg. ``inplace``: the call form (default:
-        out of place where served).
+        out of place where served). ``spec``: a custom collective's
+        postcondition (JSON text) when the algorithm does not carry one.
         """
         if inputs is not None:
             inputs = list(inputs)
             if inputs and dtype == "float32" and hasattr(inputs[0], "dtype"):
                 dtype = _numpy_dtype_name(inputs[0].dtype)
-        return self._a.run(inputs, count, dtype, op, inplace)
+        return self._a.run(inputs, count, dtype, op, inplace, spec)
 
     def simulate(self, topo, bytes=1 << 20, **kw):
         """chorus.simulate(self, topo, bytes, ...)."""

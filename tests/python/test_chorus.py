@@ -179,8 +179,7 @@ class MscclangPrograms(unittest.TestCase):
                                            for rk in range(1, a.ranks) for c in range(a.chunks)]})
                 report = a.verify(spec=spec)
                 self.assertTrue(report.correct, str(report))
-                if spec is None:
-                    a.run(count=4 * a.count_quantum, dtype="int32")
+                a.run(count=4 * a.count_quantum, dtype="int32", spec=spec)
 
     def test_mistakes_exit_1_at_the_line(self):
         for name, line, code in BAD:
