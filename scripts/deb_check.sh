@@ -2,13 +2,17 @@
 # Builds Chorus's .deb with CPack, installs it, uses it as a user would (the
 # consumer project with find_package and with pkg-config, the chorus command,
 # the Python package), removes it and checks that it left nothing behind.
-# Needs root (dpkg). Uses the release tree (scripts/main.sh builds it).
+# Needs root or sudo (dpkg). Uses the release tree (scripts/main.sh builds it).
 # Usage: scripts/deb_check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 fail() { echo "deb_check: $*" >&2; exit 1; }
-[[ $(id -u) -eq 0 ]] || fail "needs root (dpkg -i)"
+root=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || fail "needs root or sudo (dpkg -i)"
+  root=(sudo)
+fi
 build=build/release
 cmake --preset release -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON >/dev/null
 targets=(chorus chorus_shared)
@@ -23,9 +27,9 @@ echo "deb_check: built $deb ($(du -h "$deb" | cut -f1))"
 dpkg-deb --info "$deb" | sed -n 's/^ \(Package\|Version\|Depends\):/  \1:/p'
 
 if dpkg-query -W -f='${Status}' chorus 2>/dev/null | grep -q "ok installed"; then
-  dpkg -r chorus >/dev/null
+  "${root[@]}" dpkg -r chorus >/dev/null
 fi
-dpkg -i "$deb" >/dev/null
+"${root[@]}" dpkg -i "$deb" >/dev/null
 mapfile -t files < <(dpkg -L chorus | while read -r f; do [[ -f $f || -L $f ]] && echo "$f"; done)
 echo "deb_check: installed ${#files[@]} files"
 work=$(mktemp -d /tmp/chorus-deb.XXXXXX)
@@ -42,7 +46,7 @@ if [[ " ${targets[*]} " == *" chorus_python "* ]]; then
   (cd "$work" && /usr/bin/python3 -c 'import chorus, msccl.language; print("deb_check: python chorus", chorus.__version__, chorus.__file__); chorus.gen("ring_allreduce", ranks=4).run()')
 fi
 
-dpkg -r chorus >/dev/null
+"${root[@]}" dpkg -r chorus >/dev/null
 left=()
 for f in "${files[@]}"; do [[ -e $f || -L $f ]] && left+=("$f"); done
 ((${#left[@]} == 0)) || fail "left after dpkg -r: ${left[*]}"
