@@ -380,11 +380,8 @@ std::vector<Diagnostic> problems(const lang::Program& p) {
 Algorithm compileProgram(const Program& prog, bool verify) {
   GenerateOptions go;
   go.verify = verify;
-  CheckedProgram c;
-  {
-    py::gil_scoped_release nogil;
-    c = compileAndVerify(*prog.p, go);
-  }
+  // With the GIL: another Python thread could be adding to the program.
+  CheckedProgram c = compileAndVerify(*prog.p, go);
   if (!c.ok) {
     std::string first = c.diagnostics.items().empty() ? std::string("the program does not compile")
                                                       : c.diagnostics.items().front().format();
@@ -476,7 +473,13 @@ chorusComm_t live(const Comm& c) {
   return c.c;
 }
 
-chorusDataType_t cType(const py::array& a, const std::string& dtype) {
+chorusDataType_t cType(const py::array& a, const std::string& dtype,
+                       const py::array* other = nullptr) {
+  // Counts are in elements: both buffers must hold the same type.
+  if (other != nullptr &&
+      (other->itemsize() != a.itemsize() || other->dtype().kind() != a.dtype().kind()))
+    raise("the arrays' dtypes differ (" + py::str(a.dtype()).cast<std::string>() + " and " +
+          py::str(other->dtype()).cast<std::string>() + ")");
   std::string name = dtype;
   if (name.empty()) name = py::str(a.dtype()).cast<std::string>();
   static const std::pair<const char*, chorusDataType_t> kTypes[] = {
@@ -534,6 +537,37 @@ void call(F&& f) {
   check(r);
 }
 
+// Arrays of calls made inside chorus.group_start() / group_end(): Chorus
+// only queues such a call, so its buffers must outlive the binding until
+// the group ends (references dropped there, with the GIL held; a thread
+// that exits inside a group leaks them rather than touch Python).
+struct GroupArrays {
+  int depth = 0;
+  std::vector<PyObject*> held;
+};
+thread_local GroupArrays groupArrays;
+
+void keep(std::initializer_list<const py::array*> arrays) {
+  if (groupArrays.depth == 0) return;
+  for (const py::array* a : arrays)
+    if (a != nullptr) {
+      Py_INCREF(a->ptr());
+      groupArrays.held.push_back(a->ptr());
+    }
+}
+
+int rankOf(chorusComm_t c) {
+  int r = -1;
+  check(chorusCommUserRank(c, &r));
+  return r;
+}
+
+size_t sizeOf(chorusComm_t c) {
+  int n = 0;
+  check(chorusCommCount(c, &n));
+  return static_cast<size_t>(n);
+}
+
 void bindComm(py::module_& m) {
   m.def(
       "unique_id",
@@ -587,18 +621,8 @@ void bindComm(py::module_& m) {
             return out;
           },
           py::arg("n"), "`n` ranks as threads of this process; drive each from its own thread.")
-      .def_property_readonly("rank",
-                             [](const Comm& c) {
-                               int r = -1;
-                               check(chorusCommUserRank(live(c), &r));
-                               return r;
-                             })
-      .def_property_readonly("size",
-                             [](const Comm& c) {
-                               int n = 0;
-                               check(chorusCommCount(live(c), &n));
-                               return n;
-                             })
+      .def_property_readonly("rank", [](const Comm& c) { return rankOf(live(c)); })
+      .def_property_readonly("size", [](const Comm& c) { return sizeOf(live(c)); })
       .def(
           "destroy",
           [](Comm& c) {
@@ -625,10 +649,11 @@ void bindComm(py::module_& m) {
              const std::string& dtype) {
             chorusComm_t cm = live(c);
             py::array* r = contiguous(recv, true, "recv");
-            py::array* s = contiguous(&send, false, "send");
+            py::array* s = contiguous(&send, r == nullptr, "send");
             if (r != nullptr && elems(r) != elems(s)) raise("send and recv differ in size");
-            auto t = cType(*s, dtype);
+            auto t = cType(*s, dtype, r);
             auto o = cOp(op);
+            keep({s, r});
             call([&] {
               return chorusAllReduce(s->data(),
                                      r != nullptr ? r->mutable_data() : s->mutable_data(), elems(s),
@@ -647,7 +672,8 @@ void bindComm(py::module_& m) {
             check(chorusCommCount(live(c), &n));
             if (elems(r) != elems(s) * static_cast<size_t>(n))
               raise("recv must hold size x len(send) elements");
-            auto t = cType(*s, dtype);
+            auto t = cType(*s, dtype, r);
+            keep({s, r});
             call([&] {
               return chorusAllGather(s->data(), r->mutable_data(), elems(s), t, cm, nullptr);
             });
@@ -665,8 +691,9 @@ void bindComm(py::module_& m) {
             check(chorusCommCount(live(c), &n));
             if (elems(s) != elems(r) * static_cast<size_t>(n))
               raise("send must hold size x len(recv) elements");
-            auto t = cType(*s, dtype);
+            auto t = cType(*s, dtype, r);
             auto o = cOp(op);
+            keep({s, r});
             call([&] {
               return chorusReduceScatter(s->data(), r->mutable_data(), elems(r), t, o, cm, nullptr);
             });
@@ -683,7 +710,8 @@ void bindComm(py::module_& m) {
             check(chorusCommCount(live(c), &n));
             if (elems(s) != elems(r) || elems(s) % static_cast<size_t>(n) != 0)
               raise("send and recv must hold the same multiple of size elements");
-            auto t = cType(*s, dtype);
+            auto t = cType(*s, dtype, r);
+            keep({s, r});
             call([&] {
               return chorusAllToAll(s->data(), r->mutable_data(), elems(s) / static_cast<size_t>(n),
                                     t, cm, nullptr);
@@ -697,6 +725,7 @@ void bindComm(py::module_& m) {
             chorusComm_t cm = live(c);
             py::array* b = contiguous(&buf, true, "buffer");
             auto t = cType(*b, dtype);
+            keep({b});
             call([&] {
               return chorusBroadcast(b->data(), b->mutable_data(), elems(b), t, root, cm, nullptr);
             });
@@ -711,8 +740,9 @@ void bindComm(py::module_& m) {
             py::array* s = contiguous(&send, false, "send");
             py::array* r = contiguous(recv, true, "recv");
             if (r != nullptr && elems(r) != elems(s)) raise("send and recv differ in size");
-            auto t = cType(*s, dtype);
+            auto t = cType(*s, dtype, r);
             auto o = cOp(op);
+            keep({s, r});
             call([&] {
               return chorusReduce(s->data(), r != nullptr ? r->mutable_data() : nullptr, elems(s),
                                   t, o, root, cm, nullptr);
@@ -727,7 +757,10 @@ void bindComm(py::module_& m) {
             chorusComm_t cm = live(c);
             py::array* s = contiguous(&send, false, "send");
             py::array* r = contiguous(recv, true, "recv");
-            auto t = cType(*s, dtype);
+            auto t = cType(*s, dtype, r);
+            if (rankOf(cm) == root && (r == nullptr || elems(r) != elems(s) * sizeOf(cm)))
+              raise("gather: the root's recv must hold size x len(send) elements");
+            keep({s, r});
             call([&] {
               return chorusGather(s->data(), r != nullptr ? r->mutable_data() : nullptr, elems(s),
                                   t, root, cm, nullptr);
@@ -741,7 +774,10 @@ void bindComm(py::module_& m) {
             chorusComm_t cm = live(c);
             py::array* s = contiguous(send, false, "send");
             py::array* r = contiguous(&recv, true, "recv");
-            auto t = cType(*r, dtype);
+            auto t = cType(*r, dtype, s);
+            if (rankOf(cm) == root && (s == nullptr || elems(s) != elems(r) * sizeOf(cm)))
+              raise("scatter: the root's send must hold size x len(recv) elements");
+            keep({s, r});
             call([&] {
               return chorusScatter(s != nullptr ? s->data() : nullptr, r->mutable_data(), elems(r),
                                    t, root, cm, nullptr);
@@ -755,6 +791,7 @@ void bindComm(py::module_& m) {
             chorusComm_t cm = live(c);
             py::array* b = contiguous(&buf, false, "buffer");
             auto t = cType(*b, dtype);
+            keep({b});
             call([&] { return chorusSend(b->data(), elems(b), t, peer, cm, nullptr); });
           },
           py::arg("buffer"), py::arg("peer"), py::arg("dtype") = "",
@@ -765,12 +802,27 @@ void bindComm(py::module_& m) {
             chorusComm_t cm = live(c);
             py::array* b = contiguous(&buf, true, "buffer");
             auto t = cType(*b, dtype);
+            keep({b});
             call([&] { return chorusRecv(b->mutable_data(), elems(b), t, peer, cm, nullptr); });
           },
           py::arg("buffer"), py::arg("peer"), py::arg("dtype") = "",
           "Receives `peer`'s send into the array.");
-  m.def("group_start", [] { check(chorusGroupStart()); });
-  m.def("group_end", [] { call([] { return chorusGroupEnd(); }); });
+  m.def("group_start", [] {
+    check(chorusGroupStart());
+    ++groupArrays.depth;
+  });
+  m.def("group_end", [] {
+    chorusResult_t r;
+    {
+      py::gil_scoped_release nogil;
+      r = chorusGroupEnd();
+    }
+    if (groupArrays.depth > 0 && --groupArrays.depth == 0) {
+      for (PyObject* o : groupArrays.held) Py_DECREF(o);
+      groupArrays.held.clear();
+    }
+    check(r);
+  });
 }
 
 }  // namespace

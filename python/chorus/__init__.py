@@ -31,7 +31,7 @@ Diagnostic = _chorus.Diagnostic
 __all__ = [
     "Error", "Diagnostic", "Algorithm", "Report", "Program", "Chunk", "Buffer",
     "load", "loads", "verify", "convert", "run", "simulate", "topology", "presets",
-    "programs", "gen", "optimum", "synthesize", "Comm", "unique_id",
+    "programs", "gen", "optimum", "synthesize", "Comm", "unique_id", "group_start", "group_end",
 ]
 
 # Files of this package and of the msccl module: frames in them are not the
@@ -139,7 +139,7 @@ class Algorithm:
         """
         return Report(self._a.verify(target_msccl, spec))
 
-    def run(self, inputs=None, *, count=0, dtype="float32", op="sum", inplace=None, spec=None):
+    def run(self, inputs=None, *, count=0, dtype=None, op="sum", inplace=None, spec=None):
         """Runs the algorithm once on CPU ranks (threads of this process).
 
         With ``inputs`` (one numpy array per rank, the collective's input
@@ -155,8 +155,9 @@ class Algorithm:
         """
         if inputs is not None:
             inputs = list(inputs)
-            if inputs and dtype == "float32" and hasattr(inputs[0], "dtype"):
+            if inputs and dtype is None and hasattr(inputs[0], "dtype"):
                 dtype = _numpy_dtype_name(inputs[0].dtype)
+        dtype = dtype or "float32"
         return self._a.run(inputs, count, dtype, op, inplace, spec)
 
     def simulate(self, topo, bytes=1 << 20, **kw):
@@ -435,4 +436,4 @@ class Program:
         return Algorithm(self._p.compile(verify))
 
 
-from chorus._comm import Comm, unique_id  # noqa: E402  (uses the names above)
+from chorus._comm import Comm, group_end, group_start, unique_id  # noqa: E402,F401

@@ -1,4 +1,6 @@
-"""Communicators of the C API over numpy arrays (chorus.Comm)."""
+"""Communicators of the C API over numpy arrays (chorus.Comm), and groups:
+calls between group_start() and group_end() are issued together at the end
+(their arrays are kept alive until then)."""
 
 from chorus._chorus import Comm, group_end, group_start, unique_id
 

@@ -91,7 +91,28 @@ void checkTensor(const Tensor& t) {
          "have yet (use NCCL, or libchorus-nccl: docs/nccl.md)");
   if (t.layout() != at::kStrided) fail("sparse tensors are not supported");
   if (!t.is_contiguous()) fail("tensors must be contiguous");
+  (void)dataType(t);  // a type Chorus has, checked when the call is made
 }
+
+// chorusGroupStart ... End: the end runs even when a call in between threw,
+// so the thread's group depth never stays raised (the calls queued so far
+// then run; their peers' errors end them).
+class Group {
+ public:
+  Group() { check(chorusGroupStart(), "chorusGroupStart"); }
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+  ~Group() {
+    if (open_) chorusGroupEnd();
+  }
+  void end(const char* what) {
+    open_ = false;
+    check(chorusGroupEnd(), what);
+  }
+
+ private:
+  bool open_ = true;
+};
 
 const Tensor& single(const std::vector<Tensor>& ts) {
   if (ts.size() != 1) fail("one tensor per call (got " + std::to_string(ts.size()) + ")");
@@ -127,8 +148,12 @@ class WorkChorus : public c10d::Work {
   std::vector<Tensor> result() override { return outputs_; }
   intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
-  void done(std::exception_ptr e) {
-    finish(e);
+  // The call ended: wait() and isCompleted() see it (the worker's thread).
+  void done(std::exception_ptr e) { finish(e); }
+  // Then its future, on the completer's thread: callbacks run there, so one
+  // that waits for another call of this group does not stall the worker.
+  void completeFuture() {
+    std::exception_ptr e = exception();
     if (e)
       future_->setError(e);
     else
@@ -166,6 +191,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     }
     check(chorusCommInitRank(&comm_, size, id, rank), "chorusCommInitRank");
     link_->pg = this;
+    completer_ = std::thread([this] { completeLoop(); });
     worker_ = std::thread([this] { loop(); });
   }
 
@@ -195,6 +221,12 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     }
     cv_.notify_all();
     worker_.join();
+    {
+      std::lock_guard<std::mutex> lock(doneMutex_);
+      doneStop_ = true;
+    }
+    doneCv_.notify_all();
+    completer_.join();
     chorusCommDestroy(comm_);
   }
 
@@ -210,7 +242,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     for (Pending& p : batch) works.push_back(p.work);
     enqueue(
         [this, batch = std::move(batch)] {
-          check(chorusGroupStart(), "chorusGroupStart");
+          Group group;
           for (const Pending& p : batch) {
             if (p.send)
               check(chorusSend(p.tensor.data_ptr(), count(p.tensor), dataType(p.tensor), p.peer,
@@ -221,7 +253,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
                                comm_, nullptr),
                     "recv");
           }
-          check(chorusGroupEnd(), "point-to-point group");
+          group.end("point-to-point group");
         },
         std::move(works));
   }
@@ -255,7 +287,12 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
 
   intrusive_ptr<c10d::Work> allreduce_coalesced(
       std::vector<Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override {
-    for (const Tensor& t : tensors) checkTensor(t);
+    if (tensors.empty()) fail("allreduce_coalesced needs at least one tensor");
+    for (const Tensor& t : tensors) {
+      checkTensor(t);
+      if (t.scalar_type() != tensors[0].scalar_type())
+        fail("allreduce_coalesced: the tensors' dtypes differ");
+    }
     const chorusRedOp_t op = redOp(opts.reduceOp);
     std::vector<Tensor> ts = tensors;
     return run(c10d::OpType::ALLREDUCE_COALESCED, ts, [this, ts, op] {
@@ -540,7 +577,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
   void exchange(const std::vector<Tensor>& sends, const std::vector<Tensor>& recvs,
                 const char* what) {
     recvs[rank_].copy_(sends[rank_]);
-    check(chorusGroupStart(), "chorusGroupStart");
+    Group group;
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
       if (sends[p].numel() > 0)
@@ -552,7 +589,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
             chorusRecv(recvs[p].data_ptr(), count(recvs[p]), dataType(recvs[p]), p, comm_, nullptr),
             what);
     }
-    check(chorusGroupEnd(), what);
+    group.end(what);
   }
 
   intrusive_ptr<c10d::Work> hold(const Tensor& t, int peer, bool isSend) {
@@ -598,6 +635,25 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
         error = std::current_exception();
       }
       for (auto& w : job.works) w->done(error);
+      {
+        std::lock_guard<std::mutex> lock(doneMutex_);
+        for (auto& w : job.works) done_.push_back(std::move(w));
+      }
+      doneCv_.notify_all();
+    }
+  }
+
+  void completeLoop() {
+    for (;;) {
+      intrusive_ptr<WorkChorus> w;
+      {
+        std::unique_lock<std::mutex> lock(doneMutex_);
+        doneCv_.wait(lock, [this] { return doneStop_ || !done_.empty(); });
+        if (done_.empty()) return;
+        w = std::move(done_.front());
+        done_.pop_front();
+      }
+      w->completeFuture();
     }
   }
 
@@ -611,6 +667,12 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
   bool stop_ = false;
   bool coalescing_ = false;
   std::thread worker_;
+  // Calls whose futures are still to complete (completeLoop).
+  std::mutex doneMutex_;
+  std::condition_variable doneCv_;
+  std::deque<intrusive_ptr<WorkChorus>> done_;
+  bool doneStop_ = false;
+  std::thread completer_;
 
   friend class WorkChorus;
 };
@@ -641,7 +703,9 @@ intrusive_ptr<c10d::ProcessGroup> create(const intrusive_ptr<c10d::Store>& store
 
 PYBIND11_MODULE(_torch, m) {
   m.doc() = "The chorus backend of torch.distributed (import chorus.torch to register it).";
-  m.def("create_process_group", &chorus::torch_backend::create, pybind11::arg("store"),
+  // Joining blocks (the store, the other ranks): without the GIL.
+  m.def("create_process_group", &chorus::torch_backend::create,
+        pybind11::call_guard<pybind11::gil_scoped_release>(), pybind11::arg("store"),
         pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"),
         "A ProcessGroup over Chorus for `size` ranks meeting through `store` (rank 0 posts the "
         "Chorus id there).");

@@ -128,6 +128,29 @@ class Package(unittest.TestCase):
         with self.assertRaises(chorus.Error):
             comms[0].allreduce(np.zeros(2))
 
+    def test_comm_refuses_bad_buffers_and_keeps_group_arrays(self):
+        comms = chorus.Comm.init_all(2)
+        ro = np.ones(4, np.float32)
+        ro.setflags(write=False)
+        for call, words in (
+                (lambda: comms[0].gather(np.zeros(8, "f4"), np.zeros(8, "f4"), root=0), "root's recv"),
+                (lambda: comms[0].scatter(np.zeros(8, "f4"), np.zeros(8, "f4"), root=0), "root's send"),
+                (lambda: comms[0].allreduce(np.ones(10, "f4"), np.empty(10, "i1")), "dtypes differ"),
+                (lambda: comms[0].allreduce(ro), "read-only")):
+            with self.assertRaisesRegex(chorus.Error, words):
+                call()
+        # Inside a group the calls only queue: temporaries must live until the end.
+        chorus.group_start()
+        comms[0].send(np.arange(4, dtype="f4") * 7, 1)
+        import gc
+        gc.collect()
+        out = np.empty(4, "f4")
+        comms[1].recv(out, 0)
+        chorus.group_end()
+        np.testing.assert_array_equal(out, np.arange(4, dtype="f4") * 7)
+        for c in comms:
+            c.destroy()
+
     def test_process_ranks(self):
         chorus_bin = os.environ.get("CHORUS_BIN")
         if not chorus_bin:

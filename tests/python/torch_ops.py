@@ -139,6 +139,18 @@ for k, t in enumerate(ts):
     same(t, torch.full((1000,), float(sum(range(n)) + n * k)), f"async all_reduce {k}")
 fut = dist.all_reduce(torch.ones(4), async_op=True).get_future()
 same(fut.wait()[0], torch.full((4,), float(n)), "future")
+
+
+def then_reduce_again(f):
+    # A callback that itself waits for a collective of the same group (as
+    # DDP comm hooks may): futures complete off the worker, so no deadlock.
+    t2 = f.value()[0] + 1
+    dist.all_reduce(t2)
+    return t2
+
+
+fut = dist.all_reduce(torch.ones(4), async_op=True).get_future().then(then_reduce_again)
+same(fut.wait(), torch.full((4,), float(n * (n + 1))), "a collective inside a future callback")
 dist.barrier()
 # a device tensor or a bad op is an error, not a crash
 if args.backend == "chorus":
@@ -152,5 +164,13 @@ if args.backend == "chorus":
         sys.exit("BAND was accepted")
     except RuntimeError as e:
         assert "reduction not supported" in str(e), e
+    try:  # refused when posted, not inside the group that would issue it
+        dist.isend(torch.zeros(2, dtype=torch.bool), (rank + 1) % n)
+        sys.exit("a bool isend was accepted")
+    except RuntimeError as e:
+        assert "no Chorus data type for Bool" in str(e), e
+    t = torch.ones(3)
+    dist.all_reduce(t)  # the group still works after the refusals
+    same(t, torch.full((3,), float(n)), "all_reduce after refused calls")
 dist.destroy_process_group()
 print(f"rank {rank} of {n}: all operations ok")
