@@ -807,22 +807,30 @@ void bindComm(py::module_& m) {
           },
           py::arg("buffer"), py::arg("peer"), py::arg("dtype") = "",
           "Receives `peer`'s send into the array.");
-  m.def("group_start", [] {
-    check(chorusGroupStart());
-    ++groupArrays.depth;
-  });
-  m.def("group_end", [] {
-    chorusResult_t r;
-    {
-      py::gil_scoped_release nogil;
-      r = chorusGroupEnd();
-    }
-    if (groupArrays.depth > 0 && --groupArrays.depth == 0) {
-      for (PyObject* o : groupArrays.held) Py_DECREF(o);
-      groupArrays.held.clear();
-    }
-    check(r);
-  });
+  m.def(
+      "group_start",
+      [] {
+        check(chorusGroupStart());
+        ++groupArrays.depth;
+      },
+      "Calls until group_end() are queued and issued together there (as NCCL's groups: one "
+      "thread can drive several thread ranks, or post a send and a receive that need each "
+      "other). Their arrays are kept alive until group_end().");
+  m.def(
+      "group_end",
+      [] {
+        chorusResult_t r;
+        {
+          py::gil_scoped_release nogil;
+          r = chorusGroupEnd();
+        }
+        if (groupArrays.depth > 0 && --groupArrays.depth == 0) {
+          for (PyObject* o : groupArrays.held) Py_DECREF(o);
+          groupArrays.held.clear();
+        }
+        check(r);
+      },
+      "Issues the calls queued since group_start() and returns when they are done.");
 }
 
 }  // namespace
