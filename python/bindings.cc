@@ -399,36 +399,13 @@ Algorithm compileProgram(const Program& prog, bool verify) {
   return a;
 }
 
-Algorithm gen(const std::string& name, int ranks, int instances, const std::string& protocol,
-              bool inplace, bool blocked, int gpusPerNode, int channels, int chunkFactor, int root,
-              bool verify) {
-  const lang::ProgramEntry* e = lang::findProgram(name);
-  if (e == nullptr) raise("no program named '" + name + "' (chorus.programs() lists them)");
-  if (!e->ranksOk(ranks))
-    raise(name + ": ranks=" + std::to_string(ranks) + " does not suit it (ranks: " + e->ranks +
-          ")");
-  const std::pair<const char*, bool> given[] = {{"gpus-per-node", gpusPerNode != 0},
-                                                {"channels", channels != 1},
-                                                {"chunk-factor", chunkFactor != 1},
-                                                {"root", root != 0}};
-  for (auto [option, set] : given)
-    if (set && std::find(e->options.begin(), e->options.end(), option) == e->options.end())
-      raise(name + " does not read " + option);
-  lang::ProgramOptions o;
-  o.name = name;
-  o.collective = e->collective;
-  o.ranks = ranks;
-  o.inplace = inplace;
-  o.protocol = protocol;
-  o.instances = instances;
-  o.blockedInstances = blocked;
-  o.gpusPerNode = gpusPerNode;
-  o.channels = channels;
-  o.root = root;
-  o.chunkFactor = e->chunkFactor(o) * chunkFactor;
-  Program prog{std::make_shared<lang::Program>(o)};
-  if (!prog.p->problems().empty()) raise(prog.p->problems().front().message, problems(*prog.p));
-  e->build(*prog.p);
+Algorithm gen(const cli::GenArgs& args, bool verify) {
+  std::string problem;
+  std::unique_ptr<lang::Program> recorded = cli::recordProgram(args, &problem);
+  if (recorded == nullptr) raise(args.name + ": " + problem);
+  if (!recorded->problems().empty())
+    raise(recorded->problems().front().message, problems(*recorded));
+  Program prog{std::move(recorded)};
   return compileProgram(prog, verify);
 }
 
@@ -924,6 +901,18 @@ PYBIND11_MODULE(_chorus, m) {
     }
     return out;
   });
+  py::class_<cli::GenArgs>(m, "GenArgs")
+      .def(py::init<>())
+      .def_readwrite("name", &cli::GenArgs::name)
+      .def_readwrite("ranks", &cli::GenArgs::ranks)
+      .def_readwrite("instances", &cli::GenArgs::instances)
+      .def_readwrite("blocked_instances", &cli::GenArgs::blockedInstances)
+      .def_readwrite("protocol", &cli::GenArgs::protocol)
+      .def_readwrite("inplace", &cli::GenArgs::inplace)
+      .def_readwrite("gpus_per_node", &cli::GenArgs::gpusPerNode)
+      .def_readwrite("channels", &cli::GenArgs::channels)
+      .def_readwrite("chunk_factor", &cli::GenArgs::chunkFactor)
+      .def_readwrite("root", &cli::GenArgs::root);
   m.def("gen", &gen);
 
   py::class_<cli::SynthArgs>(m, "SynthArgs")

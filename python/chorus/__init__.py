@@ -258,8 +258,11 @@ def gen(name, ranks, *, instances=1, protocol="Simple", inplace=False, blocked_i
         gpus_per_node=0, channels=1, chunk_factor=1, root=0, verify=True):
     """Compiles a built-in program (chorus.programs()) for ``ranks`` ranks and
     proves it (``verify``); returns the Algorithm. As ``chorus gen``."""
-    return Algorithm(_chorus.gen(name, ranks, instances, protocol, inplace, blocked_instances,
-                                 gpus_per_node, channels, chunk_factor, root, verify))
+    a = _chorus.GenArgs()
+    a.name, a.ranks, a.instances, a.protocol = name, ranks, instances, protocol
+    a.inplace, a.blocked_instances, a.gpus_per_node = inplace, blocked_instances, gpus_per_node
+    a.channels, a.chunk_factor, a.root = channels, chunk_factor, root
+    return Algorithm(_chorus.gen(a, verify))
 
 
 def _synth_args(collective, topo, ranks=None, root=0, **kw):

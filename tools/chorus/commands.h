@@ -1,7 +1,9 @@
 // The `chorus` subcommands. Each returns the process exit code.
 #pragma once
 
+#include <chorus/lang.hpp>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -115,6 +117,10 @@ struct GenArgs {
 // Runs a registered program, compiles and verifies it, writes MSCCL XML.
 // Exit: 0 written, 1 the program or its result is wrong, 2 bad arguments.
 int runGen(const GenArgs& args);
+// The registered program `args.name` recorded with `args`' options (also
+// the Python package's gen()); nullptr with `problem` saying why (unknown
+// name, a rank count or option it does not take).
+std::unique_ptr<lang::Program> recordProgram(const GenArgs& args, std::string* problem);
 
 struct TopoArgs {
   bool list = false;

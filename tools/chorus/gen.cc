@@ -6,6 +6,7 @@
 #include <chorus/gen.hpp>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 
 #include "core/io.h"
 #include "lang/registry.h"
@@ -13,31 +14,23 @@
 
 namespace chorus::cli {
 
-int runGen(const GenArgs& args) {
-  auto optionList = [](const lang::ProgramEntry& e) {
-    std::string s;
-    for (const std::string& o : e.options) s += (s.empty() ? "--" : " --") + o;
-    return s;
-  };
-  if (args.list) {
-    for (const lang::ProgramEntry& e : lang::programs()) {
-      fmt::print("{:<28} {:<13} ranks: {:<18} {}\n", e.name, e.collective, e.ranks, e.description);
-      if (!e.options.empty()) fmt::print("{:<28} also reads: {}\n", "", optionList(e));
-    }
-    fmt::print(
-        "every program reads --ranks N --instances I [--blocked-instances] --protocol "
-        "Simple|LL|LL128 --inplace\n");
-    return 0;
-  }
+namespace {
+std::string optionList(const lang::ProgramEntry& e) {
+  std::string s;
+  for (const std::string& o : e.options) s += (s.empty() ? "--" : " --") + o;
+  return s;
+}
+}  // namespace
+
+std::unique_ptr<lang::Program> recordProgram(const GenArgs& args, std::string* problem) {
   const lang::ProgramEntry* e = lang::findProgram(args.name);
   if (e == nullptr) {
-    fmt::print(stderr, "chorus gen: no program named '{}' (chorus gen --list)\n", args.name);
-    return 2;
+    *problem = "no program named '" + args.name + "' (chorus gen --list)";
+    return nullptr;
   }
   if (!e->ranksOk(args.ranks)) {
-    fmt::print(stderr, "chorus gen {}: --ranks {} does not suit it (ranks: {})\n", e->name,
-               args.ranks, e->ranks);
-    return 2;
+    *problem = fmt::format("--ranks {} does not suit it (ranks: {})", args.ranks, e->ranks);
+    return nullptr;
   }
   // An option the program does not read would be silently ignored: refuse it.
   const std::pair<const char*, bool> given[] = {{"gpus-per-node", args.gpusPerNode != 0},
@@ -46,22 +39,15 @@ int runGen(const GenArgs& args) {
                                                 {"root", args.root != 0}};
   for (auto [name, set] : given)
     if (set && std::find(e->options.begin(), e->options.end(), name) == e->options.end()) {
-      fmt::print(stderr, "chorus gen {}: it does not read --{} ({})\n", e->name, name,
-                 e->options.empty() ? "it reads none beyond the common options"
-                                    : "it reads " + optionList(*e));
-      return 2;
+      *problem = fmt::format("it does not read --{} ({})", name,
+                             e->options.empty() ? "it reads none beyond the common options"
+                                                : "it reads " + optionList(*e));
+      return nullptr;
     }
   if (args.root >= args.ranks) {
-    fmt::print(stderr, "chorus gen {}: --root {} is not a rank of {}\n", e->name, args.root,
-               args.ranks);
-    return 2;
+    *problem = fmt::format("--root {} is not a rank of {}", args.root, args.ranks);
+    return nullptr;
   }
-  if (args.output.empty() && args.printAfter.empty()) {
-    fmt::print(stderr, "chorus gen {}: say where the XML goes (-o FILE, or -o - for stdout)\n",
-               e->name);
-    return 2;
-  }
-  auto t0 = std::chrono::steady_clock::now();
   lang::ProgramOptions o;
   o.name = args.name;
   o.collective = e->collective;
@@ -74,8 +60,36 @@ int runGen(const GenArgs& args) {
   o.channels = args.channels;
   o.root = args.root;
   o.chunkFactor = e->chunkFactor(o) * args.chunkFactor;
-  lang::Program program(o);
-  e->build(program);
+  auto program = std::make_unique<lang::Program>(o);
+  e->build(*program);
+  return program;
+}
+
+int runGen(const GenArgs& args) {
+  if (args.list) {
+    for (const lang::ProgramEntry& e : lang::programs()) {
+      fmt::print("{:<28} {:<13} ranks: {:<18} {}\n", e.name, e.collective, e.ranks, e.description);
+      if (!e.options.empty()) fmt::print("{:<28} also reads: {}\n", "", optionList(e));
+    }
+    fmt::print(
+        "every program reads --ranks N --instances I [--blocked-instances] --protocol "
+        "Simple|LL|LL128 --inplace\n");
+    return 0;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  std::string problem;
+  std::unique_ptr<lang::Program> recorded = recordProgram(args, &problem);
+  if (recorded == nullptr) {
+    fmt::print(stderr, "chorus gen {}: {}\n", args.name, problem);
+    return 2;
+  }
+  if (args.output.empty() && args.printAfter.empty()) {
+    fmt::print(stderr, "chorus gen {}: say where the XML goes (-o FILE, or -o - for stdout)\n",
+               args.name);
+    return 2;
+  }
+  const lang::Program& program = *recorded;
+  const lang::ProgramEntry* e = lang::findProgram(args.name);
   GenerateOptions go;
   go.verify = !args.noVerify;
   go.printAfter = args.printAfter;
