@@ -14,6 +14,11 @@ if [[ $(id -u) -ne 0 ]]; then
   root=(sudo)
 fi
 build=build/release
+# The package installs under /usr; the tree goes back to the default prefix
+# afterwards (the Python package's folder is chosen by the prefix).
+prefix=$(sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+restore() { cmake --preset release -DCMAKE_INSTALL_PREFIX="${prefix:-/usr/local}" >/dev/null; }
+trap restore EXIT
 cmake --preset release -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON >/dev/null
 targets=(chorus chorus_shared)
 help=$(cmake --build --preset release --target help)
@@ -33,7 +38,7 @@ fi
 mapfile -t files < <(dpkg -L chorus | while read -r f; do [[ -f $f || -L $f ]] && echo "$f"; done)
 echo "deb_check: installed ${#files[@]} files"
 work=$(mktemp -d /tmp/chorus-deb.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work"; restore' EXIT
 cmake -S tests/install/consumer -B "$work/b" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$work/b" >/dev/null
 "$work/b/consumer_c"
