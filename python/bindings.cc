@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "api/convert.h"
 #include "api/generate.h"
 #include "core/diagnostic.h"
 #include "core/types.h"
@@ -457,36 +458,19 @@ chorusDataType_t cType(const py::array& a, const std::string& dtype,
       (other->itemsize() != a.itemsize() || other->dtype().kind() != a.dtype().kind()))
     raise("the arrays' dtypes differ (" + py::str(a.dtype()).cast<std::string>() + " and " +
           py::str(other->dtype()).cast<std::string>() + ")");
-  std::string name = dtype;
-  if (name.empty()) name = py::str(a.dtype()).cast<std::string>();
-  static const std::pair<const char*, chorusDataType_t> kTypes[] = {
-      {"int8", chorusInt8},         {"uint8", chorusUint8},     {"int32", chorusInt32},
-      {"uint32", chorusUint32},     {"int64", chorusInt64},     {"uint64", chorusUint64},
-      {"float16", chorusFloat16},   {"fp16", chorusFloat16},    {"bfloat16", chorusBfloat16},
-      {"bf16", chorusBfloat16},     {"float32", chorusFloat32}, {"fp32", chorusFloat32},
-      {"float64", chorusFloat64},   {"fp64", chorusFloat64},    {"fp8e4m3", chorusFloat8e4m3},
-      {"fp8e5m2", chorusFloat8e5m2}};
-  for (auto [n, t] : kTypes)
-    if (name == n) {
-      static const size_t kSizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
-      if (kSizes[t] != static_cast<size_t>(a.itemsize()))
-        raise("dtype " + name + " has " + std::to_string(kSizes[t]) +
-              "-byte elements; the array's are " + std::to_string(a.itemsize()));
-      return t;
-    }
-  raise("no Chorus data type for '" + name + "' (pass dtype='bf16' for bfloat16 in uint16 arrays)");
+  // The dtype named, else the array's (numpy's names are among core's).
+  const std::string name = dtype.empty() ? py::str(a.dtype()).cast<std::string>() : dtype;
+  std::optional<DataType> t = parseDataType(name);
+  if (!t)
+    raise("no Chorus data type for '" + name +
+          "' (pass dtype='bf16' for bfloat16 in uint16 arrays)");
+  if (dataTypeSize(*t) != static_cast<size_t>(a.itemsize()))
+    raise("dtype " + name + " has " + std::to_string(dataTypeSize(*t)) +
+          "-byte elements; the array's are " + std::to_string(a.itemsize()));
+  return api::toC(*t);
 }
 
-chorusRedOp_t cOp(const std::string& op) {
-  static const std::pair<const char*, chorusRedOp_t> kOps[] = {{"sum", chorusSum},
-                                                               {"prod", chorusProd},
-                                                               {"max", chorusMax},
-                                                               {"min", chorusMin},
-                                                               {"avg", chorusAvg}};
-  for (auto [n, o] : kOps)
-    if (op == n) return o;
-  raise("unknown reduction '" + op + "' (sum, prod, max, min, avg)");
-}
+chorusRedOp_t cOp(const std::string& op) { return api::toC(reduceOp(op)); }
 
 using A = std::optional<py::array>;
 
@@ -645,10 +629,8 @@ void bindComm(py::module_& m) {
             chorusComm_t cm = live(c);
             py::array* s = contiguous(&send, false, "send");
             py::array* r = contiguous(&recv, true, "recv");
-            int n = 0;
-            check(chorusCommCount(live(c), &n));
-            if (elems(r) != elems(s) * static_cast<size_t>(n))
-              raise("recv must hold size x len(send) elements");
+            const size_t n = sizeOf(cm);
+            if (elems(r) != elems(s) * n) raise("recv must hold size x len(send) elements");
             auto t = cType(*s, dtype, r);
             keep({s, r});
             call([&] {
@@ -664,10 +646,8 @@ void bindComm(py::module_& m) {
             chorusComm_t cm = live(c);
             py::array* s = contiguous(&send, false, "send");
             py::array* r = contiguous(&recv, true, "recv");
-            int n = 0;
-            check(chorusCommCount(live(c), &n));
-            if (elems(s) != elems(r) * static_cast<size_t>(n))
-              raise("send must hold size x len(recv) elements");
+            const size_t n = sizeOf(cm);
+            if (elems(s) != elems(r) * n) raise("send must hold size x len(recv) elements");
             auto t = cType(*s, dtype, r);
             auto o = cOp(op);
             keep({s, r});
@@ -683,15 +663,13 @@ void bindComm(py::module_& m) {
             chorusComm_t cm = live(c);
             py::array* s = contiguous(&send, false, "send");
             py::array* r = contiguous(&recv, true, "recv");
-            int n = 0;
-            check(chorusCommCount(live(c), &n));
-            if (elems(s) != elems(r) || elems(s) % static_cast<size_t>(n) != 0)
+            const size_t n = sizeOf(cm);
+            if (elems(s) != elems(r) || elems(s) % n != 0)
               raise("send and recv must hold the same multiple of size elements");
             auto t = cType(*s, dtype, r);
             keep({s, r});
             call([&] {
-              return chorusAllToAll(s->data(), r->mutable_data(), elems(s) / static_cast<size_t>(n),
-                                    t, cm, nullptr);
+              return chorusAllToAll(s->data(), r->mutable_data(), elems(s) / n, t, cm, nullptr);
             });
           },
           py::arg("send"), py::arg("recv"), py::arg("dtype") = "",

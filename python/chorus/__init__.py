@@ -156,7 +156,7 @@ class Algorithm:
         if inputs is not None:
             inputs = list(inputs)
             if inputs and dtype is None and hasattr(inputs[0], "dtype"):
-                dtype = _numpy_dtype_name(inputs[0].dtype)
+                dtype = str(inputs[0].dtype)  # numpy's names are Chorus's too
         dtype = dtype or "float32"
         return self._a.run(inputs, count, dtype, op, inplace, spec)
 
@@ -169,11 +169,6 @@ class Algorithm:
                                          ("out-of-place", self.outofplace)) if on)
         return (f"<chorus.Algorithm {self.name!r}: {self.collective}, {self.ranks} ranks, "
                 f"{forms}, {self.chunks} chunks, {self.protocol}>")
-
-
-def _numpy_dtype_name(dt):
-    name = str(dt)
-    return {"float16": "fp16", "float32": "fp32", "float64": "fp64"}.get(name, name)
 
 
 def _algorithm(a):
