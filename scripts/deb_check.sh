@@ -39,17 +39,7 @@ mapfile -t files < <(dpkg -L chorus | while read -r f; do [[ -f $f || -L $f ]] &
 echo "deb_check: installed ${#files[@]} files"
 work=$(mktemp -d /tmp/chorus-deb.XXXXXX)
 trap 'rm -rf "$work"; restore' EXIT
-cmake -S tests/install/consumer -B "$work/b" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$work/b" >/dev/null
-"$work/b/consumer_c"
-"$work/b/consumer_lang" "$work/ag.xml"
-/usr/bin/chorus verify "$work/ag.xml"
-# shellcheck disable=SC2046
-cc -std=c11 -Wall -Werror -o "$work/pc" tests/install/consumer/consumer.c $(pkg-config --cflags --libs chorus)
-"$work/pc"
-if [[ " ${targets[*]} " == *" chorus_python "* ]]; then
-  (cd "$work" && /usr/bin/python3 -c 'import chorus, msccl.language; print("deb_check: python chorus", chorus.__version__, chorus.__file__); chorus.gen("ring_allreduce", ranks=4).run()')
-fi
+tests/install/use_installed.sh /usr "$work"
 
 "${root[@]}" dpkg -r chorus >/dev/null
 left=()
