@@ -77,6 +77,7 @@ class ProcessWorld {
   std::shared_ptr<runtime::ProcessFabric> p2p_;  // every ordered pair, for send/recv
   std::map<Key, Entry> calls_;
   uint64_t useClock_ = 0, seq_ = 0;
+  size_t cachedBytes_ = 0;  // scratch of the cached calls (call_cache.h)
   std::atomic<bool> aborted_{false};
   mutable std::mutex mu_;  // error_
   Status error_;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <tuple>
 
+#include "api/call_cache.h"
 #include "core/check.h"
 #include "core/log.h"
 
@@ -20,8 +21,6 @@ using runtime::PreparedCall;
 using runtime::VerifiedAlgorithm;
 
 namespace {
-
-constexpr size_t kCachedCalls = 32;
 
 long envLong(const char* name, long fallback) {
   const char* v = std::getenv(name);
@@ -303,12 +302,7 @@ Result<std::shared_ptr<PreparedCall>> World::prepared(
   if (!made.isOk()) return made.status();
   std::shared_ptr<PreparedCall> pc = std::move(made).value();
   fabric = pc->fabric();  // a larger one if the old one's slots were too small
-  if (calls_.size() >= kCachedCalls) {
-    auto lru = std::min_element(calls_.begin(), calls_.end(), [](const auto& a, const auto& b) {
-      return a.second.lastUse < b.second.lastUse;
-    });
-    calls_.erase(lru);
-  }
+  makeRoom(calls_, pc->bytes(), &cachedBytes_);
   calls_[key] = CacheEntry{va, pc, ++useClock_};
   return pc;
 }

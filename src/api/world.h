@@ -147,6 +147,7 @@ class World : public std::enable_shared_from_this<World> {
   std::map<const runtime::VerifiedAlgorithm*, std::shared_ptr<runtime::LocalFabric>> fabrics_;
   std::map<CacheKey, CacheEntry> calls_;
   uint64_t useClock_ = 0;
+  size_t cachedBytes_ = 0;  // scratch of the cached calls (call_cache.h)
 
   // GPU worlds: one CUDA executor per algorithm (opaque here: src/cuda).
   struct Gpu;

@@ -206,6 +206,12 @@ const Geometry& PreparedCall::geometry() const { return s_->geometry; }
 
 const std::shared_ptr<LocalFabric>& PreparedCall::fabric() const { return s_->fabric; }
 
+size_t PreparedCall::bytes() const {
+  size_t b = 0;
+  for (const auto& s : s_->scratch) b += s.size();
+  return b;
+}
+
 int PreparedCall::refSteps() const {
   int n = 0;
   for (const auto& x : s_->ranks) n += x->refSteps();

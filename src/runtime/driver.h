@@ -81,6 +81,8 @@ class PreparedCall {
   const std::shared_ptr<LocalFabric>& fabric() const;
   // Steps sent by reference (one copy per hop) across all ranks.
   int refSteps() const;
+  // Scratch bytes it holds (every rank's).
+  size_t bytes() const;
 
  private:
   PreparedCall() = default;
@@ -109,6 +111,8 @@ class RankCall {
   ~RankCall();
   const Geometry& geometry() const { return geometry_; }
   Status run(const RankRunOptions& options);
+  // Scratch bytes it holds.
+  size_t bytes() const { return scratch_.size(); }
 
  private:
   RankCall() = default;

@@ -80,6 +80,21 @@ struct PerfArgs {
 // (--check), 2 bad arguments or a failed call.
 int runPerf(const PerfArgs& args);
 
+struct SoakArgs {
+  long calls = 1000;
+  uint64_t seed = 1;
+  int ranks = 4;                   // thread ranks (unless launched: one process's rank)
+  int procs = 0;                   // > 0: as this many processes (via chorus launch)
+  size_t maxBytes = 1 << 20;       // most bytes a call moves per rank
+  std::vector<std::string> algos;  // algorithm files or directories in the mix
+  bool builtins = true;            // the built-ins by name in the mix
+};
+// A seeded mix of collectives, sizes, types, ops, forms and algorithms, each
+// call checked; resident memory and descriptors compared after the first
+// tenth and at the end. Exit: 0 all right, 1 wrong data or growth, 2 bad
+// arguments, 3 a call failed.
+int runSoak(const SoakArgs& args);
+
 struct LaunchArgs {
   int nprocs = 1;
   bool keepGoing = false;          // do not stop the others when a rank fails
