@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 
@@ -12,5 +13,10 @@ namespace chorus {
 Result<std::string> readTextFile(const std::string& path);
 // Creates or truncates `path` and writes `text`.
 Status writeTextFile(const std::string& text, const std::string& path);
+
+// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code
+// points past U+10FFFF). pugixml does not check encodings, and names read
+// from XML travel on to JSON (which must be UTF-8) and logs.
+bool isValidUtf8(std::string_view s);
 
 }  // namespace chorus

@@ -5,6 +5,8 @@
 #include <limits>
 #include <pugixml.hpp>
 
+#include "core/io.h"
+
 namespace chorus::ir {
 
 LineMap::LineMap(std::string_view text) {
@@ -22,27 +24,6 @@ SourcePos LineMap::at(size_t offset) const {
 }
 
 namespace {
-
-// pugixml does not validate encodings; names travel on to JSON and logs.
-bool isValidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    if (len == 0 || i + static_cast<size_t>(len) > s.size()) return false;
-    uint32_t cp = len == 1 ? c : c & (0x7f >> len);
-    for (int k = 1; k < len; ++k) {
-      auto cc = static_cast<unsigned char>(s[i + static_cast<size_t>(k)]);
-      if ((cc >> 6) != 0x2) return false;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    // Reject overlong forms, surrogates and code points past U+10FFFF.
-    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[len] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return false;
-    i += static_cast<size_t>(len);
-  }
-  return true;
-}
 
 // Parsing context for one file: the raw text (to locate attributes), the
 // line map, and where diagnostics go.

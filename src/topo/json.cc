@@ -1,5 +1,6 @@
 #include "topo/json.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -103,6 +104,22 @@ Result<Topology> readTopologyFile(const std::string& path) {
   return parseTopology(text.value(), path);
 }
 
+namespace {
+
+// The microseconds the reader turns back into exactly `seconds` (it
+// multiplies by 1e-6), so written topologies read back unchanged.
+double microseconds(double seconds) {
+  const double first = seconds * 1e6;
+  double up = first, down = first;
+  for (int k = 0; k < 8; ++k, up = std::nextafter(up, HUGE_VAL), down = std::nextafter(down, 0.0)) {
+    if (up * 1e-6 == seconds) return up;
+    if (down * 1e-6 == seconds) return down;
+  }
+  return first;
+}
+
+}  // namespace
+
 std::string writeTopology(const Topology& t) {
   nlohmann::ordered_json doc;
   doc["name"] = t.name;
@@ -120,9 +137,10 @@ std::string writeTopology(const Topology& t) {
     doc["links"].push_back({{"from", t.nodes[static_cast<size_t>(l.from)].name},
                             {"to", t.nodes[static_cast<size_t>(l.to)].name},
                             {"bandwidth", l.bandwidth},
-                            {"latency_us", l.latency * 1e6},
+                            {"latency_us", microseconds(l.latency)},
                             {"kind", linkKindName(l.kind)}});
-  return doc.dump(1) + "\n";
+  // Names from file paths may not be UTF-8: replaced, not thrown on.
+  return doc.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace chorus::topo

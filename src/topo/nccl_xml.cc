@@ -75,6 +75,8 @@ struct Builder {
 }  // namespace
 
 Result<Topology> parseNcclTopology(const std::string& text, const std::string& origin, int boxes) {
+  if (!isValidUtf8(text))  // names come from attributes and go on to JSON
+    return Status(StatusCode::kParseError, origin + ": not UTF-8 text");
   pugi::xml_document doc;
   pugi::xml_parse_result pr = doc.load_buffer(text.data(), text.size());
   if (!pr)

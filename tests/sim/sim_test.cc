@@ -461,6 +461,36 @@ TEST(Topo, NcclTopologyXml) {
   EXPECT_FALSE(topo::loadTopology(file + ":x").isOk());
 }
 
+// Found by fuzz_topology: a non-UTF-8 attribute of NCCL's XML became a
+// node name, and writing the topology as JSON threw (nlohmann's
+// type_error 316) instead of the reader refusing the file.
+TEST(NcclTopology, TextThatIsNotUtf8IsRefusedAndNamesNeverThrow) {
+  std::string xml =
+      "<system version=\"1\"><cpu numaid=\"\x91\"><pci busid=\"0000:01:00.0\">"
+      "<gpu dev=\"0\"/></pci></cpu></system>";
+  auto e = topo::parseNcclTopology(xml, "latin1.xml", 1);
+  ASSERT_FALSE(e.isOk());
+  EXPECT_NE(e.status().message().find("latin1.xml: not UTF-8"), std::string::npos)
+      << e.status().message();
+  // A name from a file path that is not UTF-8 is written with U+FFFD.
+  topo::Topology t = preset("ring:2");
+  t.name = "ring\xff";
+  std::string json = topo::writeTopology(t);
+  EXPECT_NE(json.find("ring\xef\xbf\xbd"), std::string::npos) << json;
+}
+
+// Found by fuzz_topology: a latency written in microseconds read back one
+// ulp off (us * 1e-6 != the seconds it came from).
+TEST(TopologyJson, LatenciesReadBackExactly) {
+  for (double s : {1e-7, 0.35e-6, 0.1e-6 * 3, 3.3e-6, 0.09999999999999999e-6, 7e-9}) {
+    topo::Topology t = preset("ring:2");
+    for (topo::Link& l : t.links) l.latency = s;
+    auto back = topo::parseTopology(topo::writeTopology(t), "t.json");
+    ASSERT_TRUE(back.isOk()) << back.status().toString();
+    for (const topo::Link& l : back.value().links) EXPECT_EQ(l.latency, s);
+  }
+}
+
 TEST(Sim, BadInputIsAnError) {
   topo::Topology ring4 = preset("ring:4");
   auto big = sim::simulate(synth::ringAllReduce(8), ring4, sim::Options{});

@@ -171,7 +171,7 @@ int runVerify(const VerifyArgs& args) {
       j["diagnostics"] = diags;
       out.push_back(j);
     }
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return exitCode;
   }
 

@@ -194,7 +194,7 @@ int runSim(const SimArgs& args) {
     if (!args.json) fmt::print("{}\n", line);
   }
   if (args.json) {
-    fmt::print("{}\n", doc.dump(1));
+    fmt::print("{}\n", doc.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
     return 0;
   }
   if (compare) return 0;

@@ -460,14 +460,15 @@ int runSynth(const SynthArgs& args) {
     fmt::print(stderr, "chorus synth: {}\n", error);
     return rc;
   }
-  if (args.json) fmt::print("{}\n", json.dump(1));
+  if (args.json)
+    fmt::print("{}\n", json.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
   return 0;
 }
 
 int synthesize(const SynthArgs& args, std::string* json, std::string* xml, std::string* error) {
   nlohmann::ordered_json j;
   int rc = synth(args, &j, xml, error);
-  if (rc == 0) *json = j.dump();
+  if (rc == 0) *json = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   return rc;
 }
 

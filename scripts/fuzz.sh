@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Builds every libFuzzer target (the `fuzz` preset: clang 16, ASan + UBSan)
+# and runs each for SECONDS on its seed corpus, two at a time. Fails if any
+# target crashes, leaks, trips a sanitizer, breaks its property (round trip,
+# verdict) or times out on one input; the input that did it is kept in
+# build/fuzz/artifacts/ (turn it into a unit test, docs/testing.md).
+# New inputs found go to build/fuzz/corpus/TARGET (kept between runs, so
+# runs accumulate); the repository's seeds in tests/fuzz/corpus/ are only
+# read.
+# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (default 60 s, every target)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-60}
+shift || true
+all=(fuzz_verify fuzz_json fuzz_topology fuzz_postcondition fuzz_wire fuzz_env fuzz_cli)
+if (($# > 0)); then targets=("$@"); else targets=("${all[@]}"); fi
+
+scripts/setup.sh clang-16 libclang-rt-16-dev
+cmake --preset fuzz > /dev/null
+cmake --build --preset fuzz
+
+bin=build/fuzz/tests/fuzz
+artifacts=build/fuzz/artifacts
+mkdir -p "$artifacts"
+shared=../shared/msccl-algorithms
+
+# The seeds of one target: the repository's corpus, plus inputs the tests
+# already keep (algorithm files, specs, topologies).
+seeds() {
+  local t=$1
+  echo "tests/fuzz/corpus/$t"
+  case $t in
+    fuzz_verify) echo tests/data tests/data/bad tests/data/custom tests/data/lang examples/algorithms ;;
+    fuzz_postcondition) echo tests/data/custom ;;
+  esac
+}
+
+run_one() {  # TARGET: runs it, prints one line, returns non-zero on a finding
+  local t=$1 log=build/fuzz/$1.log
+  mkdir -p "build/fuzz/corpus/$t"
+  local maxlen=4096
+  [[ $t == fuzz_verify || $t == fuzz_json || $t == fuzz_topology ]] && maxlen=16384
+  # shellcheck disable=SC2046
+  if "$bin/$t" -max_total_time="$seconds" -max_len="$maxlen" -timeout=20 -rss_limit_mb=2560 \
+      -print_final_stats=1 -close_fd_mask=1 -artifact_prefix="$artifacts/$t-" \
+      "build/fuzz/corpus/$t" $(seeds "$t") > "$log" 2>&1; then
+    local runs
+    runs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | grep -o '[0-9]*$' || echo '?')
+    printf '%-20s ok   %10s runs in %s s, corpus %s\n' "$t" "$runs" "$seconds" \
+      "$(ls "build/fuzz/corpus/$t" | wc -l)"
+  else
+    printf '%-20s FAIL (log: %s)\n' "$t" "$log"
+    grep -E 'ERROR|SUMMARY|runtime error|abort|Test unit written' "$log" | head -20
+    return 1
+  fi
+}
+export -f run_one seeds
+export bin artifacts seconds
+
+echo "== fuzzing ${#targets[@]} targets for $seconds s each, two at a time"
+if printf '%s\n' "${targets[@]}" | xargs -P 2 -I{} bash -c 'run_one {}'; then
+  echo "== fuzz: no findings"
+else
+  echo "== fuzz: FINDINGS (inputs in $artifacts)"
+  exit 1
+fi
