@@ -7,8 +7,11 @@
 #include <cstring>
 #include <random>
 #include <string_view>
+#include <thread>
 #include <tuple>
 
+#include "api/call_cache.h"
+#include "core/failpoint.h"
 #include "core/log.h"
 #include "runtime/p2p.h"
 
@@ -18,7 +21,6 @@ using runtime::CallArgs;
 using runtime::VerifiedAlgorithm;
 
 namespace {
-constexpr size_t kCachedCalls = 32;
 // Sends and receives move in pieces of this size; the pairs' fabric has
 // its own id among the algorithms' fabrics (which count up from 0).
 constexpr size_t kPointToPointPiece = size_t{64} << 10;
@@ -140,6 +142,7 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
 }
 
 ProcessWorld::~ProcessWorld() {
+  (void)failpoint("shutdown");  // fault injection (core/failpoint.h)
   // First the TCP progress thread and the bootstrap: they say goodbye and
   // stop the threads that may otherwise still call abort() on members being
   // destroyed. Connections go before the links they are enrolled in.
@@ -163,10 +166,33 @@ Status ProcessWorld::asyncError() const {
 void ProcessWorld::abort(Status why) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (error_.isOk()) error_ = why;
+    if (error_.isOk())
+      error_ = why;
+    else if (why.message() != error_.message() && reports_.size() < 4)
+      reports_.push_back(why.message());
   }
   aborted_.store(true, std::memory_order_release);
   if (bells_ != nullptr) bells_->bell(me_).ring();
+}
+
+Status ProcessWorld::timedOut(Status st) {
+  // The rank we waited for may itself have waited for another: say so now
+  // and hear, for a moment, what the others say, so the message leads to
+  // the rank that stopped (docs/testing.md "Fault injection").
+  boot_->goodbye(st.message());
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  std::vector<std::string> heard;
+  while (std::chrono::steady_clock::now() < until) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      heard = reports_;
+    }
+    if (!heard.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::string msg = st.message();
+  for (const std::string& h : heard) msg += "\n  meanwhile: " + h;
+  return Status(st.code(), msg);
 }
 
 Status ProcessWorld::barrier() {
@@ -202,12 +228,7 @@ Result<runtime::RankCall*> ProcessWorld::rankCall(
   }
   auto rc = runtime::RankCall::make(*va, me_, args, options_.sliceBytes, fabric);
   if (!rc.isOk()) return rc.status();
-  if (calls_.size() >= kCachedCalls) {
-    auto lru = std::min_element(calls_.begin(), calls_.end(), [](const auto& a, const auto& b) {
-      return a.second.lastUse < b.second.lastUse;
-    });
-    calls_.erase(lru);
-  }
+  makeRoom(calls_, rc.value()->bytes(), &cachedBytes_);
   runtime::RankCall* raw = rc.value().get();
   calls_[key] = Entry{va, std::move(rc).value(), ++useClock_};
   return raw;
@@ -242,7 +263,10 @@ Status ProcessWorld::collective(const Op& op) {
   for (const PlanPart& p : parts.value()) {
     auto rc = rankCall(p.va, partArgs(op.args, p));
     if (!rc.isOk()) {
-      if (rc.status().code() == StatusCode::kTimeout || rc.status().code() == StatusCode::kIoError)
+      // Making a fabric is collective: failing in it (a peer gone, silent
+      // or unreachable) ends the communicator, as a failed step does.
+      if (rc.status().code() == StatusCode::kTimeout ||
+          rc.status().code() == StatusCode::kIoError || rc.status().code() == StatusCode::kAborted)
         abort(rc.status());
       return rc.status();
     }
@@ -250,7 +274,17 @@ Status ProcessWorld::collective(const Op& op) {
     // A call that failed half way leaves messages in the rings: the
     // communicator cannot be used again.
     if (!st.isOk() && st.code() != StatusCode::kAborted) abort(st);
-    if (st.code() == StatusCode::kAborted) st = asyncError();
+    if (st.code() == StatusCode::kTimeout) st = timedOut(st);
+    if (st.code() == StatusCode::kAborted) {
+      // Another rank's failure ended the call; what this one was waiting
+      // for may point further (the rank that stopped).
+      Status peer = asyncError();
+      size_t nl = st.message().find('\n');
+      st = Status(peer.code(),
+                  peer.message() + (nl == std::string::npos
+                                       ? ""
+                                       : "\n  this rank was waiting:" + st.message().substr(nl)));
+    }
     if (!st.isOk()) return st;
   }
   return Status::ok();

@@ -47,6 +47,8 @@ class ProcessWorld {
 
  private:
   ProcessWorld(int n, int me, WorldOptions o) : n_(n), me_(me), options_(o), builtins_(n) {}
+  // A call timed out: tells the others and returns `st` with what they report.
+  Status timedOut(Status st);
   Result<runtime::RankCall*> rankCall(const std::shared_ptr<const runtime::VerifiedAlgorithm>& va,
                                       const runtime::CallArgs& args);
 
@@ -81,6 +83,9 @@ class ProcessWorld {
   std::atomic<bool> aborted_{false};
   mutable std::mutex mu_;  // error_
   Status error_;
+  // Failures other ranks reported after error_ was set (a few, for the
+  // message of a timeout: whom the rank we waited for was waiting for).
+  std::vector<std::string> reports_;
 };
 
 }  // namespace chorus::api

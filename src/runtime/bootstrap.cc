@@ -17,6 +17,7 @@
 #include <fstream>
 #include <thread>
 
+#include "core/failpoint.h"
 #include "core/log.h"
 #include "runtime/socket.h"
 
@@ -33,7 +34,15 @@ namespace {
 
 Status bad(std::string msg) { return Status(StatusCode::kInvalidArgument, std::move(msg)); }
 constexpr uint32_t kHelloMagic = 0x53524843;  // "CHRS"
-constexpr uint32_t kVersion = 1;
+// 2: the root's answer to a hello is a typed frame (the table, or why it
+// gave up), like every frame after it.
+constexpr uint32_t kVersion = 2;
+// Frames after the hello start with a type byte.
+constexpr char kData = 'D';    // a payload follows (the table, allGather/barrier data)
+constexpr char kBye = 'B';     // the sender leaves on purpose
+constexpr char kFailed = 'F';  // the sender leaves after an error (its text follows)
+constexpr char kLost = 'L';    // rank 0 to the others: a rank is gone (u32, then why)
+constexpr size_t kMaxReason = 2000;
 constexpr uint32_t kMaxHost = 1024;
 constexpr uint32_t kMaxSecret = 256;
 constexpr uint32_t kMaxRanks = 1u << 16;
@@ -245,47 +254,40 @@ Status Bootstrap::accept() {
   hosts_.assign(static_cast<size_t>(n), "");
   hosts_[0] = hostIdentity();
   int joined = 1;
-  while (joined < n) {
-    Status w = net::waitFd(listenFd_, POLLIN, deadline, "waiting for ranks to join");
-    if (!w.isOk()) {
-      std::string missing;
-      for (int r = 1; r < n; ++r)
-        if (peerFds_[static_cast<size_t>(r)] < 0) (missing += ' ') += std::to_string(r);
-      return Status(StatusCode::kTimeout, "bootstrap: ranks" + missing + " did not join within " +
-                                              std::to_string(config_.timeoutMs / 1000) + " s");
-    }
-    sockaddr_in from{};
-    socklen_t len = sizeof from;
-    int fd = ::accept4(listenFd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    std::string who = net::addressText(from);
-    // A stray or hostile peer gets a short deadline and is dropped, logged.
-    auto helloDeadline = std::min(deadline, Clock::now() + std::chrono::seconds(5));
-    auto frame = recvFrame(fd, helloDeadline);
-    Result<wire::Hello> hello =
-        frame.isOk() ? wire::decodeHello(frame.value()) : Result<wire::Hello>(frame.status());
-    std::string refuse;
-    if (!hello.isOk()) {
-      refuse = hello.status().message();
-    } else if (!net::sameSecret(hello.value().secret, config_.secret)) {
-      refuse = "wrong secret";
-    } else if (static_cast<int>(hello.value().nranks) != n) {
-      refuse = "it says the world has " + std::to_string(hello.value().nranks) + " ranks, not " +
-               std::to_string(n);
-    } else if (hello.value().rank == 0 || peerFds_[hello.value().rank] >= 0) {
-      refuse = "rank " + std::to_string(hello.value().rank) + " is already taken";
-    }
-    if (!refuse.empty()) {
-      logLine(LogLevel::kWarn, "bootstrap: refused a connection from " + who + ": " + refuse);
-      ::close(fd);
-      continue;
-    }
-    peerFds_[hello.value().rank] = fd;
-    hosts_[hello.value().rank] = hello.value().host;
-    ++joined;
+  Status st = net::acceptHellos(
+      listenFd_, 1, deadline, "bootstrap",
+      [&](net::Arrival& a) -> std::string {
+        Result<wire::Hello> hello = wire::decodeHello(a.frames[0]);
+        if (!hello.isOk()) return hello.status().message();
+        const wire::Hello& h = hello.value();
+        if (!net::sameSecret(h.secret, config_.secret)) return "wrong secret";
+        if (static_cast<int>(h.nranks) != n)
+          return "it says the world has " + std::to_string(h.nranks) + " ranks, not " +
+                 std::to_string(n);
+        if (h.rank == 0 || peerFds_[h.rank] >= 0)
+          return "rank " + std::to_string(h.rank) + " is already taken";
+        peerFds_[h.rank] = a.fd;
+        hosts_[h.rank] = h.host;
+        ++joined;
+        return "";
+      },
+      [&] { return joined == n; });
+  if (st.code() == StatusCode::kTimeout) {
+    std::string missing;
+    for (int r = 1; r < n; ++r)
+      if (peerFds_[static_cast<size_t>(r)] < 0) (missing += ' ') += std::to_string(r);
+    st = Status(StatusCode::kTimeout, "bootstrap: ranks" + missing + " did not join within " +
+                                          std::to_string(config_.timeoutMs / 1000) + " s");
   }
+  if (!st.isOk()) {
+    goodbye(st.message());  // the ranks that joined learn why, not just a timeout
+    return st;
+  }
+  // Everyone joined: nothing needs the listener any more (docs/security.md).
+  ::close(listenFd_);
+  listenFd_ = -1;
   localAddress_ = n > 1 ? net::localAddressOf(peerFds_[1]) : config_.rootHost;
-  std::string table = wire::encodeTable(hosts_);
+  std::string table = kData + wire::encodeTable(hosts_);
   for (int r = 1; r < n; ++r)
     CHORUS_RETURN_IF_ERROR(sendFrame(peerFds_[static_cast<size_t>(r)], table, deadline));
   return Status::ok();
@@ -294,6 +296,7 @@ Status Bootstrap::accept() {
 Result<std::unique_ptr<Bootstrap>> Bootstrap::connect(const BootstrapConfig& config) {
   if (config.nranks < 1 || config.rank < 0 || config.rank >= config.nranks)
     return bad("rank " + std::to_string(config.rank) + " of " + std::to_string(config.nranks));
+  (void)failpoint("bootstrap.connect");  // fault injection (core/failpoint.h)
   if (config.rank == 0) {
     auto b = listen(config);
     if (!b.isOk()) return b.status();
@@ -306,33 +309,46 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::connect(const BootstrapConfig& con
   if (!addr.isOk()) return addr.status();
   auto deadline = Clock::now() + std::chrono::milliseconds(config.timeoutMs);
   // The root may not listen yet: retry until the deadline.
-  auto fd = net::connectRetrying(addr.value(), deadline,
-                                 "bootstrap: rank " + std::to_string(config.rank));
+  auto fd = net::connectRetrying(
+      addr.value(), deadline,
+      "bootstrap: rank " + std::to_string(config.rank) + ": the root (rank 0) did not answer");
   if (!fd.isOk()) return fd.status();
   b->rootFd_ = fd.value();
   b->localAddress_ = net::localAddressOf(b->rootFd_);
   wire::Hello h{config.secret, static_cast<uint32_t>(config.rank),
                 static_cast<uint32_t>(config.nranks), hostIdentity()};
   CHORUS_RETURN_IF_ERROR(sendFrame(b->rootFd_, wire::encodeHello(h), deadline));
-  auto table = recvFrame(b->rootFd_, deadline);
+  // The root answers by its own deadline (the table, or why it gave up)
+  // unless it died; the margin lets its answer arrive.
+  auto table = recvFrame(b->rootFd_, deadline + std::chrono::seconds(2));
+  const std::string rank = "bootstrap: rank " + std::to_string(config.rank) + ": ";
   if (!table.isOk()) {
-    return Status(table.status().code(), "bootstrap: rank " + std::to_string(config.rank) +
-                                             " was not admitted by the root (wrong secret or "
-                                             "world size?): " +
-                                             table.status().message());
+    return Status(table.status().code(),
+                  rank + "not admitted by the root (rank 0) at " + config.rootHost + ":" +
+                      std::to_string(config.rootPort) + ": " + table.status().message() +
+                      " (the root refuses and logs a wrong secret or world size)");
   }
-  auto hosts = wire::decodeTable(table.value(), static_cast<uint32_t>(config.nranks));
+  if (table.value().empty() || table.value()[0] != kData) {
+    std::string why = table.value().empty() ? "" : table.value().substr(1);
+    return Status(StatusCode::kAborted,
+                  rank + "the root (rank 0) gave up" + (why.empty() ? "" : ": " + why));
+  }
+  auto hosts = wire::decodeTable(std::string_view(table.value()).substr(1),
+                                 static_cast<uint32_t>(config.nranks));
   if (!hosts.isOk()) return hosts.status();
   b->hosts_ = std::move(hosts).value();
   return b;
 }
 
 Result<std::vector<std::string>> Bootstrap::allGather(std::string_view mine) {
+  (void)failpoint("bootstrap.allgather");
   auto deadline = Clock::now() + std::chrono::milliseconds(config_.timeoutMs);
   const auto n = static_cast<uint32_t>(config_.nranks);
   if (config_.rank != 0) {
     CHORUS_RETURN_IF_ERROR(sendData(rootFd_, mine, deadline));
-    auto all = recvData(0, deadline);
+    // The root answers by its deadline (everything, or which rank failed)
+    // unless it died; the margin lets its answer arrive.
+    auto all = recvData(0, deadline + std::chrono::seconds(2));
     if (!all.isOk()) return all.status();
     return wire::decodeBlobs(all.value(), n);
   }
@@ -340,9 +356,10 @@ Result<std::vector<std::string>> Bootstrap::allGather(std::string_view mine) {
   blobs[0] = std::string(mine);
   for (uint32_t r = 1; r < n; ++r) {
     auto f = recvData(static_cast<int>(r), deadline);
-    if (!f.isOk())
-      return Status(f.status().code(),
-                    "bootstrap: rank " + std::to_string(r) + ": " + f.status().message());
+    if (!f.isOk()) {
+      goodbye(f.status().message());  // the others learn which rank, not just that rank 0 left
+      return f.status();
+    }
     blobs[r] = std::move(f).value();
   }
   std::string all = wire::encodeBlobs(blobs);
@@ -355,15 +372,6 @@ Status Bootstrap::barrier() {
   return r.isOk() ? Status::ok() : r.status();
 }
 
-// Frames after the hello start with a type byte.
-namespace {
-constexpr char kData = 'D';    // an allGather/barrier payload follows
-constexpr char kBye = 'B';     // the sender leaves on purpose
-constexpr char kFailed = 'F';  // the sender leaves after an error (its text follows)
-constexpr char kLost = 'L';    // rank 0 to the others: a rank is gone (u32, then why)
-constexpr size_t kMaxReason = 2000;
-}  // namespace
-
 Status Bootstrap::sendData(int fd, std::string_view payload, Clock::time_point deadline) {
   std::string f(1, kData);
   f.append(payload);
@@ -375,10 +383,15 @@ Result<std::string> Bootstrap::recvData(int who, Clock::time_point deadline) {
   if (!monitor_.joinable()) {
     for (;;) {
       auto f = recvFrame(fdOf(who), deadline);
-      if (!f.isOk()) return f.status();
+      const std::string from = "bootstrap: rank " + std::to_string(who);
+      if (!f.isOk()) return Status(f.status().code(), from + ": " + f.status().message());
       if (!f.value().empty() && f.value()[0] == kData) return f.value().substr(1);
-      if (f.value().empty() || f.value()[0] != kBye)
-        return bad("unexpected bootstrap frame from rank " + std::to_string(who));
+      if (!f.value().empty() && f.value()[0] == kBye)
+        return Status(StatusCode::kAborted, from + " left");
+      if (!f.value().empty() && f.value()[0] == kFailed)
+        return Status(StatusCode::kAborted,
+                      from + " left after an error: " + f.value().substr(1, kMaxReason));
+      return bad("unexpected bootstrap frame from rank " + std::to_string(who));
     }
   }
   std::unique_lock<std::mutex> lock(mu_);
@@ -389,7 +402,9 @@ Result<std::string> Bootstrap::recvData(int who, Clock::time_point deadline) {
                   "bootstrap: rank " + std::to_string(who) + " did not answer");
   if (q.empty())
     return Status(StatusCode::kAborted,
-                  "bootstrap: rank " + std::to_string(who) + " closed its connection");
+                  "bootstrap: " + (why_[static_cast<size_t>(who)].empty()
+                                       ? "rank " + std::to_string(who) + " closed its connection"
+                                       : why_[static_cast<size_t>(who)]));
   std::string f = std::move(q.front());
   q.pop_front();
   return f;
@@ -415,6 +430,7 @@ void Bootstrap::startMonitor(std::function<void(int, const std::string&)> onLost
   inbox_.assign(slots, {});
   gone_.assign(slots, false);
   byeFrom_.assign(slots, false);
+  why_.assign(slots, "");
   if (config_.rank == 0) gone_[0] = true;  // itself
   monitor_ = std::thread([this] { monitorMain(); });
 }
@@ -470,6 +486,7 @@ void Bootstrap::monitorMain() {
         }
         goneNow = gone_;
       }
+      if (lostRank == w) why_[static_cast<size_t>(w)] = lostWhy;
       cv_.notify_all();
       if (lostRank < 0) continue;
       if (root) {  // tell everyone else

@@ -137,8 +137,9 @@ class Bootstrap {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::deque<std::string>> inbox_;
-  std::vector<bool> gone_;     // connection closed (after goodbye or not)
-  std::vector<bool> byeFrom_;  // the peer said goodbye before closing
+  std::vector<bool> gone_;        // connection closed (after goodbye or not)
+  std::vector<bool> byeFrom_;     // the peer said goodbye before closing
+  std::vector<std::string> why_;  // why each peer is gone (guarded by mu_), empty if unknown
   bool saidGoodbye_ = false;
   std::mutex sendMu_;  // the monitor forwards notices while callers send data
 };

@@ -82,7 +82,9 @@ Status runRankLoop(Steppable& x, Doorbell& bell, int rank, const RankRunOptions&
   Status result;
   for (;;) {
     if (o.abort != nullptr && o.abort->load(std::memory_order_acquire)) {
-      result = Status(StatusCode::kAborted, "rank " + std::to_string(rank) + ": call aborted");
+      std::string msg = "rank " + std::to_string(rank) + ": call aborted";
+      for (const std::string& w : x.waiting()) msg += "\n  " + w;
+      result = Status(StatusCode::kAborted, msg);
       break;
     }
     uint32_t seen = bell.value();  // read before trying: no lost wake-up

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/check.h"
+#include "core/failpoint.h"
 #include "runtime/reduce.h"
 
 namespace chorus::runtime {
@@ -284,6 +285,7 @@ bool RankExecutor::tryStep(int t) {
   TbState& st = tbs_[static_cast<size_t>(t)];
   const ir::Threadblock& tb = rank_.tbs[static_cast<size_t>(t)];
   if (st.iter >= g_.iterations || !failure_.isOk()) return false;
+  (void)failpoint("step");  // fault injection (core/failpoint.h)
   const ir::Step& s = tb.steps[static_cast<size_t>(st.pc)];
   if (s.depTb >= 0) {
     const ir::Threadblock& dep = rank_.tbs[static_cast<size_t>(s.depTb)];
@@ -462,6 +464,13 @@ std::vector<std::string> RankExecutor::waiting() const {
     out.push_back("tb " + std::to_string(t) + " step " + std::to_string(st.pc) + " (" +
                   std::string(ir::stepTypeName(s.type)) + ", iteration " + std::to_string(st.iter) +
                   "): waiting for " + blockedOn(t));
+  }
+  // Steps done, but data lent by reference not yet taken by its reader.
+  for (size_t t = 0; t < sendPorts_.size(); ++t) {
+    if (sendPorts_[t] == nullptr || sendPorts_[t]->drained()) continue;
+    const ir::Threadblock& tb = rank_.tbs[t];
+    out.push_back("tb " + std::to_string(t) + ": waiting for rank " + std::to_string(tb.sendPeer) +
+                  " to take what it was sent on channel " + std::to_string(tb.channel));
   }
   return out;
 }

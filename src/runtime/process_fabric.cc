@@ -5,6 +5,7 @@
 #include <new>
 #include <random>
 
+#include "core/failpoint.h"
 #include "core/log.h"
 
 namespace chorus::runtime {
@@ -96,6 +97,7 @@ Result<std::shared_ptr<ProcessFabric>> ProcessFabric::create(const Links& larges
                                                              Bootstrap& boot, RankBells& bells,
                                                              const std::vector<bool>& remote,
                                                              TcpLinks* tcp) {
+  (void)failpoint("fabric.create");  // fault injection (core/failpoint.h)
   auto f = std::make_shared<ProcessFabric>();
   f->unitBytes_ = unitBytes;
   f->slots_ = slots;

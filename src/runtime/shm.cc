@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/failpoint.h"
+
 namespace chorus::runtime {
 
 namespace {
@@ -95,6 +97,7 @@ Segment::~Segment() {
 }
 
 Status readPeerMemory(int pid, uint64_t address, void* dst, size_t bytes, const std::string& what) {
+  (void)failpoint("peer.read");  // fault injection (core/failpoint.h)
   auto* out = static_cast<unsigned char*>(dst);
   size_t done = 0;
   while (done < bytes) {  // the kernel may stop short (e.g. at a page it cannot pin)

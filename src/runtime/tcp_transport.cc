@@ -17,6 +17,7 @@
 #include <new>
 
 #include "core/check.h"
+#include "core/failpoint.h"
 #include "core/log.h"
 #include "runtime/socket.h"
 
@@ -352,48 +353,34 @@ Result<std::unique_ptr<TcpLinks>> TcpLinks::create(Bootstrap& boot, const std::s
     }
   }
   std::vector<int> accepted(static_cast<size_t>(n), 0);
-  while (st.isOk() && expected > 0) {
-    Status w = net::waitFd(listenFd, POLLIN, deadline, "waiting for TCP transport peers");
-    if (!w.isOk()) {
+  if (st.isOk() && expected > 0) {
+    const std::string me_s = std::to_string(me);
+    st = net::acceptHellos(
+        listenFd, 1, deadline, "TCP transport: rank " + me_s,
+        [&](net::Arrival& a) -> std::string {
+          auto hello = tcpwire::decodeHello(a.frames[0]);
+          if (!hello.isOk()) return hello.status().message();
+          const tcpwire::Hello& h = hello.value();
+          if (!net::sameSecret(h.secret, secret)) return "wrong secret";
+          if (h.nranks != static_cast<uint32_t>(n) || h.rank >= static_cast<uint32_t>(n) ||
+              static_cast<int>(h.rank) <= me || !tcpPeer[h.rank] ||
+              h.index >= static_cast<uint32_t>(k) || accepted[h.rank] >= k)
+            return "unexpected rank " + std::to_string(h.rank) + " (link " +
+                   std::to_string(h.index) + ")";
+          ++accepted[h.rank];
+          --expected;
+          keep(a.fd, static_cast<int>(h.rank));
+          return "";
+        },
+        [&] { return expected == 0; });
+    if (st.code() == StatusCode::kTimeout) {
       std::string missing;
       for (int r = me + 1; r < n; ++r)
         if (tcpPeer[static_cast<size_t>(r)] && accepted[static_cast<size_t>(r)] < k)
           (missing += ' ') += std::to_string(r);
-      st = Status(StatusCode::kTimeout, "TCP transport: rank " + std::to_string(me) +
-                                            " heard from no link of ranks" + missing);
-      break;
+      st = Status(StatusCode::kTimeout,
+                  "TCP transport: rank " + me_s + " heard from no link of ranks" + missing);
     }
-    sockaddr_in from{};
-    socklen_t len = sizeof from;
-    int fd = ::accept4(listenFd, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    auto frame =
-        net::recvFrame(fd, std::min(deadline, net::Clock::now() + std::chrono::seconds(5)));
-    auto hello =
-        frame.isOk() ? tcpwire::decodeHello(frame.value()) : Result<tcpwire::Hello>(frame.status());
-    std::string refuse;
-    if (!hello.isOk()) {
-      refuse = hello.status().message();
-    } else if (!net::sameSecret(hello.value().secret, secret)) {
-      refuse = "wrong secret";
-    } else if (hello.value().nranks != static_cast<uint32_t>(n) ||
-               hello.value().rank >= static_cast<uint32_t>(n) ||
-               static_cast<int>(hello.value().rank) <= me || !tcpPeer[hello.value().rank] ||
-               hello.value().index >= static_cast<uint32_t>(k) ||
-               accepted[hello.value().rank] >= k) {
-      refuse = "unexpected rank " + std::to_string(hello.value().rank) + " (link " +
-               std::to_string(hello.value().index) + ")";
-    }
-    if (!refuse.empty()) {
-      logLine(LogLevel::kWarn, "TCP transport: rank " + std::to_string(me) +
-                                   " refused a connection from " + net::addressText(from) + ": " +
-                                   refuse);
-      ::close(fd);
-      continue;
-    }
-    ++accepted[hello.value().rank];
-    --expected;
-    keep(fd, static_cast<int>(hello.value().rank));
   }
   if (listenFd >= 0) ::close(listenFd);
   if (st.isOk()) {
@@ -601,6 +588,26 @@ bool TcpLinks::pump() {
 
 bool TcpLinks::flush(Sock& s) {
   bool did = false;
+  if (!s.out.empty() && !s.closed) {
+    switch (failpoint("tcp.send")) {  // fault injection (core/failpoint.h)
+      case FailAction::kReset: {
+        // Linger 0: closing sends the peer an RST, not a FIN.
+        linger l{1, 0};
+        for (Sock* o : byPeer_[static_cast<size_t>(s.peer)]) {
+          ::setsockopt(o->fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+          if (epoll_ >= 0) ::epoll_ctl(epoll_, EPOLL_CTL_DEL, o->fd, nullptr);
+          ::close(o->fd);
+          o->fd = -1;
+        }
+        lose(s.peer, "connection reset (CHORUS_FAILPOINT)");
+        return true;
+      }
+      case FailAction::kDrop:
+        return did;  // nothing leaves; the peer hears nothing more
+      case FailAction::kNone:
+        break;
+    }
+  }
   while (!s.out.empty() && !s.closed) {
     iovec iov[kMaxIov];
     int n = 0;

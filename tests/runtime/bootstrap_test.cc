@@ -30,6 +30,59 @@ BootstrapConfig config(int rank, int n, int port, std::string secret = "s3cret")
   return c;
 }
 
+// Found by bench/fault_inject.sh: a rank that never joins (or leaves during
+// an all-gather) made the others fail with "timed out" or "the root closed
+// its connection"; the root now tells them which rank it was.
+TEST(Bootstrap, TheOthersLearnWhichRankNeverJoinedOrLeft) {
+  const int n = 3;
+  BootstrapConfig rc = config(0, n, 0);
+  rc.timeoutMs = 1000;
+  auto root = Bootstrap::listen(rc);
+  ASSERT_TRUE(root.isOk()) << root.status().message();
+  const int port = root.value()->rootPort();
+  Status one;
+  std::thread t([&] {
+    BootstrapConfig c = config(1, n, port);
+    c.timeoutMs = 1000;
+    auto b = Bootstrap::connect(c);  // rank 2 never comes
+    one = b.isOk() ? Status::ok() : b.status();
+  });
+  Status st = root.value()->accept();
+  t.join();
+  EXPECT_NE(st.message().find("ranks 2 did not join"), std::string::npos) << st.message();
+  EXPECT_NE(one.message().find("the root (rank 0) gave up: bootstrap: ranks 2 did not join"),
+            std::string::npos)
+      << one.message();
+
+  // All joined; rank 2 leaves instead of taking part in an all-gather.
+  auto root2 = Bootstrap::listen(config(0, n, 0));
+  ASSERT_TRUE(root2.isOk());
+  const int port2 = root2.value()->rootPort();
+  Status gathered;
+  std::thread r1([&] {
+    auto b = Bootstrap::connect(config(1, n, port2));
+    ASSERT_TRUE(b.isOk()) << b.status().message();
+    auto all = b.value()->allGather("one");
+    gathered = all.isOk() ? Status::ok() : all.status();
+  });
+  std::thread r2([&] {
+    auto b = Bootstrap::connect(config(2, n, port2));
+    ASSERT_TRUE(b.isOk()) << b.status().message();
+    b.value()->goodbye("rank 2 gave up on purpose");
+  });
+  ASSERT_TRUE(root2.value()->accept().isOk());
+  auto all = root2.value()->allGather("zero");
+  r1.join();
+  r2.join();
+  ASSERT_FALSE(all.isOk());
+  EXPECT_NE(all.status().message().find("rank 2 left after an error: rank 2 gave up on purpose"),
+            std::string::npos)
+      << all.status().message();
+  EXPECT_NE(gathered.message().find("rank 0 left after an error: bootstrap: rank 2 left"),
+            std::string::npos)
+      << gathered.message();
+}
+
 TEST(Bootstrap, RanksJoinAllGatherAndBarrier) {
   const int n = 4;
   auto root = Bootstrap::listen(config(0, n, 0));
@@ -93,6 +146,57 @@ TEST(Bootstrap, WrongSecretAndGarbageAreRefusedRealRanksStillJoin) {
   Status st = root.value()->accept();
   intruders.join();
   EXPECT_TRUE(st.isOk()) << st.message();
+}
+
+// docs/security.md: a flood of strays (silent, huge lengths, garbage, more
+// than can wait at once) neither stalls nor breaks the join. The root's
+// deadline (3 s) is shorter than one stray's hello allowance (5 s): read
+// one after another, a single silent stray would make the real rank miss it.
+TEST(Bootstrap, AFloodOfStraysDoesNotDelayTheRealRanks) {
+  const int n = 3;
+  BootstrapConfig rc = config(0, n, 0);
+  rc.timeoutMs = 3000;
+  auto root = Bootstrap::listen(rc);
+  ASSERT_TRUE(root.isOk());
+  const int port = root.value()->rootPort();
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::vector<int> strays;
+  for (int i = 0; i < 100; ++i) {  // more than kMaxPendingHellos
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    if (i % 4 == 1) {  // a 2 GiB hello
+      const char huge[] = "\x00\x00\x00\x80";
+      ASSERT_EQ(::send(fd, huge, 4, 0), 4);
+    } else if (i % 4 == 2) {  // half a length, then nothing
+      ASSERT_EQ(::send(fd, "\x10\x00", 2, 0), 2);
+    } else if (i % 4 == 3) {  // garbage that is a frame but not a hello
+      const char junk[] = "\x05\x00\x00\x00hello";
+      ASSERT_EQ(::send(fd, junk, sizeof junk - 1, 0), static_cast<ssize_t>(sizeof junk - 1));
+    }  // else silent
+    strays.push_back(fd);
+  }
+  std::vector<Status> st(n);
+  std::vector<std::thread> ranks;
+  for (int r = 1; r < n; ++r)
+    ranks.emplace_back([&, r] {
+      BootstrapConfig c = config(r, n, port);
+      c.timeoutMs = 3000;
+      auto b = Bootstrap::connect(c);
+      st[static_cast<size_t>(r)] = b.isOk() ? Status::ok() : b.status();
+    });
+  Status joined = root.value()->accept();
+  for (auto& t : ranks) t.join();
+  EXPECT_TRUE(joined.isOk()) << joined.message();
+  for (int r = 1; r < n; ++r)
+    EXPECT_TRUE(st[static_cast<size_t>(r)].isOk()) << st[static_cast<size_t>(r)].message();
+  // Once joined, the root listens no more: a late stray is refused by the kernel.
+  int late = ::socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_NE(::connect(late, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ::close(late);
+  for (int fd : strays) ::close(fd);
 }
 
 TEST(Bootstrap, MissingRankTimesOut) {

@@ -159,7 +159,10 @@ int runLaunch(const LaunchArgs& a) {
   std::vector<Child> kids(static_cast<size_t>(a.nprocs));
   for (int r = 0; r < a.nprocs; ++r) {
     int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) {
+    // On hosts, the secret travels on the agent's standard input, never on
+    // a command line (docs/security.md).
+    int secretPipe[2] = {-1, -1};
+    if (::pipe2(fds, O_CLOEXEC) != 0 || (!a.hosts.empty() && ::pipe2(secretPipe, O_CLOEXEC) != 0)) {
       std::perror("chorus launch: pipe");
       return 2;
     }
@@ -186,7 +189,9 @@ int runLaunch(const LaunchArgs& a) {
         // On a host: one shell line that enters this directory and sets the
         // variables there (ssh does not carry the environment).
         // The launcher's own CHORUS_* and MSCCL_* settings go along too.
-        std::string line = "cd " + shellQuote(cwd) + " && exec env";
+        std::string line = "cd " + shellQuote(cwd) +
+                           " && read -r CHORUS_SECRET && export CHORUS_SECRET && exec env";
+        ::dup2(secretPipe[0], 0);
         for (char** e = environ; *e != nullptr; ++e) {
           std::string kv = *e;
           std::string key = kv.substr(0, kv.find('='));
@@ -195,7 +200,8 @@ int runLaunch(const LaunchArgs& a) {
           if (!ours && (key.rfind("CHORUS_", 0) == 0 || key.rfind("MSCCL_", 0) == 0))
             (line += ' ') += shellQuote(kv);
         }
-        for (const auto& [k, v] : env) (line += ' ') += shellQuote(k + "=" + v);
+        for (const auto& [k, v] : env)
+          if (k != "CHORUS_SECRET") (line += ' ') += shellQuote(k + "=" + v);
         for (const std::string& w : a.command) (line += ' ') += shellQuote(w);
         command = agentCommand(a.agent, a.hosts[static_cast<size_t>(r) / perHost], line);
       }
@@ -207,6 +213,12 @@ int runLaunch(const LaunchArgs& a) {
       ::_exit(127);
     }
     ::close(fds[1]);
+    if (secretPipe[1] >= 0) {
+      std::string line = secret + "\n";
+      (void)!::write(secretPipe[1], line.data(), line.size());
+      ::close(secretPipe[0]);
+      ::close(secretPipe[1]);
+    }
     ::setpgid(pid, pid);  // also here: no race with the child's own call
     ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
     kids[static_cast<size_t>(r)].pid = pid;
@@ -216,6 +228,13 @@ int runLaunch(const LaunchArgs& a) {
   int firstFailure = 0;
   bool killing = false;
   auto killAt = std::chrono::steady_clock::time_point::max();
+  // --keep-going: once a rank failed, the others have their own deadline
+  // (CHORUS_TIMEOUT_S) and a margin to notice and leave; a rank still there
+  // then is hung (e.g. stopped) and is stopped here, so the job ends.
+  auto graceAt = std::chrono::steady_clock::time_point::max();
+  long graceS = 300;
+  if (const char* t = std::getenv("CHORUS_TIMEOUT_S"); t != nullptr && std::atol(t) > 0)
+    graceS = std::atol(t);
   size_t running = kids.size();
   while (running > 0) {
     std::vector<pollfd> pfds;
@@ -253,6 +272,7 @@ int runLaunch(const LaunchArgs& a) {
       if (c.code != 0 && firstFailure == 0 && a.keepGoing) {
         firstFailure = c.code;
         std::fprintf(stderr, "chorus launch: rank %zu exited with %d\n", r, c.code);
+        graceAt = std::chrono::steady_clock::now() + std::chrono::seconds(graceS + 2);
       } else if (c.code != 0 && firstFailure == 0 && !killing) {
         firstFailure = c.code;
         std::fprintf(stderr, "chorus launch: rank %zu exited with %d; stopping the others\n", r,
@@ -267,6 +287,21 @@ int runLaunch(const LaunchArgs& a) {
       firstFailure = 128 + interrupted;
       killing = true;
       for (Child& o : kids) ::kill(-o.pid, SIGTERM);
+      killAt = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    }
+    if (!killing && std::chrono::steady_clock::now() > graceAt) {
+      std::string left;
+      for (size_t r = 0; r < kids.size(); ++r)
+        if (!kids[r].exited) left += " " + std::to_string(r);
+      std::fprintf(stderr,
+                   "chorus launch: rank(s)%s still running %ld s after a rank failed "
+                   "(CHORUS_TIMEOUT_S + 2); stopping them\n",
+                   left.c_str(), graceS + 2);
+      killing = true;
+      for (Child& o : kids) {
+        ::kill(-o.pid, SIGTERM);
+        ::kill(-o.pid, SIGCONT);  // a stopped rank handles its SIGTERM now
+      }
       killAt = std::chrono::steady_clock::now() + std::chrono::seconds(3);
     }
     if (killing && std::chrono::steady_clock::now() > killAt) {

@@ -341,7 +341,7 @@ int runSoak(const SoakArgs& a) {
       atWarm = usage();
       rng.seed(a.seed);  // replay
     }
-    if (printer && a.calls >= 10 && (i + 1) % (a.calls / 10) == 0) {
+    if (printer && a.calls >= 1000 && (i + 1) % (a.calls / 10) == 0) {
       Usage u = usage();
       std::printf("# %ld calls, %.1f s, rss %.1f MiB, fds %d\n", i + 1,
                   std::chrono::duration<double>(Clock::now() - start).count(),
