@@ -100,65 +100,47 @@ void rootMain(int listenFd, const std::string& secret, Clock::time_point deadlin
   auto answer = [](int fd, const wire::Verdict& v) {
     (void)net::sendFrame(fd, wire::encodeVerdict(v), Clock::now() + std::chrono::seconds(5));
   };
-  for (;;) {
-    pollfd p[2] = {{listenFd, POLLIN, 0}, {stopFd, POLLIN, 0}};
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    int rc = ::poll(p, 2, static_cast<int>(std::max<int64_t>(0, left.count())));
-    if (rc < 0 && errno == EINTR) continue;
-    if (p[1].revents != 0) break;
-    if (rc == 0) {
-      std::string missing;
-      for (uint32_t r = 0; r < std::max<uint32_t>(nranks, 1); ++r)
-        if (std::none_of(came.begin(), came.end(),
-                         [r](const Arrival& a) { return a.hello.rank == r; }))
-          (missing += ' ') += std::to_string(r);
-      logLine(LogLevel::kWarn, "unique id root: ranks" + missing +
-                                   " did not come before the deadline; the id is spent");
-      for (const Arrival& a : came)
-        answer(a.fd, {"refused", "ranks" + missing + " did not come to the unique id's root"});
-      break;
-    }
-    sockaddr_in from{};
-    socklen_t len = sizeof from;
-    int fd = ::accept4(listenFd, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    // A stray or hostile peer gets a short deadline and is dropped, logged.
-    auto helloDeadline = std::min(deadline, Clock::now() + std::chrono::seconds(5));
-    Arrival a;
-    a.fd = fd;
-    std::string refuse;
-    auto frame = net::recvFrame(fd, helloDeadline);
-    auto hello =
-        frame.isOk() ? wire::decodeHello(frame.value()) : Result<wire::Hello>(frame.status());
-    auto address = hello.isOk() ? net::recvFrame(fd, helloDeadline) : Result<std::string>("");
-    if (!hello.isOk() || !address.isOk()) {
-      refuse = !hello.isOk() ? hello.status().message() : address.status().message();
-    } else if (!net::sameSecret(hello.value().secret, secret)) {
-      refuse = "wrong secret";
-    } else {
-      a.hello = hello.value();
-      a.address = address.value();
-      if (nranks != 0 && a.hello.nranks != nranks) {
-        refuse = "rank " + std::to_string(a.hello.rank) + " says the communicator has " +
+  bool complete = false;
+  Status st = net::acceptHellos(
+      listenFd, 2, deadline, "unique id root",
+      [&](net::Arrival& in) -> std::string {
+        auto hello = wire::decodeHello(in.frames[0]);
+        if (!hello.isOk()) return hello.status().message();
+        if (!net::sameSecret(hello.value().secret, secret)) return "wrong secret";
+        Arrival a;
+        a.fd = in.fd;
+        a.hello = hello.value();
+        a.address = in.frames[1];
+        if (nranks != 0 && a.hello.nranks != nranks)
+          return "rank " + std::to_string(a.hello.rank) + " says the communicator has " +
                  std::to_string(a.hello.nranks) + " ranks, rank " +
                  std::to_string(came.front().hello.rank) + " said " + std::to_string(nranks);
-      } else if (std::any_of(came.begin(), came.end(),
-                             [&](const Arrival& b) { return b.hello.rank == a.hello.rank; })) {
-        refuse = "rank " + std::to_string(a.hello.rank) + " joined this communicator twice";
-      } else if (a.hello.rank == 0 && a.address.size() > kMaxText) {
-        refuse = "rank 0 sent a malformed address";
-      }
-    }
-    if (!refuse.empty()) {
-      logLine(LogLevel::kWarn, "unique id root: refused a connection from " +
-                                   net::addressText(from) + ": " + refuse);
-      answer(fd, {"refused", refuse});
-      ::close(fd);
-      continue;
-    }
-    nranks = a.hello.nranks;
-    came.push_back(std::move(a));
-    if (came.size() < nranks) continue;
+        if (std::any_of(came.begin(), came.end(),
+                        [&](const Arrival& b) { return b.hello.rank == a.hello.rank; }))
+          return "rank " + std::to_string(a.hello.rank) + " joined this communicator twice";
+        if (a.hello.rank == 0 && a.address.size() > kMaxText)
+          return "rank 0 sent a malformed address";
+        nranks = a.hello.nranks;
+        came.push_back(std::move(a));
+        complete = came.size() == nranks;
+        return "";
+      },
+      [&] { return complete; },
+      [&](int fd, const std::string& why) {
+        answer(fd, {"refused", why});
+      },
+      stopFd);
+  if (st.code() == StatusCode::kTimeout) {
+    std::string missing;
+    for (uint32_t r = 0; r < std::max<uint32_t>(nranks, 1); ++r)
+      if (std::none_of(came.begin(), came.end(),
+                       [r](const Arrival& a) { return a.hello.rank == r; }))
+        (missing += ' ') += std::to_string(r);
+    logLine(LogLevel::kWarn, "unique id root: ranks" + missing +
+                                 " did not come before the deadline; the id is spent");
+    for (const Arrival& a : came)
+      answer(a.fd, {"refused", "ranks" + missing + " did not come to the unique id's root"});
+  } else if (st.isOk()) {
     const Arrival& rank0 =
         *std::find_if(came.begin(), came.end(), [](const Arrival& b) { return b.hello.rank == 0; });
     bool oneProcess = std::all_of(came.begin(), came.end(), [&](const Arrival& b) {
@@ -167,7 +149,6 @@ void rootMain(int listenFd, const std::string& secret, Clock::time_point deadlin
     wire::Verdict v =
         oneProcess ? wire::Verdict{"threads", ""} : wire::Verdict{"processes", rank0.address};
     for (const Arrival& b : came) answer(b.fd, v);
-    break;
   }
   for (const Arrival& a : came) ::close(a.fd);
   ::close(listenFd);

@@ -1,6 +1,7 @@
 #include "runtime/socket.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
@@ -14,6 +15,8 @@
 #include <cstring>
 #include <random>
 #include <thread>
+
+#include "core/log.h"
 
 namespace chorus::runtime::net {
 
@@ -144,6 +147,7 @@ int tcpSocket() {
 
 Result<int> connectRetrying(const sockaddr_in& to, Clock::time_point deadline,
                             const std::string& what) {
+  const auto started = Clock::now();
   for (auto pause = std::chrono::milliseconds(10);;
        pause = std::min(pause * 2, decltype(pause)(500))) {
     int fd = tcpSocket();
@@ -151,7 +155,12 @@ Result<int> connectRetrying(const sockaddr_in& to, Clock::time_point deadline,
     if (::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0) return fd;
     ::close(fd);
     if (Clock::now() + pause > deadline)
-      return Status(StatusCode::kTimeout, what + ": could not reach " + addressText(to));
+      return Status(
+          StatusCode::kTimeout,
+          what + ": could not reach " + addressText(to) + " in " +
+              std::to_string(
+                  std::chrono::duration_cast<std::chrono::seconds>(deadline - started).count()) +
+              " s");
     std::this_thread::sleep_for(pause);
   }
 }
@@ -196,6 +205,126 @@ Result<std::string> interfaceAddress(const std::string& ifname) {
   if (!found.empty()) return found;
   if (ifname.empty()) return std::string("127.0.0.1");
   return Status(StatusCode::kNotFound, "no IPv4 interface that is up is named '" + ifname + "...'");
+}
+
+namespace {
+
+void setBlocking(int fd, bool blocking) {
+  int fl = ::fcntl(fd, F_GETFL);
+  if (fl >= 0) ::fcntl(fd, F_SETFL, blocking ? fl & ~O_NONBLOCK : fl | O_NONBLOCK);
+}
+
+}  // namespace
+
+Status acceptHellos(int listenFd, int frames, Clock::time_point deadline, const std::string& what,
+                    const std::function<std::string(Arrival&)>& take,
+                    const std::function<bool()>& done,
+                    const std::function<void(int, const std::string&)>& refuse, int stopFd) {
+  struct Pending {
+    Arrival a;
+    std::string buf;  // the frame being read: its length, then its bytes
+    Clock::time_point until;
+  };
+  std::vector<Pending> pending;
+  int refused = 0;
+  auto drop = [&](size_t i, const std::string& why) {
+    Pending& p = pending[i];
+    if (++refused <= kLoggedRefusals)
+      logLine(LogLevel::kWarn, what + ": refused a connection from " + p.a.from + ": " + why);
+    else if (refused == kLoggedRefusals + 1)
+      logLine(LogLevel::kWarn, what + ": refusing more connections (no longer logged one by one)");
+    if (refuse) {
+      setBlocking(p.a.fd, true);
+      refuse(p.a.fd, why);
+    }
+    ::close(p.a.fd);
+    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+  };
+  auto closeAll = [&] {
+    for (Pending& p : pending) ::close(p.a.fd);
+    pending.clear();
+    if (refused > kLoggedRefusals)
+      logLine(LogLevel::kWarn, what + ": refused " + std::to_string(refused) + " connections");
+  };
+  while (!done()) {
+    auto now = Clock::now();
+    if (now >= deadline) {
+      closeAll();
+      return Status(StatusCode::kTimeout, what + ": deadline passed");
+    }
+    for (size_t i = pending.size(); i-- > 0;)
+      if (now >= pending[i].until)
+        drop(i, "no hello within " + std::to_string(kHelloSeconds) + " s");
+    std::vector<pollfd> fds{{listenFd, POLLIN, 0}, {stopFd, POLLIN, 0}};
+    auto wake = deadline;
+    for (const Pending& p : pending) {
+      fds.push_back({p.a.fd, POLLIN, 0});
+      wake = std::min(wake, p.until);
+    }
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
+    int rc = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(ms, 1000)));
+    if (rc < 0 && errno != EINTR) {
+      closeAll();
+      return ioError(what + ": poll");
+    }
+    if (rc <= 0) continue;
+    if (stopFd >= 0 && fds[1].revents != 0) {
+      closeAll();
+      return Status(StatusCode::kAborted, what + ": stopped");
+    }
+    // Reads first (indices match `fds` until a connection is taken or dropped).
+    for (size_t i = pending.size(); i-- > 0;) {
+      if (fds[i + 2].revents == 0) continue;
+      Pending& p = pending[i];
+      uint32_t n = 0;
+      if (p.buf.size() >= 4) Reader(std::string_view(p.buf).substr(0, 4)).u32(&n);
+      size_t want = p.buf.size() < 4 ? 4 - p.buf.size() : 4 + n - p.buf.size();
+      char chunk[4096];
+      ssize_t got = ::recv(p.a.fd, chunk, std::min(want, sizeof chunk), 0);
+      if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
+        drop(i, "closed before its hello");
+        continue;
+      }
+      if (got < 0) continue;
+      p.buf.append(chunk, static_cast<size_t>(got));
+      if (p.buf.size() == 4) {
+        Reader(std::string_view(p.buf)).u32(&n);
+        if (n > kMaxHelloBytes) {
+          drop(i, "a hello of " + std::to_string(n) + " bytes (limit " +
+                      std::to_string(kMaxHelloBytes) + ")");
+          continue;
+        }
+      }
+      if (p.buf.size() < 4 || p.buf.size() < 4 + static_cast<size_t>(n)) continue;
+      p.a.frames.push_back(p.buf.substr(4));
+      p.buf.clear();
+      if (static_cast<int>(p.a.frames.size()) < frames) continue;
+      setBlocking(p.a.fd, true);
+      std::string why = take(p.a);
+      if (!why.empty()) {
+        drop(i, why);
+        continue;
+      }
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));  // the caller's now
+      if (done()) break;
+    }
+    if ((fds[0].revents & POLLIN) != 0 && !done()) {
+      sockaddr_in from{};
+      socklen_t len = sizeof from;
+      int fd = ::accept4(listenFd, reinterpret_cast<sockaddr*>(&from), &len,
+                         SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd >= 0) {
+        if (pending.size() >= kMaxPendingHellos) drop(0, "too many connections waiting");
+        Pending p;
+        p.a.fd = fd;
+        p.a.from = addressText(from);
+        p.until = Clock::now() + std::chrono::seconds(kHelloSeconds);
+        pending.push_back(std::move(p));
+      }
+    }
+  }
+  closeAll();
+  return Status::ok();
 }
 
 }  // namespace chorus::runtime::net

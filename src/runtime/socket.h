@@ -8,8 +8,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 
@@ -49,6 +51,37 @@ std::string localAddressOf(int fd);
 // starts with `ifname` when that is not empty (kNotFound if none), else of
 // one that is not loopback, else 127.0.0.1.
 Result<std::string> interfaceAddress(const std::string& ifname);
+
+// A connection a listener accepted and the first frames it sent.
+struct Arrival {
+  int fd = -1;
+  std::string from;                 // "1.2.3.4:5"
+  std::vector<std::string> frames;  // as many as acceptHellos was asked to read
+};
+
+// The handshake's limits against a flood of strays (docs/security.md): a
+// connection has kHelloSeconds to send its first frames, each at most
+// kMaxHelloBytes; at most kMaxPendingHellos are read at once (the oldest
+// beyond that is dropped); refusals past the first kLoggedRefusals of a
+// listener are counted, not logged one by one.
+inline constexpr int kHelloSeconds = 5;
+inline constexpr uint32_t kMaxHelloBytes = 4096;
+inline constexpr size_t kMaxPendingHellos = 64;
+inline constexpr int kLoggedRefusals = 16;
+
+// Accepts connections on `listenFd` and reads `frames` frames from each,
+// all connections side by side, so a peer that connects and stays silent,
+// or sends a huge length, delays no one. `take(arrival)` returns "" to keep
+// the connection (its fd, blocking again, is then the caller's) or why it is
+// refused: logged as "WHAT: refused a connection from ADDR: WHY" and
+// closed (after `refuse(fd, why)` if given, e.g. to answer the peer).
+// Returns OK once `done()` is true; kTimeout at `deadline`; kAborted when
+// `stopFd` (>= 0) becomes readable.
+Status acceptHellos(int listenFd, int frames, Clock::time_point deadline, const std::string& what,
+                    const std::function<std::string(Arrival&)>& take,
+                    const std::function<bool()>& done,
+                    const std::function<void(int, const std::string&)>& refuse = nullptr,
+                    int stopFd = -1);
 
 void putU32(std::string& out, uint32_t v);
 void putString(std::string& out, std::string_view s);
