@@ -81,15 +81,16 @@ for ((i = 0; i < count; i++)); do
     bootstrap.connect | shutdown) at=1 ;;
     bootstrap.allgather) at=$((1 + RANDOM % 2)) ;;
     fabric.create) at=$((1 + RANDOM % 3)) ;;
-    step) at=$((1 + RANDOM % 1500)) ;;
-    peer.read) at=$((1 + RANDOM % 30)) ;;
+    step) at=$((1 + RANDOM % 500)) ;;
+    peer.read) at=$((1 + RANDOM % 8)) ;;
     tcp.send) at=$((1 + RANDOM % 200)) ;;
-    linkdown) at=$((100 + RANDOM % 400)) ;;  # milliseconds into the run
+    linkdown) at=$((50 + RANDOM % 250)) ;;  # milliseconds into the run
   esac
   { pick kill kill kill stop exit; action=$P; }
   [[ $point == tcp.send ]] && { pick kill stop reset reset drop "delay:$((1 + RANDOM % 20))"; action=$P; }
   [[ $point == linkdown ]] && action=down
   calls=$((20 + RANDOM % 60))
+  ((hosts)) && calls=$((100 + RANDOM % 200))
   { pick 4K 64K 256K 1M; bytes=$P; }
   [[ $point == peer.read ]] && bytes=1M
   fp="$point@$at=$action"

@@ -7,7 +7,9 @@
 # New inputs found go to build/fuzz/corpus/TARGET (kept between runs, so
 # runs accumulate); the repository's seeds in tests/fuzz/corpus/ are only
 # read.
-# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (default 60 s, every target)
+# Usage: scripts/fuzz.sh [SECONDS | runs:N] [TARGET...]
+#   default 60 s each, every target; runs:N runs each for N inputs instead
+#   (the long runs docs/testing.md records: scripts/fuzz.sh runs:10000000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -41,12 +43,15 @@ run_one() {  # TARGET: runs it, prints one line, returns non-zero on a finding
   local maxlen=4096
   [[ $t == fuzz_verify || $t == fuzz_json || $t == fuzz_topology ]] && maxlen=16384
   # shellcheck disable=SC2046
-  if "$bin/$t" -max_total_time="$seconds" -max_len="$maxlen" -timeout=20 -rss_limit_mb=2560 \
+  local budget=(-max_total_time="$seconds")
+  [[ $seconds == runs:* ]] && budget=(-runs="${seconds#runs:}")
+  local start=$SECONDS
+  if "$bin/$t" "${budget[@]}" -max_len="$maxlen" -timeout=20 -rss_limit_mb=2560 \
       -print_final_stats=1 -close_fd_mask=1 -artifact_prefix="$artifacts/$t-" \
       "build/fuzz/corpus/$t" $(seeds "$t") > "$log" 2>&1; then
     local runs
     runs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | grep -o '[0-9]*$' || echo '?')
-    printf '%-20s ok   %10s runs in %s s, corpus %s\n' "$t" "$runs" "$seconds" \
+    printf '%-20s ok   %10s runs in %s s, corpus %s\n' "$t" "$runs" "$((SECONDS - start))" \
       "$(ls "build/fuzz/corpus/$t" | wc -l)"
   else
     printf '%-20s FAIL (log: %s)\n' "$t" "$log"
@@ -57,7 +62,7 @@ run_one() {  # TARGET: runs it, prints one line, returns non-zero on a finding
 export -f run_one seeds
 export bin artifacts seconds
 
-echo "== fuzzing ${#targets[@]} targets for $seconds s each, two at a time"
+echo "== fuzzing ${#targets[@]} targets ($seconds each), two at a time"
 if printf '%s\n' "${targets[@]}" | xargs -P 2 -I{} bash -c 'run_one {}'; then
   echo "== fuzz: no findings"
 else
