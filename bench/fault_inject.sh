@@ -58,7 +58,18 @@ fi
 # Sets P to one of the arguments. Not $(pick ...): bash reseeds RANDOM in
 # subshells, and the choices must follow the seed.
 pick() { local a=("$@"); P=${a[RANDOM % ${#a[@]}]}; }
-shm_segments() { ls /dev/shm 2>/dev/null | grep -c '^chorus-' || true; }
+# Segments whose job is over: their names start with chorus-PID- (the
+# launcher's, or the creating process's), and that process is gone. Other
+# jobs running at the same time do not count.
+orphan_segments() {
+  local f pid
+  for f in /dev/shm/chorus-*; do
+    [[ -e $f ]] || continue
+    pid=${f#/dev/shm/chorus-}
+    pid=${pid%%-*}
+    [[ $pid =~ ^[0-9]+$ ]] && ! kill -0 "$pid" 2>/dev/null && echo "$f"
+  done | sort
+}
 
 pass=0 fail=0 fired=0 allfailed=0
 declare -A byPoint
@@ -100,7 +111,7 @@ for ((i = 0; i < count; i++)); do
   if ((hosts)); then
     launch+=(--hosts "$nsa,$nsb" --agent "ip netns exec {host} sh -c" --root "$net.1")
   fi
-  before=$(shm_segments)
+  before=$(orphan_segments)
   start=$(date +%s%N)
   if [[ $point == linkdown ]]; then
     (sleep "$(printf '0.%03d' "$at")"; ip -n "$nsa" link set "fa$tag" down) &
@@ -139,8 +150,8 @@ for ((i = 0; i < count; i++)); do
     pkill -9 -f -- "^$chorus soak .*$marker\$"
   fi
   wait 2>/dev/null
-  after=$(shm_segments)
-  ((after > before)) && problems+=("shared-memory segment left behind")
+  left=$(comm -13 <(echo "$before") <(orphan_segments) | grep . | tr '\n' ' ')
+  [[ -n $left ]] && problems+=("shared-memory segment left behind: $left")
   hit=0
   if [[ $point == linkdown ]]; then hit=1; else grep -q "CHORUS_FAILPOINT: .*injecting" "$out" && hit=1; fi
   # Who failed and what did each other rank say?

@@ -47,8 +47,12 @@ class ProcessWorld {
 
  private:
   ProcessWorld(int n, int me, WorldOptions o) : n_(n), me_(me), options_(o), builtins_(n) {}
-  // A call timed out: tells the others and returns `st` with what they report.
-  Status timedOut(Status st);
+  // A call that ended with `st`: aborts the communicator and returns what to
+  // report (a peer's failure that ended it, or its own).
+  Status failed(Status st);
+  // What other ranks reported, besides `first`, within half a second: for
+  // the message of a timeout (whom the rank we waited for waited for).
+  std::string heardMeanwhile(const Status& first);
   Result<runtime::RankCall*> rankCall(const std::shared_ptr<const runtime::VerifiedAlgorithm>& va,
                                       const runtime::CallArgs& args);
 
@@ -85,7 +89,7 @@ class ProcessWorld {
   Status error_;
   // Failures other ranks reported after error_ was set (a few, for the
   // message of a timeout: whom the rank we waited for was waiting for).
-  std::vector<std::string> reports_;
+  std::vector<std::string> reports_;  // guarded by mu_
 };
 
 }  // namespace chorus::api

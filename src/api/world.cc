@@ -418,7 +418,11 @@ Status World::runCollective(Ticket& t) {
   for (size_t i = 0; st.isOk() && i < a.parts.size(); ++i) {
     st = a.parts[i]->runRank(t.rank, ro);
     if (st.code() == StatusCode::kTimeout) abort(st);
-    if (st.code() == StatusCode::kAborted) st = asyncError();
+    if (st.code() == StatusCode::kAborted) {
+      // The abort flag ended it: report why (never success; see ProcessWorld::failed).
+      Status e = asyncError();
+      if (!e.isOk()) st = e;
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (++a.finished == n_) assemblies_.erase(a.seq);
