@@ -10,7 +10,9 @@
 #   - no hang: the job is over within CHORUS_TIMEOUT_S + launch's margin;
 #   - every other rank either finished its checked calls with 0 wrong, or
 #     failed with an error that names the failed rank (for a lost link: a
-#     rank across it);
+#     rank across it), or names a rank whose own error does (a chain of
+#     waits, when rank 0, which passes reports on, is the one that stopped
+#     or has already left);
 #   - no wrong data reported anywhere, no shared-memory segment and no
 #     process left behind;
 #   - a delay, or a point the run never reached, changes nothing: all pass.
@@ -55,6 +57,31 @@ if ((netns)); then
   fi
 fi
 
+# The ranks rank $1's lines in $out name ("rank 3", "ranks 1 2"), but itself.
+named() {
+  grep -E "^\[$1\] " "$out" | grep -oE "ranks?( [0-9]+)+" | grep -oE "[0-9]+" | sort -u |
+    grep -vx "$1"
+}
+# Whether rank $1's error leads to a rank matching $2: it names one, or
+# names a rank whose own error leads there (a chain of waits: a rank that
+# waited for one that waited for the failed rank). Sets VIA to the chain.
+leads_to() {
+  local queue=("$1") seen=" $1 " x y
+  VIA=""
+  while ((${#queue[@]})); do
+    x=${queue[0]}
+    queue=("${queue[@]:1}")
+    for y in $(named "$x"); do
+      if [[ $y =~ ^($2)$ ]]; then VIA="$VIA $x->$y"; return 0; fi
+      [[ $seen == *" $y "* ]] && continue
+      seen+="$y "
+      VIA="$VIA $x->$y"
+      queue+=("$y")
+    done
+  done
+  return 1
+}
+
 # Sets P to one of the arguments. Not $(pick ...): bash reseeds RANDOM in
 # subshells, and the choices must follow the seed.
 pick() { local a=("$@"); P=${a[RANDOM % ${#a[@]}]}; }
@@ -71,7 +98,7 @@ orphan_segments() {
   done | sort
 }
 
-pass=0 fail=0 fired=0 allfailed=0
+pass=0 fail=0 fired=0 allfailed=0 chained=0
 declare -A byPoint
 for ((i = 0; i < count; i++)); do
   s=$((seed + i))
@@ -174,13 +201,18 @@ for ((i = 0; i < count; i++)); do
       problems+=("rank $r failed although nothing was injected that should fail it")
       continue
     fi
+    # Whom it must lead to: the victim, or for a cut link a rank across it.
+    want=$victim
     if [[ $point == linkdown ]]; then
-      # A rank across the link: the other namespace's ranks.
       half=$((procs / 2))
       if ((r < half)); then want="$(seq -s '|' $half $((procs - 1)))"; else want="$(seq -s '|' 0 $((half - 1)))"; fi
-      grep -qE "rank ($want)\b" <<< "$mine" || problems+=("rank $r failed without naming a rank across the link")
+    fi
+    if named "$r" | grep -qxE "$want"; then
+      :  # named directly
+    elif leads_to "$r" "$want"; then
+      chained=$((chained + 1))
     else
-      grep -qE "ranks?( [0-9]+)* $victim\b" <<< "$mine" || problems+=("rank $r failed without naming rank $victim")
+      problems+=("rank $r failed without naming rank(s) $want, directly or through the ranks it names")
     fi
   done
   ((survivors > 0 && failedRanks == survivors)) && allfailed=$((allfailed + 1))
@@ -201,6 +233,7 @@ for ((i = 0; i < count; i++)); do
   fi
 done
 echo "== $count injections (seed $seed..$((seed + count - 1))): $pass passed, $fail failed;" \
-  "$fired fired, in $allfailed every other rank failed (the rest finished their checked calls first)"
+  "$fired fired, in $allfailed every other rank failed (the rest finished their checked calls first);" \
+  "$chained failing ranks named the failed one through a chain of waits, the others directly"
 for k in $(printf '%s\n' "${!byPoint[@]}" | sort); do printf '   %-28s %d\n' "$k" "${byPoint[$k]}"; done
 exit $((fail > 0))

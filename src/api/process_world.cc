@@ -96,7 +96,16 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
   // CHORUS_CMA=0 says otherwise or some rank cannot read its peers.
   bool tryCma = options.crossMemoryAttach;
   auto bells = runtime::RankBells::create(w->prefix_, w->me_, w->n_, *w->boot_, w->remote_, tryCma);
-  if (!bells.isOk()) return bells.status();
+  // A set-up step that fails because a peer went away says which, and the
+  // others hear of it now (found by bench/fault_inject.sh: "cannot open
+  // shared-memory segment ...-bell-1" when rank 0 had died).
+  auto setupFailed = [&w](const Status& st) {
+    std::string news = w->boot_->newsOfPeers();
+    Status out = news.empty() ? st : Status(st.code(), st.message() + " (meanwhile " + news + ")");
+    w->boot_->goodbye(out.message());
+    return out;
+  };
+  if (!bells.isOk()) return setupFailed(bells.status());
   w->bells_ = std::move(bells).value();
   if (logEnabled(LogLevel::kInfo)) {
     std::string shm, tcp;
@@ -124,7 +133,7 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
     auto tcp = runtime::TcpLinks::create(
         *w->boot_, w->boot_->secret(), w->remote_, w->bells_->bell(w->me_), to,
         [raw](int, const std::string& why) { raw->abort(Status(StatusCode::kAborted, why)); });
-    if (!tcp.isOk()) return tcp.status();
+    if (!tcp.isOk()) return setupFailed(tcp.status());
     w->tcp_ = std::move(tcp).value();
   }
   // Sends and receives get connections between every pair now: a pair may
@@ -132,7 +141,7 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
   auto p2p = runtime::ProcessFabric::create(
       runtime::ProcessFabric::allPairs(w->n_), w->me_, kPointToPointPiece, options.slots,
       w->prefix_ + "-p2p", kPointToPointFabric, *w->boot_, *w->bells_, w->remote_, w->tcp_.get());
-  if (!p2p.isOk()) return p2p.status();
+  if (!p2p.isOk()) return setupFailed(p2p.status());
   w->p2p_ = std::move(p2p).value();
   w->boot_->startMonitor([raw](int rank, const std::string& why) {
     (void)rank;  // named in `why`
@@ -225,6 +234,7 @@ std::string ProcessWorld::heardMeanwhile(const Status& first) {
     heard.insert(heard.begin(), error_.message());
   }
   std::string out;
+  bool any = false;
   for (const std::string& h : heard) {
     // Not an echo of `first` passed on by others ("rank 3 left after an
     // error: <first>").
@@ -232,8 +242,15 @@ std::string ProcessWorld::heardMeanwhile(const Status& first) {
     for (size_t at; (at = core.find(" left after an error: ")) != std::string_view::npos &&
                     core.substr(0, 5) == "rank " && at < 16;)
       core.remove_prefix(at + 22);
+    if (h != first.message()) any = true;
     if (core != first.message() && h != first.message()) out += "\n  meanwhile: " + h;
   }
+  // Reports travel through rank 0; a failure of this rank is answered by
+  // the others' within moments, unless rank 0 passes nothing on.
+  if (!any && me_ != 0)
+    out += boot_->rootLeft()
+               ? "\n  (rank 0 has left, so the other ranks' reports do not reach this one)"
+               : "\n  meanwhile: nothing from rank 0, which passes reports on: it may have stopped";
   return out;
 }
 

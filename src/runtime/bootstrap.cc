@@ -422,6 +422,33 @@ void Bootstrap::goodbye(std::string_view failure) {
     if (fd >= 0) (void)sendFrame(fd, bye, deadline);
 }
 
+std::string Bootstrap::newsOfPeers() {
+  if (monitor_.joinable()) return "";
+  const int peers = config_.rank == 0 ? config_.nranks : 1;
+  std::string news;
+  for (int w = config_.rank == 0 ? 1 : 0; w < peers; ++w) {
+    int fd = fdOf(w);
+    pollfd p{fd, POLLIN, 0};
+    if (fd < 0 || ::poll(&p, 1, 0) != 1) continue;
+    auto f = recvFrame(fd, Clock::now() + std::chrono::milliseconds(100));
+    std::string who = "rank " + std::to_string(w);
+    if (!f.isOk() || f.value().empty())
+      news += (news.empty() ? "" : "; ") + who +
+              " closed its connection without leaving (it died or was killed)";
+    else if (f.value()[0] == kFailed)
+      news += (news.empty() ? "" : "; ") + who +
+              " left after an error: " + f.value().substr(1, kMaxReason);
+    else if (f.value()[0] == kBye)
+      news += (news.empty() ? "" : "; ") + who + " left";
+  }
+  return news;
+}
+
+bool Bootstrap::rootLeft() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return config_.rank != 0 && !byeFrom_.empty() && byeFrom_[0];
+}
+
 void Bootstrap::startMonitor(std::function<void(int, const std::string&)> onLost) {
   if (monitor_.joinable()) return;
   if (::pipe2(wakePipe_, O_CLOEXEC) != 0) return;  // no monitor: timeouts still apply

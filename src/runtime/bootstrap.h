@@ -111,6 +111,13 @@ class Bootstrap {
   // passes it on), so a failure anywhere ends every rank's pending call
   // instead of leaving them to time out. Called by the destructor too.
   void goodbye(std::string_view failure = {});
+  // Before the monitor runs: what the bootstrap connections say now,
+  // without waiting — a peer that closed its connection or left after an
+  // error ("rank 0 closed its connection (...)"), or "" if none did. For
+  // the message of a set-up step that failed because a peer went away.
+  std::string newsOfPeers();
+  // Whether the root said goodbye (it left on purpose); non-root ranks only.
+  bool rootLeft();
 
  private:
   Bootstrap() = default;

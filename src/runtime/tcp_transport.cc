@@ -123,7 +123,8 @@ class TcpConnection final : public Connection {
         outbound_(outbound),
         slots_(static_cast<uint64_t>(slots)),
         slotBytes_(slotBytes),
-        storage_(new (std::align_val_t(64)) unsigned char[std::max<size_t>(1, slots * slotBytes)]),
+        stride_((std::max<size_t>(slotBytes, 1) + 63) / 64 * 64),
+        storage_(new (std::align_val_t(64)) unsigned char[static_cast<size_t>(slots) * stride_]),
         sizes_(static_cast<size_t>(slots), 0),
         refs_(static_cast<size_t>(slots), nullptr),
         partsLeft_(static_cast<size_t>(slots), 0),
@@ -131,7 +132,7 @@ class TcpConnection final : public Connection {
         expect_(static_cast<size_t>(slots), kUnset),
         slotSeq_(static_cast<size_t>(slots), kUnset) {
     // First touch now, not on a collective's critical path.
-    std::memset(storage_, 0, std::max<size_t>(1, slots * slotBytes));
+    std::memset(storage_, 0, static_cast<size_t>(slots) * stride_);
   }
   ~TcpConnection() override {
     links_.withdraw(this);
@@ -155,7 +156,7 @@ class TcpConnection final : public Connection {
       CHORUS_CHECK(bytes <= c_.slotBytes_, "message larger than the connection's slots");
       uint64_t head = c_.head_.load(std::memory_order_relaxed);
       if (head - c_.tail_.load(std::memory_order_acquire) >= c_.slots_) return nullptr;
-      return c_.storage_ + (head % c_.slots_) * c_.slotBytes_;
+      return c_.storage_ + (head % c_.slots_) * c_.stride_;
     }
     void commit(size_t bytes) override { c_.publish(bytes, nullptr); }
     bool tryPostRef(const void* data, size_t bytes) override {
@@ -181,7 +182,7 @@ class TcpConnection final : public Connection {
       if (c_.head_.load(std::memory_order_acquire) == tail) return nullptr;
       size_t slot = tail % c_.slots_;
       *bytes = static_cast<size_t>(c_.sizes_[slot]);
-      return c_.storage_ + slot * c_.slotBytes_;
+      return c_.storage_ + slot * c_.stride_;
     }
     void release() override {
       c_.tail_.store(c_.tail_.load(std::memory_order_relaxed) + 1,
@@ -219,6 +220,7 @@ class TcpConnection final : public Connection {
   const bool outbound_;
   const uint64_t slots_;
   const size_t slotBytes_;
+  const size_t stride_;  // slots start on cache lines: every type is aligned in them
   unsigned char* storage_;
   std::vector<uint64_t> sizes_;
   std::vector<const unsigned char*> refs_;
@@ -539,7 +541,7 @@ bool TcpLinks::pump() {
       const size_t slot = c->next_ % c->slots_;
       const size_t bytes = c->sizes_[slot];
       const unsigned char* data =
-          c->refs_[slot] != nullptr ? c->refs_[slot] : c->storage_ + slot * c->slotBytes_;
+          c->refs_[slot] != nullptr ? c->refs_[slot] : c->storage_ + slot * c->stride_;
       size_t per = bytes;
       if (k > 1 && bytes >= options_.stripeBytes) per = ((bytes + k - 1) / k + 4095) / 4096 * 4096;
       const size_t first = (c->fabric_ * 31u + c->channel_) % k;
@@ -696,7 +698,7 @@ Status TcpLinks::startFrame(Sock& s) {
       s.rc = c;
       s.rseq = h.seq;
       s.rlen = h.length;
-      s.dst = c->storage_ + slot * c->slotBytes_ + h.offset;
+      s.dst = c->storage_ + slot * c->stride_ + h.offset;
       s.left = h.length;
       return Status::ok();
     }

@@ -64,7 +64,8 @@ std::optional<PostCondition> parsePostCondition(std::string_view text, const std
     if (holds == e.end() || !holds->is_array()) return fail(where + "missing array 'holds'");
     for (const json& h : *holds) {
       if (!h.is_array() || h.size() != 2 || !h[0].is_number_integer() ||
-          !h[1].is_number_integer() || h[0].get<long long>() < 0 || h[1].get<long long>() < 0 ||
+          !h[1].is_number_integer() || h[0].get<long long>() < 0 ||
+          h[0].get<long long>() > (1 << 30) || h[1].get<long long>() < 0 ||
           h[1].get<long long>() >= pc.inputChunks)
         return fail(where + "'holds' entries must be [rank, input chunk < input_chunks]");
       entry.holds.emplace_back(h[0].get<int>(), h[1].get<int>());

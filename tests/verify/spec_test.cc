@@ -65,6 +65,8 @@ TEST(Spec, MalformedSpecFilesAreDiagnosed) {
       R"({"collective": "shift", "input_chunks": 1, "output_chunks": 1, "postcondition": [{"rank": 0, "chunk": 5, "holds": []}]})",
       R"({"collective": "shift", "input_chunks": 1, "output_chunks": 1, "postcondition": [{"rank": 0, "chunk": 0, "holds": [[0, 3]]}]})",
       R"({"collective": "shift", "input_chunks": -1, "output_chunks": 1, "postcondition": []})",
+      // Found by fuzz_postcondition: a rank past int's range was truncated.
+      R"({"collective": "shift", "input_chunks": 1, "output_chunks": 1, "postcondition": [{"rank": 0, "chunk": 0, "holds": [[999999999999991, 0]]}]})",
   };
   int i = 0;
   for (const char* text : bad) {
