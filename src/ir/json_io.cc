@@ -243,6 +243,11 @@ ReadResult readJson(std::string_view text, const std::string& fileName) {
     l.column = p.column;
     out.diagnostics.add(DiagCode::kXmlSyntax, l, std::string("malformed JSON: ") + e.what());
     return out;
+  } catch (const json::exception& e) {  // e.g. a number past double's range (no position)
+    Location l;
+    l.file = fileName;
+    out.diagnostics.add(DiagCode::kXmlSyntax, l, std::string("malformed JSON: ") + e.what());
+    return out;
   }
   Algorithm a;
   a.sourceFile = fileName;

@@ -37,6 +37,13 @@ TEST(Json, ErrorsNamePathsAndPositions) {
   EXPECT_EQ(syntax.diagnostics.items()[0].code, DiagCode::kXmlSyntax);
   EXPECT_EQ(syntax.diagnostics.items()[0].loc.line, 3);
 
+  // Found by fuzz_json: a number past double's range threw out of the reader.
+  ReadResult huge = readJson("{\"coll\": 99999999999999e999999999999999999}", "h.json");
+  ASSERT_TRUE(huge.diagnostics.hasErrors());
+  EXPECT_EQ(huge.diagnostics.items()[0].code, DiagCode::kXmlSyntax);
+  EXPECT_NE(huge.diagnostics.items()[0].message.find("number overflow"), std::string::npos)
+      << huge.diagnostics.items()[0].format();
+
   std::string noCnt = good;
   size_t p = noCnt.find("\"cnt\": 1,");
   ASSERT_NE(p, std::string::npos);
