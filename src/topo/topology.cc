@@ -1,6 +1,7 @@
 #include "topo/topology.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <limits>
 #include <set>
@@ -104,10 +105,12 @@ Status Topology::validate() const {
     if (l.from < 0 || l.from >= count || l.to < 0 || l.to >= count)
       return Status(StatusCode::kInvalidArgument, which + " joins a node that does not exist");
     if (l.from == l.to) return Status(StatusCode::kInvalidArgument, which + " is a loop");
-    if (!(l.bandwidth > 0))
-      return Status(StatusCode::kInvalidArgument, which + " needs a bandwidth above 0");
-    if (!(l.latency >= 0))
-      return Status(StatusCode::kInvalidArgument, which + " has a negative latency");
+    // Finite too: an NCCL file's "speed" past double's range read as inf,
+    // which JSON cannot hold (found by fuzz_topology).
+    if (!(l.bandwidth > 0) || !std::isfinite(l.bandwidth))
+      return Status(StatusCode::kInvalidArgument, which + " needs a finite bandwidth above 0");
+    if (!(l.latency >= 0) || !std::isfinite(l.latency))
+      return Status(StatusCode::kInvalidArgument, which + " needs a finite latency >= 0");
   }
   return Status::ok();
 }

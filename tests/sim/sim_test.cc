@@ -472,6 +472,16 @@ TEST(NcclTopology, TextThatIsNotUtf8IsRefusedAndNamesNeverThrow) {
   ASSERT_FALSE(e.isOk());
   EXPECT_NE(e.status().message().find("latin1.xml: not UTF-8"), std::string::npos)
       << e.status().message();
+  // Found by fuzz_topology: a NIC speed past double's range became an
+  // infinite bandwidth, which JSON cannot hold.
+  std::string inf =
+      "<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\">"
+      "<gpu dev=\"0\"/></pci><pci busid=\"0000:02:00.0\"><nic><net speed=\"1e999\"/>"
+      "</nic></pci></cpu></system>";
+  auto big = topo::parseNcclTopology(inf, "inf.xml", 2);
+  ASSERT_FALSE(big.isOk());
+  EXPECT_NE(big.status().message().find("finite bandwidth"), std::string::npos)
+      << big.status().message();
   // A name from a file path that is not UTF-8 is written with U+FFFD.
   topo::Topology t = preset("ring:2");
   t.name = "ring\xff";
