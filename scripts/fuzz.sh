@@ -27,14 +27,16 @@ mkdir -p "$artifacts"
 shared=../shared/msccl-algorithms
 
 # The seeds of one target: the repository's corpus, plus inputs the tests
-# already keep (algorithm files, specs, topologies).
+# already keep (algorithm files, specs, topologies); only directories that
+# exist (git keeps no empty one).
 seeds() {
-  local t=$1
-  echo "tests/fuzz/corpus/$t"
-  case $t in
-    fuzz_verify) echo tests/data tests/data/bad tests/data/custom tests/data/lang examples/algorithms ;;
-    fuzz_postcondition) echo tests/data/custom ;;
-  esac
+  local t=$1 d
+  for d in "tests/fuzz/corpus/$t" $(case $t in
+      fuzz_verify) echo tests/data tests/data/bad tests/data/custom tests/data/lang examples/algorithms ;;
+      fuzz_postcondition) echo tests/data/custom ;;
+    esac); do
+    [[ -d $d ]] && echo "$d"
+  done
 }
 
 run_one() {  # TARGET: runs it, prints one line, returns non-zero on a finding
