@@ -379,6 +379,23 @@ Status Bootstrap::sendData(int fd, std::string_view payload, Clock::time_point d
   return sendFrame(fd, f, deadline);
 }
 
+namespace {
+
+// What a frame from rank `who` that is not data says of it, as the other
+// ranks report it: closed without a goodbye (the read failed or ended), left
+// after an error, or left on purpose; "" for any other frame.
+std::string leaving(int who, const Result<std::string>& f) {
+  const std::string rank = "rank " + std::to_string(who);
+  if (!f.isOk() || f.value().empty())
+    return rank + " closed its connection without leaving (it died or was killed)";
+  if (f.value()[0] == kFailed)
+    return rank + " left after an error: " + f.value().substr(1, kMaxReason);
+  if (f.value()[0] == kBye) return rank + " left";
+  return "";
+}
+
+}  // namespace
+
 Result<std::string> Bootstrap::recvData(int who, Clock::time_point deadline) {
   if (!monitor_.joinable()) {
     for (;;) {
@@ -386,11 +403,8 @@ Result<std::string> Bootstrap::recvData(int who, Clock::time_point deadline) {
       const std::string from = "bootstrap: rank " + std::to_string(who);
       if (!f.isOk()) return Status(f.status().code(), from + ": " + f.status().message());
       if (!f.value().empty() && f.value()[0] == kData) return f.value().substr(1);
-      if (!f.value().empty() && f.value()[0] == kBye)
-        return Status(StatusCode::kAborted, from + " left");
-      if (!f.value().empty() && f.value()[0] == kFailed)
-        return Status(StatusCode::kAborted,
-                      from + " left after an error: " + f.value().substr(1, kMaxReason));
+      if (std::string why = leaving(who, f); !why.empty() && !f.value().empty())
+        return Status(StatusCode::kAborted, "bootstrap: " + why);
       return bad("unexpected bootstrap frame from rank " + std::to_string(who));
     }
   }
@@ -430,16 +444,8 @@ std::string Bootstrap::newsOfPeers() {
     int fd = fdOf(w);
     pollfd p{fd, POLLIN, 0};
     if (fd < 0 || ::poll(&p, 1, 0) != 1) continue;
-    auto f = recvFrame(fd, Clock::now() + std::chrono::milliseconds(100));
-    std::string who = "rank " + std::to_string(w);
-    if (!f.isOk() || f.value().empty())
-      news += (news.empty() ? "" : "; ") + who +
-              " closed its connection without leaving (it died or was killed)";
-    else if (f.value()[0] == kFailed)
-      news += (news.empty() ? "" : "; ") + who +
-              " left after an error: " + f.value().substr(1, kMaxReason);
-    else if (f.value()[0] == kBye)
-      news += (news.empty() ? "" : "; ") + who + " left";
+    std::string why = leaving(w, recvFrame(fd, Clock::now() + std::chrono::milliseconds(100)));
+    if (!why.empty()) news += (news.empty() ? "" : "; ") + why;
   }
   return news;
 }
@@ -490,8 +496,7 @@ void Bootstrap::monitorMain() {
           gone_[static_cast<size_t>(w)] = true;
           if (!byeFrom_[static_cast<size_t>(w)]) {
             lostRank = w;
-            lostWhy = "rank " + std::to_string(w) +
-                      " closed its connection without leaving (it died or was killed)";
+            lostWhy = leaving(w, f);
           }
         } else if (f.value()[0] == kData) {
           inbox_[static_cast<size_t>(w)].push_back(f.value().substr(1));
@@ -501,8 +506,7 @@ void Bootstrap::monitorMain() {
           // It leaves because its calls failed: ours with it cannot finish.
           byeFrom_[static_cast<size_t>(w)] = true;
           lostRank = w;
-          lostWhy = "rank " + std::to_string(w) + " left after an error: " +
-                    std::string(std::string_view(f.value()).substr(1, kMaxReason));
+          lostWhy = leaving(w, f);
         } else if (f.value()[0] == kLost && !root && f.value().size() >= 5) {
           uint32_t r = 0;
           Reader(std::string_view(f.value()).substr(1, 4)).u32(&r);
