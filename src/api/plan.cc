@@ -63,13 +63,14 @@ Result<std::vector<PlanPart>> planParts(runtime::SelectionRequest req,
         name = "ring_allreduce";
       break;
     case CollectiveKind::kAllGather:
-      name = "ring_allgather";
+      name = req.sharedMemory ? "direct_allgather" : "ring_allgather";
       break;
     case CollectiveKind::kReduceScatter:
       name = "ring_reducescatter";
       break;
     case CollectiveKind::kAllToAll:
-      name = "pairwise_alltoall";
+      // In place needs scratch to hold what arrives before its block has left.
+      name = req.inplace ? "pairwise_alltoall" : "direct_alltoall";
       break;
     case CollectiveKind::kBroadcast:
       name = "chain_broadcast";

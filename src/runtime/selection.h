@@ -30,6 +30,10 @@ struct SelectionRequest {
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   int root = -1;  // rooted collectives only
+  // Every rank reaches every other through memory (threads of one process,
+  // processes of one host): built-ins that send every block one hop win
+  // there; across hosts the ring's fewer, longer messages do.
+  bool sharedMemory = true;
 };
 
 // The call's total size in bytes (count x m x element size, IR.md section 3).

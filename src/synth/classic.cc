@@ -81,6 +81,9 @@ class Builder {
     return step(rank, tb, StepType::kRecv, dst, dst, cnt, dep);
   }
 
+  // Out-of-place calls only (e.g. no scratch to stage an in-place exchange).
+  void outOfPlaceOnly() { a_.inplace = false; }
+
   ir::Algorithm finish() && {
     // hasdep marks every step another step waits for (IR.md section 4).
     for (ir::Rank& r : a_.ranks)
@@ -302,6 +305,46 @@ ir::Algorithm pairwiseAllToAll(int n) {
   return std::move(b).finish();
 }
 
+// Every rank sends its block to every other rank at once: tb k sends to
+// r+k and receives from r-k. Every message is a plain send of the input
+// (one copy per byte where the receiver reads the sender's memory) and every
+// block travels one hop (one round of latency instead of the ring's n-1).
+ir::Algorithm directAllGather(int n) {
+  if (n == 1) return single("direct_allgather", CollectiveKind::kAllGather);
+  Builder b("direct_allgather", CollectiveKind::kAllGather, n, n, 1, n);
+  for (int r = 0; r < n; ++r) {
+    std::vector<int> tbs(static_cast<size_t>(n), -1);
+    for (int k = 1; k < n; ++k) tbs[static_cast<size_t>(k)] = b.tb(r, mod(r + k, n), mod(r - k, n));
+    b.step(r, tbs[1], StepType::kCopy, {kI, 0}, {kO, r});
+    for (int k = 1; k < n; ++k) {
+      // In place the copy writes what the sends read (the same chunk):
+      // they wait for it.
+      std::pair<int, int> dep = k == 1 ? std::make_pair(-1, -1) : std::make_pair(tbs[1], 0);
+      b.send(r, tbs[static_cast<size_t>(k)], {kI, 0}, 1, dep);
+      b.recv(r, tbs[static_cast<size_t>(k)], {kO, mod(r - k, n)});
+    }
+  }
+  return std::move(b).finish();
+}
+
+// pairwise_alltoall without the scratch: out of place, each block goes from
+// the sender's input straight to the receiver's output.
+ir::Algorithm directAllToAll(int n) {
+  if (n == 1) return single("direct_alltoall", CollectiveKind::kAllToAll);
+  Builder b("direct_alltoall", CollectiveKind::kAllToAll, n, n, n, n);
+  b.outOfPlaceOnly();
+  for (int r = 0; r < n; ++r) {
+    std::vector<int> tbs(static_cast<size_t>(n), -1);
+    for (int k = 1; k < n; ++k) tbs[static_cast<size_t>(k)] = b.tb(r, mod(r + k, n), mod(r - k, n));
+    b.step(r, tbs[1], StepType::kCopy, {kI, r}, {kO, r});
+    for (int k = 1; k < n; ++k) {
+      b.send(r, tbs[static_cast<size_t>(k)], {kI, mod(r + k, n)});
+      b.recv(r, tbs[static_cast<size_t>(k)], {kO, mod(r - k, n)});
+    }
+  }
+  return std::move(b).finish();
+}
+
 ir::Algorithm chainBroadcast(int n, int root) {
   if (n == 1) return single("chain_broadcast", CollectiveKind::kBroadcast);
   Builder b("chain_broadcast", CollectiveKind::kBroadcast, n, 1, 1, 1);
@@ -384,9 +427,13 @@ const std::vector<ClassicInfo>& classicAlgorithms() {
       {"chain_allreduce", CollectiveKind::kAllReduce,
        "reduce up a chain, broadcast back down; 1 chunk, any count"},
       {"ring_allgather", CollectiveKind::kAllGather, "ring; n-1 steps"},
+      {"direct_allgather", CollectiveKind::kAllGather,
+       "every rank sends its block to every other at once; 1 step per peer"},
       {"ring_reducescatter", CollectiveKind::kReduceScatter, "ring; n-1 steps"},
       {"pairwise_alltoall", CollectiveKind::kAllToAll,
        "round k: send to r+k, receive from r-k; n-1 concurrent rounds"},
+      {"direct_alltoall", CollectiveKind::kAllToAll,
+       "pairwise_alltoall out of place, received straight into the output"},
       {"chain_broadcast", CollectiveKind::kBroadcast, "pipelined chain from the root"},
       {"chain_reduce", CollectiveKind::kReduce, "pipelined chain ending at the root"},
       {"direct_gather", CollectiveKind::kGather, "every rank sends to the root; one step"},
@@ -407,6 +454,8 @@ Result<ir::Algorithm> makeClassic(std::string_view name, int n, int root) {
   if (name == "ring_allgather") return ringAllGather(n);
   if (name == "ring_reducescatter") return ringReduceScatter(n);
   if (name == "pairwise_alltoall") return pairwiseAllToAll(n);
+  if (name == "direct_allgather") return directAllGather(n);
+  if (name == "direct_alltoall") return directAllToAll(n);
   if (name == "chain_broadcast") return chainBroadcast(n, root);
   if (name == "chain_reduce") return chainReduce(n, root);
   if (name == "direct_gather") return directGather(n, root);

@@ -40,6 +40,11 @@ ir::Algorithm ringReduceScatter(int n);
 // Pairwise alltoall: in round k rank r sends to r+k and receives from r-k.
 // In-place calls receive into scratch and copy once the slot's data has left.
 ir::Algorithm pairwiseAllToAll(int n);
+// All ranks exchange at once, each block one hop from the sender's input to
+// the receiver's output (the shared-memory algorithms: with references, one
+// copy per byte). direct_alltoall serves out-of-place calls only.
+ir::Algorithm directAllGather(int n);
+ir::Algorithm directAllToAll(int n);
 // Pipelined chain broadcast / reduce rooted at `root` (slices pipeline it).
 ir::Algorithm chainBroadcast(int n, int root);
 ir::Algorithm chainReduce(int n, int root);
