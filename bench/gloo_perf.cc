@@ -1,6 +1,6 @@
 // The Gloo peer for bench/peer_compare.sh: the same sweep as `chorus perf`
 // and bench/mpi_perf through Gloo's collectives (gloo::allreduce,
-// gloo::allgather, gloo::alltoall; TCP transport on loopback, the way
+// gloo::allgather, gloo::alltoall, gloo::broadcast from rank 0; TCP transport on loopback, the way
 // PyTorch's CPU backend runs them), same sizes, same formulas, same CSV
 // columns. Float32 sum, out of place (the in-place columns repeat a second
 // out-of-place measurement: Gloo's allgather/alltoall have no in-place form).
@@ -12,6 +12,7 @@
 #include <gloo/allreduce.h>
 #include <gloo/alltoall.h>
 #include <gloo/barrier.h>
+#include <gloo/broadcast.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/device.h>
@@ -30,6 +31,7 @@ namespace {
 
 double busFactor(const std::string& coll, int n) {
   if (coll == "allreduce") return 2.0 * (n - 1) / n;
+  if (coll == "broadcast") return 1.0;
   return static_cast<double>(n - 1) / n;
 }
 
@@ -49,6 +51,13 @@ void call(const std::shared_ptr<gloo::Context>& ctx, const std::string& coll, fl
     o.setReduceFunction(&sumFloats);
     o.setTag(tag);
     gloo::allreduce(o);
+  } else if (coll == "broadcast") {
+    gloo::BroadcastOptions o(ctx);
+    if (ctx->rank == 0) o.setInput(send, count);
+    o.setOutput(recv, count);
+    o.setRoot(0);
+    o.setTag(tag);
+    gloo::broadcast(o);
   } else if (coll == "allgather") {
     gloo::AllgatherOptions o(ctx);
     o.setInput(send, count);
@@ -76,8 +85,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string coll = argv[1];
-  if (coll != "allreduce" && coll != "allgather" && coll != "alltoall") {
-    std::fprintf(stderr, "gloo_perf: %s: Gloo's peers here are allreduce, allgather, alltoall\n",
+  if (coll != "allreduce" && coll != "allgather" && coll != "alltoall" && coll != "broadcast") {
+    std::fprintf(stderr,
+                 "gloo_perf: %s: Gloo's peers here are allreduce, allgather, alltoall, broadcast\n",
                  coll.c_str());
     return 2;
   }
@@ -94,7 +104,7 @@ int main(int argc, char** argv) {
   auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, n);
   ctx->connectFullMesh(store, dev);
 
-  const bool perRank = coll != "allreduce";
+  const bool perRank = coll != "allreduce" && coll != "broadcast";
   uint32_t tag = 0;
   for (size_t bytes = minB; bytes <= maxB; bytes *= 2) {
     size_t count = bytes / 4 / (perRank ? static_cast<size_t>(n) : 1);

@@ -1,5 +1,6 @@
 /* The peer for `chorus perf`: the same sweep through OpenMPI's collectives
- * (MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Alltoall;
+ * (MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Alltoall,
+ * MPI_Bcast from rank 0 (in place by nature: the root's input is its output);
  * sendrecv = MPI_Sendrecv to the next rank from the previous, in place
  * MPI_Sendrecv_replace),
  * same sizes, same formulas, same CSV columns, so bench/peer_compare.sh can
@@ -12,7 +13,7 @@
 
 static double busFactor(const char* coll, int n) {
   if (strcmp(coll, "allreduce") == 0) return 2.0 * (n - 1) / n;
-  if (strcmp(coll, "sendrecv") == 0) return 1.0;
+  if (strcmp(coll, "sendrecv") == 0 || strcmp(coll, "broadcast") == 0) return 1.0;
   return (double)(n - 1) / n;
 }
 
@@ -31,6 +32,9 @@ static void call(const char* coll, int inplace, float* send, float* recv, size_t
       MPI_Reduce_scatter_block(MPI_IN_PLACE, recv, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     else
       MPI_Reduce_scatter_block(send, recv, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  } else if (strcmp(coll, "broadcast") == 0) {
+    (void)send;
+    MPI_Bcast(recv, c, MPI_FLOAT, 0, MPI_COMM_WORLD);
   } else if (strcmp(coll, "sendrecv") == 0) {
     int next = (rank + 1) % n, prev = (rank + n - 1) % n;
     if (inplace)
@@ -59,7 +63,8 @@ int main(int argc, char** argv) {
   const char* coll = argv[1];
   size_t minB = strtoull(argv[2], NULL, 10), maxB = strtoull(argv[3], NULL, 10);
   int iters = atoi(argv[4]), warmup = atoi(argv[5]);
-  int perRank = strcmp(coll, "allreduce") != 0 && strcmp(coll, "sendrecv") != 0;
+  int perRank = strcmp(coll, "allreduce") != 0 && strcmp(coll, "sendrecv") != 0 &&
+                strcmp(coll, "broadcast") != 0;
   for (size_t bytes = minB; bytes <= maxB; bytes *= 2) {
     size_t count = bytes / 4 / (perRank ? (size_t)n : 1);
     size_t total = count * (perRank ? (size_t)n : 1);

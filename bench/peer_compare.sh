@@ -6,8 +6,11 @@
 # over shared memory (`chorus perf --procs`), OpenMPI over its shared memory
 # (btl self,vader) at its fair best (below), Gloo over TCP on loopback (its
 # only transport here, as PyTorch's CPU jobs run it). Out-of-place calls,
-# float32 sum. COLLS may also name sendrecv (chorusSend/chorusRecv around a
-# ring vs MPI_Sendrecv; Gloo's column stays empty).
+# float32 sum; broadcast from rank 0 (MPI_Bcast is in place by nature).
+# Chorus's buffers come from chorusMemAlloc (peers read them in place; set
+# CHORUS_PERF_FLAGS=--heap-buffers for heap buffers). COLLS may also name
+# sendrecv (chorusSend/chorusRecv around a ring vs MPI_Sendrecv). Gloo's
+# columns stay empty for reducescatter and sendrecv (not in gloo_perf).
 #
 # Prints CSV: times in us, busbw in GB/s (nccl-tests' formulas), the ratios
 # vs_mpi = MPI time / Chorus time and vs_gloo = Gloo time / Chorus time
@@ -24,7 +27,7 @@ chorus=$build/tools/chorus/chorus
 mpi=$build/bench/mpi_perf
 gloo=$build/bench/gloo_perf
 [[ -x $chorus ]] || { echo "build $chorus first (cmake --preset release)" >&2; exit 2; }
-colls=${COLLS:-"allreduce allgather alltoall"}
+colls=${COLLS:-"allreduce allgather reducescatter alltoall broadcast"}
 ranks=${RANKS:-"2 4 8"}
 sizes=${SIZES:-"4096 16384 65536 262144 1048576 4194304 16777216 67108864 134217728"}
 reps=${REPS:-3}
@@ -46,7 +49,8 @@ for n in $ranks; do
       warm=$(( iters / 10 + 1 ))
       ct=() mt=() gt=() crow=""
       for ((k = 0; k < reps; ++k)); do
-        row=$("$chorus" perf "$c" --procs "$n" -b "$size" -e "$size" -n "$iters" -w "$warm" --csv |
+        row=$("$chorus" perf "$c" --procs "$n" -b "$size" -e "$size" -n "$iters" -w "$warm" --csv \
+                ${CHORUS_PERF_FLAGS:-} |
               tail -1 | sed 's/^\[0\] //')
         crow=$row
         ct+=("$(cut -d, -f8 <<<"$row")")
@@ -54,7 +58,7 @@ for n in $ranks; do
           mt+=("$(GLIBC_TUNABLES=$tunables "${mpirun[@]}" -np "$n" "$mpi" "$c" "$size" "$size" \
                   "$iters" "$warm" | tail -1 | cut -d, -f8)")
         fi
-        if [[ -x $gloo && $c != sendrecv ]]; then  # gloo_perf has no send/recv
+        if [[ -x $gloo && $c != sendrecv && $c != reducescatter ]]; then  # not in gloo_perf
           gt+=("$("$chorus" launch -n "$n" -- "$gloo" "$c" "$size" "$size" "$iters" "$warm" |
                   tail -1 | sed 's/^\[0\] //' | cut -d, -f8)")
         fi
@@ -65,7 +69,7 @@ for n in $ranks; do
       # chorus CSV: 2 ranks, 3 size_bytes, 18 memcpy_gbs.
       awk -F, -v c="$c" -v cm="$cmed" -v mm="$mmed" -v gm="$gmed" '{
         n = $2; bytes = $3; mem = $18
-        f = (c == "allreduce") ? 2 * (n - 1) / n : (c == "sendrecv") ? 1 : (n - 1) / n
+        f = (c == "allreduce") ? 2 * (n - 1) / n : (c == "sendrecv" || c == "broadcast") ? 1 : (n - 1) / n
         cb = bytes / cm / 1e3 * f
         mb = (mm != "") ? bytes / mm / 1e3 * f : ""
         gb = (gm != "") ? bytes / gm / 1e3 * f : ""

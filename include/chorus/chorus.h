@@ -199,6 +199,15 @@ chorusResult_t chorusSend(const void* sendbuff, size_t count, chorusDataType_t d
 chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataType_t datatype, int peer,
                           chorusComm_t comm, chorusStream_t stream);
 
+/* Buffers other processes on this host can read in place (as ncclMemAlloc
+ * is for GPUs): a collective of processes whose buffers come from here moves
+ * every message with one copy, straight from the sender's buffer (peers
+ * map it once), where other memory costs a copy into shared memory or a
+ * system call per message. Host communicators only; zeroed, page-aligned.
+ * chorusMemFree takes only what chorusMemAlloc returned. */
+chorusResult_t chorusMemAlloc(void** ptr, size_t size);
+chorusResult_t chorusMemFree(void* ptr);
+
 /* Groups: calls between start and end are issued together at the end; the
  * end returns when all of them are done. Groups nest. */
 chorusResult_t chorusGroupStart(void);
@@ -216,8 +225,8 @@ chorusResult_t chorusRunAlgo(const void* sendbuff, void* recvbuff, size_t count,
 chorusResult_t chorusUnloadAlgo(chorusAlgoHandle_t handle);
 /* A built-in algorithm by name (as `chorus perf --algo NAME`: ring_allreduce,
  * halving_doubling_allreduce, chain_allreduce, ring_allgather,
- * ring_reducescatter, pairwise_alltoall, chain_broadcast, chain_reduce,
- * direct_gather, direct_scatter) for
+ * direct_allgather, ring_reducescatter, pairwise_alltoall, direct_alltoall,
+ * chain_broadcast, chain_reduce, direct_gather, direct_scatter) for
  * `nranks` ranks, rooted at `root` where the collective has one. */
 chorusResult_t chorusLoadBuiltinAlgo(const char* name, int nranks, int root,
                                      chorusAlgoHandle_t* handle);

@@ -21,6 +21,7 @@
 #include "core/log.h"
 #include "runtime/rendezvous.h"
 #include "runtime/selection.h"
+#include "runtime/shared_buffers.h"
 #include "synth/classic.h"
 
 #if defined(CHORUS_WITH_CUDA)
@@ -719,6 +720,24 @@ chorusResult_t chorusGetVersion(int* version) {
     if (version == nullptr) return bad("version is NULL");
     *version = CHORUS_VERSION_CODE;
     return Status::ok();
+  });
+}
+
+chorusResult_t chorusMemAlloc(void** ptr, size_t size) {
+  return apiCall("chorusMemAlloc", [&] {
+    if (ptr == nullptr) return bad("ptr is NULL");
+    *ptr = nullptr;
+    auto p = runtime::shared_buffers::allocate(size);
+    if (!p.isOk()) return p.status();
+    *ptr = p.value();
+    return Status::ok();
+  });
+}
+
+chorusResult_t chorusMemFree(void* ptr) {
+  return apiCall("chorusMemFree", [&] {
+    if (ptr == nullptr) return Status::ok();  // as free(NULL)
+    return runtime::shared_buffers::release(ptr);
   });
 }
 

@@ -79,6 +79,10 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
       anyTcp = true;
       if (a == w->me_) w->remote_[static_cast<size_t>(b)] = true;
     }
+  // Ranks that share this host's cores decide how a blocked rank waits.
+  w->wait_ = runtime::WaitPolicy::forRanks(
+      static_cast<int>(std::count(hosts.begin(), hosts.end(), hosts[static_cast<size_t>(w->me_)])),
+      options.spinUs);
   // Rank 0 names the communicator's segments; everyone uses its name. Under
   // `chorus launch` the name starts with the job's id, so the launcher can
   // remove what a killed job could not.
@@ -304,6 +308,7 @@ Status ProcessWorld::collective(const Op& op) {
   req.type = op.args.type;
   req.op = op.args.op;
   req.root = op.root;
+  req.sharedMemory = std::find(remote_.begin(), remote_.end(), true) == remote_.end();
   bool info = logEnabled(LogLevel::kInfo);
   std::vector<std::string> why;
   auto parts = planParts(req, op.algo, builtins_, info ? &why : nullptr);
@@ -317,6 +322,7 @@ Status ProcessWorld::collective(const Op& op) {
   ++seq_;
   if (!parts.isOk()) return parts.status();
   runtime::RankRunOptions ro;
+  ro.wait = wait_;
   ro.timeoutMs = options_.timeoutMs;
   ro.abort = &aborted_;
   for (const PlanPart& p : parts.value()) {
@@ -371,6 +377,7 @@ Status ProcessWorld::pointToPoint(const std::vector<const Op*>& ops) {
     if (s != 0) std::memmove(selfRecvs[i]->args.recvbuff, selfSends[i]->args.sendbuff, s);
   }
   runtime::RankRunOptions ro;
+  ro.wait = wait_;
   ro.timeoutMs = options_.timeoutMs;
   ro.abort = &aborted_;
   Status st = runtime::runRankLoop(x, bells_->bell(me_), me_, ro);

@@ -78,6 +78,7 @@ class ProcessWorld {
   std::string prefix_;
   BuiltinCache builtins_;
   std::vector<bool> remote_;  // by rank: reached over TCP
+  runtime::WaitPolicy wait_;  // spin only if this host's ranks fit its cores
   std::unique_ptr<runtime::TcpLinks> tcp_;
   std::map<const runtime::VerifiedAlgorithm*, std::shared_ptr<runtime::ProcessFabric>> fabrics_;
   std::shared_ptr<runtime::ProcessFabric> p2p_;  // every ordered pair, for send/recv

@@ -48,6 +48,8 @@ WorldOptions WorldOptions::fromEnvironment() {
   o.jobId = text("CHORUS_JOB_ID");
   o.crossMemoryAttach = text("CHORUS_CMA") != "0";
   o.tcpSockets = text("CHORUS_TCP_SOCKETS");
+  if (!text("CHORUS_SPIN_US").empty())
+    o.spinUs = static_cast<int>(std::min<long>(envLong("CHORUS_SPIN_US", -1), 1000000));
   return o;
 }
 
@@ -386,11 +388,10 @@ void World::resolve(Assembly& a) {
 
 Status World::runCollective(Ticket& t) {
   Assembly& a = *t.assembly;
-  // Peers usually arrive within microseconds: yield a little before paying
-  // for a sleep and a wake-up (ranks outnumber cores, so never spin hot).
-  for (int i = 0; i < 64 && !a.resolved.load(std::memory_order_acquire); ++i)
-    std::this_thread::yield();
-  if (!a.resolved.load(std::memory_order_acquire)) {
+  // Peers usually arrive within microseconds: poll before paying for a
+  // sleep and a wake-up.
+  const runtime::WaitPolicy wait = runtime::WaitPolicy::forRanks(n_, options_.spinUs);
+  if (!runtime::pollUntil([&] { return a.resolved.load(std::memory_order_acquire); }, wait)) {
     std::unique_lock<std::mutex> lock(mu_);
     auto deadline =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.timeoutMs);
@@ -413,6 +414,7 @@ Status World::runCollective(Ticket& t) {
   }
   Status st = a.status;
   runtime::RankRunOptions ro;
+  ro.wait = wait;
   ro.timeoutMs = options_.timeoutMs;
   ro.abort = &aborted_;
   for (size_t i = 0; st.isOk() && i < a.parts.size(); ++i) {

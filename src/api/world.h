@@ -57,6 +57,10 @@ struct WorldOptions {
   std::string jobId;              // CHORUS_JOB_ID: names shared-memory segments (chorus launch)
   bool crossMemoryAttach = true;  // CHORUS_CMA (0: off)
   std::string tcpSockets;         // CHORUS_TCP_SOCKETS per peer, as given ("": the default)
+  // CHORUS_SPIN_US: how long a blocked rank busy-polls before it yields
+  // (runtime::WaitPolicy); -1: 50 us where this host's ranks fit its cores,
+  // else 0.
+  int spinUs = -1;
   // GPU worlds (chorusCommInitAll with a devlist): rank r on GPU devices[r],
   // device buffers, calls enqueued on the ranks' streams (docs/cuda.md).
   // Empty: host ranks, host buffers.

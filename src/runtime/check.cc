@@ -5,6 +5,9 @@
 #include <cstring>
 #include <tuple>
 
+#include "core/check.h"
+#include "runtime/shared_buffers.h"
+
 namespace chorus::runtime {
 namespace {
 
@@ -128,7 +131,7 @@ Result<CollectiveData> CollectiveData::make(const VerifiedAlgorithm& va, size_t 
                                             const verify::PostCondition* spec) {
   const ir::Algorithm& a = va.algo();
   if (a.collective == CollectiveKind::kGather || a.collective == CollectiveKind::kScatter)
-    return build(a.collective, a.ngpus, va.root(), count, type, op, inplace, -1);
+    return build(a.collective, a.ngpus, va.root(), count, type, op, inplace, -1, false);
   if (a.collective != CollectiveKind::kCustom)
     return make(a.collective, a.ngpus, va.root(), count, type, op, inplace);
   if (spec == nullptr)
@@ -140,7 +143,9 @@ Result<CollectiveData> CollectiveData::make(const VerifiedAlgorithm& va, size_t 
                   "the spec has " + std::to_string(spec->inputChunks) + " input and " +
                       std::to_string(spec->outputChunks) + " output chunks per rank; " +
                       a.collectiveName + " runs on " + std::to_string(chunks) + " both ways");
-  CollectiveData d = build(a.collective, a.ngpus, -1, count, type, op, inplace, -1);
+  auto built = build(a.collective, a.ngpus, -1, count, type, op, inplace, -1, false);
+  if (!built.isOk()) return built.status();
+  CollectiveData d = std::move(built).value();
   d.chunkElems_ = count / chunks;
   d.expected_.assign(static_cast<size_t>(a.ngpus),
                      std::vector<std::vector<std::pair<int, int>>>(chunks));
@@ -160,16 +165,17 @@ Result<CollectiveData> CollectiveData::make(const VerifiedAlgorithm& va, size_t 
 }
 
 Result<CollectiveData> CollectiveData::make(CollectiveKind coll, int nranks, int root, size_t count,
-                                            DataType type, ReduceOp op, bool inplace,
-                                            int onlyRank) {
+                                            DataType type, ReduceOp op, bool inplace, int onlyRank,
+                                            bool mappable) {
   if (!isNcclCollective(coll) && coll != CollectiveKind::kSend)
     return Status(StatusCode::kUnsupported, "no closed-form check for collective '" +
                                                 std::string(collectiveName(coll)) + "'");
-  return build(coll, nranks, root, count, type, op, inplace, onlyRank);
+  return build(coll, nranks, root, count, type, op, inplace, onlyRank, mappable);
 }
 
-CollectiveData CollectiveData::build(CollectiveKind coll, int nranks, int root, size_t count,
-                                     DataType type, ReduceOp op, bool inplace, int onlyRank) {
+Result<CollectiveData> CollectiveData::build(CollectiveKind coll, int nranks, int root,
+                                             size_t count, DataType type, ReduceOp op, bool inplace,
+                                             int onlyRank, bool mappable) {
   CollectiveData d;
   d.collective_ = coll;
   d.nranks_ = nranks;
@@ -190,7 +196,7 @@ CollectiveData CollectiveData::build(CollectiveKind coll, int nranks, int root, 
     c.type = type;
     c.op = op;
     if (onlyRank >= 0 && r != static_cast<size_t>(onlyRank)) continue;
-    d.recv_[r].assign(std::max<size_t>(1, big * esz), 0);
+    CHORUS_RETURN_IF_ERROR(d.recv_[r].assign(std::max<size_t>(1, big * esz), mappable));
     unsigned char* rb = d.recv_[r].data();
     if (inplace) {
       // NCCL's in-place conventions: the input is a view of the output
@@ -203,7 +209,7 @@ CollectiveData CollectiveData::build(CollectiveKind coll, int nranks, int root, 
       c.sendbuff = rb + (gathers ? r * share : 0) * esz;
       c.recvbuff = rb + (scatters ? r * share : 0) * esz;
     } else {
-      d.send_[r].assign(std::max<size_t>(1, d.inElems_ * esz), 0);
+      CHORUS_RETURN_IF_ERROR(d.send_[r].assign(std::max<size_t>(1, d.inElems_ * esz), mappable));
       c.sendbuff = d.send_[r].data();
       c.recvbuff = rb;
     }

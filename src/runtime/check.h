@@ -7,10 +7,12 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
 #include "runtime/executor.h"
+#include "runtime/shared_buffers.h"
 #include "verify/collective.h"
 
 namespace chorus::runtime {
@@ -31,8 +33,11 @@ class CollectiveData {
   // to the next rank and receives as many from the previous one.
   // `onlyRank` >= 0: buffers for that rank alone (a process of a
   // multi-process job); the other ranks' CallArgs have null buffers.
+  // `mappable`: the buffers come from chorusMemAlloc's allocator
+  // (shared_buffers.h), so peers in other processes read them in place.
   static Result<CollectiveData> make(CollectiveKind coll, int nranks, int root, size_t count,
-                                     DataType type, ReduceOp op, bool inplace, int onlyRank = -1);
+                                     DataType type, ReduceOp op, bool inplace, int onlyRank = -1,
+                                     bool mappable = false);
 
   // One CallArgs per rank, pointing into buffers this object owns.
   const std::vector<CallArgs>& calls() const { return calls_; }
@@ -43,8 +48,9 @@ class CollectiveData {
   size_t countWrong(std::string* first = nullptr) const;
 
  private:
-  static CollectiveData build(CollectiveKind coll, int nranks, int root, size_t count,
-                              DataType type, ReduceOp op, bool inplace, int onlyRank);
+  static Result<CollectiveData> build(CollectiveKind coll, int nranks, int root, size_t count,
+                                      DataType type, ReduceOp op, bool inplace, int onlyRank,
+                                      bool mappable);
 
   CollectiveKind collective_ = CollectiveKind::kAllReduce;
   int nranks_ = 0;
@@ -54,7 +60,7 @@ class CollectiveData {
   ReduceOp op_ = ReduceOp::kSum;
   bool inplace_ = false;
   size_t inElems_ = 0, outElems_ = 0;
-  std::vector<std::vector<unsigned char>> send_, recv_;
+  std::vector<shared_buffers::Block> send_, recv_;
   // Custom collectives: [rank][output chunk] -> the (rank, input chunk)
   // contributions it must hold; empty = unconstrained.
   std::vector<std::vector<std::vector<std::pair<int, int>>>> expected_;

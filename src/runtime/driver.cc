@@ -1,5 +1,7 @@
 #include "runtime/driver.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -26,7 +28,7 @@ struct Session {
   Geometry geometry;
   bool dirty = false;  // a previous run stopped midway: connections hold messages
   std::shared_ptr<LocalFabric> fabric;
-  std::vector<std::vector<unsigned char>> scratch;
+  std::vector<shared_buffers::Block> scratch;
   std::vector<std::unique_ptr<RankExecutor>> ranks;
   std::unique_ptr<std::atomic<int>[]> state;  // per rank, RankState (for the watchdog)
   std::atomic<uint64_t> progress{0};
@@ -69,6 +71,22 @@ Status Session::runRank(size_t r, const RankRunOptions& o) {
                      &progress, &state[r]);
 }
 
+WaitPolicy WaitPolicy::forRanks(int ranksOnHost, int spinUs) {
+  WaitPolicy w;
+  w.spinUs = spinUs >= 0 ? spinUs : ranksOnHost <= usableCores() ? 50 : 0;
+  return w;
+}
+
+int usableCores() {
+  static const int cores = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }();
+  return cores;
+}
+
 // One rank's part of one run: advance until done, sleeping on the rank's
 // doorbell while blocked; then wait for the messages it lent by reference.
 Status runRankLoop(Steppable& x, Doorbell& bell, int rank, const RankRunOptions& o,
@@ -99,10 +117,9 @@ Status runRankLoop(Steppable& x, Doorbell& bell, int rank, const RankRunOptions&
       lastProgress = std::chrono::steady_clock::now();
       continue;
     }
-    // Blocked: yield a few times (a peer may be about to deliver), then
-    // sleep until a peer rings. Never spin: ranks outnumber cores.
-    for (int i = 0; i < o.yieldsBeforeSleep && bell.value() == seen; ++i) std::this_thread::yield();
-    if (bell.value() != seen) continue;
+    // Blocked: poll (a peer is likely about to deliver), then sleep until
+    // a peer rings.
+    if (pollBell(bell, seen, o.wait)) continue;
     if (o.timeoutMs >= 0) {
       auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
                         std::chrono::steady_clock::now() - lastProgress)
@@ -127,10 +144,11 @@ Status runRankLoop(Steppable& x, Doorbell& bell, int rank, const RankRunOptions&
 namespace {
 
 // Rank `rank`'s executor with its ports on `fabric` and its scratch in
-// `scratch` (resized here).
-std::unique_ptr<RankExecutor> makeExecutor(const VerifiedAlgorithm& va, int rank,
-                                           const CallArgs& call, const Geometry& g, Fabric& fabric,
-                                           std::vector<unsigned char>& scratch) {
+// `scratch` (sized here: memory its peers can map when a port would have
+// them read it in place).
+Result<std::unique_ptr<RankExecutor>> makeExecutor(const VerifiedAlgorithm& va, int rank,
+                                                   const CallArgs& call, const Geometry& g,
+                                                   Fabric& fabric, shared_buffers::Block& scratch) {
   const ir::Rank& r = va.algo().ranks[static_cast<size_t>(rank)];
   std::vector<SendPort*> sendPorts;
   std::vector<RecvPort*> recvPorts;
@@ -140,7 +158,11 @@ std::unique_ptr<RankExecutor> makeExecutor(const VerifiedAlgorithm& va, int rank
     sendPorts.push_back(out != nullptr ? &out->sender() : nullptr);
     recvPorts.push_back(in != nullptr ? &in->receiver() : nullptr);
   }
-  scratch.resize(static_cast<size_t>(r.scratchChunks) * g.chunkElems * g.elemSize);
+  bool mappable = false;
+  for (const SendPort* p : sendPorts)
+    mappable = mappable || (p != nullptr && p->supportsSharedRefs());
+  CHORUS_RETURN_IF_ERROR(
+      scratch.assign(static_cast<size_t>(r.scratchChunks) * g.chunkElems * g.elemSize, mappable));
   return std::make_unique<RankExecutor>(va, rank, call, g, std::move(sendPorts),
                                         std::move(recvPorts), scratch.data());
 }
@@ -164,8 +186,10 @@ Result<std::unique_ptr<Session>> prepare(const VerifiedAlgorithm& va,
 
   s->scratch.resize(a.ranks.size());
   for (const ir::Rank& r : a.ranks) {
-    s->ranks.push_back(makeExecutor(va, r.id, calls[static_cast<size_t>(r.id)], g, *s->fabric,
-                                    s->scratch[static_cast<size_t>(r.id)]));
+    auto x = makeExecutor(va, r.id, calls[static_cast<size_t>(r.id)], g, *s->fabric,
+                          s->scratch[static_cast<size_t>(r.id)]);
+    if (!x.isOk()) return x.status();
+    s->ranks.push_back(std::move(x).value());
   }
   return s;
 }
@@ -305,7 +329,7 @@ Status PreparedCall::runThreaded(const ThreadedOptions& options) {
   s.abort.store(false, std::memory_order_relaxed);
   s.progress.store(0, std::memory_order_relaxed);
   s.workerOptions = RankRunOptions{};
-  s.workerOptions.yieldsBeforeSleep = options.yieldsBeforeSleep;
+  s.workerOptions.wait = options.wait;
   s.workerOptions.abort = &s.abort;
   s.start.ring();  // release: the settings above happen before the ranks run
 
@@ -354,7 +378,9 @@ Result<std::unique_ptr<RankCall>> RankCall::make(const VerifiedAlgorithm& va, in
   rc->call_ = call;
   rc->geometry_ = g;
   rc->fabric_ = std::move(fabric);
-  rc->exec_ = makeExecutor(va, rank, call, g, *rc->fabric_, rc->scratch_);
+  auto x = makeExecutor(va, rank, call, g, *rc->fabric_, rc->scratch_);
+  if (!x.isOk()) return x.status();
+  rc->exec_ = std::move(x).value();
   return rc;
 }
 

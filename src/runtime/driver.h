@@ -7,13 +7,16 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "core/status.h"
 #include "runtime/executor.h"
 #include "runtime/local_transport.h"
+#include "runtime/shared_buffers.h"
 
 namespace chorus::runtime {
 
@@ -25,18 +28,74 @@ struct DeterministicOptions {
   int slots = 8;          // messages in flight per connection
 };
 
+// How a blocked rank waits for a peer: it polls its doorbell, spinning
+// (a pause between polls) while it may own a core, then yielding the core to
+// whoever can use it, then it sleeps on the doorbell's futex until a peer
+// rings (one system call for the peer, only when someone sleeps). Peers
+// usually answer within microseconds, and a wake-up from a sleep costs more
+// than that (and, on a loaded machine, up to a scheduler period: a woken
+// thread does not preempt a running one), so sleeping is the last resort.
+struct WaitPolicy {
+  int spinUs = 0;    // busy-poll this long first
+  int yieldUs = 50;  // then poll with a yield between polls this long
+  // Spin only where every rank on this host can have a core of its own
+  // (`ranksOnHost` <= the CPUs this process may run on): otherwise a
+  // spinning rank takes the core a peer needs. `spinUs` >= 0 overrides.
+  static WaitPolicy forRanks(int ranksOnHost, int spinUs = -1);
+};
+
+// Cores this process may run on (its affinity mask).
+int usableCores();
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Polls `ready()` as `w` says; true once it holds, false when the policy's
+// time is up (then sleep on whatever signals it).
+template <class Ready>
+bool pollUntil(Ready ready, const WaitPolicy& w) {
+  using Clock = std::chrono::steady_clock;
+  if (ready()) return true;
+  const auto start = Clock::now();
+  if (w.spinUs > 0) {
+    const auto end = start + std::chrono::microseconds(w.spinUs);
+    do {
+      for (int i = 0; i < 64; ++i) {
+        if (ready()) return true;
+        cpuRelax();
+      }
+    } while (Clock::now() < end);
+  }
+  const auto end = start + std::chrono::microseconds(w.spinUs + w.yieldUs);
+  do {
+    std::this_thread::yield();
+    if (ready()) return true;
+  } while (Clock::now() < end);
+  return false;
+}
+
+// Polls `bell` for a change from `seen`.
+inline bool pollBell(const Doorbell& bell, uint32_t seen, const WaitPolicy& w) {
+  return pollUntil([&] { return bell.value() != seen; }, w);
+}
+
 // How one rank runs on the calling thread (PreparedCall::runRank).
 struct RankRunOptions {
-  int yieldsBeforeSleep = 16;                // yields of a blocked rank before it sleeps
+  WaitPolicy wait;                           // how a blocked rank waits
   int timeoutMs = -1;                        // kTimeout after this long without progress; < 0: none
   const std::atomic<bool>* abort = nullptr;  // kAborted once another thread sets it
 };
 
 struct ThreadedOptions {
-  int yieldsBeforeSleep = 16;  // yields of a blocked rank before it sleeps
-  int watchdogMs = 50;         // deadlock check period (two quiet checks = deadlock)
-  size_t sliceBytes = 0;       // for the one-shot runThreaded() only
-  int slots = 8;               // for the one-shot runThreaded() only
+  WaitPolicy wait;        // how a blocked rank waits
+  int watchdogMs = 50;    // deadlock check period (two quiet checks = deadlock)
+  size_t sliceBytes = 0;  // for the one-shot runThreaded() only
+  int slots = 8;          // for the one-shot runThreaded() only
 };
 
 struct Session;
@@ -121,7 +180,7 @@ class RankCall {
   CallArgs call_;
   Geometry geometry_;
   std::shared_ptr<Fabric> fabric_;
-  std::vector<unsigned char> scratch_;
+  shared_buffers::Block scratch_;
   std::unique_ptr<RankExecutor> exec_;
 };
 

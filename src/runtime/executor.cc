@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/failpoint.h"
 #include "runtime/reduce.h"
+#include "runtime/shared_buffers.h"
 
 namespace chorus::runtime {
 
@@ -183,8 +184,40 @@ RankExecutor::RankExecutor(const VerifiedAlgorithm& va, int rank, const CallArgs
       const_cast<unsigned char*>(static_cast<const unsigned char*>(call.sendbuff));
   base_[static_cast<int>(Buffer::kOutput)] = static_cast<unsigned char*>(call.recvbuff);
   base_[static_cast<int>(Buffer::kScratch)] = static_cast<unsigned char*>(scratch);
+  auto [inElems, outElems] = bufferElems(algo_, call.count);
+  extent_[static_cast<int>(Buffer::kInput)] = inElems * g.elemSize;
+  extent_[static_cast<int>(Buffer::kOutput)] = outElems * g.elemSize;
+  extent_[static_cast<int>(Buffer::kScratch)] =
+      static_cast<size_t>(rank_.scratchChunks) * g.chunkElems * g.elemSize;
+  for (SendPort* p : sendPorts_) mappable_ = mappable_ || (p != nullptr && p->supportsSharedRefs());
   planRefs();
   reset();
+}
+
+void RankExecutor::findRegions() {
+  // Looked up for every run, not once: the same addresses may belong to
+  // another allocation by now (a buffer freed and allocated again), which
+  // a receiver must not take for the one it mapped before.
+  for (int b = 0; b < ir::kNumBuffers; ++b)
+    regions_[b] = mappable_ && base_[b] != nullptr && extent_[b] > 0
+                      ? shared_buffers::find(base_[b], extent_[b])
+                      : std::nullopt;
+}
+
+const SharedRegion* RankExecutor::refRegion(int t, int i) const {
+  const ir::Step& s = rank_.tbs[static_cast<size_t>(t)].steps[static_cast<size_t>(i)];
+  const std::optional<SharedRegion>& r =
+      regions_[static_cast<int>(s.type == StepType::kSend ? s.srcBuf : s.dstBuf)];
+  return r.has_value() && sendPorts_[static_cast<size_t>(t)]->supportsSharedRefs() ? &*r : nullptr;
+}
+
+bool RankExecutor::sendsByRef(int t, int i, size_t msgBytes) const {
+  uint8_t kind = byRef_[static_cast<size_t>(t)][static_cast<size_t>(i)];
+  if (kind == kRefNever) return false;
+  if (refRegion(t, i) != nullptr) return true;  // read in place: any size, any receiver
+  const SendPort& port = *sendPorts_[static_cast<size_t>(t)];
+  if (port.refsForCopiesOnly() && kind != kRefToCopier) return false;
+  return msgBytes >= port.minRefBytes() && msgBytes <= port.maxRefBytes();
 }
 
 namespace {
@@ -236,17 +269,16 @@ void RankExecutor::planRefs() {
           stable = stable || (consumer != verify::kNoNode && va_.provenBefore(consumer, write));
         }
       }
-      // Across processes only a plain send's message to a receiver that
-      // copies it (see SendPort::refsForCopiesOnly).
-      if (stable && sendPorts_[t]->refsForCopiesOnly()) {
-        stable = fromSrc;
-        const verify::StepGraph& g = va_.graph();
-        verify::NodeId consumer =
-            g.matchedRecv(g.node(rank_.id, static_cast<int>(t), static_cast<int>(i)));
-        StepType rt = consumer == verify::kNoNode ? StepType::kNop : g.step(consumer).type;
-        stable = stable && (rt == StepType::kRecv || rt == StepType::kRecvCopySend);
-      }
-      byRef_[t][i] = stable ? 1 : 0;
+      if (!stable) continue;
+      // Whether it is also a plain send's message to a receiver that copies
+      // it: the only references worth a system call across processes
+      // where the memory is not mappable (SendPort::refsForCopiesOnly).
+      const verify::StepGraph& g = va_.graph();
+      verify::NodeId consumer =
+          g.matchedRecv(g.node(rank_.id, static_cast<int>(t), static_cast<int>(i)));
+      StepType rt = consumer == verify::kNoNode ? StepType::kNop : g.step(consumer).type;
+      bool toCopier = fromSrc && (rt == StepType::kRecv || rt == StepType::kRecvCopySend);
+      byRef_[t][i] = toCopier ? kRefToCopier : kRefStable;
     }
   }
 }
@@ -259,12 +291,15 @@ bool RankExecutor::sendsDrained() const {
 
 int RankExecutor::refSteps() const {
   int n = 0;
-  for (const auto& tb : byRef_)
-    for (uint8_t b : tb) n += b;
+  for (size_t t = 0; t < byRef_.size(); ++t)
+    for (size_t i = 0; i < byRef_[t].size(); ++i)
+      n += sendsByRef(static_cast<int>(t), static_cast<int>(i), 0) ||
+           sendsByRef(static_cast<int>(t), static_cast<int>(i), SIZE_MAX / 2);
   return n;
 }
 
 void RankExecutor::reset() {
+  findRegions();
   doneTbs_ = 0;
   failure_ = Status::ok();
   for (size_t t = 0; t < tbs_.size(); ++t) {
@@ -316,9 +351,7 @@ bool RankExecutor::tryStep(int t) {
   bool contiguous = g_.contiguous(s.count);
   // By reference: the message is `count` contiguous slices of this rank's
   // memory.
-  bool byRef = byRef_[static_cast<size_t>(t)][static_cast<size_t>(st.pc)] != 0 && contiguous &&
-               msgBytes >= sendPorts_[static_cast<size_t>(t)]->minRefBytes() &&
-               msgBytes <= sendPorts_[static_cast<size_t>(t)]->maxRefBytes();
+  bool byRef = contiguous && sendsByRef(t, st.pc, msgBytes);
   if (ir::sends(s.type)) {
     out = static_cast<unsigned char*>(sendPorts_[static_cast<size_t>(t)]->tryAcquire(msgBytes));
     if (out == nullptr) return false;
@@ -354,7 +387,8 @@ bool RankExecutor::tryStep(int t) {
         reduce(call_.type, call_.op, dst, in + at, src, n);
     }
     if (in != nullptr) recvPorts_[static_cast<size_t>(t)]->release();
-    bool posted = sendPorts_[static_cast<size_t>(t)]->tryPostRef(msg, msgBytes);
+    bool posted =
+        sendPorts_[static_cast<size_t>(t)]->tryPostRef(msg, msgBytes, refRegion(t, st.pc));
     CHORUS_CHECK(posted, "a slot acquired for a message went missing");
     return finishStep(t);
   }

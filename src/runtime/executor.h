@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "core/types.h"
 #include "ir/ir.h"
 #include "ir/slicing.h"
+#include "runtime/shared_buffers.h"
 #include "runtime/transport.h"
 #include "verify/graph.h"
 #include "verify/verifier.h"
@@ -167,9 +169,27 @@ class RankExecutor final : public Steppable {
   std::vector<RecvPort*> recvPorts_;
   unsigned char* base_[ir::kNumBuffers];
   std::vector<TbState> tbs_;
-  // byRef_[t][i]: step i of tb t sends its message by reference: nothing on
-  // this rank writes that memory after the step during the call.
+  // byRef_[t][i]: whether step i of tb t may send its message by reference.
+  enum : uint8_t {
+    kRefNever = 0,
+    // Nothing on this rank writes that memory after the step during the
+    // call until the receiver has consumed it.
+    kRefStable = 1,
+    // And it is a plain send's message to a receiver that copies it.
+    kRefToCopier = 2,
+  };
   std::vector<std::vector<uint8_t>> byRef_;
+  // Whether step i of tb t sends this run's `msgBytes` message by reference
+  // (byRef_, the port's sizes, mappable memory).
+  bool sendsByRef(int t, int i, size_t msgBytes) const;
+  // The mappable region its message lies in this run, if the port takes it.
+  const SharedRegion* refRegion(int t, int i) const;
+  void findRegions();
+  // Per buffer: its bytes, and the mappable region (shared_buffers.h) it
+  // lies in this run, if any.
+  size_t extent_[ir::kNumBuffers] = {0, 0, 0};
+  std::optional<SharedRegion> regions_[ir::kNumBuffers];
+  bool mappable_ = false;  // some port takes references to mappable memory
   int doneTbs_ = 0;
   Status failure_;
 };

@@ -11,6 +11,7 @@
 #include <new>
 
 #include "core/check.h"
+#include "core/failpoint.h"
 #include "runtime/shm.h"
 
 namespace chorus::runtime {
@@ -57,8 +58,13 @@ size_t slotStride(size_t slotBytes) { return (std::max<size_t>(slotBytes, 1) + 6
 
 }  // namespace
 
+size_t regionBytes(int slots) {
+  return (static_cast<size_t>(slots) * sizeof(SharedRegion) + 63) / 64 * 64;
+}
+
 size_t LocalConnection::ringBytes(int slots, size_t slotBytes) {
-  return headerBytes() + 2 * tableBytes(slots) + static_cast<size_t>(slots) * slotStride(slotBytes);
+  return headerBytes() + 2 * tableBytes(slots) + regionBytes(slots) +
+         static_cast<size_t>(slots) * slotStride(slotBytes);
 }
 
 void LocalConnection::layOut(unsigned char* memory, bool create) {
@@ -67,7 +73,8 @@ void LocalConnection::layOut(unsigned char* memory, bool create) {
   ring_ = create ? new (memory) RingHeader() : reinterpret_cast<RingHeader*>(memory);
   sizes_ = reinterpret_cast<uint64_t*>(memory + header);
   refs_ = reinterpret_cast<uint64_t*>(memory + header + tableBytes(slots_));
-  storage_ = memory + header + 2 * tableBytes(slots_);
+  regions_ = reinterpret_cast<SharedRegion*>(memory + header + 2 * tableBytes(slots_));
+  storage_ = memory + header + 2 * tableBytes(slots_) + regionBytes(slots_);
   if (create) {
     ring_->slots = static_cast<uint32_t>(slots_);
     ring_->slotBytes = slotBytes_;
@@ -115,10 +122,12 @@ void LocalConnection::reset() {
   ring_->tail.store(0, std::memory_order_relaxed);
 }
 
-void LocalConnection::publish(uint64_t head, size_t bytes, const void* ref) {
+void LocalConnection::publish(uint64_t head, size_t bytes, const void* ref,
+                              const SharedRegion* region) {
   size_t slot = head % static_cast<uint64_t>(slots_);
   sizes_[slot] = bytes;
   refs_[slot] = reinterpret_cast<uintptr_t>(ref);
+  if (crossProcess_) regions_[slot] = region != nullptr ? *region : SharedRegion{};
   ring_->head.store(head + 1, std::memory_order_release);
   if (receiverBell_ != nullptr) receiverBell_->ring();
 }
@@ -132,15 +141,16 @@ void* LocalConnection::Sender::tryAcquire(size_t bytes) {
 }
 
 void LocalConnection::Sender::commit(size_t bytes) {
-  c_.publish(c_.ring_->head.load(std::memory_order_relaxed), bytes, nullptr);
+  c_.publish(c_.ring_->head.load(std::memory_order_relaxed), bytes, nullptr, nullptr);
 }
 
-bool LocalConnection::Sender::tryPostRef(const void* data, size_t bytes) {
+bool LocalConnection::Sender::tryPostRef(const void* data, size_t bytes,
+                                         const SharedRegion* region) {
   if (!c_.refsAllowed_) return false;
   uint64_t head = c_.ring_->head.load(std::memory_order_relaxed);
   if (head - c_.ring_->tail.load(std::memory_order_acquire) >= static_cast<uint64_t>(c_.slots_))
     return false;
-  c_.publish(head, bytes, data);
+  c_.publish(head, bytes, data, region);
   return true;
 }
 
@@ -157,7 +167,22 @@ const void* LocalConnection::Receiver::tryPeek(size_t* bytes) {
   remoteAt_ = 0;
   if (c_.refs_[slot] != 0) {
     if (!c_.crossProcess_) return reinterpret_cast<const void*>(c_.refs_[slot]);
-    remoteAt_ = c_.refs_[slot];
+    const SharedRegion& r = c_.regions_[slot];
+    if (r.id != 0) {
+      // In the sender's mappable buffer: read it in place once mapped.
+      if (mapped_ == nullptr || mapped_->region().id != r.id)
+        mapped_ = shared_buffers::PeerMapping::get(c_.ring_->senderPid, r, nullptr);
+      // Only within the region as first mapped (what the ring says is
+      // the peer's word: a bad one fails the read below, never faults).
+      const SharedRegion& m = mapped_ != nullptr ? mapped_->region() : r;
+      uint64_t at = c_.refs_[slot];
+      if (mapped_ != nullptr && at >= m.base && *bytes <= m.bytes &&
+          at - m.base <= m.bytes - *bytes) {
+        (void)failpoint("peer.read");  // fault injection (core/failpoint.h)
+        return mapped_->at(at);
+      }
+    }
+    remoteAt_ = c_.refs_[slot];  // else one copy by cross-memory attach
   }
   return c_.storage_ + slot * slotStride(c_.slotBytes_);
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ir/ir.h"
+#include "runtime/shared_buffers.h"
 #include "runtime/transport.h"
 
 namespace chorus::runtime {
@@ -97,8 +98,9 @@ class LocalConnection final : public Connection {
     explicit Sender(LocalConnection& c) : c_(c) {}
     void* tryAcquire(size_t bytes) override;
     void commit(size_t bytes) override;
-    bool tryPostRef(const void* data, size_t bytes) override;
+    bool tryPostRef(const void* data, size_t bytes, const SharedRegion* region) override;
     bool supportsRefs() const override { return c_.refsAllowed_; }
+    bool supportsSharedRefs() const override { return c_.refsAllowed_ && c_.crossProcess_; }
     size_t minRefBytes() const override { return c_.minRefBytes_; }
     bool refsForCopiesOnly() const override { return c_.crossProcess_; }
     size_t maxRefBytes() const override { return c_.crossProcess_ ? kMaxCrossRefBytes : SIZE_MAX; }
@@ -118,8 +120,10 @@ class LocalConnection final : public Connection {
    private:
     LocalConnection& c_;
     uint64_t remoteAt_ = 0;  // the peeked message's address in the sender
+    // The sender's mappable buffer this side read the last message from.
+    std::shared_ptr<const shared_buffers::PeerMapping> mapped_;
   };
-  void publish(uint64_t head, size_t bytes, const void* ref);
+  void publish(uint64_t head, size_t bytes, const void* ref, const SharedRegion* region);
   void layOut(unsigned char* memory, bool create);
 
   const int slots_;
@@ -131,7 +135,8 @@ class LocalConnection final : public Connection {
   unsigned char* memory_ = nullptr;  // ringBytes(): header, sizes, refs, slots
   RingHeader* ring_ = nullptr;
   uint64_t* sizes_ = nullptr;
-  uint64_t* refs_ = nullptr;  // non-zero: the message is the sender's memory there
+  uint64_t* refs_ = nullptr;         // non-zero: the message is the sender's memory there
+  SharedRegion* regions_ = nullptr;  // id non-zero: that memory is in this mappable region
   unsigned char* storage_ = nullptr;
   Doorbell* senderBell_ = nullptr;
   Doorbell* receiverBell_ = nullptr;

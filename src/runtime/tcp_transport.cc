@@ -159,7 +159,7 @@ class TcpConnection final : public Connection {
       return c_.storage_ + (head % c_.slots_) * c_.stride_;
     }
     void commit(size_t bytes) override { c_.publish(bytes, nullptr); }
-    bool tryPostRef(const void* data, size_t bytes) override {
+    bool tryPostRef(const void* data, size_t bytes, const SharedRegion*) override {
       uint64_t head = c_.head_.load(std::memory_order_relaxed);
       if (head - c_.tail_.load(std::memory_order_acquire) >= c_.slots_) return false;
       c_.publish(bytes, data);

@@ -16,6 +16,8 @@
 
 namespace chorus::runtime {
 
+struct SharedRegion;  // runtime/shared_buffers.h
+
 class SendPort {
  public:
   virtual ~SendPort() = default;
@@ -28,7 +30,14 @@ class SendPort {
   // copy; the receiver reads (or reduces from) the sender's memory directly.
   // The caller guarantees the memory stays unchanged until drained(). False
   // if all slots are full or the transport cannot read the sender's memory.
-  virtual bool tryPostRef(const void* data, size_t bytes) = 0;
+  // `region`: the memory lies in a buffer peers can map
+  // (runtime/shared_buffers.h), which a receiver in another process reads
+  // with plain loads once it has mapped it.
+  virtual bool tryPostRef(const void* data, size_t bytes, const SharedRegion* region = nullptr) = 0;
+  // Whether references to mappable memory (shared_buffers.h) reach the
+  // receiver as memory it reads in place: then any message in such memory
+  // may travel by reference, at any size, whatever the steps do with it.
+  virtual bool supportsSharedRefs() const { return false; }
   // Whether tryPostRef can ever succeed: the peer shares this address space,
   // or the transport sends straight from the sender's memory (TCP).
   virtual bool supportsRefs() const = 0;

@@ -16,10 +16,12 @@
 namespace {
 
 constexpr const char* kVariables[] = {
-    "CHORUS_RANK",      "CHORUS_WORLD_SIZE",    "RANK",          "WORLD_SIZE",
-    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "CHORUS_ROOT", "MASTER_ADDR",
-    "MASTER_PORT",      "CHORUS_SECRET",        "CHORUS_TIMEOUT_S", "CHORUS_SLICE_BYTES",
-    "CHORUS_TRANSPORT", "CHORUS_JOB_ID",        "CHORUS_CMA",    "CHORUS_TCP_SOCKETS",
+    "CHORUS_RANK",        "CHORUS_WORLD_SIZE",    "RANK",
+    "WORLD_SIZE",         "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+    "CHORUS_ROOT",        "MASTER_ADDR",          "MASTER_PORT",
+    "CHORUS_SECRET",      "CHORUS_TIMEOUT_S",     "CHORUS_SLICE_BYTES",
+    "CHORUS_TRANSPORT",   "CHORUS_JOB_ID",        "CHORUS_CMA",
+    "CHORUS_TCP_SOCKETS", "CHORUS_SPIN_US",
 };
 
 void fail(const char* what) {
@@ -54,6 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   chorus::api::WorldOptions o = chorus::api::WorldOptions::fromEnvironment();
   if (o.timeoutMs < 0) fail("CHORUS_TIMEOUT_S");
+  if (o.spinUs < -1 || o.spinUs > 1000000) fail("CHORUS_SPIN_US");
   auto id = chorus::runtime::decodeRootId(fields.back());
   if (id.isOk() && (id.value().rootPort < 0 || id.value().rootPort > 65535)) fail("unique id port");
   return 0;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/local_transport.h"
+#include "runtime/shared_buffers.h"
 
 namespace chorus::runtime {
 namespace {
@@ -232,6 +233,125 @@ TEST(Shm, ReferencesAcrossProcessesAreFetchedFromTheSender) {
   EXPECT_EQ(gone.code(), StatusCode::kAborted);
   EXPECT_NE(gone.message().find("cannot read a message posted by reference"), std::string::npos)
       << gone.message();
+}
+
+// chorusMemAlloc's memory (shared_buffers.h): found by any address inside,
+// freed once, mapped by a peer read-only and kept for reuse.
+TEST(SharedBuffers, AllocateFindRelease) {
+  EXPECT_EQ(shared_buffers::allocate(0).status().code(), StatusCode::kInvalidArgument);
+  size_t before = shared_buffers::live();
+  auto a = shared_buffers::allocate(10000);
+  ASSERT_TRUE(a.isOk()) << a.status().message();
+  auto* p = static_cast<unsigned char*>(a.value());
+  EXPECT_EQ(p[9999], 0);  // zeroed
+  EXPECT_EQ(shared_buffers::live(), before + 1);
+  auto r = shared_buffers::find(p + 100, 900);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->base, reinterpret_cast<uintptr_t>(p));
+  EXPECT_GE(r->bytes, 10000u);
+  EXPECT_NE(r->id, 0u);
+  EXPECT_FALSE(shared_buffers::find(p + 100, r->bytes).has_value());  // runs past its end
+  std::vector<unsigned char> heap(64);
+  EXPECT_FALSE(shared_buffers::find(heap.data(), heap.size()).has_value());
+  EXPECT_EQ(shared_buffers::release(heap.data()).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(shared_buffers::release(p + 1).code(), StatusCode::kInvalidArgument);
+  // A peer's view: this process stands in for one.
+  p[5000] = 42;
+  std::string why;
+  auto m = shared_buffers::PeerMapping::get(::getpid(), *r, &why);
+  ASSERT_NE(m, nullptr) << why;
+  EXPECT_EQ(*m->at(r->base + 5000), 42);
+  p[5001] = 43;  // the same memory, not a copy
+  EXPECT_EQ(*m->at(r->base + 5001), 43);
+  EXPECT_EQ(shared_buffers::PeerMapping::get(::getpid(), *r, &why), m);  // kept
+  ASSERT_TRUE(shared_buffers::release(p).isOk());
+  EXPECT_EQ(shared_buffers::release(p).code(), StatusCode::kInvalidArgument);  // twice
+  EXPECT_EQ(*m->at(r->base + 5000), 42);  // the peer's mapping outlives the free
+  auto b = shared_buffers::allocate(10000);
+  ASSERT_TRUE(b.isOk());
+  auto rb = shared_buffers::find(b.value(), 1);
+  ASSERT_TRUE(rb.has_value());
+  EXPECT_NE(rb->id, r->id);  // a new region is never taken for the old one
+  ASSERT_TRUE(shared_buffers::release(b.value()).isOk());
+  // A descriptor that names no such file is refused, not mapped.
+  SharedRegion bogus = *r;
+  bogus.fd = 1 << 20;
+  bogus.id = 12345;
+  EXPECT_EQ(shared_buffers::PeerMapping::get(::getpid(), bogus, &why), nullptr);
+  EXPECT_NE(why.find("cannot open /proc/"), std::string::npos) << why;
+}
+
+// A reference into the sender's mappable buffer reaches a receiver in
+// another process as memory it reads in place (not remote: no copy, no
+// system call), for every message; one outside the region it names falls
+// back to cross-memory attach, which fails cleanly once the sender is gone.
+TEST(SharedBuffers, ReferencesIntoMappableMemoryAreReadInPlace) {
+  constexpr int kSlots = 2, kMessages = 40;
+  constexpr size_t kSlotBytes = 4096, kBuffer = 1 << 20;
+  SharedRing shared("mapped", kSlots, kSlotBytes, /*crossMemoryAttach=*/true, kSlotBytes);
+  ASSERT_NE(shared.seg, nullptr);
+  const std::string& name = shared.name;
+  const size_t bytes = shared.bytes, bellBytes = SharedRing::kBellBytes;
+  Doorbell* receiverBell = shared.receiverBell;
+  LocalConnection& receiver = *shared.receiver;
+  auto offset = [](int m) { return static_cast<size_t>(m) * 20011 % (kBuffer - kSlotBytes); };
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto mine = Segment::open(name, bytes);
+    if (!mine.isOk()) ::_exit(10);
+    auto* b = static_cast<unsigned char*>(mine.value()->data());
+    LocalConnection sender(b + bellBytes, /*create=*/false, kSlots, kSlotBytes, true, kSlotBytes);
+    auto* sb = reinterpret_cast<Doorbell*>(b);
+    sender.setDoorbells(sb, reinterpret_cast<Doorbell*>(b + 64));
+    SendPort& out = sender.sender();
+    if (!out.supportsSharedRefs()) ::_exit(11);
+    auto buf = shared_buffers::allocate(kBuffer);
+    if (!buf.isOk()) ::_exit(12);
+    auto* data = static_cast<unsigned char*>(buf.value());
+    for (size_t i = 0; i < kBuffer; ++i) data[i] = static_cast<unsigned char>(i * 7 + 1);
+    SharedRegion region = *shared_buffers::find(data, kBuffer);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (int m = 0; m <= kMessages; ++m) {
+      // Message kMessages claims to lie in the region but does not.
+      const unsigned char* at = m < kMessages ? data + offset(m) : data + kBuffer;
+      for (;;) {
+        uint32_t seen = sb->value();
+        if (out.tryPostRef(at, 1 + static_cast<size_t>(m) * 97, &region)) break;
+        if (std::chrono::steady_clock::now() > deadline) ::_exit(13);
+        sb->wait(seen, 100);
+      }
+    }
+    while (!out.drained()) {
+      if (std::chrono::steady_clock::now() > deadline) ::_exit(14);
+      sb->wait(sb->value(), 100);
+    }
+    ::_exit(0);
+  }
+  RecvPort& in = receiver.receiver();
+  for (int m = 0; m <= kMessages; ++m) {
+    size_t len = 0;
+    const void* msg;
+    for (;;) {
+      uint32_t seen = receiverBell->value();
+      if ((msg = in.tryPeek(&len)) != nullptr) break;
+      receiverBell->wait(seen, 1000);
+    }
+    ASSERT_EQ(len, 1 + static_cast<size_t>(m) * 97) << m;
+    if (m == kMessages) {
+      ASSERT_TRUE(in.peekedRemote());  // outside the region: not mapped
+      in.release();
+      break;
+    }
+    ASSERT_FALSE(in.peekedRemote()) << m;
+    const auto* got = static_cast<const unsigned char*>(msg);
+    for (size_t i = 0; i < len; ++i)
+      ASSERT_EQ(got[i], static_cast<unsigned char>((offset(m) + i) * 7 + 1)) << m << " " << i;
+    in.release();
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 TEST(Shm, ReadPeerMemoryNamesWhatItCouldNotRead) {

@@ -84,6 +84,9 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
   p->add_option("--procs", perf.procs,
                 "run the ranks as N processes over shared memory (via chorus launch)")
       ->check(CLI::PositiveNumber);
+  p->add_flag("--heap-buffers", perf.heapBuffers,
+              "processes: buffers from the heap, not chorusMemAlloc (peers then cannot read "
+              "them in place)");
 
   SoakArgs& soak = cl->soak;
   auto* so = app.add_subcommand(

@@ -74,6 +74,9 @@ struct PerfArgs {
   bool check = false;
   bool csv = false;
   int procs = 0;  // > 0: run as that many processes (relaunches itself via `chorus launch`)
+  // Processes: buffers from the heap instead of chorusMemAlloc (which peers
+  // read in place): what a program that does not use chorusMemAlloc gets.
+  bool heapBuffers = false;
   DeviceArgs dev;
 };
 // nccl-tests-style sweep through the C API. Exit: 0 ok, 1 wrong results

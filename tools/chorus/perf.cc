@@ -65,7 +65,10 @@ Measure measure(const PerfArgs& a, CollectiveKind coll, const Local& local, chor
                 size_t count, DataType type, ReduceOp op, bool inplace) {
   const int n = local.nranks;
   Measure m;
-  auto data = runtime::CollectiveData::make(coll, n, a.root, count, type, op, inplace, local.me);
+  // Processes: buffers from chorusMemAlloc's allocator, which peers read in
+  // place (threads share memory anyway).
+  auto data = runtime::CollectiveData::make(coll, n, a.root, count, type, op, inplace, local.me,
+                                            local.me >= 0 && !a.heapBuffers);
   if (!data.isOk()) {
     m.error = data.status().message();
     return m;
@@ -277,6 +280,7 @@ int relaunch(const PerfArgs& a) {
   if (!a.algo.empty()) l.command.insert(l.command.end(), {"--algo", a.algo});
   if (a.check) l.command.push_back("--check");
   if (a.csv) l.command.push_back("--csv");
+  if (a.heapBuffers) l.command.push_back("--heap-buffers");
   return runLaunch(l);
 }
 
@@ -426,6 +430,9 @@ int runPerf(const PerfArgs& a) {
     } else {
       std::printf("# memcpy bandwidth: %.2f GB/s (64 MiB, best of 5); mem = busbw / memcpy\n",
                   memBw);
+      if (local.me >= 0)
+        std::printf("# buffers: %s\n", a.heapBuffers ? "heap (--heap-buffers)"
+                                                     : "chorusMemAlloc (peers read them in place)");
     }
     std::printf("#%74s %36s\n", "out-of-place", "in-place");
     std::printf("# %10s %12s %6s %6s %5s %9s %7s %7s %5s %6s %9s %7s %7s %5s %6s\n", "size",

@@ -73,6 +73,7 @@ struct Call {
   ReduceOp op = ReduceOp::kSum;
   bool inplace = false;
   int root = 0;
+  bool mapped = false;  // processes: buffers from chorusMemAlloc (peers read them in place)
 };
 
 constexpr DataType kTypes[] = {DataType::kInt8,    DataType::kUint8,    DataType::kInt32,
@@ -216,7 +217,10 @@ Call draw(std::mt19937_64& rng, const std::vector<Way>& ws, int n, int me, size_
         std::uniform_real_distribution<double>(0, std::log2(std::max<size_t>(perCall, 2)))(rng);
     c.count = std::max<size_t>(1, static_cast<size_t>(std::exp2(x)));
     c.count = (c.count + w.quantum - 1) / w.quantum * w.quantum;
-    auto d = runtime::CollectiveData::make(w.coll, n, c.root, c.count, c.type, c.op, c.inplace, me);
+    const bool coin = rng() % 2 == 0;  // drawn by threads too: the same sequence either way
+    c.mapped = me >= 0 && coin;
+    auto d = runtime::CollectiveData::make(w.coll, n, c.root, c.count, c.type, c.op, c.inplace, me,
+                                           c.mapped);
     if (d.isOk()) {
       data->emplace(std::move(d).value());
       return c;
@@ -230,7 +234,8 @@ std::string describe(const Call& c, const Way& w) {
       " count " + std::to_string(c.count) + " " + std::string(dataTypeName(c.type));
   if (reduces(w.coll)) s += " " + std::string(reduceOpName(c.op));
   if (isRooted(w.coll)) s += " root " + std::to_string(c.root);
-  return s + (c.inplace ? " in place" : " out of place") + ", " + w.name;
+  return s + (c.inplace ? " in place" : " out of place") + (c.mapped ? ", mappable buffers" : "") +
+         ", " + w.name;
 }
 
 ApiResult issue(const Comm& comm, const Way& w, const Call& c, const runtime::CallArgs& b, int r,
