@@ -172,6 +172,7 @@ ProcessWorld::~ProcessWorld() {
 }
 
 Status ProcessWorld::asyncError() const {
+  if (!aborted_.load(std::memory_order_acquire)) return Status::ok();  // set after error_
   std::lock_guard<std::mutex> lock(mu_);
   return error_;
 }
@@ -297,6 +298,16 @@ Result<runtime::RankCall*> ProcessWorld::rankCall(
   return raw;
 }
 
+namespace {
+
+bool sameRequest(const runtime::SelectionRequest& a, const runtime::SelectionRequest& b) {
+  return a.collective == b.collective && a.nranks == b.nranks && a.inplace == b.inplace &&
+         a.count == b.count && a.type == b.type && a.op == b.op && a.root == b.root &&
+         a.sharedMemory == b.sharedMemory;
+}
+
+}  // namespace
+
 Status ProcessWorld::collective(const Op& op) {
   if (Status e = asyncError(); !e.isOk()) return e;
   if (op.kind != Op::Kind::kCollective) return pointToPoint({&op});
@@ -310,8 +321,16 @@ Status ProcessWorld::collective(const Op& op) {
   req.root = op.root;
   req.sharedMemory = std::find(remote_.begin(), remote_.end(), true) == remote_.end();
   bool info = logEnabled(LogLevel::kInfo);
+  // The same call as the last one (a training loop's): the same plan, without
+  // selection (its candidates change only when a file is registered).
+  const size_t candidates = globalRegistry().size();
+  const bool again = !info && last_.has_value() && sameRequest(last_->req, req) &&
+                     last_->algo == op.algo.get() && last_->candidates == candidates;
   std::vector<std::string> why;
-  auto parts = planParts(req, op.algo, builtins_, info ? &why : nullptr);
+  Result<std::vector<PlanPart>> parts =
+      again ? Result<std::vector<PlanPart>>(last_->parts)
+            : planParts(req, op.algo, builtins_, info ? &why : nullptr);
+  if (!again && parts.isOk()) last_ = LastPlan{req, op.algo.get(), candidates, parts.value()};
   if (info) {
     std::string line = "rank " + std::to_string(me_) + " collective #" + std::to_string(seq_) +
                        " " + op.describe() + " on " + std::to_string(n_) + " processes";

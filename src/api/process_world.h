@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,14 @@ class ProcessWorld {
   std::map<const runtime::VerifiedAlgorithm*, std::shared_ptr<runtime::ProcessFabric>> fabrics_;
   std::shared_ptr<runtime::ProcessFabric> p2p_;  // every ordered pair, for send/recv
   std::map<Key, Entry> calls_;
+  // The last collective's plan, for the next call that is the same.
+  struct LastPlan {
+    runtime::SelectionRequest req;
+    const runtime::VerifiedAlgorithm* algo = nullptr;  // the explicit one, if any
+    size_t candidates = 0;                             // globalRegistry().size() then
+    std::vector<PlanPart> parts;
+  };
+  std::optional<LastPlan> last_;
   uint64_t useClock_ = 0, seq_ = 0;
   size_t cachedBytes_ = 0;  // scratch of the cached calls (call_cache.h)
   std::atomic<bool> aborted_{false};

@@ -198,6 +198,10 @@ void RankExecutor::findRegions() {
   // Looked up for every run, not once: the same addresses may belong to
   // another allocation by now (a buffer freed and allocated again), which
   // a receiver must not take for the one it mapped before.
+  // Unchanged since the last run while no region came or went.
+  uint64_t gen = mappable_ ? shared_buffers::generation() : 0;
+  if (gen == regionsGeneration_) return;
+  regionsGeneration_ = gen;
   for (int b = 0; b < ir::kNumBuffers; ++b)
     regions_[b] = mappable_ && base_[b] != nullptr && extent_[b] > 0
                       ? shared_buffers::find(base_[b], extent_[b])

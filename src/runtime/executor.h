@@ -189,7 +189,8 @@ class RankExecutor final : public Steppable {
   // lies in this run, if any.
   size_t extent_[ir::kNumBuffers] = {0, 0, 0};
   std::optional<SharedRegion> regions_[ir::kNumBuffers];
-  bool mappable_ = false;  // some port takes references to mappable memory
+  bool mappable_ = false;                      // some port takes references to mappable memory
+  uint64_t regionsGeneration_ = ~uint64_t{0};  // shared_buffers::generation() of regions_
   int doneTbs_ = 0;
   Status failure_;
 };

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <list>
@@ -39,6 +40,7 @@ struct Owned {
 };
 
 struct Registry {
+  std::atomic<uint64_t> generation{1};
   std::mutex mu;
   std::map<uintptr_t, Owned> byBase;  // guarded by mu
   uint64_t nonce = 0;
@@ -86,6 +88,7 @@ Result<void*> allocate(size_t bytes) {
   if (o.region.id == 0) o.region.id = 1;
   o.mapped = mapped;
   reg.byBase[reinterpret_cast<uintptr_t>(p)] = o;
+  reg.generation.fetch_add(1, std::memory_order_release);
   return p;
 }
 
@@ -100,6 +103,7 @@ Status release(void* p) {
                     "this pointer was not allocated by chorusMemAlloc (or was freed already)");
     o = it->second;
     reg.byBase.erase(it);
+    reg.generation.fetch_add(1, std::memory_order_release);
   }
   ::munmap(p, o.mapped);
   ::close(o.region.fd);
@@ -117,6 +121,8 @@ std::optional<SharedRegion> find(const void* p, size_t bytes) {
   if (at + bytes > r.base + r.bytes || at + bytes < at) return std::nullopt;
   return r;
 }
+
+uint64_t generation() { return registry().generation.load(std::memory_order_acquire); }
 
 size_t live() {
   Registry& reg = registry();

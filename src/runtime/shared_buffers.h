@@ -46,6 +46,9 @@ Status release(void* p);
 std::optional<SharedRegion> find(const void* p, size_t bytes);
 // Regions allocated and not yet released (tests).
 size_t live();
+// Changes whenever a region is allocated or released: what find() answered
+// holds while this stays the same (one load, for callers on a hot path).
+uint64_t generation();
 
 // Bytes this process owns: from the heap, or from allocate() (mappable).
 class Block {
