@@ -6,6 +6,7 @@
 // sleeps on a doorbell that its peers ring, so it never spins.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -38,14 +39,12 @@ struct DeterministicOptions {
 struct WaitPolicy {
   int spinUs = 0;    // busy-poll this long first
   int yieldUs = 50;  // then poll with a yield between polls this long
-  // Spin only where every rank on this host can have a core of its own
-  // (`ranksOnHost` <= the CPUs this process may run on): otherwise a
-  // spinning rank takes the core a peer needs. `spinUs` >= 0 overrides.
+  // Spin where the host has a core for each of its `ranksOnHost` ranks
+  // (otherwise spinning ranks take the cores their peers need); the spin
+  // adapts per thread (spinBudgetUs). `spinUs` >= 0 overrides
+  // (CHORUS_SPIN_US; 0: never spin).
   static WaitPolicy forRanks(int ranksOnHost, int spinUs = -1);
 };
-
-// Cores this process may run on (its affinity mask).
-int usableCores();
 
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -55,6 +54,12 @@ inline void cpuRelax() {
 #endif
 }
 
+// How long the calling thread spins now: WaitPolicy::spinUs at most,
+// halved each time a spin ends without the peer (it is not running: it may
+// share this core, where spinning only delays it), doubled each time one
+// catches it. Per thread: a rank keeps its thread.
+int& spinBudgetUs(const WaitPolicy& w);
+
 // Polls `ready()` as `w` says; true once it holds, false when the policy's
 // time is up (then sleep on whatever signals it).
 template <class Ready>
@@ -62,16 +67,23 @@ bool pollUntil(Ready ready, const WaitPolicy& w) {
   using Clock = std::chrono::steady_clock;
   if (ready()) return true;
   const auto start = Clock::now();
+  int spun = 0;
   if (w.spinUs > 0) {
-    const auto end = start + std::chrono::microseconds(w.spinUs);
+    int& budget = spinBudgetUs(w);
+    spun = budget;
+    const auto end = start + std::chrono::microseconds(budget);
     do {
       for (int i = 0; i < 64; ++i) {
-        if (ready()) return true;
+        if (ready()) {
+          budget = std::min(w.spinUs, budget * 2);
+          return true;
+        }
         cpuRelax();
       }
     } while (Clock::now() < end);
+    budget = std::max(1, budget / 2);
   }
-  const auto end = start + std::chrono::microseconds(w.spinUs + w.yieldUs);
+  const auto end = start + std::chrono::microseconds(spun + w.yieldUs);
   do {
     std::this_thread::yield();
     if (ready()) return true;
