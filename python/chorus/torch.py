@@ -1,6 +1,8 @@
 """The ``chorus`` backend of torch.distributed (docs/pytorch.md).
 
-    import torch.distributed as dist
+    import torch
+import torch
+import torch.distributed as dist
     import chorus.torch                      # registers "chorus"
     dist.init_process_group("chorus")        # under torchrun: its environment
     # or chorus.torch.init_process_group()  # torchrun, chorus launch or mpirun
@@ -16,6 +18,7 @@ with a message until Chorus's CUDA backend serves them.
 import datetime
 import os
 
+import torch
 import torch.distributed as dist
 
 from chorus import _torch
@@ -59,3 +62,13 @@ def init_process_group(timeout=datetime.timedelta(seconds=300), **kwargs):
     dist.init_process_group(BACKEND, init_method=f"tcp://{addr}:{port}", rank=rank,
                             world_size=size, timeout=timeout, **kwargs)
     return rank, size
+
+
+def empty(*size, dtype=torch.float32):
+    """A zeroed CPU tensor in memory the job's other processes on this host
+    read in place (chorusMemAlloc): collectives on it cost one copy per
+    byte moved instead of a copy into shared memory and one out (or a
+    system call per message). Freed with the tensor."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+        size = tuple(size[0])
+    return _torch.empty_shared([int(d) for d in size], torch.empty(0, dtype=dtype))

@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -709,6 +710,25 @@ PYBIND11_MODULE(_torch, m) {
         pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"),
         "A ProcessGroup over Chorus for `size` ranks meeting through `store` (rank 0 posts the "
         "Chorus id there).");
+  m.def(
+      "empty_shared",
+      [](const std::vector<int64_t>& sizes, const at::Tensor& like) {
+        int64_t numel = 1;
+        for (int64_t d : sizes) {
+          if (d < 0) throw std::invalid_argument("a negative size");
+          numel *= d;
+        }
+        size_t bytes = std::max<size_t>(1, static_cast<size_t>(numel) * like.element_size());
+        void* p = nullptr;
+        chorusResult_t r = chorusMemAlloc(&p, bytes);
+        if (r != chorusSuccess) throw std::runtime_error(chorusGetLastError(nullptr));
+        return at::from_blob(
+            p, sizes, [](void* q) { (void)chorusMemFree(q); },
+            at::TensorOptions().dtype(like.scalar_type()).device(at::kCPU));
+      },
+      pybind11::arg("sizes"), pybind11::arg("like"),
+      "A CPU tensor of `sizes` with `like`'s dtype in chorusMemAlloc memory (zeroed), which "
+      "other processes of the job read in place: collectives on it move one copy per byte.");
   m.def(
       "check_tensor",
       [](const at::Tensor& t) {

@@ -151,6 +151,20 @@ def then_reduce_again(f):
 
 fut = dist.all_reduce(torch.ones(4), async_op=True).get_future().then(then_reduce_again)
 same(fut.wait(), torch.full((4,), float(n * (n + 1))), "a collective inside a future callback")
+# tensors in chorusMemAlloc memory (read in place by the other processes)
+if args.backend == "chorus":
+    import chorus.torch as ct
+    for size in (5, 70000):
+        t = ct.empty(size, dtype=torch.float32)
+        t.copy_(base(torch.float32, size))
+        dist.all_reduce(t)
+        same(t, sum(base(torch.float64, size, r) for r in range(n)).to(torch.float32),
+             f"shared all_reduce {size}")
+        flat = ct.empty((n * size,), dtype=torch.float32)
+        dist.all_gather_into_tensor(flat, t) if hasattr(
+            dist, "all_gather_into_tensor") else dist._all_gather_base(flat, t)
+        same(flat, t.repeat(n), f"shared all_gather {size}")
+        del t, flat  # freed (chorusMemFree) while peers may still map them
 dist.barrier()
 # a device tensor or a bad op is an error, not a crash
 if args.backend == "chorus":
