@@ -19,10 +19,10 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <stdexcept>
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
