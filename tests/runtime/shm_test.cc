@@ -73,6 +73,34 @@ struct SharedRing {
                                                  slotBytes, crossMemoryAttach, minRefBytes);
     receiver->setDoorbells(senderBell, receiverBell);
   }
+  // The sender's side, as a forked child makes it (its own mapping of the
+  // segment): `conn` null if the segment cannot be opened.
+  struct Sender {
+    std::unique_ptr<Segment> seg;
+    std::unique_ptr<LocalConnection> conn;
+    Doorbell* bell = nullptr;  // the sender's doorbell
+  };
+  Sender openSender(int slots, size_t slotBytes, bool crossMemoryAttach = false,
+                    size_t minRefBytes = 0) const {
+    Sender out;
+    auto mine = Segment::open(name, bytes);
+    if (!mine.isOk()) return out;
+    out.seg = std::move(mine).value();
+    auto* b = static_cast<unsigned char*>(out.seg->data());
+    out.conn = std::make_unique<LocalConnection>(b + kBellBytes, /*create=*/false, slots, slotBytes,
+                                                 crossMemoryAttach, minRefBytes);
+    out.bell = reinterpret_cast<Doorbell*>(b);
+    out.conn->setDoorbells(out.bell, reinterpret_cast<Doorbell*>(b + 64));
+    return out;
+  }
+  // The receiver's next message (its length in `len`), waiting for it.
+  const void* nextMessage(size_t* len) const {
+    for (;;) {
+      uint32_t seen = receiverBell->value();
+      if (const void* msg = receiver->receiver().tryPeek(len); msg != nullptr) return msg;
+      receiverBell->wait(seen, 1000);
+    }
+  }
   std::string name;
   size_t bytes;
   std::unique_ptr<Segment> seg;
@@ -87,20 +115,17 @@ TEST(Shm, RingBetweenProcessesWithBackpressure) {
   SharedRing shared("ring", kSlots, kSlotBytes);
   ASSERT_NE(shared.seg, nullptr);
   const std::string& name = shared.name;
-  const size_t bytes = shared.bytes, bellBytes = SharedRing::kBellBytes;
-  Doorbell* receiverBell = shared.receiverBell;
+  const size_t bytes = shared.bytes;
   LocalConnection& receiver = *shared.receiver;
 
   pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
     // The sender: its own mapping and its own view of the same ring.
-    auto mine = Segment::open(name, bytes);
-    if (!mine.isOk()) ::_exit(10);
-    auto* b = static_cast<unsigned char*>(mine.value()->data());
-    LocalConnection sender(b + bellBytes, /*create=*/false, kSlots, kSlotBytes);
-    auto* sb = reinterpret_cast<Doorbell*>(b);
-    sender.setDoorbells(sb, reinterpret_cast<Doorbell*>(b + 64));
+    SharedRing::Sender side = shared.openSender(kSlots, kSlotBytes);
+    if (side.conn == nullptr) ::_exit(10);
+    LocalConnection& sender = *side.conn;
+    Doorbell* sb = side.bell;
     if (sender.sender().supportsRefs()) ::_exit(11);
     for (int m = 0; m < kMessages; ++m) {
       size_t len = 1 + static_cast<size_t>(m * 37) % kSlotBytes;
@@ -117,12 +142,7 @@ TEST(Shm, RingBetweenProcessesWithBackpressure) {
   }
   for (int m = 0; m < kMessages; ++m) {
     size_t len = 0;
-    const void* msg;
-    for (;;) {
-      uint32_t seen = receiverBell->value();
-      if ((msg = receiver.receiver().tryPeek(&len)) != nullptr) break;
-      receiverBell->wait(seen, 1000);
-    }
+    const void* msg = shared.nextMessage(&len);
     ASSERT_EQ(len, 1 + static_cast<size_t>(m * 37) % kSlotBytes) << m;
     for (size_t i = 0; i < len; ++i)
       ASSERT_EQ(static_cast<const unsigned char*>(msg)[i], pattern(m, i)) << m << " " << i;
@@ -145,21 +165,16 @@ TEST(Shm, ReferencesAcrossProcessesAreFetchedFromTheSender) {
   constexpr size_t kSlotBytes = 8192, kMinRef = 1024;
   SharedRing shared("refs", kSlots, kSlotBytes, /*crossMemoryAttach=*/true, kMinRef);
   ASSERT_NE(shared.seg, nullptr);
-  const std::string& name = shared.name;
-  const size_t bytes = shared.bytes, bellBytes = SharedRing::kBellBytes;
-  Doorbell* receiverBell = shared.receiverBell;
   LocalConnection& receiver = *shared.receiver;
   auto length = [](int m) { return 1 + static_cast<size_t>(m * 997) % kSlotBytes; };
 
   pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    auto mine = Segment::open(name, bytes);
-    if (!mine.isOk()) ::_exit(10);
-    auto* b = static_cast<unsigned char*>(mine.value()->data());
-    LocalConnection sender(b + bellBytes, /*create=*/false, kSlots, kSlotBytes, true, kMinRef);
-    auto* sb = reinterpret_cast<Doorbell*>(b);
-    sender.setDoorbells(sb, reinterpret_cast<Doorbell*>(b + 64));
+    SharedRing::Sender side = shared.openSender(kSlots, kSlotBytes, true, kMinRef);
+    if (side.conn == nullptr) ::_exit(10);
+    LocalConnection& sender = *side.conn;
+    Doorbell* sb = side.bell;
     SendPort& out = sender.sender();
     if (!out.supportsRefs() || out.minRefBytes() != kMinRef || !out.refsForCopiesOnly())
       ::_exit(11);
@@ -201,12 +216,7 @@ TEST(Shm, ReferencesAcrossProcessesAreFetchedFromTheSender) {
   int remote = 0;
   for (int m = 0; m < kMessages; ++m) {
     size_t len = 0;
-    const void* msg;
-    for (;;) {
-      uint32_t seen = receiverBell->value();
-      if ((msg = in.tryPeek(&len)) != nullptr) break;
-      receiverBell->wait(seen, 1000);
-    }
+    const void* msg = shared.nextMessage(&len);
     ASSERT_EQ(len, length(m)) << m;
     ASSERT_EQ(in.peekedRemote(), len >= kMinRef) << m;
     if (in.peekedRemote()) {
@@ -290,20 +300,15 @@ TEST(SharedBuffers, ReferencesIntoMappableMemoryAreReadInPlace) {
   constexpr size_t kSlotBytes = 4096, kBuffer = 1 << 20;
   SharedRing shared("mapped", kSlots, kSlotBytes, /*crossMemoryAttach=*/true, kSlotBytes);
   ASSERT_NE(shared.seg, nullptr);
-  const std::string& name = shared.name;
-  const size_t bytes = shared.bytes, bellBytes = SharedRing::kBellBytes;
-  Doorbell* receiverBell = shared.receiverBell;
   LocalConnection& receiver = *shared.receiver;
   auto offset = [](int m) { return static_cast<size_t>(m) * 20011 % (kBuffer - kSlotBytes); };
   pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    auto mine = Segment::open(name, bytes);
-    if (!mine.isOk()) ::_exit(10);
-    auto* b = static_cast<unsigned char*>(mine.value()->data());
-    LocalConnection sender(b + bellBytes, /*create=*/false, kSlots, kSlotBytes, true, kSlotBytes);
-    auto* sb = reinterpret_cast<Doorbell*>(b);
-    sender.setDoorbells(sb, reinterpret_cast<Doorbell*>(b + 64));
+    SharedRing::Sender side = shared.openSender(kSlots, kSlotBytes, true, kSlotBytes);
+    if (side.conn == nullptr) ::_exit(10);
+    LocalConnection& sender = *side.conn;
+    Doorbell* sb = side.bell;
     SendPort& out = sender.sender();
     if (!out.supportsSharedRefs()) ::_exit(11);
     auto buf = shared_buffers::allocate(kBuffer);
@@ -331,12 +336,7 @@ TEST(SharedBuffers, ReferencesIntoMappableMemoryAreReadInPlace) {
   RecvPort& in = receiver.receiver();
   for (int m = 0; m <= kMessages; ++m) {
     size_t len = 0;
-    const void* msg;
-    for (;;) {
-      uint32_t seen = receiverBell->value();
-      if ((msg = in.tryPeek(&len)) != nullptr) break;
-      receiverBell->wait(seen, 1000);
-    }
+    const void* msg = shared.nextMessage(&len);
     ASSERT_EQ(len, 1 + static_cast<size_t>(m) * 97) << m;
     if (m == kMessages) {
       ASSERT_TRUE(in.peekedRemote());  // outside the region: not mapped
