@@ -332,6 +332,10 @@ Status World::plan(Assembly& a, std::vector<std::string>* why) {
   req.type = op0.args.type;
   req.op = op0.args.op;
   req.root = op0.root;
+  // GPU worlds keep the ring for allgather: the direct exchange's
+  // (n-1) blocks per rank are unmeasured on a GPU, where every block of the
+  // world must be resident at once (docs/cuda.md).
+  req.sharedMemory = !onGpu();
   auto parts = planParts(req, op0.algo, builtins_, why);
   if (!parts.isOk()) return parts.status();
   if (onGpu()) {
