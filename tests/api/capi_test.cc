@@ -220,6 +220,29 @@ TEST(CApi, ExplicitAlgorithmFiles) {
   destroyAll(comms);
 }
 
+// chorusMemAlloc / chorusMemFree: zeroed, page-aligned memory; what it did
+// not hand out (or handed out and took back) is refused with a message.
+TEST(CApi, MemAllocAndFree) {
+  void* p = nullptr;
+  ASSERT_EQ(chorusMemAlloc(&p, 3000), chorusSuccess) << chorusGetLastError(nullptr);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 4096, 0u);
+  EXPECT_EQ(static_cast<unsigned char*>(p)[2999], 0);
+  EXPECT_EQ(chorusMemAlloc(nullptr, 8), chorusInvalidArgument);
+  EXPECT_NE(std::string(chorusGetLastError(nullptr)).find("ptr is NULL"), std::string::npos);
+  void* q = &p;
+  EXPECT_EQ(chorusMemAlloc(&q, 0), chorusInvalidArgument);
+  EXPECT_EQ(q, nullptr);
+  int local = 0;
+  EXPECT_EQ(chorusMemFree(&local), chorusInvalidArgument);
+  EXPECT_NE(std::string(chorusGetLastError(nullptr)).find("not allocated by chorusMemAlloc"),
+            std::string::npos)
+      << chorusGetLastError(nullptr);
+  EXPECT_EQ(chorusMemFree(p), chorusSuccess);
+  EXPECT_EQ(chorusMemFree(p), chorusInvalidArgument);  // twice
+  EXPECT_EQ(chorusMemFree(nullptr), chorusSuccess);    // as free(NULL)
+}
+
 TEST(CApi, BadArgumentsGetCodesAndMessages) {
   auto comms = initAll(2);
   float buf[8] = {};
