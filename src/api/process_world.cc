@@ -79,6 +79,7 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
       anyTcp = true;
       if (a == w->me_) w->remote_[static_cast<size_t>(b)] = true;
     }
+  w->sharedMemory_ = !anyTcp;
   // Ranks that share this host's cores decide how a blocked rank waits.
   w->wait_ = runtime::WaitPolicy::forRanks(
       static_cast<int>(std::count(hosts.begin(), hosts.end(), hosts[static_cast<size_t>(w->me_)])),
@@ -319,7 +320,7 @@ Status ProcessWorld::collective(const Op& op) {
   req.type = op.args.type;
   req.op = op.args.op;
   req.root = op.root;
-  req.sharedMemory = std::find(remote_.begin(), remote_.end(), true) == remote_.end();
+  req.sharedMemory = sharedMemory_;
   bool info = logEnabled(LogLevel::kInfo);
   // The same call as the last one (a training loop's): the same plan, without
   // selection (its candidates change only when a file is registered).

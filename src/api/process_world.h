@@ -80,6 +80,7 @@ class ProcessWorld {
   BuiltinCache builtins_;
   std::vector<bool> remote_;  // by rank: reached over TCP
   runtime::WaitPolicy wait_;  // spin only if this host's ranks fit its cores
+  bool sharedMemory_ = true;  // no rank is reached over TCP (selection)
   std::unique_ptr<runtime::TcpLinks> tcp_;
   std::map<const runtime::VerifiedAlgorithm*, std::shared_ptr<runtime::ProcessFabric>> fabrics_;
   std::shared_ptr<runtime::ProcessFabric> p2p_;  // every ordered pair, for send/recv

@@ -119,6 +119,7 @@ struct World::Gpu {};
 World::World(int nranks, WorldOptions options)
     : n_(nranks),
       options_(options),
+      wait_(runtime::WaitPolicy::forRanks(nranks, options.spinUs)),
       nextSeq_(static_cast<size_t>(nranks), 0),
       builtins_(nranks),
       gpu_(std::make_unique<Gpu>()) {}
@@ -394,8 +395,7 @@ Status World::runCollective(Ticket& t) {
   Assembly& a = *t.assembly;
   // Peers usually arrive within microseconds: poll before paying for a
   // sleep and a wake-up.
-  const runtime::WaitPolicy wait = runtime::WaitPolicy::forRanks(n_, options_.spinUs);
-  if (!runtime::pollUntil([&] { return a.resolved.load(std::memory_order_acquire); }, wait)) {
+  if (!runtime::pollUntil([&] { return a.resolved.load(std::memory_order_acquire); }, wait_)) {
     std::unique_lock<std::mutex> lock(mu_);
     auto deadline =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.timeoutMs);
@@ -418,7 +418,7 @@ Status World::runCollective(Ticket& t) {
   }
   Status st = a.status;
   runtime::RankRunOptions ro;
-  ro.wait = wait;
+  ro.wait = wait_;
   ro.timeoutMs = options_.timeoutMs;
   ro.abort = &aborted_;
   for (size_t i = 0; st.isOk() && i < a.parts.size(); ++i) {

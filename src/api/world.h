@@ -140,6 +140,7 @@ class World : public std::enable_shared_from_this<World> {
 
   const int n_;
   const WorldOptions options_;
+  const runtime::WaitPolicy wait_;  // how a blocked rank waits (from the rank count)
   std::atomic<bool> aborted_{false};
 
   mutable std::mutex mu_;  // assemblies, caches, error

@@ -169,11 +169,9 @@ Result<std::unique_ptr<RankExecutor>> makeExecutor(const VerifiedAlgorithm& va, 
     sendPorts.push_back(out != nullptr ? &out->sender() : nullptr);
     recvPorts.push_back(in != nullptr ? &in->receiver() : nullptr);
   }
-  bool mappable = false;
-  for (const SendPort* p : sendPorts)
-    mappable = mappable || (p != nullptr && p->supportsSharedRefs());
   CHORUS_RETURN_IF_ERROR(
-      scratch.assign(static_cast<size_t>(r.scratchChunks) * g.chunkElems * g.elemSize, mappable));
+      scratch.assign(static_cast<size_t>(r.scratchChunks) * g.chunkElems * g.elemSize,
+                     anyTakesSharedRefs(sendPorts)));
   return std::make_unique<RankExecutor>(va, rank, call, g, std::move(sendPorts),
                                         std::move(recvPorts), scratch.data());
 }

@@ -189,7 +189,7 @@ RankExecutor::RankExecutor(const VerifiedAlgorithm& va, int rank, const CallArgs
   extent_[static_cast<int>(Buffer::kOutput)] = outElems * g.elemSize;
   extent_[static_cast<int>(Buffer::kScratch)] =
       static_cast<size_t>(rank_.scratchChunks) * g.chunkElems * g.elemSize;
-  for (SendPort* p : sendPorts_) mappable_ = mappable_ || (p != nullptr && p->supportsSharedRefs());
+  mappable_ = anyTakesSharedRefs(sendPorts_);
   planRefs();
   reset();
 }

@@ -44,11 +44,15 @@ void Doorbell::wait(uint32_t seen, int timeoutMs) const {
 
 namespace {
 
-// Header, then a table of `slots` 64-bit words (sizes; references), each
-// rounded to cache lines, then the slots.
+// Header, then two tables of `slots` 64-bit words (sizes; references) and
+// one of regions, each rounded to cache lines, then the slots.
 size_t headerBytes() { return (sizeof(RingHeader) + 63) / 64 * 64; }
 size_t tableBytes(int slots) {
   return (static_cast<size_t>(slots) * sizeof(uint64_t) + 63) / 64 * 64;
+}
+// Per slot, the mappable region a reference lies in (shared_buffers.h).
+size_t regionBytes(int slots) {
+  return (static_cast<size_t>(slots) * sizeof(SharedRegion) + 63) / 64 * 64;
 }
 // Slots start on cache lines, so every element type is aligned in them
 // whatever the slot's size (an int8 call's odd slices made a later uint64
@@ -57,10 +61,6 @@ size_t tableBytes(int slots) {
 size_t slotStride(size_t slotBytes) { return (std::max<size_t>(slotBytes, 1) + 63) / 64 * 64; }
 
 }  // namespace
-
-size_t regionBytes(int slots) {
-  return (static_cast<size_t>(slots) * sizeof(SharedRegion) + 63) / 64 * 64;
-}
 
 size_t LocalConnection::ringBytes(int slots, size_t slotBytes) {
   return headerBytes() + 2 * tableBytes(slots) + regionBytes(slots) +

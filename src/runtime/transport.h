@@ -59,6 +59,14 @@ class SendPort {
   virtual bool drained() const = 0;
 };
 
+// Whether any of `ports` takes references to mappable memory.
+template <class Ports>
+bool anyTakesSharedRefs(const Ports& ports) {
+  for (const SendPort* p : ports)
+    if (p != nullptr && p->supportsSharedRefs()) return true;
+  return false;
+}
+
 class RecvPort {
  public:
   virtual ~RecvPort() = default;
