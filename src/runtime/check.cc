@@ -4,9 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <tuple>
-
-#include "core/check.h"
-#include "runtime/shared_buffers.h"
+#include <utility>
 
 namespace chorus::runtime {
 namespace {
