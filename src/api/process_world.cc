@@ -341,10 +341,7 @@ Status ProcessWorld::collective(const Op& op) {
   }
   ++seq_;
   if (!parts.isOk()) return parts.status();
-  runtime::RankRunOptions ro;
-  ro.wait = wait_;
-  ro.timeoutMs = options_.timeoutMs;
-  ro.abort = &aborted_;
+  const runtime::RankRunOptions ro = runOptions();
   for (const PlanPart& p : parts.value()) {
     auto rc = rankCall(p.va, partArgs(op.args, p));
     if (!rc.isOk()) {
@@ -361,6 +358,15 @@ Status ProcessWorld::collective(const Op& op) {
     if (!st.isOk()) return st;
   }
   return Status::ok();
+}
+
+runtime::RankRunOptions ProcessWorld::runOptions() {
+  runtime::RankRunOptions ro;
+  ro.wait = wait_;
+  ro.timeoutMs = options_.timeoutMs;
+  ro.abort = &aborted_;
+  ro.poller = tcp_.get();  // the rank drives its sockets while it waits
+  return ro;
 }
 
 Status ProcessWorld::pointToPoint(const std::vector<const Op*>& ops) {
@@ -396,10 +402,7 @@ Status ProcessWorld::pointToPoint(const std::vector<const Op*>& ops) {
                         " bytes meets a receive of " + std::to_string(r) + " bytes");
     if (s != 0) std::memmove(selfRecvs[i]->args.recvbuff, selfSends[i]->args.sendbuff, s);
   }
-  runtime::RankRunOptions ro;
-  ro.wait = wait_;
-  ro.timeoutMs = options_.timeoutMs;
-  ro.abort = &aborted_;
+  const runtime::RankRunOptions ro = runOptions();
   Status st = runtime::runRankLoop(x, bells_->bell(me_), me_, ro);
   // Messages half moved stay in the rings: the communicator cannot go on.
   return failed(st);

@@ -42,6 +42,8 @@ class ProcessWorld {
   // exchanging both ways does not wait on itself). Sends to and receives
   // from this rank itself pair up in order.
   Status pointToPoint(const std::vector<const Op*>& ops);
+  // How this rank runs its part of a call.
+  runtime::RankRunOptions runOptions();
   Status barrier();
   void abort(Status why);
   Status asyncError() const;

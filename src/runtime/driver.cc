@@ -99,6 +99,8 @@ Status runRankLoop(Steppable& x, Doorbell& bell, int rank, const RankRunOptions&
   };
   x.reset();
   setState(kRunning);
+  Poller* const poller = o.poller;
+  if (poller != nullptr) poller->enter();
   // When the rank last made progress: read when it first blocks after some
   // (a clock read per step cost ~6 % of a 4 KiB call), so the timeout
   // counts from then.
@@ -129,8 +131,22 @@ Status runRankLoop(Steppable& x, Doorbell& bell, int rank, const RankRunOptions&
       blocked = true;
     }
     // Blocked: poll (a peer is likely about to deliver), then sleep until
-    // a peer rings.
-    if (pollBell(bell, seen, o.wait)) continue;
+    // a peer rings. A rank that drives its transport counts what moves
+    // there as progress.
+    if (poller != nullptr) {
+      bool moved = false;
+      if (pollUntil(
+              [&] {
+                moved = poller->poll();
+                return moved || bell.value() != seen;
+              },
+              o.wait)) {
+        if (moved) blocked = false;
+        continue;
+      }
+    } else if (pollBell(bell, seen, o.wait)) {
+      continue;
+    }
     if (o.timeoutMs >= 0) {
       auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
                         std::chrono::steady_clock::now() - blockedSince)
@@ -144,10 +160,16 @@ Status runRankLoop(Steppable& x, Doorbell& bell, int rank, const RankRunOptions&
       }
     }
     setState(kAsleep);
-    // Sleep in bounded naps so aborts and timeouts are noticed.
+    // Sleep in bounded naps so aborts and timeouts are noticed; the
+    // transport's own thread drives it meanwhile.
+    if (poller != nullptr) poller->leave(true);
     bell.wait(seen, o.abort != nullptr || o.timeoutMs >= 0 ? 50 : -1);
+    if (poller != nullptr) poller->enter();
     setState(kRunning);
   }
+  // Nothing may write to the call's buffers once it has returned.
+  if (!result.isOk()) x.abandon();
+  if (poller != nullptr) poller->leave(false);
   setState(kFinished);
   return result;
 }

@@ -101,6 +101,10 @@ struct RankRunOptions {
   WaitPolicy wait;                           // how a blocked rank waits
   int timeoutMs = -1;                        // kTimeout after this long without progress; < 0: none
   const std::atomic<bool>* abort = nullptr;  // kAborted once another thread sets it
+  // A transport the rank drives itself while it waits (instead of sleeping
+  // while another thread does): polled with the doorbell, left while the
+  // rank sleeps.
+  Poller* poller = nullptr;
 };
 
 struct ThreadedOptions {

@@ -334,11 +334,23 @@ bool RankExecutor::tryStep(int t) {
   size_t n = g_.sliceLen(st.iter);
   size_t chunkBytes = n * g_.elemSize;
   size_t msgBytes = static_cast<size_t>(s.count) * chunkBytes;
+  // A step's `count` chunks are contiguous in its buffers at one iteration
+  // when a chunk is one slice (or there is one chunk).
+  bool contiguous = g_.contiguous(s.count);
+  // A step that only copies the message to its destination receives it
+  // there when the transport can (RecvPort::expect; TCP).
+  bool copiesIn = contiguous && (s.type == StepType::kRecv || s.type == StepType::kRecvCopySend);
   const unsigned char* in = nullptr;
   if (ir::receives(s.type)) {
     size_t got = 0;
-    in = static_cast<const unsigned char*>(recvPorts_[static_cast<size_t>(t)]->tryPeek(&got));
-    if (in == nullptr) return false;
+    RecvPort& port = *recvPorts_[static_cast<size_t>(t)];
+    in = static_cast<const unsigned char*>(port.tryPeek(&got));
+    if (in == nullptr) {
+      // Its dependencies are met: nothing else touches the destination
+      // before this step is done (what the verifier proves of a step).
+      if (copiesIn) port.expect(chunkPtr(s.dstBuf, s.dstOff, st.iter), msgBytes);
+      return false;
+    }
     if (got != msgBytes) {
       failure_ = Status(StatusCode::kInvalidArgument,
                         "rank " + std::to_string(rank_.id) + " threadblock " + std::to_string(t) +
@@ -350,9 +362,6 @@ bool RankExecutor::tryStep(int t) {
     }
   }
   unsigned char* out = nullptr;
-  // A step's `count` chunks are contiguous in its buffers at one iteration
-  // when a chunk is one slice (or there is one chunk).
-  bool contiguous = g_.contiguous(s.count);
   // By reference: the message is `count` contiguous slices of this rank's
   // memory.
   bool byRef = contiguous && sendsByRef(t, st.pc, msgBytes);
@@ -362,10 +371,11 @@ bool RankExecutor::tryStep(int t) {
   }
   // A message still in the sender's process: copied once, straight to its
   // destination when the step only copies it there, else into the slot.
-  bool fetchedToDst = false;
+  // One that was received at its destination is there already.
+  bool fetchedToDst = copiesIn && in == chunkPtr(s.dstBuf, s.dstOff, st.iter);
   if (in != nullptr && recvPorts_[static_cast<size_t>(t)]->peekedRemote()) {
     RecvPort& port = *recvPorts_[static_cast<size_t>(t)];
-    fetchedToDst = contiguous && (s.type == StepType::kRecv || s.type == StepType::kRecvCopySend);
+    fetchedToDst = copiesIn;
     void* to =
         fetchedToDst ? chunkPtr(s.dstBuf, s.dstOff, st.iter) : const_cast<unsigned char*>(in);
     Status got = port.fetch(to, 0, msgBytes);
@@ -491,6 +501,11 @@ std::string RankExecutor::blockedOn(int t) const {
   }
   return "a free slot to rank " + std::to_string(tb.sendPeer) + " on channel " +
          std::to_string(tb.channel);
+}
+
+void RankExecutor::abandon() {
+  for (RecvPort* p : recvPorts_)
+    if (p != nullptr) p->abandon();
 }
 
 std::vector<std::string> RankExecutor::waiting() const {

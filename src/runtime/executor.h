@@ -113,6 +113,9 @@ class Steppable {
   virtual const Status& failure() const = 0;
   virtual bool sendsDrained() const = 0;
   virtual std::vector<std::string> waiting() const = 0;
+  // The call failed: withdraws every posted receive (RecvPort::abandon), so
+  // nothing writes to the call's buffers once the call has returned.
+  virtual void abandon() {}
 };
 
 class RankExecutor final : public Steppable {
@@ -147,6 +150,7 @@ class RankExecutor final : public Steppable {
   // For deadlock reports: one line per unfinished threadblock,
   // "tb 2 step 5 (rrs, iteration 0): waiting for a message from rank 3 on channel 1".
   std::vector<std::string> waiting() const override;
+  void abandon() override;
 
  private:
   struct TbState {

@@ -110,7 +110,10 @@ bool P2pExchange::step(Op& op) {
     }
     while (op.moved < op.bytes) {
       const void* msg = op.in->tryPeek(&got);
-      if (msg == nullptr) return moved;
+      if (msg == nullptr) {
+        op.in->expect(op.data + op.moved, op.bytes - op.moved);  // received in place if it can
+        return moved;
+      }
       if (got == 0 || got > op.bytes - op.moved) {
         failure_ = Status(StatusCode::kInternal,
                           "rank " + std::to_string(me_) + ": a piece of " + std::to_string(got) +
@@ -125,7 +128,7 @@ bool P2pExchange::step(Op& op) {
                                            std::to_string(op.peer) + ": " + st.message());
           return false;
         }
-      } else {
+      } else if (msg != op.data + op.moved) {
         std::memcpy(op.data + op.moved, msg, got);
       }
       op.in->release();
@@ -157,6 +160,11 @@ void P2pExchange::reset() {
 bool P2pExchange::sendsDrained() const {
   return std::all_of(ops_.begin(), ops_.end(),
                      [](const Op& op) { return !op.send || op.out->drained(); });
+}
+
+void P2pExchange::abandon() {
+  for (Op& op : ops_)
+    if (!op.send) op.in->abandon();
 }
 
 std::vector<std::string> P2pExchange::waiting() const {

@@ -36,6 +36,7 @@ class P2pExchange final : public Steppable {
   const Status& failure() const override { return failure_; }
   bool sendsDrained() const override;
   std::vector<std::string> waiting() const override;
+  void abandon() override;
 
  private:
   struct Op {

@@ -127,6 +127,7 @@ class TcpConnection final : public Connection {
         storage_(new (std::align_val_t(64)) unsigned char[static_cast<size_t>(slots) * stride_]),
         sizes_(static_cast<size_t>(slots), 0),
         refs_(static_cast<size_t>(slots), nullptr),
+        target_(static_cast<size_t>(slots), nullptr),
         partsLeft_(static_cast<size_t>(slots), 0),
         got_(static_cast<size_t>(slots), 0),
         expect_(static_cast<size_t>(slots), kUnset),
@@ -182,13 +183,24 @@ class TcpConnection final : public Connection {
       if (c_.head_.load(std::memory_order_acquire) == tail) return nullptr;
       size_t slot = tail % c_.slots_;
       *bytes = static_cast<size_t>(c_.sizes_[slot]);
-      return c_.storage_ + slot * c_.stride_;
+      return c_.target_[slot] != nullptr ? c_.target_[slot] : c_.storage_ + slot * c_.stride_;
     }
     void release() override {
       c_.tail_.store(c_.tail_.load(std::memory_order_relaxed) + 1,
                      std::memory_order_seq_cst);  // see poke()
       c_.links_.poke();
     }
+    void expect(void* dst, size_t maxBytes) override {
+      // The next message is `tail`; only this thread moves tail, and the
+      // progress side reads an expectation only for the message it starts
+      // (never one after tail), so the three stores cannot be seen torn.
+      uint64_t tail = c_.tail_.load(std::memory_order_relaxed);
+      if (c_.expectSeq_.load(std::memory_order_relaxed) == tail) return;
+      c_.expectDst_.store(static_cast<unsigned char*>(dst), std::memory_order_relaxed);
+      c_.expectBytes_.store(maxBytes, std::memory_order_relaxed);
+      c_.expectSeq_.store(tail, std::memory_order_release);
+    }
+    void abandon() override { c_.links_.abandon(c_); }
 
    private:
     TcpConnection& c_;
@@ -224,6 +236,15 @@ class TcpConnection final : public Connection {
   unsigned char* storage_;
   std::vector<uint64_t> sizes_;
   std::vector<const unsigned char*> refs_;
+  // Inbound: where each slot's message is placed (the progress side sets it
+  // when its first part arrives): an expected destination, or nullptr for
+  // the slot itself.
+  std::vector<unsigned char*> target_;
+  // Inbound: the posted receive (Receiver::expect): message expectSeq_, if
+  // at most expectBytes_ long, goes to expectDst_.
+  std::atomic<uint64_t> expectSeq_{kUnset};
+  std::atomic<unsigned char*> expectDst_{nullptr};
+  std::atomic<size_t> expectBytes_{0};
   // Outbound: head = messages committed (executor), tail = messages the
   // kernel holds (progress). Inbound: head = messages complete (progress),
   // tail = messages released (executor).
@@ -428,6 +449,7 @@ void TcpLinks::shutdown() {
     stop_.store(true, std::memory_order_release);
     uint64_t one = 1;
     (void)!::write(event_, &one, sizeof one);
+    park_.ring();
     thread_.join();
   }
   // Goodbye on every live socket, so peers take the close that follows as
@@ -504,6 +526,43 @@ void TcpLinks::poke() {
     uint64_t one = 1;
     (void)!::write(event_, &one, sizeof one);
   }
+}
+
+void TcpLinks::abandon(TcpConnection& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  c.expectSeq_.store(kUnset, std::memory_order_relaxed);
+  // A message that began arriving at the expected place (not in a slot) and
+  // is not complete would go on being written there: end the link instead.
+  for (size_t slot = 0; slot < c.slots_; ++slot)
+    if (c.target_[slot] != nullptr && c.slotSeq_[slot] != kUnset) {
+      c.target_[slot] = nullptr;
+      lose(c.peer_, "a call failed while a message from it was arriving");
+    }
+}
+
+void TcpLinks::enter() { drivers_.fetch_add(1, std::memory_order_seq_cst); }
+
+bool TcpLinks::poll() {
+  if (!thread_.joinable() || !mu_.try_lock()) return false;
+  bool did = pump();
+  epoll_event evs[64];
+  int n = ::epoll_wait(epoll_, evs, 64, 0);
+  if (n > 0 && handle(evs, n)) did = true;
+  mu_.unlock();
+  return did;
+}
+
+void TcpLinks::leave(bool sleeping) {
+  // Output the kernel had no room for yet needs the progress thread now.
+  bool pending = sleeping;
+  if (!pending && mu_.try_lock()) {
+    pump();
+    for (auto& s : socks_) pending = pending || (!s->out.empty() && !s->closed);
+    mu_.unlock();
+  } else {
+    pending = true;
+  }
+  if (drivers_.fetch_sub(1, std::memory_order_seq_cst) == 1 && pending) park_.ring();
 }
 
 void TcpLinks::lose(int peer, const std::string& why) {
@@ -688,9 +747,15 @@ Status TcpLinks::startFrame(Sock& s) {
         return bad("message " + std::to_string(h.seq) + " outside the credit window");
       size_t slot = h.seq % c->slots_;
       if (c->slotSeq_[slot] != h.seq) {
+        // Its first part: the message goes where its receiver expects it,
+        // if it posted a place for it in time, else to the slot.
         c->slotSeq_[slot] = h.seq;
         c->got_[slot] = 0;
         c->expect_[slot] = h.total;
+        c->target_[slot] = nullptr;
+        if (c->expectSeq_.load(std::memory_order_acquire) == h.seq &&
+            h.total <= c->expectBytes_.load(std::memory_order_relaxed))
+          c->target_[slot] = c->expectDst_.load(std::memory_order_relaxed);
       } else if (c->expect_[slot] != h.total || c->got_[slot] + h.length > h.total) {
         return bad("parts of one message disagree");
       }
@@ -698,7 +763,8 @@ Status TcpLinks::startFrame(Sock& s) {
       s.rc = c;
       s.rseq = h.seq;
       s.rlen = h.length;
-      s.dst = c->storage_ + slot * c->stride_ + h.offset;
+      s.dst = (c->target_[slot] != nullptr ? c->target_[slot] : c->storage_ + slot * c->stride_) +
+              h.offset;
       s.left = h.length;
       return Status::ok();
     }
@@ -790,12 +856,29 @@ Status TcpLinks::feedForTesting(int peer, const unsigned char* data, size_t len)
     byPeer_[static_cast<size_t>(peer)].push_back(s.get());
     socks_.push_back(std::move(s));
   }
-  return consume(*byPeer_[static_cast<size_t>(peer)].front(), data, len);
+  Sock& s = *byPeer_[static_cast<size_t>(peer)].front();
+  if (s.closed) return Status(StatusCode::kIoError, "the link is closed");  // never read again
+  return consume(s, data, len);
 }
 
 void TcpLinks::progressMain() {
+  // While a rank drives the sockets (enter .. leave) this thread parks. It
+  // looks again every few milliseconds rather than being woken by every
+  // call's end: between back-to-back calls it stays parked, and a rank that
+  // goes to sleep, or leaves output behind, wakes it (leave).
+  constexpr int kParkMs = 2;
   epoll_event evs[64];
   while (!stop_.load(std::memory_order_acquire)) {
+    uint32_t seen = park_.value();
+    if (drivers_.load(std::memory_order_seq_cst) > 0) {
+      {
+        // A driver may have committed while this thread held the sockets.
+        std::lock_guard<std::mutex> lock(mu_);
+        pump();
+      }
+      park_.wait(seen, kParkMs);
+      continue;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (pump()) continue;

@@ -1,15 +1,20 @@
 // TCP transport between ranks on different hosts (or forced between any two
 // processes): each pair of ranks shares a few sockets (TCP_NODELAY,
-// non-blocking), driven by one progress thread per process over epoll.
+// non-blocking) over one epoll set per process. A rank in a call drives
+// them itself while it waits (Poller: no hand-off between threads per
+// message); one progress thread per process drives them otherwise (between
+// calls, and while the rank sleeps).
 //
 // Flow control is by credit: a receiver has `slots` slots per connection and
 // the sender transmits message m only once the receiver has released message
 // m - slots, so every byte that arrives has a slot waiting for it and the
-// progress thread never stops reading a socket (connections that share a
+// sockets are never left unread (connections that share a
 // socket cannot block each other). Payloads go from the sender's memory to
 // the kernel (a message posted by reference is sent straight from the user's
-// buffer) and from the kernel into the receiver's slot. Large messages are
-// split across the pair's sockets and reassembled in the slot.
+// buffer) and from the kernel into the receiver's slot, or straight into
+// the destination its step posted (RecvPort::expect: one copy, the
+// kernel's). Large messages are split across the pair's sockets and
+// reassembled there.
 //
 // Frames: a 48-byte little-endian header (magic, kind, fabric, channel, seq,
 // offset, length, total) and, for data, `length` payload bytes. Every header
@@ -78,7 +83,7 @@ Result<Hello> decodeHello(std::string_view bytes);
 
 class TcpConnection;
 
-class TcpLinks {
+class TcpLinks final : public Poller {
  public:
   using LostFn = std::function<void(int rank, const std::string& why)>;
   // Collective over every rank of `boot` (ranks without TCP peers take part
@@ -101,6 +106,13 @@ class TcpLinks {
                                       size_t slotBytes);
   // Says goodbye on every socket and stops the progress thread; idempotent.
   void shutdown();
+  // A rank in a call drives the sockets itself while it waits (Poller): the
+  // progress thread parks meanwhile, so a message costs no hand-off between
+  // threads, and the rank's thread receives it (into its destination where
+  // the step posted one: RecvPort::expect).
+  void enter() override;
+  bool poll() override;
+  void leave(bool sleeping) override;
   int rank() const { return me_; }
 
   // Exposed for the fuzz target: feeds raw bytes to the frame decoder of a
@@ -115,6 +127,7 @@ class TcpLinks {
   struct Sock;
   TcpLinks(int me, int nranks, Doorbell& wake, TcpOptions o, LostFn onLost);
   void poke();
+  void abandon(TcpConnection& c);
   void enroll(TcpConnection* c);
   void withdraw(TcpConnection* c);
   void progressMain();
@@ -138,6 +151,8 @@ class TcpLinks {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};
+  std::atomic<int> drivers_{0};  // threads polling (enter .. leave)
+  Doorbell park_;                // the progress thread waits here while they do
   bool shutDown_ = false;
 
   std::mutex mu_;  // the connection tables (enroll/withdraw vs. the progress thread)

@@ -88,6 +88,37 @@ class RecvPort {
   }
   // Frees the message returned by tryPeek() for the sender to reuse.
   virtual void release() = 0;
+  // A posted receive: the next message (the one tryPeek() will return), if
+  // it is at most `maxBytes` long and has not begun to arrive, is placed at
+  // `dst` instead of a slot, and tryPeek() then returns `dst`. A hint that
+  // transports may ignore (only TCP, where the kernel copies into the
+  // destination instead of into a slot, takes it). The caller must accept
+  // writes to `dst` from now on, until tryPeek() returns the message or
+  // abandon() returns. Calling it again for the same message changes
+  // nothing.
+  virtual void expect(void* dst, size_t maxBytes) { (void)dst, (void)maxBytes; }
+  // Withdraws a posted receive (the call failed): once this returns nothing
+  // writes to its memory. A message already partly placed there cannot be
+  // taken back: the link to the sender ends.
+  virtual void abandon() {}
+};
+
+// A transport whose progress a waiting rank can make on its own thread (the
+// TCP transport's sockets), instead of sleeping while another thread makes
+// it and wakes the rank: no hand-off between threads per message.
+class Poller {
+ public:
+  virtual ~Poller() = default;
+  // The calling thread polls from now on (a call starts, or its rank wakes):
+  // the transport's own thread may stand back.
+  virtual void enter() = 0;
+  // Moves what can move without blocking; true if anything did.
+  virtual bool poll() = 0;
+  // The calling thread stops polling. `sleeping`: its rank is about to
+  // sleep until the transport wakes it, so the transport's thread takes
+  // over at once; otherwise (the call ended: the next one likely follows
+  // soon) it may take over a little later, unless something is pending.
+  virtual void leave(bool sleeping) = 0;
 };
 
 // One (channel, sender, receiver) link. A process uses the port of the side

@@ -2,7 +2,9 @@
 // message arrives whole, byte by byte, and in parts out of order; every
 // malformed header (bad magic, unknown connection, out of bounds, outside
 // the credit window, disagreeing parts, credit never owed) is an error that
-// names what is wrong, and nothing is delivered. Real sockets are covered by
+// names what is wrong, and nothing is delivered; a posted receive places
+// its message at the destination, and once withdrawn writes nothing more
+// there. Real sockets are covered by
 // the mp.tcp_* tests (whole collectives between processes).
 #include <gtest/gtest.h>
 
@@ -128,6 +130,66 @@ TEST_F(TcpFrames, EmptyMessage) {
   size_t n = 99;
   EXPECT_NE(in_->receiver().tryPeek(&n), nullptr);
   EXPECT_EQ(n, 0u);
+}
+
+// Posted receives (RecvPort::expect): a message that has not begun to
+// arrive when its receiver posts a destination is placed there, not in a
+// slot; one that is too long, or began arriving before, goes to its slot.
+TEST_F(TcpFrames, AnExpectedMessageIsPlacedAtItsDestination) {
+  std::vector<unsigned char> dst(64, 0xee);
+  in_->receiver().expect(dst.data(), dst.size());
+  in_->receiver().expect(dst.data(), dst.size());  // again: changes nothing
+  // In two parts, the second first.
+  ASSERT_TRUE(feed(frame(data(0, 20, 20, 40), bytes(20, 20))).isOk());
+  ASSERT_TRUE(feed(frame(data(0, 0, 20, 40), bytes(20, 0))).isOk());
+  size_t n = 0;
+  EXPECT_EQ(in_->receiver().tryPeek(&n), dst.data());
+  EXPECT_EQ(n, 40u);
+  EXPECT_EQ(std::vector<unsigned char>(dst.begin(), dst.begin() + 40), bytes(40, 0));
+  EXPECT_EQ(dst[40], 0xee);
+  in_->receiver().release();
+  // The next message was not expected: its slot.
+  ASSERT_TRUE(feed(frame(data(1, 0, 8, 8), bytes(8, 50))).isOk());
+  EXPECT_EQ(take(), bytes(8, 50));
+  EXPECT_EQ(dst[0], 0);
+}
+
+TEST_F(TcpFrames, AMessageTooLongOrAlreadyArrivingGoesToItsSlot) {
+  std::vector<unsigned char> dst(64, 0xee);
+  in_->receiver().expect(dst.data(), 16);
+  ASSERT_TRUE(feed(frame(data(0, 0, 40, 40), bytes(40, 1))).isOk());
+  size_t n = 0;
+  EXPECT_NE(in_->receiver().tryPeek(&n), dst.data());
+  EXPECT_EQ(take(), bytes(40, 1));
+  // Message 1's first part arrives before its receiver posts a place.
+  ASSERT_TRUE(feed(frame(data(1, 0, 20, 40), bytes(20, 0))).isOk());
+  in_->receiver().expect(dst.data(), dst.size());
+  ASSERT_TRUE(feed(frame(data(1, 20, 20, 40), bytes(20, 20))).isOk());
+  EXPECT_EQ(take(), bytes(40, 0));
+  EXPECT_EQ(dst, std::vector<unsigned char>(64, 0xee));
+}
+
+TEST_F(TcpFrames, AbandonedExpectationsWriteNothingMore) {
+  std::vector<unsigned char> dst(64, 0xee);
+  // Nothing arriving: withdrawn quietly, and the link goes on (to a slot).
+  in_->receiver().expect(dst.data(), dst.size());
+  in_->receiver().abandon();
+  ASSERT_TRUE(feed(frame(data(0, 0, 8, 8), bytes(8, 7))).isOk());
+  EXPECT_EQ(take(), bytes(8, 7));
+  // Half arrived at the destination: the link ends, the rest is never
+  // written there.
+  in_->receiver().expect(dst.data(), dst.size());
+  auto f = frame(data(1, 0, 40, 40), bytes(40, 0));
+  ASSERT_TRUE(
+      feed(std::vector<unsigned char>(f.begin(), f.begin() + tcpwire::kHeaderBytes + 20)).isOk());
+  in_->receiver().abandon();
+  EXPECT_FALSE(
+      feed(std::vector<unsigned char>(f.begin() + tcpwire::kHeaderBytes + 20, f.end())).isOk());
+  EXPECT_EQ(std::vector<unsigned char>(dst.begin(), dst.begin() + 20), bytes(20, 0));
+  EXPECT_EQ(std::vector<unsigned char>(dst.begin() + 20, dst.end()),
+            std::vector<unsigned char>(44, 0xee));
+  size_t n = 0;
+  EXPECT_EQ(in_->receiver().tryPeek(&n), nullptr);
 }
 
 TEST_F(TcpFrames, MalformedFramesAreErrors) {
