@@ -12,6 +12,13 @@
 # sendrecv (chorusSend/chorusRecv around a ring vs MPI_Sendrecv). Gloo's
 # columns stay empty for reducescatter and sendrecv (not in gloo_perf).
 #
+# TRANSPORT=tcp compares the transports between hosts, on loopback: Chorus
+# with CHORUS_TRANSPORT=tcp, OpenMPI with btl self,tcp, Gloo as always; and
+# for sizes of 1 MiB and more, what the sockets themselves carry both ways
+# at once (bench/tcp_stream's bidir, once per repetition, interleaved too):
+# columns socket_gbs (per direction) and chorus_frac_socket = Chorus's busbw
+# over it (issue 23 asks >= 0.8 for large messages).
+#
 # Prints CSV: times in us, busbw in GB/s (nccl-tests' formulas), the ratios
 # vs_mpi = MPI time / Chorus time and vs_gloo = Gloo time / Chorus time
 # (> 1: Chorus is faster), and Chorus's busbw as a fraction of the memcpy
@@ -35,21 +42,30 @@ reps=${REPS:-3}
 # freed memory (otherwise every large reduction pays first touch of a fresh
 # temporary buffer: ~23 us per 4 KiB page on this machine).
 tunables=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736
-mpirun=(mpirun --oversubscribe --mca btl self,vader -x GLIBC_TUNABLES)
-[[ $(id -u) -eq 0 ]] && mpirun=(mpirun --allow-run-as-root --oversubscribe --mca btl self,vader
-                                -x GLIBC_TUNABLES)
+transport=${TRANSPORT:-shm}
+case $transport in
+  shm) btl=self,vader chorus_env=() ;;
+  tcp) btl=self,tcp chorus_env=(CHORUS_TRANSPORT=tcp) ;;
+  *) echo "TRANSPORT is shm or tcp, not $transport" >&2; exit 2 ;;
+esac
+stream=$build/bench/tcp_stream
+mpirun=(mpirun --oversubscribe --mca btl "$btl" -x GLIBC_TUNABLES)
+[[ $(id -u) -eq 0 ]] && mpirun=("${mpirun[0]}" --allow-run-as-root "${mpirun[@]:1}")
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else print v[int((NR + 1) / 2)] }'; }
 
-echo "collective,ranks,size_bytes,chorus_us,mpi_us,gloo_us,vs_mpi,vs_gloo,chorus_busbw,mpi_busbw,gloo_busbw,chorus_frac_memcpy,memcpy_gbs"
+echo "collective,ranks,size_bytes,chorus_us,mpi_us,gloo_us,vs_mpi,vs_gloo,chorus_busbw,mpi_busbw,gloo_busbw,chorus_frac_memcpy,memcpy_gbs,socket_gbs,chorus_frac_socket"
 for n in $ranks; do
   for c in $colls; do
     for size in $sizes; do
       iters=$(( 268435456 / size )); (( iters > 200 )) && iters=200; (( iters < 3 )) && iters=3
       warm=$(( iters / 10 + 1 ))
-      ct=() mt=() gt=() crow=""
+      ct=() mt=() gt=() st=() crow=""
       for ((k = 0; k < reps; ++k)); do
-        row=$("$chorus" perf "$c" --procs "$n" -b "$size" -e "$size" -n "$iters" -w "$warm" --csv \
+        if [[ $transport == tcp && -x $stream ]] && ((size >= 1048576)); then
+          st+=("$("$stream" 0.5 bidir | tail -1 | cut -d, -f4)")
+        fi
+        row=$(env "${chorus_env[@]}" "$chorus" perf "$c" --procs "$n" -b "$size" -e "$size" -n "$iters" -w "$warm" --csv \
                 ${CHORUS_PERF_FLAGS:-} |
               tail -1 | sed 's/^\[0\] //')
         crow=$row
@@ -66,18 +82,19 @@ for n in $ranks; do
       cmed=$(printf '%s\n' "${ct[@]}" | median)
       mmed=$( ((${#mt[@]})) && printf '%s\n' "${mt[@]}" | median || true)
       gmed=$( ((${#gt[@]})) && printf '%s\n' "${gt[@]}" | median || true)
+      smed=$( ((${#st[@]})) && printf '%s\n' "${st[@]}" | median || true)
       # chorus CSV: 2 ranks, 3 size_bytes, 18 memcpy_gbs.
-      awk -F, -v c="$c" -v cm="$cmed" -v mm="$mmed" -v gm="$gmed" '{
+      awk -F, -v c="$c" -v cm="$cmed" -v mm="$mmed" -v gm="$gmed" -v sm="$smed" '{
         n = $2; bytes = $3; mem = $18
         f = (c == "allreduce") ? 2 * (n - 1) / n : (c == "sendrecv" || c == "broadcast") ? 1 : (n - 1) / n
         cb = bytes / cm / 1e3 * f
         mb = (mm != "") ? bytes / mm / 1e3 * f : ""
         gb = (gm != "") ? bytes / gm / 1e3 * f : ""
-        printf "%s,%s,%s,%.1f,%s,%s,%s,%s,%.3f,%s,%s,%.3f,%.2f\n", c, n, bytes, cm,
+        printf "%s,%s,%s,%.1f,%s,%s,%s,%s,%.3f,%s,%s,%.3f,%.2f,%s,%s\n", c, n, bytes, cm,
           (mm != "") ? sprintf("%.1f", mm) : "", (gm != "") ? sprintf("%.1f", gm) : "",
           (mm != "") ? sprintf("%.2f", mm / cm) : "", (gm != "") ? sprintf("%.2f", gm / cm) : "",
           cb, (mb != "") ? sprintf("%.3f", mb) : "", (gb != "") ? sprintf("%.3f", gb) : "",
-          cb / mem, mem }' <<<"$crow"
+          cb / mem, mem, sm, (sm != "") ? sprintf("%.2f", cb / sm) : "" }' <<<"$crow"
     done
   done
 done

@@ -3,8 +3,10 @@
 // streams between two processes (a forked child sends, the parent
 // receives), 1 and 2 sockets at once (Chorus stripes a large message over
 // CHORUS_TCP_SOCKETS = 2 by default), and a ping-pong of small messages
-// (half a round trip: the least a hop can cost).
-//   tcp_stream [SECONDS_PER_TEST]
+// (half a round trip: the least a hop can cost). `bidir` streams both ways
+// at once, as a 2-rank ring collective or sendrecv moves data: each process
+// sends on one socket and receives on the other; GB/s per direction.
+//   tcp_stream [SECONDS_PER_TEST [TEST...]]   (TEST: stream, bidir, pingpong; default all)
 // Prints CSV: test,sockets,bytes,value,unit.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -13,9 +15,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -119,6 +123,52 @@ double stream(int sockets, double seconds) {
   return total / secs / 1e9;
 }
 
+// One stream each way between a child and this process for `seconds`;
+// the mean GB/s of the two directions.
+double bidir(double seconds) {
+  int port = 0;
+  int lfd = listenLoopback(&port);
+  constexpr size_t kBuf = size_t{1} << 20;
+  // Sends on `out` and receives on `in` for `seconds`; the bytes received.
+  auto both = [seconds](int out, int in) {
+    std::thread sender([out] {
+      std::vector<char> buf(kBuf, 1);
+      while (sendAll(out, buf.data(), buf.size())) {
+      }
+    });
+    std::vector<char> buf(kBuf);
+    double got = 0;
+    auto end = Clock::now() + std::chrono::duration<double>(seconds);
+    while (Clock::now() < end) {
+      ssize_t k = ::recv(in, buf.data(), buf.size(), 0);
+      if (k <= 0) break;
+      got += static_cast<double>(k);
+    }
+    ::shutdown(out, SHUT_RDWR);
+    ::shutdown(in, SHUT_RDWR);
+    sender.join();
+    return got;
+  };
+  pid_t child = ::fork();
+  if (child == 0) {
+    int a = connectLoopback(port), b = connectLoopback(port);
+    both(a, b);
+    ::_exit(0);
+  }
+  int a = ::accept(lfd, nullptr, nullptr), b = ::accept(lfd, nullptr, nullptr);
+  int one = 1;
+  ::setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  ::setsockopt(b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  auto t0 = Clock::now();
+  double got = both(b, a);  // the child sends on a, receives on b
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  ::close(a);
+  ::close(b);
+  ::close(lfd);
+  ::waitpid(child, nullptr, 0);
+  return got / secs / 1e9;
+}
+
 // Half the round trip of a `bytes` ping-pong, in us.
 double pingPong(size_t bytes, double seconds) {
   int port = 0;
@@ -153,13 +203,24 @@ double pingPong(size_t bytes, double seconds) {
 
 int main(int argc, char** argv) {
   double seconds = argc > 1 ? std::atof(argv[1]) : 2.0;
-  if (seconds <= 0) {
-    std::fprintf(stderr, "usage: tcp_stream [SECONDS_PER_TEST]\n");
+  std::vector<std::string> tests(argv + std::min(argc, 2), argv + argc);
+  if (tests.empty()) tests = {"stream", "bidir", "pingpong"};
+  bool bad = seconds <= 0;
+  for (const std::string& t : tests)
+    bad = bad || (t != "stream" && t != "bidir" && t != "pingpong");
+  if (bad) {
+    std::fprintf(stderr, "usage: tcp_stream [SECONDS_PER_TEST [stream|bidir|pingpong]...]\n");
     return 2;
   }
   std::printf("test,sockets,bytes,value,unit\n");
-  for (int s : {1, 2}) std::printf("stream,%d,,%.3f,GB/s\n", s, stream(s, seconds));
-  for (size_t b : {size_t{4096}, size_t{65536}})
-    std::printf("pingpong,1,%zu,%.2f,us per hop\n", b, pingPong(b, seconds));
+  for (const std::string& t : tests) {
+    if (t == "stream")
+      for (int s : {1, 2}) std::printf("stream,%d,,%.3f,GB/s\n", s, stream(s, seconds));
+    if (t == "bidir") std::printf("bidir,2,,%.3f,GB/s per direction\n", bidir(seconds));
+    if (t == "pingpong")
+      for (size_t b : {size_t{4096}, size_t{65536}})
+        std::printf("pingpong,1,%zu,%.2f,us per hop\n", b, pingPong(b, seconds));
+  }
+  std::fflush(stdout);
   return 0;
 }
