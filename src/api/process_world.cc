@@ -140,6 +140,7 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
         [raw](int, const std::string& why) { raw->abort(Status(StatusCode::kAborted, why)); });
     if (!tcp.isOk()) return setupFailed(tcp.status());
     w->tcp_ = std::move(tcp).value();
+    w->tcpAwake_.store(w->tcp_.get(), std::memory_order_release);
   }
   // Sends and receives get connections between every pair now: a pair may
   // start talking at any time, without the other ranks.
@@ -169,6 +170,7 @@ ProcessWorld::~ProcessWorld() {
   calls_.clear();
   fabrics_.clear();
   p2p_.reset();
+  tcpAwake_.store(nullptr, std::memory_order_release);
   tcp_.reset();
 }
 
@@ -188,6 +190,9 @@ void ProcessWorld::abort(Status why) {
   }
   aborted_.store(true, std::memory_order_release);
   if (bells_ != nullptr) bells_->bell(me_).ring();
+  // A rank asleep in its sockets. (Not tcp_: the transport may report a loss
+  // while it is being created and assigned.)
+  if (runtime::TcpLinks* t = tcpAwake_.load(std::memory_order_acquire)) t->interrupt();
 }
 
 namespace {
@@ -304,7 +309,7 @@ namespace {
 bool sameRequest(const runtime::SelectionRequest& a, const runtime::SelectionRequest& b) {
   return a.collective == b.collective && a.nranks == b.nranks && a.inplace == b.inplace &&
          a.count == b.count && a.type == b.type && a.op == b.op && a.root == b.root &&
-         a.sharedMemory == b.sharedMemory;
+         a.sharedMemory == b.sharedMemory && a.gpu == b.gpu;
 }
 
 }  // namespace

@@ -84,6 +84,7 @@ class ProcessWorld {
   runtime::WaitPolicy wait_;  // spin only if this host's ranks fit its cores
   bool sharedMemory_ = true;  // no rank is reached over TCP (selection)
   std::unique_ptr<runtime::TcpLinks> tcp_;
+  std::atomic<runtime::TcpLinks*> tcpAwake_{nullptr};  // tcp_, for abort() from other threads
   std::map<const runtime::VerifiedAlgorithm*, std::shared_ptr<runtime::ProcessFabric>> fabrics_;
   std::shared_ptr<runtime::ProcessFabric> p2p_;  // every ordered pair, for send/recv
   std::map<Key, Entry> calls_;

@@ -337,6 +337,7 @@ Status World::plan(Assembly& a, std::vector<std::string>* why) {
   // (n-1) blocks per rank are unmeasured on a GPU, where every block of the
   // world must be resident at once (docs/cuda.md).
   req.sharedMemory = !onGpu();
+  req.gpu = onGpu();
   auto parts = planParts(req, op0.algo, builtins_, why);
   if (!parts.isOk()) return parts.status();
   if (onGpu()) {

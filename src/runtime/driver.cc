@@ -160,11 +160,15 @@ Status runRankLoop(Steppable& x, Doorbell& bell, int rank, const RankRunOptions&
       }
     }
     setState(kAsleep);
-    // Sleep in bounded naps so aborts and timeouts are noticed; the
-    // transport's own thread drives it meanwhile.
-    if (poller != nullptr) poller->leave(true);
-    bell.wait(seen, o.abort != nullptr || o.timeoutMs >= 0 ? 50 : -1);
-    if (poller != nullptr) poller->enter();
+    // Sleep in bounded naps so aborts and timeouts are noticed: in the
+    // transport if it serves all the rank's peers, else on the doorbell
+    // while the transport's own thread drives it.
+    const int napMs = o.abort != nullptr || o.timeoutMs >= 0 ? 50 : -1;
+    if (poller == nullptr || !poller->sleep(napMs)) {
+      if (poller != nullptr) poller->leave(true);
+      bell.wait(seen, napMs);
+      if (poller != nullptr) poller->enter();
+    }
     setState(kRunning);
   }
   // Nothing may write to the call's buffers once it has returned.

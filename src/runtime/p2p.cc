@@ -65,11 +65,17 @@ bool P2pExchange::step(Op& op) {
   bool moved = false;
   if (op.send) {
     if (!op.header) {
-      void* slot = op.out->tryAcquire(kHeaderBytes);
+      // A message that fits in one slot with its header travels with it:
+      // one message instead of two (over TCP, one frame and one system call).
+      bool inline_ = op.bytes <= pieceBytes_ - kHeaderBytes;
+      size_t n = kHeaderBytes + (inline_ ? op.bytes : 0);
+      auto* slot = static_cast<unsigned char*>(op.out->tryAcquire(n));
       if (slot == nullptr) return false;
-      putLength(static_cast<unsigned char*>(slot), op.bytes);
-      op.out->commit(kHeaderBytes);
+      putLength(slot, op.bytes);
+      if (inline_ && op.bytes > 0) std::memcpy(slot + kHeaderBytes, op.data, op.bytes);
+      op.out->commit(n);
       op.header = moved = true;
+      if (inline_) op.moved = op.bytes;
     }
     while (op.moved < op.bytes) {
       size_t left = op.bytes - op.moved;
@@ -95,17 +101,27 @@ bool P2pExchange::step(Op& op) {
     if (!op.header) {
       const void* msg = op.in->tryPeek(&got);
       if (msg == nullptr) return false;
-      uint64_t length = got == kHeaderBytes ? getLength(static_cast<const unsigned char*>(msg)) : 0;
-      op.in->release();
-      if (got != kHeaderBytes || length != op.bytes) {
-        failure_ = Status(
-            StatusCode::kInvalidArgument,
-            "rank " + std::to_string(me_) + ": a receive of " + std::to_string(op.bytes) +
-                " bytes from rank " + std::to_string(op.peer) + " met a send of " +
-                (got == kHeaderBytes ? std::to_string(length) + " bytes" : "something else") +
-                "; do both sides pass the same count and type?");
+      const auto* m = static_cast<const unsigned char*>(msg);
+      bool header = got >= kHeaderBytes;
+      uint64_t length = header ? getLength(m) : 0;
+      // The header alone, or with the whole message after it.
+      bool inline_ = header && got - kHeaderBytes == length && got > kHeaderBytes;
+      if ((got != kHeaderBytes && !inline_) || length != op.bytes) {
+        op.in->release();
+        failure_ =
+            Status(StatusCode::kInvalidArgument,
+                   "rank " + std::to_string(me_) + ": a receive of " + std::to_string(op.bytes) +
+                       " bytes from rank " + std::to_string(op.peer) + " met a send of " +
+                       (got == kHeaderBytes || inline_ ? std::to_string(length) + " bytes"
+                                                       : "something else") +
+                       "; do both sides pass the same count and type?");
         return false;
       }
+      if (inline_) {
+        std::memcpy(op.data, m + kHeaderBytes, op.bytes);
+        op.moved = op.bytes;
+      }
+      op.in->release();
       op.header = moved = true;
     }
     while (op.moved < op.bytes) {

@@ -5,7 +5,8 @@
 // sending to the next, never waits on itself.
 //
 // On a connection a message is a header (8 bytes: its length) and then its
-// bytes in pieces of at most the connection's slot size. Messages on one
+// bytes in pieces of at most the connection's slot size; a message that
+// fits in one slot with its header travels inside it. Messages on one
 // connection are matched in order; a receive whose length differs from the
 // header fails, naming both lengths (the ranks' counts or types disagree).
 #pragma once

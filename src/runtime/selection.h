@@ -32,8 +32,13 @@ struct SelectionRequest {
   int root = -1;  // rooted collectives only
   // Every rank reaches every other through memory (threads of one process,
   // processes of one host): built-ins that send every block one hop win
-  // there; across hosts the ring's fewer, longer messages do.
+  // there; across hosts the ring's fewer, longer messages do, except for
+  // small calls on CPU ranks (below).
   bool sharedMemory = true;
+  // The ranks are GPUs (the CUDA executor), not CPU threads or processes.
+  // Across hosts CPU ranks pay a system call and often a wake-up per message
+  // round, so one round beats the ring's n - 1 for small calls.
+  bool gpu = false;
 };
 
 // The call's total size in bytes (count x m x element size, IR.md section 3).

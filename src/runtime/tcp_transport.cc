@@ -309,7 +309,9 @@ Result<std::unique_ptr<TcpLinks>> TcpLinks::create(Bootstrap& boot, const std::s
   auto deadline = net::Clock::now() + std::chrono::milliseconds(options.timeoutMs);
   int expected = 0;
   bool any = false;
+  l->onlyTcp_ = true;
   for (int r = 0; r < n; ++r) {
+    if (r != me && !tcpPeer[static_cast<size_t>(r)]) l->onlyTcp_ = false;
     if (!tcpPeer[static_cast<size_t>(r)]) continue;
     any = true;
     if (r > me) expected += k;
@@ -550,6 +552,25 @@ bool TcpLinks::poll() {
   if (n > 0 && handle(evs, n)) did = true;
   mu_.unlock();
   return did;
+}
+
+bool TcpLinks::sleep(int timeoutMs) {
+  if (!onlyTcp_ || !thread_.joinable()) return false;
+  // The progress thread is parked (this thread has not left); were it still
+  // in its own epoll_wait and took the message, it kicks this one awake
+  // (progressMain).
+  epoll_event evs[64];
+  int n = ::epoll_wait(epoll_, evs, 64, timeoutMs);
+  if (n > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    handle(evs, n);
+  }
+  return true;
+}
+
+void TcpLinks::interrupt() {
+  uint64_t one = 1;
+  if (event_ >= 0) (void)!::write(event_, &one, sizeof one);
 }
 
 void TcpLinks::leave(bool sleeping) {
@@ -892,7 +913,9 @@ void TcpLinks::progressMain() {
     int n = did ? 0 : ::epoll_wait(epoll_, evs, 64, 1000);
     sleeping_.store(false, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(mu_);
-    handle(evs, n);
+    // A rank that began driving meanwhile may be asleep in sleep(): what
+    // this thread takes from the sockets now would not wake it.
+    if (handle(evs, n) && drivers_.load(std::memory_order_seq_cst) > 0) interrupt();
   }
 }
 

@@ -113,6 +113,11 @@ class TcpLinks final : public Poller {
   void enter() override;
   bool poll() override;
   void leave(bool sleeping) override;
+  // Where every peer of this rank is a TCP peer, a waiting rank sleeps in
+  // epoll_wait itself: a message wakes it directly.
+  bool sleep(int timeoutMs) override;
+  // Wakes a rank asleep in sleep() (an abort: it must look at once).
+  void interrupt();
   int rank() const { return me_; }
 
   // Exposed for the fuzz target: feeds raw bytes to the frame decoder of a
@@ -152,6 +157,7 @@ class TcpLinks final : public Poller {
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};
   std::atomic<int> drivers_{0};  // threads polling (enter .. leave)
+  bool onlyTcp_ = false;         // every peer of this rank is a TCP peer
   Doorbell park_;                // the progress thread waits here while they do
   bool shutDown_ = false;
 

@@ -114,6 +114,15 @@ class Poller {
   virtual void enter() = 0;
   // Moves what can move without blocking; true if anything did.
   virtual bool poll() = 0;
+  // Blocks until something arrives for this rank (and moves it) or
+  // `timeoutMs` passes (< 0: no limit), staying the thread that drives:
+  // one wake-up per message. False, at once, where it cannot: the rank has
+  // peers this transport does not serve, so it must sleep on its doorbell
+  // (after leave(true)).
+  virtual bool sleep(int timeoutMs) {
+    (void)timeoutMs;
+    return false;
+  }
   // The calling thread stops polling. `sleeping`: its rank is about to
   // sleep until the transport wakes it, so the transport's thread takes
   // over at once; otherwise (the call ended: the next one likely follows

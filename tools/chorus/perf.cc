@@ -186,6 +186,7 @@ Measure measureOnDevice(const PerfArgs& a, CollectiveKind coll, int n, DeviceRun
   req.op = op;
   req.root = isRooted(coll) ? a.root : -1;
   req.sharedMemory = false;  // as GPU worlds choose (api/world.cc)
+  req.gpu = true;
   auto parts = api::planParts(req, dev.algo, *dev.builtins, nullptr);
   auto failed = [&](const Status& st) {
     m.error = st.message();
