@@ -100,6 +100,7 @@ Status runRankLoop(Steppable& x, Doorbell& bell, int rank, const RankRunOptions&
   x.reset();
   setState(kRunning);
   Poller* const poller = o.poller;
+  x.pollDuring(poller);
   if (poller != nullptr) poller->enter();
   // When the rank last made progress: read when it first blocks after some
   // (a clock read per step cost ~6 % of a 4 KiB call), so the timeout

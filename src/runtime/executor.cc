@@ -396,9 +396,9 @@ bool RankExecutor::tryStep(int t) {
       unsigned char* src = s.srcOff >= 0 ? chunkPtr(s.srcBuf, s.srcOff + k, st.iter) : nullptr;
       unsigned char* dst = chunkPtr(s.dstBuf, s.dstOff + k, st.iter);
       if (s.type == StepType::kRecvCopySend && !fetchedToDst)
-        std::memcpy(dst, in + at, chunkBytes);
+        copy(dst, in + at, chunkBytes);
       else if (s.type == StepType::kRecvReduceCopySend)
-        reduce(call_.type, call_.op, dst, in + at, src, n);
+        reduceInto(dst, in + at, src, n);
     }
     if (in != nullptr) recvPorts_[static_cast<size_t>(t)]->release();
     bool posted =
@@ -412,30 +412,33 @@ bool RankExecutor::tryStep(int t) {
     unsigned char* dst = s.dstOff >= 0 ? chunkPtr(s.dstBuf, s.dstOff + k, st.iter) : nullptr;
     switch (s.type) {
       case StepType::kSend:
-        std::memcpy(out + at, src, chunkBytes);
+        copy(out + at, src, chunkBytes);
         break;
       case StepType::kRecv:
-        if (!fetchedToDst) std::memcpy(dst, in + at, chunkBytes);
+        if (!fetchedToDst) copy(dst, in + at, chunkBytes);
         break;
       case StepType::kRecvCopySend:
-        if (!fetchedToDst) std::memcpy(dst, in + at, chunkBytes);
-        std::memcpy(out + at, in + at, chunkBytes);
+        if (!fetchedToDst) copy(dst, in + at, chunkBytes);
+        copy(out + at, in + at, chunkBytes);
         break;
       case StepType::kRecvReduceSend:
-        reduce(call_.type, call_.op, out + at, in + at, src, n);
+        reduceInto(out + at, in + at, src, n);
         break;
       case StepType::kRecvReduceCopy:
-        reduce(call_.type, call_.op, dst, in + at, src, n);
+        reduceInto(dst, in + at, src, n);
         break;
       case StepType::kRecvReduceCopySend:
-        reduce(call_.type, call_.op, dst, in + at, src, n);
-        std::memcpy(out + at, dst, chunkBytes);
+        reduceInto(dst, in + at, src, n);
+        copy(out + at, dst, chunkBytes);
         break;
       case StepType::kCopy:
-        if (dst != src) std::memmove(dst, src, chunkBytes);
+        if (dst + chunkBytes <= src || src + chunkBytes <= dst)
+          copy(dst, src, chunkBytes);
+        else if (dst != src)
+          std::memmove(dst, src, chunkBytes);
         break;
       case StepType::kReduce:
-        reduce(call_.type, call_.op, dst, dst, src, n);
+        reduceInto(dst, dst, src, n);
         break;
       case StepType::kNop:
         break;
@@ -444,6 +447,38 @@ bool RankExecutor::tryStep(int t) {
   if (in != nullptr) recvPorts_[static_cast<size_t>(t)]->release();
   if (out != nullptr) sendPorts_[static_cast<size_t>(t)]->commit(msgBytes);
   return finishStep(t);
+}
+
+namespace {
+constexpr size_t kPollPieceBytes = 256 << 10;  // a poll (a system call) per 256 KiB: < 3 %
+}  // namespace
+
+void RankExecutor::copy(void* dst, const void* src, size_t bytes) {
+  if (poller_ == nullptr || bytes <= kPollPieceBytes) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* s = static_cast<const unsigned char*>(src);
+  for (size_t at = 0; at < bytes; at += kPollPieceBytes) {
+    if (at > 0) poller_->poll();
+    std::memcpy(d + at, s + at, std::min(kPollPieceBytes, bytes - at));
+  }
+}
+
+void RankExecutor::reduceInto(void* dst, const void* a, const void* b, size_t n) {
+  const size_t piece = kPollPieceBytes / g_.elemSize;
+  if (poller_ == nullptr || n <= piece) {
+    reduce(call_.type, call_.op, dst, a, b, n);
+    return;
+  }
+  const size_t e = g_.elemSize;
+  for (size_t at = 0; at < n; at += piece) {
+    if (at > 0) poller_->poll();
+    reduce(call_.type, call_.op, static_cast<unsigned char*>(dst) + at * e,
+           static_cast<const unsigned char*>(a) + at * e,
+           static_cast<const unsigned char*>(b) + at * e, std::min(piece, n - at));
+  }
 }
 
 bool RankExecutor::finishStep(int t) {

@@ -116,6 +116,9 @@ class Steppable {
   // The call failed: withdraws every posted receive (RecvPort::abandon), so
   // nothing writes to the call's buffers once the call has returned.
   virtual void abandon() {}
+  // The transport the rank drives while it waits (runRankLoop), or nullptr:
+  // long local work (copies, reductions) polls it between pieces.
+  virtual void pollDuring(Poller* poller) { (void)poller; }
 };
 
 class RankExecutor final : public Steppable {
@@ -151,6 +154,7 @@ class RankExecutor final : public Steppable {
   // "tb 2 step 5 (rrs, iteration 0): waiting for a message from rank 3 on channel 1".
   std::vector<std::string> waiting() const override;
   void abandon() override;
+  void pollDuring(Poller* poller) override { poller_ = poller; }
 
  private:
   struct TbState {
@@ -160,6 +164,11 @@ class RankExecutor final : public Steppable {
   };
   bool tryStep(int t);
   bool finishStep(int t);
+  // memcpy and reduce, in pieces with poller_ polled between them: the
+  // sockets this thread drives keep moving while it copies or reduces
+  // (otherwise a 2 MiB reduction leaves them idle for its whole length).
+  void copy(void* dst, const void* src, size_t bytes);
+  void reduceInto(void* dst, const void* a, const void* b, size_t n);
   unsigned char* chunkPtr(ir::Buffer b, int chunk, size_t iter) const;
   std::string blockedOn(int t) const;
   void planRefs();
@@ -197,6 +206,7 @@ class RankExecutor final : public Steppable {
   uint64_t regionsGeneration_ = ~uint64_t{0};  // shared_buffers::generation() of regions_
   int doneTbs_ = 0;
   Status failure_;
+  Poller* poller_ = nullptr;
 };
 
 }  // namespace chorus::runtime
