@@ -838,18 +838,23 @@ Status TcpLinks::readable(Sock& s) {
   for (int round = 0; round < 64 && !s.closed; ++round) {
     ssize_t got;
     if (s.inPayload && s.left >= kDirectReadBytes) {
-      got = ::recv(s.fd, s.dst, s.left, MSG_DONTWAIT);
+      const size_t want = s.left;
+      got = ::recv(s.fd, s.dst, want, MSG_DONTWAIT);
       if (got > 0) {
-        // Straight into the slot: account as consumed payload.
+        // Straight into the slot (or destination): account as consumed payload.
         s.dst += got;
         s.left -= static_cast<size_t>(got);
         if (s.left == 0) CHORUS_RETURN_IF_ERROR(consume(s, nullptr, 0));
+        // A short read emptied the socket: no second call to hear EAGAIN
+        // (epoll reports it again when more comes).
+        if (static_cast<size_t>(got) < want) return Status::ok();
         continue;
       }
     } else {
       got = ::recv(s.fd, s.stage.data(), s.stage.size(), MSG_DONTWAIT);
       if (got > 0) {
         CHORUS_RETURN_IF_ERROR(consume(s, s.stage.data(), static_cast<size_t>(got)));
+        if (static_cast<size_t>(got) < s.stage.size()) return Status::ok();
         continue;
       }
     }
