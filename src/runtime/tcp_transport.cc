@@ -128,6 +128,7 @@ class TcpConnection final : public Connection {
         sizes_(static_cast<size_t>(slots), 0),
         refs_(static_cast<size_t>(slots), nullptr),
         target_(static_cast<size_t>(slots), nullptr),
+        partsIn_(static_cast<size_t>(slots)),
         partsLeft_(static_cast<size_t>(slots), 0),
         got_(static_cast<size_t>(slots), 0),
         expect_(static_cast<size_t>(slots), kUnset),
@@ -199,6 +200,7 @@ class TcpConnection final : public Connection {
       c_.expectDst_.store(static_cast<unsigned char*>(dst), std::memory_order_relaxed);
       c_.expectBytes_.store(maxBytes, std::memory_order_relaxed);
       c_.expectSeq_.store(tail, std::memory_order_release);
+      c_.links_.claim(c_, tail, static_cast<unsigned char*>(dst), maxBytes);
     }
     void abandon() override { c_.links_.abandon(c_); }
 
@@ -240,6 +242,9 @@ class TcpConnection final : public Connection {
   // when its first part arrives): an expected destination, or nullptr for
   // the slot itself.
   std::vector<unsigned char*> target_;
+  // Inbound: the parts of each slot's message already complete (offset,
+  // length), for a late claim (TcpLinks::claim). At most one per socket.
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> partsIn_;
   // Inbound: the posted receive (Receiver::expect): message expectSeq_, if
   // at most expectBytes_ long, goes to expectDst_.
   std::atomic<uint64_t> expectSeq_{kUnset};
@@ -283,7 +288,7 @@ struct TcpLinks::Sock {
   unsigned char* dst = nullptr;
   size_t left = 0;
   TcpConnection* rc = nullptr;
-  uint64_t rseq = 0, rlen = 0;
+  uint64_t rseq = 0, rlen = 0, roff = 0;
   std::vector<unsigned char> stage = std::vector<unsigned char>(kStageBytes);
 };
 
@@ -542,6 +547,26 @@ void TcpLinks::abandon(TcpConnection& c) {
     }
 }
 
+void TcpLinks::claim(TcpConnection& c, uint64_t seq, unsigned char* dst, size_t maxBytes) {
+  // Only if no one is at the sockets now (this thread is about to poll).
+  if (!mu_.try_lock()) return;
+  const size_t slot = seq % c.slots_;
+  // Begun (not complete) in the slot, and fits: what is in moves over once,
+  // the rest arrives at `dst` (nothing is copied twice).
+  if (c.slotSeq_[slot] == seq && c.target_[slot] == nullptr && c.expect_[slot] <= maxBytes) {
+    unsigned char* base = c.storage_ + slot * c.stride_;
+    for (const auto& [off, len] : c.partsIn_[slot]) std::memcpy(dst + off, base + off, len);
+    for (auto& s : socks_) {
+      if (!s->inPayload || s->rc != &c || s->rseq != seq) continue;
+      auto at = static_cast<size_t>(s->dst - base);
+      std::memcpy(dst + s->roff, base + s->roff, at - s->roff);
+      s->dst = dst + at;
+    }
+    c.target_[slot] = dst;
+  }
+  mu_.unlock();
+}
+
 void TcpLinks::enter() { drivers_.fetch_add(1, std::memory_order_seq_cst); }
 
 bool TcpLinks::poll() {
@@ -774,6 +799,7 @@ Status TcpLinks::startFrame(Sock& s) {
         c->got_[slot] = 0;
         c->expect_[slot] = h.total;
         c->target_[slot] = nullptr;
+        c->partsIn_[slot].clear();
         if (c->expectSeq_.load(std::memory_order_acquire) == h.seq &&
             h.total <= c->expectBytes_.load(std::memory_order_relaxed))
           c->target_[slot] = c->expectDst_.load(std::memory_order_relaxed);
@@ -784,6 +810,7 @@ Status TcpLinks::startFrame(Sock& s) {
       s.rc = c;
       s.rseq = h.seq;
       s.rlen = h.length;
+      s.roff = h.offset;
       s.dst = (c->target_[slot] != nullptr ? c->target_[slot] : c->storage_ + slot * c->stride_) +
               h.offset;
       s.left = h.length;
@@ -817,6 +844,7 @@ Status TcpLinks::consume(Sock& s, const unsigned char* data, size_t len) {
     s.rc = nullptr;
     size_t slot = s.rseq % c->slots_;
     c->got_[slot] += s.rlen;
+    c->partsIn_[slot].emplace_back(s.roff, s.rlen);
     bool advanced = false;
     for (;;) {
       size_t at = c->done_ % c->slots_;

@@ -133,6 +133,9 @@ class TcpLinks final : public Poller {
   TcpLinks(int me, int nranks, Doorbell& wake, TcpOptions o, LostFn onLost);
   void poke();
   void abandon(TcpConnection& c);
+  // A posted receive for message `seq` that has begun arriving in its slot:
+  // moves what is in to `dst` and sends the rest there.
+  void claim(TcpConnection& c, uint64_t seq, unsigned char* dst, size_t maxBytes);
   void enroll(TcpConnection* c);
   void withdraw(TcpConnection* c);
   void progressMain();

@@ -154,19 +154,44 @@ TEST_F(TcpFrames, AnExpectedMessageIsPlacedAtItsDestination) {
   EXPECT_EQ(dst[0], 0);
 }
 
-TEST_F(TcpFrames, AMessageTooLongOrAlreadyArrivingGoesToItsSlot) {
+TEST_F(TcpFrames, AMessageTooLongGoesToItsSlot) {
   std::vector<unsigned char> dst(64, 0xee);
   in_->receiver().expect(dst.data(), 16);
   ASSERT_TRUE(feed(frame(data(0, 0, 40, 40), bytes(40, 1))).isOk());
   size_t n = 0;
   EXPECT_NE(in_->receiver().tryPeek(&n), dst.data());
   EXPECT_EQ(take(), bytes(40, 1));
-  // Message 1's first part arrives before its receiver posts a place.
-  ASSERT_TRUE(feed(frame(data(1, 0, 20, 40), bytes(20, 0))).isOk());
-  in_->receiver().expect(dst.data(), dst.size());
-  ASSERT_TRUE(feed(frame(data(1, 20, 20, 40), bytes(20, 20))).isOk());
-  EXPECT_EQ(take(), bytes(40, 0));
   EXPECT_EQ(dst, std::vector<unsigned char>(64, 0xee));
+}
+
+// A message that began arriving in its slot before its receiver posted a
+// place is claimed late: what is in moves there once, the rest arrives
+// there.
+TEST_F(TcpFrames, AMessageAlreadyArrivingIsClaimedLate) {
+  std::vector<unsigned char> dst(64, 0xee);
+  // Message 0: its first part whole and 5 bytes of its second part in,
+  // then the place is posted, then the rest and its last part.
+  auto second = frame(data(0, 10, 10, 30), bytes(10, 10));
+  ASSERT_TRUE(feed(frame(data(0, 0, 10, 30), bytes(10, 0))).isOk());
+  ASSERT_TRUE(
+      feed(std::vector<unsigned char>(second.begin(), second.begin() + tcpwire::kHeaderBytes + 5))
+          .isOk());
+  in_->receiver().expect(dst.data(), dst.size());
+  ASSERT_TRUE(
+      feed(std::vector<unsigned char>(second.begin() + tcpwire::kHeaderBytes + 5, second.end()))
+          .isOk());
+  ASSERT_TRUE(feed(frame(data(0, 20, 10, 30), bytes(10, 20))).isOk());
+  size_t n = 0;
+  EXPECT_EQ(in_->receiver().tryPeek(&n), dst.data());
+  EXPECT_EQ(n, 30u);
+  EXPECT_EQ(std::vector<unsigned char>(dst.begin(), dst.begin() + 30), bytes(30, 0));
+  EXPECT_EQ(dst[30], 0xee);
+  in_->receiver().release();
+  // A message already whole is not claimed: its slot.
+  ASSERT_TRUE(feed(frame(data(1, 0, 8, 8), bytes(8, 90))).isOk());
+  in_->receiver().expect(dst.data(), dst.size());
+  EXPECT_EQ(take(), bytes(8, 90));
+  EXPECT_EQ(dst[0], 0);
 }
 
 TEST_F(TcpFrames, AbandonedExpectationsWriteNothingMore) {
