@@ -134,18 +134,14 @@ Status runRankLoop(Steppable& x, Doorbell& bell, int rank, const RankRunOptions&
     // Blocked: poll (a peer is likely about to deliver), then sleep until
     // a peer rings. A rank that drives its transport counts what moves
     // there as progress.
-    if (poller != nullptr) {
-      bool moved = false;
-      if (pollUntil(
-              [&] {
-                moved = poller->poll();
-                return moved || bell.value() != seen;
-              },
-              o.wait)) {
-        if (moved) blocked = false;
-        continue;
-      }
-    } else if (pollBell(bell, seen, o.wait)) {
+    bool moved = false;
+    if (pollUntil(
+            [&] {
+              moved = poller != nullptr && poller->poll();
+              return moved || bell.value() != seen;
+            },
+            o.wait)) {
+      if (moved) blocked = false;
       continue;
     }
     if (o.timeoutMs >= 0) {

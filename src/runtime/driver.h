@@ -91,11 +91,6 @@ bool pollUntil(Ready ready, const WaitPolicy& w) {
   return false;
 }
 
-// Polls `bell` for a change from `seen`.
-inline bool pollBell(const Doorbell& bell, uint32_t seen, const WaitPolicy& w) {
-  return pollUntil([&] { return bell.value() != seen; }, w);
-}
-
 // How one rank runs on the calling thread (PreparedCall::runRank).
 struct RankRunOptions {
   WaitPolicy wait;                           // how a blocked rank waits

@@ -453,32 +453,33 @@ namespace {
 constexpr size_t kPollPieceBytes = 256 << 10;  // a poll (a system call) per 256 KiB: < 3 %
 }  // namespace
 
-void RankExecutor::copy(void* dst, const void* src, size_t bytes) {
-  if (poller_ == nullptr || bytes <= kPollPieceBytes) {
-    std::memcpy(dst, src, bytes);
+template <class Work>
+void RankExecutor::inPieces(size_t elems, size_t elemBytes, Work work) {
+  const size_t piece = std::max<size_t>(1, kPollPieceBytes / elemBytes);
+  if (poller_ == nullptr || elems <= piece) {
+    work(0, elems);
     return;
   }
-  auto* d = static_cast<unsigned char*>(dst);
-  const auto* s = static_cast<const unsigned char*>(src);
-  for (size_t at = 0; at < bytes; at += kPollPieceBytes) {
+  for (size_t at = 0; at < elems; at += piece) {
     if (at > 0) poller_->poll();
-    std::memcpy(d + at, s + at, std::min(kPollPieceBytes, bytes - at));
+    work(at, std::min(piece, elems - at));
   }
 }
 
+void RankExecutor::copy(void* dst, const void* src, size_t bytes) {
+  inPieces(bytes, 1, [&](size_t at, size_t len) {
+    std::memcpy(static_cast<unsigned char*>(dst) + at, static_cast<const unsigned char*>(src) + at,
+                len);
+  });
+}
+
 void RankExecutor::reduceInto(void* dst, const void* a, const void* b, size_t n) {
-  const size_t piece = kPollPieceBytes / g_.elemSize;
-  if (poller_ == nullptr || n <= piece) {
-    reduce(call_.type, call_.op, dst, a, b, n);
-    return;
-  }
   const size_t e = g_.elemSize;
-  for (size_t at = 0; at < n; at += piece) {
-    if (at > 0) poller_->poll();
+  inPieces(n, e, [&](size_t at, size_t len) {
     reduce(call_.type, call_.op, static_cast<unsigned char*>(dst) + at * e,
            static_cast<const unsigned char*>(a) + at * e,
-           static_cast<const unsigned char*>(b) + at * e, std::min(piece, n - at));
-  }
+           static_cast<const unsigned char*>(b) + at * e, len);
+  });
 }
 
 bool RankExecutor::finishStep(int t) {

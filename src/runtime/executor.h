@@ -169,6 +169,10 @@ class RankExecutor final : public Steppable {
   // (otherwise a 2 MiB reduction leaves them idle for its whole length).
   void copy(void* dst, const void* src, size_t bytes);
   void reduceInto(void* dst, const void* a, const void* b, size_t n);
+  // work(first, count) over `elems` elements of `elemBytes`, in 256 KiB
+  // pieces with poller_ polled between them (in one piece without one).
+  template <class Work>
+  void inPieces(size_t elems, size_t elemBytes, Work work);
   unsigned char* chunkPtr(ir::Buffer b, int chunk, size_t iter) const;
   std::string blockedOn(int t) const;
   void planRefs();
