@@ -57,8 +57,8 @@ const char* whyName(Why w) {
 
 struct Connection {
   int senderTb = -1, receiverTb = -1;
-  std::vector<int> route;  // links, then the ranks' caps (ids past the links)
-  double latency = 0;      // the route's links
+  int route = -1;      // Engine::routes_: its links, then the ranks' caps
+  double latency = 0;  // the route's links
   // Messages sent, arrived, taken by their receive step, and whose receive
   // step has finished (its slot is free again then, as in the runtime).
   size_t sent = 0, arrived = 0, consumed = 0, released = 0;
@@ -87,9 +87,23 @@ struct Tb {
 };
 
 struct Flow {
-  double remaining = 0, rate = 0, start = 0;
-  int conn = -1, tb = -1;
+  double remaining = 0, rate = 0;
+  int conn = -1, route = -1, tb = -1;
   size_t instance = 0;
+};
+
+// Flows over the same links get the same max-min fair rate, so rates are
+// computed per route with its flows as a weight: many connections between
+// the same ranks (one per tree, piece or channel) cost one entry.
+struct Route {
+  std::vector<int> links;  // then the ranks' caps (ids past the links)
+  int flows = 0;           // moving now
+  int flowsRated = 0;      // when the rates were computed last
+  bool listed = false;     // in Engine::active_
+  bool changed = false;    // in Engine::changed_
+  bool fixed = false;      // computeRates
+  double rate = 0;
+  double moved = 0;  // bytes this event interval, per flow summed
 };
 
 struct Timer {
@@ -137,6 +151,16 @@ class Engine {
   void finishFlow(Flow& f);
   void arrive(int conn);
   void computeRates();
+  // A flow came to or left route `r`: the rates are recomputed before time
+  // moves on, unless every route ends up with the flows it had.
+  void routeChanged(int r) {
+    Route& route = routes_[static_cast<size_t>(r)];
+    if (!route.changed) {
+      route.changed = true;
+      changed_.push_back(r);
+    }
+    ratesDirty_ = true;
+  }
   void addTimer(double at, int kind, int id) { timers_.push(Timer{at, seq_++, kind, id}); }
   // Adds bytes moving at `rate` from now_ to `until` to the timeline's
   // buckets they fall in.
@@ -158,7 +182,10 @@ class Engine {
   std::vector<Tb> tbs_;
   std::vector<std::vector<int>> tbOf_;  // [rank][tb id] -> tbs_ index
   std::vector<Connection> conns_;
-  std::vector<Flow> flows_;  // moving bytes
+  std::vector<Route> routes_;
+  std::vector<int> active_;   // routes with flows (or had, since computeRates)
+  std::vector<int> changed_;  // routes whose flows came or went since computeRates
+  std::vector<Flow> flows_;   // moving bytes
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
   uint64_t seq_ = 0;
   std::vector<int> ready_;
@@ -174,7 +201,6 @@ class Engine {
   std::vector<int> count_, touched_, onLink_;
   std::vector<size_t> first_, fill_;
   std::vector<double> left_;
-  std::vector<char> fixed_;
   std::vector<std::pair<double, int>> heap_;
   // Per step instance (iteration-major), for the critical path and trace.
   bool keepPath_ = false;
@@ -237,21 +263,29 @@ chorus::Status Engine::setup(Result& out) {
       ids[static_cast<size_t>(irTb.id)] = me;
       tbs_.push_back(tb);
     }
+  std::map<std::pair<int, int>, int> routeOf;  // (from, to)
   for (auto& [key, id] : connOf) {
     auto [from, to, channel] = key;
     Connection& c = conns_[static_cast<size_t>(id)];
-    c.route = t_.route(from, to);
-    if (c.route.empty())
-      return chorus::Status(StatusCode::kInvalidArgument,
-                            "rank " + std::to_string(from) + " cannot reach rank " +
-                                std::to_string(to) + " on topology '" + t_.name + "'");
-    for (int l : c.route) c.latency += t_.links[static_cast<size_t>(l)].latency;
-    // A rank's caps act as one more link its flows out (in) all cross.
-    const int links = static_cast<int>(t_.links.size());
-    if (t_.nodes[static_cast<size_t>(t_.nodeOfRank(from))].sendCap > 0)
-      c.route.push_back(links + 2 * from);
-    if (t_.nodes[static_cast<size_t>(t_.nodeOfRank(to))].recvCap > 0)
-      c.route.push_back(links + 2 * to + 1);
+    auto [it, fresh] = routeOf.try_emplace({from, to}, static_cast<int>(routes_.size()));
+    c.route = it->second;
+    if (fresh) {
+      std::vector<int> route = t_.route(from, to);
+      if (route.empty())
+        return chorus::Status(StatusCode::kInvalidArgument,
+                              "rank " + std::to_string(from) + " cannot reach rank " +
+                                  std::to_string(to) + " on topology '" + t_.name + "'");
+      // A rank's caps act as one more link its flows out (in) all cross.
+      const int links = static_cast<int>(t_.links.size());
+      if (t_.nodes[static_cast<size_t>(t_.nodeOfRank(from))].sendCap > 0)
+        route.push_back(links + 2 * from);
+      if (t_.nodes[static_cast<size_t>(t_.nodeOfRank(to))].recvCap > 0)
+        route.push_back(links + 2 * to + 1);
+      routes_.push_back(Route{.links = std::move(route)});
+    }
+    for (int l : routes_[static_cast<size_t>(c.route)].links)
+      if (static_cast<size_t>(l) < t_.links.size())
+        c.latency += t_.links[static_cast<size_t>(l)].latency;
   }
   const size_t all = t_.links.size() + 2 * static_cast<size_t>(n);
   linkBytes_.assign(all, 0);
@@ -345,6 +379,7 @@ void Engine::startSend(int t) {
   tb.busy = true;
   Flow f;
   f.conn = tb.sendConn;
+  f.route = c.route;
   f.tb = t;
   f.instance = instance(tb);
   f.remaining =
@@ -354,7 +389,13 @@ void Engine::startSend(int t) {
     return;
   }
   flows_.push_back(f);
-  ratesDirty_ = true;
+  Route& r = routes_[static_cast<size_t>(f.route)];
+  ++r.flows;
+  if (!r.listed) {
+    r.listed = true;
+    active_.push_back(f.route);
+  }
+  routeChanged(f.route);
 }
 
 void Engine::complete(Tb& tb) {
@@ -421,33 +462,70 @@ void Engine::arrive(int conn) {
 }
 
 // Max-min fair rates by progressive filling: the link with the smallest
-// fair share fixes the rate of its flows, which leave the others.
+// fair share fixes the rate of its flows, which leave the others. Per
+// route, weighted by its flows (Route).
 void Engine::computeRates() {
   ratesDirty_ = false;
-  // Flows per link as one flat array (counting sort), in reused buffers.
-  for (int l : touched_) count_[static_cast<size_t>(l)] = 0;
+  // A connection's next message often starts as its last one ends: the
+  // same flows per route, the same rates.
+  bool same = true;
+  for (int r : changed_) {
+    Route& route = routes_[static_cast<size_t>(r)];
+    same = same && route.flows == route.flowsRated;
+    route.changed = false;
+  }
+  changed_.clear();
+  if (same) {
+    for (Flow& f : flows_) f.rate = routes_[static_cast<size_t>(f.route)].rate;
+    return;
+  }
+  // Routes without flows leave the active list.
+  size_t keep = 0;
+  for (int r : active_) {
+    Route& route = routes_[static_cast<size_t>(r)];
+    route.flowsRated = route.flows;
+    if (route.flows > 0) {
+      active_[keep++] = r;
+      route.fixed = false;
+    } else {
+      route.listed = false;
+    }
+  }
+  active_.resize(keep);
+  // Routes per link as one flat array (counting sort), in reused buffers;
+  // count_ is the flows on a link still to be fixed.
+  for (int l : touched_) {
+    count_[static_cast<size_t>(l)] = 0;
+    first_[static_cast<size_t>(l)] = 0;
+  }
   touched_.clear();
-  for (const Flow& f : flows_)
-    for (int l : conns_[static_cast<size_t>(f.conn)].route)
-      if (count_[static_cast<size_t>(l)]++ == 0) touched_.push_back(l);
+  for (int r : active_) {
+    const Route& route = routes_[static_cast<size_t>(r)];
+    for (int l : route.links) {
+      auto li = static_cast<size_t>(l);
+      if (count_[li] == 0) touched_.push_back(l);
+      count_[li] += route.flows;
+      ++first_[li];  // routes on it, for now
+    }
+  }
   size_t total = 0;
   for (int l : touched_) {
     auto li = static_cast<size_t>(l);
+    size_t routes = first_[li];
     first_[li] = total;
     fill_[li] = total;
-    total += static_cast<size_t>(count_[li]);
+    total += routes;
     left_[li] = linkCap_[li];
   }
   onLink_.resize(total);
-  for (size_t f = 0; f < flows_.size(); ++f)
-    for (int l : conns_[static_cast<size_t>(flows_[f].conn)].route)
-      onLink_[fill_[static_cast<size_t>(l)]++] = static_cast<int>(f);
+  for (int r : active_)
+    for (int l : routes_[static_cast<size_t>(r)].links)
+      onLink_[fill_[static_cast<size_t>(l)]++] = r;
   using Entry = std::pair<double, int>;
   heap_.clear();
   for (int l : touched_)
     heap_.push_back({left_[static_cast<size_t>(l)] / count_[static_cast<size_t>(l)], l});
   std::make_heap(heap_.begin(), heap_.end(), std::greater<Entry>());
-  fixed_.assign(flows_.size(), 0);
   while (!heap_.empty()) {
     std::pop_heap(heap_.begin(), heap_.end(), std::greater<Entry>());
     auto [share, l] = heap_.back();
@@ -455,20 +533,21 @@ void Engine::computeRates() {
     auto li = static_cast<size_t>(l);
     if (count_[li] == 0 || share != left_[li] / count_[li]) continue;  // stale
     for (size_t k = first_[li]; k < fill_[li]; ++k) {
-      auto f = static_cast<size_t>(onLink_[k]);
-      if (fixed_[f]) continue;
-      fixed_[f] = 1;
-      flows_[f].rate = share;
-      for (int l2 : conns_[static_cast<size_t>(flows_[f].conn)].route) {
+      Route& route = routes_[static_cast<size_t>(onLink_[k])];
+      if (route.fixed) continue;
+      route.fixed = true;
+      route.rate = share;
+      for (int l2 : route.links) {
         auto l2i = static_cast<size_t>(l2);
-        left_[l2i] -= share;
-        if (--count_[l2i] > 0) {
+        left_[l2i] -= share * route.flows;
+        if ((count_[l2i] -= route.flows) > 0) {
           heap_.push_back({left_[l2i] / count_[l2i], l2});
           std::push_heap(heap_.begin(), heap_.end(), std::greater<Entry>());
         }
       }
     }
   }
+  for (Flow& f : flows_) f.rate = routes_[static_cast<size_t>(f.route)].rate;
 }
 
 chorus::Status Engine::run(Result& out) {
@@ -492,11 +571,17 @@ chorus::Status Engine::run(Result& out) {
     for (Flow& f : flows_) {
       double moved = std::min(f.remaining, f.rate * dt);
       f.remaining -= moved;
-      for (int l : conns_[static_cast<size_t>(f.conn)].route) {
-        linkBytes_[static_cast<size_t>(l)] += moved;
-        if (!timeline_.empty() && static_cast<size_t>(l) < timeline_.size() && moved > 0)
-          spread(timeline_[static_cast<size_t>(l)], f.rate, now_ + moved / f.rate);
-      }
+      Route& route = routes_[static_cast<size_t>(f.route)];
+      route.moved += moved;
+      if (!timeline_.empty() && moved > 0)
+        for (int l : route.links)
+          if (static_cast<size_t>(l) < timeline_.size())
+            spread(timeline_[static_cast<size_t>(l)], f.rate, now_ + moved / f.rate);
+    }
+    for (int r : active_) {
+      Route& route = routes_[static_cast<size_t>(r)];
+      for (int l : route.links) linkBytes_[static_cast<size_t>(l)] += route.moved;
+      route.moved = 0;
     }
     now_ = next;
     // Finished flows (within rounding), then every timer due now.
@@ -506,7 +591,8 @@ chorus::Status Engine::run(Result& out) {
         Flow done = f;
         flows_[i] = flows_.back();
         flows_.pop_back();
-        ratesDirty_ = true;
+        --routes_[static_cast<size_t>(done.route)].flows;
+        routeChanged(done.route);
         finishFlow(done);
         continue;
       }
