@@ -5,6 +5,7 @@
 # simulating every candidate), per topology and collective, each under a
 # time limit. Needs python3 for the JSON.
 #   bench/synth_schedules.sh [BUILD_DIR] [LIMIT_SECONDS] [CASES...]
+# CHORUS_BIN=path runs another chorus binary (e.g. an older build, to compare).
 # A case is TOPOLOGY:COLLECTIVE with the topology's own colons kept, e.g.
 # dgx-a100:2:allgather.
 set -u
@@ -23,7 +24,7 @@ for c in "${cases[@]}"; do
   topo=${c%:*}
   coll=${c##*:}
   start=$(date +%s.%N)
-  if ! out=$(timeout "$limit" "$build/tools/chorus/chorus" synth "$coll" --topo "$topo" --json 2>&1); then
+  if ! out=$(timeout "$limit" "${CHORUS_BIN:-$build/tools/chorus/chorus}" synth "$coll" --topo "$topo" --json 2>&1); then
     echo "$topo,$coll,,,,,,,,,,>$limit or failed: $(head -c 80 <<<"$out" | tr ',\n' '; ')"
     continue
   fi

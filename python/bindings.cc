@@ -908,7 +908,8 @@ PYBIND11_MODULE(_chorus, m) {
       .def_readwrite("size", &cli::SynthArgs::size)
       .def_readwrite("method", &cli::SynthArgs::method)
       .def_readwrite("trees", &cli::SynthArgs::trees)
-      .def_readwrite("headroom", &cli::SynthArgs::headroom);
+      .def_readwrite("headroom", &cli::SynthArgs::headroom)
+      .def_readwrite("time_budget", &cli::SynthArgs::timeBudget);
   m.def("synthesize", &synthesize);
   bindComm(m);
 

@@ -269,6 +269,11 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
                  "deliver last is forwarded before the end (default: the simulator's pick of 0, "
                  "10, 25)")
       ->check(CLI::Range(0, 90));
+  sy->add_option("--time-budget", synthArgs.timeBudget,
+                 "seconds the search for a schedule may take (default 10; 0: no limit): the best "
+                 "lowering found by then is kept")
+      ->check(CLI::NonNegativeNumber);
+  sy->add_flag("--candidates", synthArgs.candidates, "list every lowering simulated");
   sy->add_flag("--json", synthArgs.json, "machine-readable results");
 
   std::string& code = cl->code;

@@ -182,7 +182,9 @@ struct SynthArgs {
   size_t size = size_t{1} << 30;   // the message size to simulate and choose for
   std::string method = "optimal";  // optimal (exact forest) or blink (blink.h)
   int trees = 4;                   // blink: trees per root
-  int headroom = -1;  // percent of the links between boxes left idle; -1: 0, 10, 25 simulated
+  int headroom = -1;        // percent of the links between boxes left idle; -1: 0, 10, 25 simulated
+  double timeBudget = 10;   // seconds the search may take; 0: no limit
+  bool candidates = false;  // print every lowering tried
 };
 // The bandwidth-optimal algbw of a collective on a topology and its binding
 // cut. Exit 0, or 2 for bad input.

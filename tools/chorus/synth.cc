@@ -18,16 +18,13 @@
 #include "synth/bound.h"
 #include "synth/forest.h"
 #include "synth/lower.h"
+#include "synth/search.h"
 #include "tools/chorus/commands.h"
 #include "topo/presets.h"
 
 namespace chorus::cli {
 
 namespace {
-
-// Chunks per piece at most (MSCCL's executor runs 64 steps per
-// threadblock).
-constexpr size_t kMostChunks = 64;
 
 // Up to `most` node names, then how many more.
 std::string names(const topo::Topology& t, const std::vector<int>& ids, size_t most = 12) {
@@ -41,213 +38,70 @@ std::string names(const topo::Topology& t, const std::vector<int>& ids, size_t m
 }
 
 struct Schedule {
+  synth::Found found;
   int pieces = 0;
   size_t trees = 0;
-  std::optional<synth::Forest> gather, scatter;
-  int maxflows = 0;
   double seconds = 0;
   size_t simBytes = size_t{1} << 30;
-  double simAlgbw = 0, simBusbw = 0;
-  // The lowering kept: pieces per connection, chunks per piece, instances,
-  // which forest ("", " shortened", " shallow ..."); lowerings tried.
-  int perConnection = 1, chunksPerPiece = 1, instances = 1, lowerings = 0;
-  std::string kind;
-  int headroom = 0;  // percent of the links between boxes the forest leaves idle
-  std::string xml;   // the schedule kept, verified
+  double simAlgbw = 0, simBusbw = 0;  // the kept lowering, as written and read back
+  std::string xml;                    // the schedule kept, verified
+  const synth::Shape& shape() const { return found.keptShape(); }
+  const synth::Tried& lowering() const { return found.kept(); }
 };
 
-// Packs the forests, lowers them, verifies the IR, simulates it at 1 GiB
-// and writes it. Returns what went wrong, or "".
+// Searches the forests and their lowerings (synth/search.h), proves the
+// one kept, simulates it as written and keeps its XML. Returns what went
+// wrong, or "".
 std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const SynthArgs& args,
                           Schedule& out) {
   auto t0 = std::chrono::steady_clock::now();
-  std::optional<synth::Forest> gather, scatter;
-  const bool rooted = coll == CollectiveKind::kBroadcast || coll == CollectiveKind::kReduce;
-  const int root = rooted ? args.root : -1;
-  const bool blink = args.method == "blink";
-  if (blink && rooted) return "--method blink packs allgather-family trees (every rank a root)";
-  auto forest = [&](bool reversed) {
-    return blink ? synth::blinkForest(t, reversed, {.treesPerRoot = args.trees}, args.maxPieces)
-                 : synth::packForest(t, reversed, args.maxPieces, root);
-  };
-  if (coll != CollectiveKind::kReduceScatter && coll != CollectiveKind::kReduce) {
-    auto f = forest(false);
-    if (!f.isOk()) return f.status().message();
-    gather = std::move(f).value();
-  }
-  if (coll != CollectiveKind::kAllGather && coll != CollectiveKind::kBroadcast) {
-    auto f = forest(true);
-    if (!f.isOk()) return f.status().message();
-    scatter = std::move(f).value();
-  }
-  for (const auto* f : {gather ? &*gather : nullptr, scatter ? &*scatter : nullptr})
-    if (f != nullptr) out.maxflows += f->maxflows;
-  out.simBytes = args.size;
-  synth::LowerOptions lo;
-  lo.name = args.name.empty() ? "synth_" + std::string(collectiveName(coll)) : args.name;
-  lo.protocol = args.protocol;
-  lo.inplace = args.inplace;
+  synth::SearchOptions so;
+  so.collective = coll;
+  so.root = args.root;
+  so.method = args.method;
+  so.trees = args.trees;
+  so.maxPieces = args.maxPieces;
+  so.headroom = args.headroom;
+  so.instances = args.instances;
+  so.bytes = args.size;
+  so.lower.name = args.name.empty() ? "synth_" + std::string(collectiveName(coll)) : args.name;
+  so.lower.protocol = args.protocol;
+  so.lower.inplace = args.inplace;
   for (int r = 0; r < t.ranks(); ++r)
-    lo.boxes.push_back(t.nodes[static_cast<size_t>(t.nodeOfRank(r))].box);
-  // The forests as packed and shortened, the same packed with headroom on
-  // the links between boxes (forest.h), and the shallow one: any may
-  // schedule best at the size asked for, so each is lowered.
-  struct Shape {
-    std::optional<synth::Forest> gather, scatter;
-    const char* kind = "";  // printed after the tree count
-    int headroom = 0;       // percent
-  };
-  // Blink's rounded trees stay as they are: few per root is their point.
-  std::vector<Shape> shapes{{gather, scatter, blink ? " blink" : ""}};
-  auto addShortened = [&](const Shape& packed) {
-    Shape shorter = packed;
-    shorter.kind = " shortened";
-    bool changed = false;
-    for (std::optional<synth::Forest>* f : {&shorter.gather, &shorter.scatter}) {
-      if (!f->has_value()) continue;
-      synth::Forest s = synth::shortenForest(**f);
-      changed = changed || s.trees != (*f)->trees;
-      *f = std::move(s);
-    }
-    if (changed) shapes.push_back(std::move(shorter));
-  };
-  // A shape of the forests `make(reversed)` gives for the directions the
-  // collective needs, added to the candidates; else the first failure.
-  auto addShape = [&](Shape shape, auto make) -> Status {
-    for (bool reversed : {false, true}) {
-      if (!(reversed ? scatter : gather).has_value()) continue;
-      Result<synth::Forest> f = make(reversed);
-      if (!f.isOk()) return f.status();
-      out.maxflows += f.value().maxflows;
-      (reversed ? shape.scatter : shape.gather) = std::move(f).value();
-    }
-    shapes.push_back(std::move(shape));
-    return Status();
-  };
-  if (!blink) {
-    addShortened(shapes.front());
-    // Headroom: 10 and 25 % besides none, unless --headroom names one; a
-    // forest that needs more than 16 pieces per shard for it is passed over
-    // then (its finer rates buy nothing the headroom does not, at many more
-    // steps).
-    const bool boxes = !synth::linksBetweenBoxes(t).empty();
-    if (args.headroom > 0 && !boxes)
-      return "--headroom needs links between boxes (this topology is one box)";
-    std::vector<int> headrooms{10, 25};
-    if (args.headroom >= 0) headrooms = {args.headroom};
-    if (args.headroom > 0) shapes.clear();
-    const size_t before = shapes.size();
-    for (int h : headrooms) {
-      if (h == 0 || !boxes) continue;
-      const topo::Topology spare = synth::withHeadroom(t, 1 - h / 100.0);
-      const int most = args.headroom > 0 ? args.maxPieces : std::min(args.maxPieces, 16);
-      if (addShape({std::nullopt, std::nullopt, "", h}, [&](bool reversed) {
-            return synth::packForest(spare, reversed, most, root);
-          }).isOk())
-        addShortened(Shape(shapes.back()));
-    }
-    if (args.headroom > 0 && shapes.size() == before)
-      return fmt::format("no forest with {} % headroom needs at most {} pieces per shard",
-                         args.headroom, args.maxPieces);
-    // The hierarchical forest (every shard into each box once) where the
-    // boxes link directly, unless --headroom asks for the packed ones.
-    if (boxes && !rooted && args.headroom <= 0)
-      (void)addShape({std::nullopt, std::nullopt, " hierarchical"},
-                     [&](bool reversed) { return synth::hierarchicalForest(t, reversed); });
-    Status st = addShape({std::nullopt, std::nullopt, " shallow (one per root, fewest hops)"},
-                         [&](bool reversed) { return synth::shallowForest(t, reversed, root); });
-    if (!st.isOk()) return st.message();
-  }
-  const synth::Forest* g = nullptr;
-  const synth::Forest* s = nullptr;
-  const Shape* shape = nullptr;
-  // Lowerings tried, each verified and simulated at --size (1 GiB); the
-  // fastest is kept (the first on a tie), lowerings that cannot serve the
-  // size (it does not split into their chunks) or deadlock are passed
-  // over: one and two pieces per connection, one and two chunks per piece
-  // (lower.h) and, unless --instances is given, 2, 4, 8 instances while the
-  // last had at least 16 slices per chunk to split (instances cut the
-  // chunks: fewer, slower steps per connection hide the per-step latency,
-  // but a tree's depth then costs more of a chunk).
-  std::string xml, passedOver;
-  auto tryLowering = [&](int per, int chunks, int instances, size_t* iterations) -> std::string {
-    lo.piecesPerConnection = per;
-    lo.chunksPerPiece = chunks;
-    lo.instances = instances;
-    lang::Program program(synth::forestProgramOptions(coll, t.ranks(), g, s, lo));
-    synth::recordForests(program, g, s, lo);
-    Generated gen = generate(program);
-    if (!gen.ok)
-      return "the lowered forest does not compile or verify (a bug):\n" + gen.diagnostics;
-    ir::ReadResult back = ir::readXml(gen.xml, lo.name);
-    if (!back.algorithm) return "the written XML does not read back (a bug)";
-    // Many chunks per piece can exceed what MSCCL's executor runs (steps
-    // per threadblock, offsets): such a lowering is passed over.
-    if (chunks > 2) {
-      DiagnosticList limits;
-      ir::checkExecutorLimits(*back.algorithm, limits);
-      if (!limits.items().empty()) {
-        passedOver = limits.items().front().format();
-        return "";
-      }
-    }
-    sim::Options so;
-    so.bytes = out.simBytes;
-    so.inplace = args.inplace;
-    so.criticalPath = false;
-    auto r = sim::simulate(*back.algorithm, t, so);
-    ++out.lowerings;
-    if (!r.isOk()) {
-      passedOver = "simulating the result: " + r.status().message();
-      return "";
-    }
-    if (iterations != nullptr) *iterations = r.value().iterations;
-    if (!xml.empty() && r.value().algbw <= out.simAlgbw) return "";
-    out.simAlgbw = r.value().algbw;
-    out.simBusbw = r.value().busbw;
-    out.perConnection = per;
-    out.chunksPerPiece = chunks;
-    out.instances = instances;
-    out.gather = shape->gather;
-    out.scatter = shape->scatter;
-    out.kind = shape->kind;
-    out.headroom = shape->headroom;
-    xml = std::move(gen.xml);
-    return "";
-  };
-  for (const Shape& candidate : shapes) {
-    shape = &candidate;
-    g = candidate.gather ? &*candidate.gather : nullptr;
-    s = candidate.scatter ? &*candidate.scatter : nullptr;
-    size_t iterations = 0;
-    const int first = args.instances > 0 ? args.instances : 1;
-    for (int chunks : {1, 2})
-      for (int per : {1, 2})
-        if (std::string problem =
-                tryLowering(per, chunks, first, per == 1 && chunks == 1 ? &iterations : nullptr);
-            !problem.empty())
-          return problem;
-    // Steps of a quarter slice: where a slow link is busy to the end, the
-    // last slice it carries is still to be forwarded after it; a smaller
-    // last step shortens that (4 x DGX A100 allgather: 96.2 -> 98.8 %).
-    if (const size_t fine = std::bit_ceil(4 * iterations); fine > 2 && fine <= kMostChunks)
-      if (std::string problem = tryLowering(1, static_cast<int>(fine), first, nullptr);
-          !problem.empty())
-        return problem;
-    for (int instances = 2; args.instances == 0 && instances <= 8 && iterations >= 16;
-         instances *= 2)
-      if (std::string problem = tryLowering(1, 1, instances, &iterations); !problem.empty())
-        return problem;
-  }
-  if (xml.empty())
-    return "no lowering serves " + sizeText(static_cast<double>(out.simBytes)) + ": " + passedOver;
-  for (const auto* f : {&out.gather, &out.scatter})
+    so.lower.boxes.push_back(t.nodes[static_cast<size_t>(t.nodeOfRank(r))].box);
+  if (args.timeBudget > 0)
+    so.deadline = t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(args.timeBudget));
+  auto found = synth::searchSchedule(t, so);
+  if (!found.isOk()) return found.status().message();
+  out.found = std::move(found).value();
+  out.simBytes = args.size;
+  // The one kept, proved and written; what it simulates at as read back.
+  const synth::Shape& shape = out.shape();
+  const synth::LowerOptions lo = out.found.keptLowering(so.lower);
+  const synth::Forest* g = shape.gather ? &*shape.gather : nullptr;
+  const synth::Forest* s = shape.scatter ? &*shape.scatter : nullptr;
+  lang::Program program(synth::forestProgramOptions(coll, t.ranks(), g, s, lo));
+  synth::recordForests(program, g, s, lo);
+  Generated gen = generate(program);
+  if (!gen.ok) return "the lowered forest does not compile or verify (a bug):\n" + gen.diagnostics;
+  ir::ReadResult back = ir::readXml(gen.xml, lo.name);
+  if (!back.algorithm) return "the written XML does not read back (a bug)";
+  sim::Options sopt;
+  sopt.bytes = out.simBytes;
+  sopt.inplace = args.inplace;
+  sopt.criticalPath = false;
+  auto r = sim::simulate(*back.algorithm, t, sopt);
+  if (!r.isOk()) return "simulating the written schedule: " + r.status().message() + " (a bug)";
+  out.simAlgbw = r.value().algbw;
+  out.simBusbw = r.value().busbw;
+  for (const auto* f : {&shape.gather, &shape.scatter})
     if (f->has_value()) {
       out.trees += (*f)->trees.size();
       out.pieces = std::max(out.pieces, (*f)->k);
     }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  out.xml = std::move(xml);
+  out.xml = std::move(gen.xml);
   return "";
 }
 
@@ -379,8 +233,9 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
       // Every tree: its root, its pieces of k and its arcs (rank ids; a
       // scatter tree's data flows from `to` to `from`).
       nlohmann::ordered_json forests = nlohmann::ordered_json::array();
+      const synth::Shape& shape = sched.shape();
       for (const auto& [kind, f] :
-           {std::pair{"gather", &sched.gather}, std::pair{"scatter", &sched.scatter}}) {
+           {std::pair{"gather", &shape.gather}, std::pair{"scatter", &shape.scatter}}) {
         if (!f->has_value()) continue;
         for (const synth::Tree& tree : (*f)->trees) {
           nlohmann::ordered_json e;
@@ -392,15 +247,31 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
         }
       }
       j["forest"] = std::move(forests);
-      if (sched.gather) j["gather_forest_algbw"] = sched.gather->algbw.value();
-      if (sched.scatter) j["scatter_forest_algbw"] = sched.scatter->algbw.value();
-      j["forest_kind"] =
-          sched.kind.empty() ? "packed" : sched.kind.substr(1, sched.kind.find(' ', 1) - 1);
-      j["pieces_per_connection"] = sched.perConnection;
-      j["chunks_per_piece"] = sched.chunksPerPiece;
-      j["headroom_percent"] = sched.headroom;
-      j["instances"] = sched.instances;
-      j["lowerings_tried"] = sched.lowerings;
+      if (shape.gather) j["gather_forest_algbw"] = shape.gather->algbw.value();
+      if (shape.scatter) j["scatter_forest_algbw"] = shape.scatter->algbw.value();
+      j["forest_kind"] = shape.kind;
+      j["pieces_per_connection"] = sched.lowering().perConnection;
+      j["chunks_per_piece"] = sched.lowering().chunksPerPiece;
+      j["headroom_percent"] = shape.headroom;
+      j["instances"] = sched.lowering().instances;
+      j["lowerings_tried"] = sched.found.tried.size();
+      j["notes"] = sched.found.notes;
+      j["budget_spent"] = sched.found.budgetSpent;
+      nlohmann::ordered_json tried = nlohmann::ordered_json::array();
+      for (const synth::Tried& tr : sched.found.tried) {
+        const synth::Shape& sh = sched.found.shapes[static_cast<size_t>(tr.shape)];
+        nlohmann::ordered_json e;
+        e["forest_kind"] = sh.kind;
+        e["headroom_percent"] = sh.headroom;
+        e["pieces_per_connection"] = tr.perConnection;
+        e["chunks_per_piece"] = tr.chunksPerPiece;
+        e["instances"] = tr.instances;
+        e["simulated_algbw"] = tr.algbw;
+        e["seconds"] = tr.seconds;
+        if (!tr.passedOver.empty()) e["passed_over"] = tr.passedOver;
+        tried.push_back(std::move(e));
+      }
+      j["lowerings"] = std::move(tried);
       j["generation_seconds"] = sched.seconds;
       j["simulated_bytes"] = sched.simBytes;
       j["simulated_algbw"] = sched.simAlgbw;
@@ -425,25 +296,43 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
   fmt::print("method    {} Dinkelbach round(s), {} maximum flows, {:.4f} s\n", b.rounds, b.maxflows,
              seconds);
   if (args.boundOnly) return 0;
+  const synth::Shape& shape = sched.shape();
+  const std::string kind = shape.kind == "packed"    ? std::string()
+                           : shape.kind == "shallow" ? " shallow (one per root, fewest hops)"
+                                                     : " " + shape.kind;
   fmt::print(
       "trees     {}{} ({} piece(s) per shard), {} maximum flows\n"
       "lowered   {} piece(s) per connection, {} chunk(s) per piece, {} instance(s) (the "
       "simulator's pick of {} lowerings), verified{} in {:.3f} s\n",
       sched.trees,
-      sched.kind + (sched.headroom > 0
-                        ? fmt::format(", {} % headroom on the links between boxes", sched.headroom)
-                        : ""),
-      sched.pieces, sched.maxflows, sched.perConnection, sched.chunksPerPiece, sched.instances,
-      sched.lowerings, args.output.empty() ? "" : ", written to " + args.output, sched.seconds);
-  for (const auto* f : {&sched.gather, &sched.scatter})
+      kind + (shape.headroom > 0
+                  ? fmt::format(", {} % headroom on the links between boxes", shape.headroom)
+                  : ""),
+      sched.pieces, sched.found.maxflows, sched.lowering().perConnection,
+      sched.lowering().chunksPerPiece, sched.lowering().instances, sched.found.tried.size(),
+      args.output.empty() ? "" : ", written to " + args.output, sched.seconds);
+  for (const auto* f : {&shape.gather, &shape.scatter})
     if (f->has_value() && (*f)->algbw.value() > 0 &&
         (*f)->algbw.value() < b.algbw.value() * (1 - 1e-12) && coll != CollectiveKind::kAllReduce)
       fmt::print(
           "          {} trees reach {:.3f} GB/s ({}: {:.1f} % of the optimum)\n",
-          sched.headroom > 0
-              ? fmt::format("with the links between boxes at {} %, the", 100 - sched.headroom)
-              : (args.method == "blink" ? "the rounded" : "the" + sched.kind),
+          shape.headroom > 0
+              ? fmt::format("with the links between boxes at {} %, the", 100 - shape.headroom)
+              : (args.method == "blink" ? "the rounded" : "the" + kind),
           (*f)->algbw.value(), (*f)->algbw.str(), 100 * (*f)->algbw.value() / b.algbw.value());
+  for (const std::string& note : sched.found.notes) fmt::print("note      {}\n", note);
+  if (args.candidates) {
+    fmt::print("tried     forest, pieces per connection, chunks per piece, instances: algbw\n");
+    for (const synth::Tried& tr : sched.found.tried) {
+      const synth::Shape& sh = sched.found.shapes[static_cast<size_t>(tr.shape)];
+      fmt::print(
+          "          {}{} {} {} {}: {}{}\n", sh.kind,
+          sh.headroom > 0 ? fmt::format(" ({} %)", sh.headroom) : "", tr.perConnection,
+          tr.chunksPerPiece, tr.instances,
+          tr.algbw > 0 ? fmt::format("{:.3f} GB/s", tr.algbw) : "passed over: " + tr.passedOver,
+          &tr == &sched.lowering() ? "  (kept)" : "");
+    }
+  }
   fmt::print("simulated {} on {}: algbw {:.3f} GB/s, busbw {:.3f} GB/s ({:.1f} % of the optimum)\n",
              sizeText(static_cast<double>(sched.simBytes)), t.name, sched.simAlgbw, sched.simBusbw,
              100 * sched.simAlgbw / b.algbw.value());

@@ -1,0 +1,364 @@
+#include "synth/search.h"
+
+#include <fmt/core.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "ir/validate.h"
+#include "sim/simulator.h"
+#include "synth/blink.h"
+
+namespace chorus::synth {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Chunks per piece at most (MSCCL's executor runs 64 steps per
+// threadblock).
+constexpr size_t kMostChunks = 64;
+
+int usableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+// Runs fn(0) ... fn(n - 1) on up to `threads` threads, each taking the next
+// index as it finishes one.
+void parallelFor(size_t n, int threads, const std::function<void(size_t)>& fn) {
+  const size_t workers = std::min(n, static_cast<size_t>(std::max(1, threads)));
+  if (workers <= 1) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) fn(i);
+  };
+  std::vector<std::thread> pool;
+  for (size_t w = 1; w < workers; ++w) pool.emplace_back(work);
+  work();
+  for (std::thread& th : pool) th.join();
+}
+
+bool sameForest(const std::optional<Forest>& a, const std::optional<Forest>& b) {
+  if (a.has_value() != b.has_value()) return false;
+  return !a || (a->k == b->k && a->trees == b->trees);
+}
+
+// Lowers a shape one way and simulates it (no verification: the caller
+// proves what it keeps). `bug` is set where the compiler refuses a forest.
+Tried lowerAndSimulate(const topo::Topology& t, const SearchOptions& o, const Shape& shape,
+                       Tried tried, std::string* bug) {
+  const auto t0 = Clock::now();
+  LowerOptions lo = o.lower;
+  lo.piecesPerConnection = tried.perConnection;
+  lo.chunksPerPiece = tried.chunksPerPiece;
+  lo.instances = tried.instances;
+  const Forest* g = shape.gather ? &*shape.gather : nullptr;
+  const Forest* s = shape.scatter ? &*shape.scatter : nullptr;
+  compiler::Compiled c = lowerForests(o.collective, t.ranks(), g, s, lo);
+  auto done = [&] {
+    tried.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    return tried;
+  };
+  if (!c.ok()) {
+    *bug = "the lowered forest does not compile (a bug):\n" +
+           (c.diagnostics.items().empty() ? std::string() : c.diagnostics.items().front().format());
+    tried.passedOver = "does not compile";
+    return done();
+  }
+  // Many chunks per piece can exceed what MSCCL's executor runs (steps per
+  // threadblock, offsets): such a lowering is passed over.
+  if (tried.chunksPerPiece > 2) {
+    DiagnosticList limits;
+    ir::checkExecutorLimits(c.algo, limits);
+    if (!limits.items().empty()) {
+      tried.passedOver = limits.items().front().format();
+      return done();
+    }
+  }
+  sim::Options so;
+  so.bytes = o.bytes;
+  so.inplace = o.lower.inplace;
+  so.criticalPath = false;
+  auto r = sim::simulate(c.algo, t, so);
+  if (!r.isOk()) {
+    tried.passedOver = "simulating it: " + r.status().message();
+    return done();
+  }
+  tried.algbw = r.value().algbw;
+  tried.busbw = r.value().busbw;
+  tried.iterations = r.value().iterations;
+  return done();
+}
+
+}  // namespace
+
+LowerOptions Found::keptLowering(const LowerOptions& base) const {
+  LowerOptions lo = base;
+  lo.piecesPerConnection = kept().perConnection;
+  lo.chunksPerPiece = kept().chunksPerPiece;
+  lo.instances = kept().instances;
+  return lo;
+}
+
+Result<Found> searchSchedule(const topo::Topology& t, const SearchOptions& o) {
+  Found out;
+  const CollectiveKind coll = o.collective;
+  const bool rooted = coll == CollectiveKind::kBroadcast || coll == CollectiveKind::kReduce;
+  const int root = rooted ? o.root : -1;
+  const bool blink = o.method == "blink";
+  const int threads = o.threads > 0 ? o.threads : usableCores();
+  if (blink && rooted)
+    return Status(StatusCode::kInvalidArgument,
+                  "--method blink packs allgather-family trees (every rank a root)");
+  // Which directions the collective needs: the gather forest (allgather,
+  // allreduce, broadcast) and the scatter one (reduce-scatter, allreduce,
+  // reduce).
+  const bool needGather = coll != CollectiveKind::kReduceScatter && coll != CollectiveKind::kReduce;
+  const bool needScatter = coll != CollectiveKind::kAllGather && coll != CollectiveKind::kBroadcast;
+  const bool boxes = !linksBetweenBoxes(t).empty();
+  if (o.headroom > 0 && !boxes)
+    return Status(StatusCode::kInvalidArgument,
+                  "--headroom needs links between boxes (this topology is one box)");
+  auto passed = [&] { return o.deadline && Clock::now() > *o.deadline; };
+
+  // The shapes, each packed by a maker (in parallel; a maker makes a
+  // forest for one direction).
+  struct Maker {
+    std::string kind;
+    int headroom = 0;
+    std::function<Result<Forest>(bool reversed)> make;
+    bool required = false;  // its failure is the command's
+  };
+  std::vector<Maker> makers;
+  if (blink) {
+    makers.push_back({"blink", 0,
+                      [&](bool reversed) {
+                        return blinkForest(t, reversed, {.treesPerRoot = o.trees}, o.maxPieces);
+                      },
+                      true});
+  } else {
+    if (o.headroom <= 0)
+      makers.push_back(
+          {"packed", 0, [&](bool reversed) { return packForest(t, reversed, o.maxPieces, root); }});
+    // Headroom: 10 and 25 % besides none, unless --headroom names one; a
+    // forest that needs more than 16 pieces per shard for it is passed over
+    // then (its finer rates buy nothing the headroom does not, at many more
+    // steps).
+    std::vector<int> headrooms{10, 25};
+    if (o.headroom >= 0) headrooms = {o.headroom};
+    for (int h : headrooms) {
+      if (h == 0 || !boxes) continue;
+      const int most = o.headroom > 0 ? o.maxPieces : std::min(o.maxPieces, 16);
+      makers.push_back({"packed", h, [&t, h, most, root](bool reversed) {
+                          return packForest(withHeadroom(t, 1 - h / 100.0), reversed, most, root);
+                        }});
+    }
+    // The hierarchical forest (every shard into each box once) where the
+    // boxes link directly, unless --headroom asks for the packed ones.
+    if (boxes && !rooted && o.headroom <= 0)
+      makers.push_back(
+          {"hierarchical", 0, [&](bool reversed) { return hierarchicalForest(t, reversed); }});
+    makers.push_back(
+        {"shallow", 0, [&](bool reversed) { return shallowForest(t, reversed, root); }, true});
+  }
+  struct Made {
+    Shape shape;
+    std::string problem;  // empty: made
+    bool skipped = false;
+  };
+  std::vector<Made> made(makers.size());
+  std::atomic<bool> anyMade{false};
+  parallelFor(makers.size(), threads, [&](size_t i) {
+    const Maker& m = makers[i];
+    Made& r = made[i];
+    r.shape.kind = m.kind;
+    r.shape.headroom = m.headroom;
+    if (anyMade && passed()) {
+      r.skipped = true;
+      return;
+    }
+    for (bool reversed : {false, true}) {
+      if (!(reversed ? needScatter : needGather)) continue;
+      Result<Forest> f = m.make(reversed);
+      if (!f.isOk()) {
+        r.problem = f.status().message();
+        return;
+      }
+      (reversed ? r.shape.scatter : r.shape.gather) = std::move(f).value();
+    }
+    anyMade = true;
+  });
+  for (size_t i = 0; i < makers.size(); ++i) {
+    Made& m = made[i];
+    if (m.skipped) {
+      out.budgetSpent = true;
+      out.notes.push_back(fmt::format("the {} forest{} was not packed: the time budget was spent",
+                                      m.shape.kind, m.shape.headroom > 0 ? " with headroom" : ""));
+      continue;
+    }
+    if (!m.problem.empty()) {
+      if (makers[i].required) return Status(StatusCode::kInvalidArgument, m.problem);
+      // The default headrooms are tried quietly; an exact forest out of
+      // reach is said, the others stand in for it.
+      if (m.shape.headroom == 0 || o.headroom > 0)
+        out.notes.push_back(m.shape.headroom > 0
+                                ? fmt::format("with {} % headroom: {}", m.shape.headroom, m.problem)
+                                : fmt::format("the exact {} forest: {}", m.shape.kind, m.problem));
+      continue;
+    }
+    for (const auto* f : {&m.shape.gather, &m.shape.scatter})
+      if (f->has_value()) out.maxflows += (*f)->maxflows;
+    const bool packed = m.shape.kind == "packed";
+    out.shapes.push_back(m.shape);
+    // The packed forests shortened (forest.h): any may schedule best.
+    if (packed) {
+      Shape shorter = m.shape;
+      shorter.kind = "shortened";
+      for (std::optional<Forest>* f : {&shorter.gather, &shorter.scatter})
+        if (f->has_value()) *f = shortenForest(**f);
+      out.shapes.push_back(std::move(shorter));
+    }
+  }
+  if (o.headroom > 0 && std::none_of(out.shapes.begin(), out.shapes.end(),
+                                     [](const Shape& s) { return s.headroom > 0; }))
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("no forest with {} % headroom needs at most {} pieces per shard",
+                              o.headroom, o.maxPieces));
+  // Forests alike are lowered once.
+  for (size_t i = 0; i < out.shapes.size(); ++i)
+    for (size_t j = 0; j < i && out.shapes[i].sameAs < 0; ++j)
+      if (out.shapes[j].sameAs < 0 && sameForest(out.shapes[i].gather, out.shapes[j].gather) &&
+          sameForest(out.shapes[i].scatter, out.shapes[j].scatter))
+        out.shapes[i].sameAs = static_cast<int>(j);
+
+  // Lowerings, each simulated at the size asked for. Each work item is a
+  // chain of lowerings run one after another (instances: each needs the
+  // last one's iterations); results are ordered by (item, position) so the
+  // pick does not depend on which thread finished first.
+  std::string bug;
+  std::mutex mu;
+  std::atomic<bool> anyServed{false};
+  struct Item {
+    int shape;
+    enum Kind { kPlain, kVariant, kFine, kInstances } kind;
+    int per = 1, chunks = 1;
+  };
+  std::vector<std::pair<size_t, Tried>> results;  // (order, tried)
+  size_t skipped = 0;
+  const int first = o.instances > 0 ? o.instances : 1;
+  auto runItems = [&](const std::vector<Item>& items, size_t base) {
+    parallelFor(items.size(), threads, [&](size_t i) {
+      const Item& it = items[i];
+      if (anyServed && passed()) {
+        std::lock_guard lock(mu);
+        ++skipped;
+        return;
+      }
+      const Shape& shape = out.shapes[static_cast<size_t>(it.shape)];
+      std::string problem;
+      std::vector<Tried> chain;
+      auto one = [&](int per, int chunks, int instances) -> const Tried& {
+        Tried t0;
+        t0.shape = it.shape;
+        t0.perConnection = per;
+        t0.chunksPerPiece = chunks;
+        t0.instances = instances;
+        chain.push_back(lowerAndSimulate(t, o, shape, t0, &problem));
+        if (chain.back().algbw > 0) anyServed = true;
+        return chain.back();
+      };
+      size_t iterations = 0;
+      {
+        std::lock_guard lock(mu);
+        for (const auto& [order, tr] : results)
+          if (tr.shape == it.shape && tr.perConnection == 1 && tr.chunksPerPiece == 1 &&
+              tr.instances == first)
+            iterations = tr.iterations;
+      }
+      switch (it.kind) {
+        case Item::kPlain:
+        case Item::kVariant:
+          one(it.per, it.chunks, first);
+          break;
+        case Item::kFine:
+          // Steps of a quarter slice: where a slow link is busy to the end,
+          // the last slice it carries is still to be forwarded after it; a
+          // smaller last step shortens that (4 x DGX A100 allgather: 96.2 ->
+          // 98.8 %).
+          if (const size_t fine = std::bit_ceil(4 * iterations); fine > 2 && fine <= kMostChunks)
+            one(1, static_cast<int>(fine), first);
+          break;
+        case Item::kInstances:
+          // Instances cut the chunks: fewer, slower steps per connection
+          // hide the per-step latency, but a tree's depth then costs more
+          // of a chunk; tried while the last had 16 slices per chunk to split.
+          for (int instances = 2; instances <= 8 && iterations >= 16 && !(passed() && anyServed);
+               instances *= 2)
+            iterations = one(1, 1, instances).iterations;
+          break;
+      }
+      std::lock_guard lock(mu);
+      if (!problem.empty() && bug.empty()) bug = problem;
+      for (size_t k = 0; k < chain.size(); ++k)
+        results.emplace_back((base + i) * kMostChunks + k, std::move(chain[k]));
+    });
+  };
+  // Every shape's plain lowering first.
+  std::vector<Item> plain;
+  for (size_t s = 0; s < out.shapes.size(); ++s)
+    if (out.shapes[s].sameAs < 0) plain.push_back({static_cast<int>(s), Item::kPlain});
+  auto byOrder = [&] {
+    std::sort(results.begin(), results.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+  };
+  runItems(plain, 0);
+  if (!bug.empty()) return Status(StatusCode::kInternal, bug);
+  byOrder();
+  // Then the other lowerings of the shapes near the best, best first.
+  std::vector<std::pair<double, int>> ranked;
+  for (const auto& [order, tr] : results)
+    if (tr.algbw > 0) ranked.emplace_back(tr.algbw, tr.shape);
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<Item> more;
+  for (const auto& [algbw, s] : ranked) {
+    if (algbw < kVariantShare * ranked.front().first) break;
+    for (auto [per, chunks] : {std::pair{2, 1}, {1, 2}, {2, 2}})
+      more.push_back({s, Item::kVariant, per, chunks});
+    more.push_back({s, Item::kFine});
+    if (o.instances == 0) more.push_back({s, Item::kInstances});
+  }
+  runItems(more, plain.size());
+  if (!bug.empty()) return Status(StatusCode::kInternal, bug);
+  byOrder();
+  std::string passedOver;
+  for (auto& [order, tr] : results) {
+    if (tr.algbw <= 0 && passedOver.empty()) passedOver = tr.passedOver;
+    out.tried.push_back(std::move(tr));
+  }
+  if (skipped > 0) {
+    out.budgetSpent = true;
+    out.notes.push_back(
+        fmt::format("{} lowering(s) not tried: the time budget was spent", skipped));
+  }
+  for (size_t i = 0; i < out.tried.size(); ++i)
+    if (out.tried[i].algbw > 0 && (out.best < 0 || out.tried[i].algbw > out.kept().algbw))
+      out.best = static_cast<int>(i);
+  if (out.best < 0)
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("no lowering serves {} bytes: {}", o.bytes, passedOver));
+  return out;
+}
+
+}  // namespace chorus::synth

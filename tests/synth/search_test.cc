@@ -1,0 +1,151 @@
+// The schedule search (synth/search.h): the pick does not depend on the
+// threads, the kept lowering verifies and simulates as found, an exact
+// forest out of reach and a spent budget still give an answer.
+#include "synth/search.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "ir/xml_reader.h"
+#include "ir/xml_writer.h"
+#include "sim/simulator.h"
+#include "synth/bound.h"
+#include "topo/presets.h"
+#include "verify/verifier.h"
+
+namespace chorus::synth {
+namespace {
+
+topo::Topology load(const std::string& spec) {
+  auto t = topo::loadTopology(spec);
+  EXPECT_TRUE(t.isOk()) << spec;
+  return std::move(t).value();
+}
+
+SearchOptions options(CollectiveKind c) {
+  SearchOptions o;
+  o.collective = c;
+  o.lower.name = "search_test";
+  return o;
+}
+
+TEST(Search, ThePickDoesNotDependOnTheThreads) {
+  const topo::Topology t = load("dgx1");
+  SearchOptions o = options(CollectiveKind::kAllGather);
+  o.threads = 1;
+  auto one = searchSchedule(t, o);
+  o.threads = 2;
+  auto two = searchSchedule(t, o);
+  ASSERT_TRUE(one.isOk()) << one.status().message();
+  ASSERT_TRUE(two.isOk()) << two.status().message();
+  ASSERT_EQ(one.value().tried.size(), two.value().tried.size());
+  for (size_t i = 0; i < one.value().tried.size(); ++i) {
+    const Tried& a = one.value().tried[i];
+    const Tried& b = two.value().tried[i];
+    EXPECT_EQ(std::tie(a.shape, a.perConnection, a.chunksPerPiece, a.instances),
+              std::tie(b.shape, b.perConnection, b.chunksPerPiece, b.instances));
+    EXPECT_EQ(a.algbw, b.algbw) << i;
+  }
+  EXPECT_EQ(one.value().best, two.value().best);
+  // The fastest is kept, near the optimum (171.429 GB/s).
+  const Found& f = one.value();
+  for (const Tried& tr : f.tried) EXPECT_LE(tr.algbw, f.kept().algbw);
+  auto bound = optimalBound(t, CollectiveKind::kAllGather, 0);
+  ASSERT_TRUE(bound.isOk());
+  EXPECT_GE(f.kept().algbw, 0.98 * bound.value().algbw.value());
+  EXPECT_LE(f.kept().algbw, bound.value().algbw.value() * (1 + 1e-9));
+}
+
+TEST(Search, TheKeptLoweringVerifiesAndSimulatesAsFound) {
+  const topo::Topology t = load("ring:6");
+  for (CollectiveKind c :
+       {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter, CollectiveKind::kAllReduce}) {
+    SearchOptions o = options(c);
+    auto found = searchSchedule(t, o);
+    ASSERT_TRUE(found.isOk()) << found.status().message();
+    const Found& f = found.value();
+    const Shape& s = f.keptShape();
+    compiler::Compiled lowered =
+        lowerForests(c, t.ranks(), s.gather ? &*s.gather : nullptr,
+                     s.scatter ? &*s.scatter : nullptr, f.keptLowering(o.lower));
+    ASSERT_TRUE(lowered.ok());
+    EXPECT_TRUE(verify::verifyAlgorithm(lowered.algo, {}).correct());
+    // As written and read back, it simulates exactly as the search found.
+    ir::ReadResult back = ir::readXml(ir::writeXml(lowered.algo), "search_test.xml");
+    ASSERT_TRUE(back.algorithm);
+    sim::Options so;
+    so.bytes = o.bytes;
+    auto r = sim::simulate(*back.algorithm, t, so);
+    ASSERT_TRUE(r.isOk());
+    EXPECT_EQ(r.value().algbw, f.kept().algbw);
+  }
+}
+
+TEST(Search, AlikeForestsAreLoweredOnce) {
+  // ring:8's packed forest is already as short as it gets.
+  const topo::Topology t = load("ring:8");
+  auto found = searchSchedule(t, options(CollectiveKind::kAllGather));
+  ASSERT_TRUE(found.isOk());
+  const Found& f = found.value();
+  for (const Tried& tr : f.tried) EXPECT_LT(f.shapes[static_cast<size_t>(tr.shape)].sameAs, 0);
+  for (size_t i = 0; i < f.shapes.size(); ++i)
+    if (f.shapes[i].sameAs >= 0) {
+      const Shape& a = f.shapes[i];
+      const Shape& b = f.shapes[static_cast<size_t>(a.sameAs)];
+      EXPECT_EQ(a.gather->trees, b.gather->trees);
+    }
+}
+
+TEST(Search, AnExactForestOutOfReachLeavesTheOthers) {
+  // DGX-1's exact forest cuts every shard into 6 pieces.
+  const topo::Topology t = load("dgx1");
+  SearchOptions o = options(CollectiveKind::kAllGather);
+  o.maxPieces = 2;
+  auto found = searchSchedule(t, o);
+  ASSERT_TRUE(found.isOk()) << found.status().message();
+  const Found& f = found.value();
+  ASSERT_FALSE(f.notes.empty());
+  EXPECT_NE(f.notes.front().find("the exact packed forest"), std::string::npos) << f.notes.front();
+  EXPECT_NE(f.notes.front().find("more than 2"), std::string::npos) << f.notes.front();
+  EXPECT_EQ(f.keptShape().kind, "shallow");
+  EXPECT_GT(f.kept().algbw, 0);
+}
+
+TEST(Search, ASpentBudgetKeepsTheBestFoundSoFar) {
+  const topo::Topology t = load("dgx1");
+  SearchOptions o = options(CollectiveKind::kAllGather);
+  o.deadline = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  o.threads = 1;
+  auto found = searchSchedule(t, o);
+  ASSERT_TRUE(found.isOk()) << found.status().message();
+  const Found& f = found.value();
+  EXPECT_TRUE(f.budgetSpent);
+  // One forest packed, one lowering simulated: the answer, and what was not
+  // done said.
+  EXPECT_EQ(f.tried.size(), 1u);
+  EXPECT_GT(f.kept().algbw, 0);
+  EXPECT_TRUE(std::any_of(f.notes.begin(), f.notes.end(), [](const std::string& n) {
+    return n.find("time budget") != std::string::npos;
+  }));
+}
+
+TEST(Search, BadRequestsSayWhy) {
+  auto one = searchSchedule(load("dgx1"), [] {
+    SearchOptions o = options(CollectiveKind::kAllGather);
+    o.headroom = 10;
+    return o;
+  }());
+  ASSERT_FALSE(one.isOk());
+  EXPECT_NE(one.status().message().find("one box"), std::string::npos);
+  auto blink = searchSchedule(load("dgx1"), [] {
+    SearchOptions o = options(CollectiveKind::kBroadcast);
+    o.method = "blink";
+    return o;
+  }());
+  ASSERT_FALSE(blink.isOk());
+  EXPECT_NE(blink.status().message().find("blink"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace chorus::synth
