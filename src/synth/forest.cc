@@ -321,7 +321,7 @@ class Packer {
 
 // The forest's pieces, split arcs and rate, and its trees when `packTrees`.
 Result<Forest> buildForest(const topo::Topology& t, bool reversed, int maxPieces, int root,
-                           bool packTrees) {
+                           bool packTrees, bool relax = false) {
   const int n = t.ranks();
   if (n < 2) return Status(StatusCode::kInvalidArgument, "a forest needs at least two ranks");
   auto scaled = scaleCapacities(t);
@@ -345,7 +345,23 @@ Result<Forest> buildForest(const topo::Topology& t, bool reversed, int maxPieces
   }
   // Pieces per shard: k with every link's capacity a whole number of pieces
   // per unit time, cap x k x q / p (capacities are coprime after scaling).
-  const int64_t k = y.p / std::gcd(y.p, y.q);
+  int64_t k = y.p / std::gcd(y.p, y.q);
+  if (k > maxPieces && relax) {
+    // The fastest rate k'/q' <= p/q with k' <= maxPieces: each k' with the
+    // least q' that keeps it at or below the optimum.
+    int64_t bestK = 0, bestQ = 1;
+    for (int64_t kk = 1; kk <= maxPieces; ++kk) {
+      const i128 qq = (i128{kk} * y.q + y.p - 1) / y.p;
+      if (i128{kk} * bestQ > i128{bestK} * qq) {
+        bestK = kk;
+        bestQ = static_cast<int64_t>(qq);
+      }
+    }
+    const int64_t g = std::gcd(bestK, bestQ);
+    y.p = bestK / g;
+    y.q = bestQ / g;
+    k = y.p;
+  }
   if (k > maxPieces)
     return Status(StatusCode::kInvalidArgument, "the optimum needs " + std::to_string(k) +
                                                     " pieces per shard (more than " +
@@ -388,6 +404,10 @@ Result<Forest> buildForest(const topo::Topology& t, bool reversed, int maxPieces
 
 Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces, int root) {
   return buildForest(t, reversed, maxPieces, root, true);
+}
+
+Result<Forest> relaxedForest(const topo::Topology& t, bool reversed, int maxPieces) {
+  return buildForest(t, reversed, maxPieces, -1, true, true);
 }
 
 Result<Forest> splitTopology(const topo::Topology& t, bool reversed, int maxPieces) {

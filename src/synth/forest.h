@@ -49,6 +49,13 @@ struct Forest {
 Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces = 64,
                           int root = -1);
 
+// Where the optimum needs more than `maxPieces` pieces per shard: the
+// forest of the fastest rate below it that needs at most that many (the
+// largest k/q at or below the optimum's rate per shard with k <= maxPieces;
+// any slower rate keeps Edmonds' condition). Forest::algbw says what it
+// attains. The same as packForest where the optimum fits.
+Result<Forest> relaxedForest(const topo::Topology& t, bool reversed, int maxPieces);
+
 // packForest's first steps alone: the pieces per shard k, the
 // rank-to-rank arcs after splitting every switch off (Forest::arcs) and the
 // optimum, without trees (blink.h packs its own on these arcs).

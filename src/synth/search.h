@@ -2,7 +2,8 @@
 // search"): forests of several shapes — the exact packed forest and its
 // shortened form, the same packed with headroom on the links between
 // boxes, the hierarchical forest, the shallow one, or Blink's rounded
-// trees — each lowered to IR several ways and simulated at the size asked
+// trees; where the exact forest needs too many pieces, the relaxed one —
+// each lowered to IR several ways and simulated at the size asked
 // for; the fastest is kept.
 //
 // Every shape's plain lowering is simulated first; only the shapes within
@@ -52,7 +53,8 @@ struct SearchOptions {
 
 struct Shape {
   std::optional<Forest> gather, scatter;
-  // "packed", "shortened", "hierarchical", "shallow", "blink".
+  // "packed", "shortened", "relaxed", "relaxed shortened", "hierarchical",
+  // "shallow", "blink".
   std::string kind = "packed";
   int headroom = 0;  // percent of the links between boxes left idle
   // The shape this one repeats (the same forests), or -1.

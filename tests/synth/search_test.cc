@@ -108,8 +108,17 @@ TEST(Search, AnExactForestOutOfReachLeavesTheOthers) {
   ASSERT_FALSE(f.notes.empty());
   EXPECT_NE(f.notes.front().find("the exact packed forest"), std::string::npos) << f.notes.front();
   EXPECT_NE(f.notes.front().find("more than 2"), std::string::npos) << f.notes.front();
-  EXPECT_EQ(f.keptShape().kind, "shallow");
-  EXPECT_GT(f.kept().algbw, 0);
+  // The relaxed forest stands in: the fastest rate per shard k/q below the
+  // optimum's (1200/7 GB/s) with k <= 2, 400/3 GB/s (7/9 of it).
+  auto relaxed = std::find_if(f.shapes.begin(), f.shapes.end(),
+                              [](const Shape& s) { return s.kind == "relaxed"; });
+  ASSERT_NE(relaxed, f.shapes.end());
+  EXPECT_EQ(relaxed->gather->k, 2);
+  EXPECT_EQ(relaxed->gather->algbw.str(), "400/3");
+  double shallow = 0;
+  for (const Tried& tr : f.tried)
+    if (f.shapes[static_cast<size_t>(tr.shape)].kind == "shallow") shallow = tr.algbw;
+  EXPECT_GT(f.kept().algbw, shallow);
 }
 
 TEST(Search, ASpentBudgetKeepsTheBestFoundSoFar) {
