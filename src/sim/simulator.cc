@@ -87,14 +87,17 @@ struct Tb {
 };
 
 struct Flow {
-  double remaining = 0, rate = 0;
+  double bytes = 0;  // wire bytes to move
   int conn = -1, route = -1, tb = -1;
   size_t instance = 0;
 };
 
 // Flows over the same links get the same max-min fair rate, so rates are
 // computed per route with its flows as a weight: many connections between
-// the same ranks (one per tree, piece or channel) cost one entry.
+// the same ranks (one per tree, piece or channel) cost one entry. And time
+// moves per route: every flow on it has moved `served` bytes more since it
+// started than when it started, so a flow is done when `served` reaches
+// its target, the first of them at the top of `due`.
 struct Route {
   std::vector<int> links;  // then the ranks' caps (ids past the links)
   int flows = 0;           // moving now
@@ -102,8 +105,10 @@ struct Route {
   bool listed = false;     // in Engine::active_
   bool changed = false;    // in Engine::changed_
   bool fixed = false;      // computeRates
-  double rate = 0;
-  double moved = 0;  // bytes this event interval, per flow summed
+  double rate = 0;         // per flow
+  double served = 0;       // bytes per flow since the start
+  // (served at which it is done, flow slot), a min-heap.
+  std::vector<std::pair<double, int>> due;
 };
 
 struct Timer {
@@ -183,9 +188,10 @@ class Engine {
   std::vector<std::vector<int>> tbOf_;  // [rank][tb id] -> tbs_ index
   std::vector<Connection> conns_;
   std::vector<Route> routes_;
-  std::vector<int> active_;   // routes with flows (or had, since computeRates)
-  std::vector<int> changed_;  // routes whose flows came or went since computeRates
-  std::vector<Flow> flows_;   // moving bytes
+  std::vector<int> active_;     // routes with flows (or had, since computeRates)
+  std::vector<int> changed_;    // routes whose flows came or went since computeRates
+  std::vector<Flow> flows_;     // moving bytes, in slots
+  std::vector<int> freeFlows_;  // slots of flows_ free again
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
   uint64_t seq_ = 0;
   std::vector<int> ready_;
@@ -281,7 +287,7 @@ chorus::Status Engine::setup(Result& out) {
         route.push_back(links + 2 * from);
       if (t_.nodes[static_cast<size_t>(t_.nodeOfRank(to))].recvCap > 0)
         route.push_back(links + 2 * to + 1);
-      routes_.push_back(Route{.links = std::move(route)});
+      routes_.emplace_back().links = std::move(route);
     }
     for (int l : routes_[static_cast<size_t>(c.route)].links)
       if (static_cast<size_t>(l) < t_.links.size())
@@ -382,14 +388,23 @@ void Engine::startSend(int t) {
   f.route = c.route;
   f.tb = t;
   f.instance = instance(tb);
-  f.remaining =
-      static_cast<double>(bytesOf(tb, tb.ir->steps[static_cast<size_t>(tb.pos)])) * overhead_;
-  if (f.remaining <= 0) {
+  f.bytes = static_cast<double>(bytesOf(tb, tb.ir->steps[static_cast<size_t>(tb.pos)])) * overhead_;
+  if (f.bytes <= 0) {
     finishFlow(f);
     return;
   }
-  flows_.push_back(f);
+  int slot;
+  if (freeFlows_.empty()) {
+    slot = static_cast<int>(flows_.size());
+    flows_.push_back(f);
+  } else {
+    slot = freeFlows_.back();
+    freeFlows_.pop_back();
+    flows_[static_cast<size_t>(slot)] = f;
+  }
   Route& r = routes_[static_cast<size_t>(f.route)];
+  r.due.emplace_back(r.served + f.bytes, slot);
+  std::push_heap(r.due.begin(), r.due.end(), std::greater<>());
   ++r.flows;
   if (!r.listed) {
     r.listed = true;
@@ -475,10 +490,7 @@ void Engine::computeRates() {
     route.changed = false;
   }
   changed_.clear();
-  if (same) {
-    for (Flow& f : flows_) f.rate = routes_[static_cast<size_t>(f.route)].rate;
-    return;
-  }
+  if (same) return;
   // Routes without flows leave the active list.
   size_t keep = 0;
   for (int r : active_) {
@@ -547,7 +559,6 @@ void Engine::computeRates() {
       }
     }
   }
-  for (Flow& f : flows_) f.rate = routes_[static_cast<size_t>(f.route)].rate;
 }
 
 chorus::Status Engine::run(Result& out) {
@@ -564,39 +575,40 @@ chorus::Status Engine::run(Result& out) {
     }
     if (ratesDirty_) computeRates();
     double next = timers_.empty() ? kInf : timers_.top().time;
-    for (const Flow& f : flows_)
-      next = std::min(next, f.rate > 0 ? now_ + f.remaining / f.rate : kInf);
+    for (int r : active_) {
+      const Route& route = routes_[static_cast<size_t>(r)];
+      if (route.flows > 0 && route.rate > 0)
+        next = std::min(next, now_ + (route.due.front().first - route.served) / route.rate);
+    }
     if (next == kInf) break;
     double dt = next - now_;
-    for (Flow& f : flows_) {
-      double moved = std::min(f.remaining, f.rate * dt);
-      f.remaining -= moved;
-      Route& route = routes_[static_cast<size_t>(f.route)];
-      route.moved += moved;
-      if (!timeline_.empty() && moved > 0)
-        for (int l : route.links)
-          if (static_cast<size_t>(l) < timeline_.size())
-            spread(timeline_[static_cast<size_t>(l)], f.rate, now_ + moved / f.rate);
-    }
     for (int r : active_) {
       Route& route = routes_[static_cast<size_t>(r)];
-      for (int l : route.links) linkBytes_[static_cast<size_t>(l)] += route.moved;
-      route.moved = 0;
+      if (route.flows == 0 || route.rate <= 0) continue;
+      route.served += route.rate * dt;
+      const double moved = route.rate * dt * route.flows;
+      for (int l : route.links) {
+        linkBytes_[static_cast<size_t>(l)] += moved;
+        if (static_cast<size_t>(l) < timeline_.size())
+          spread(timeline_[static_cast<size_t>(l)], route.rate * route.flows, next);
+      }
     }
     now_ = next;
     // Finished flows (within rounding), then every timer due now.
-    for (size_t i = 0; i < flows_.size();) {
-      Flow& f = flows_[i];
-      if (f.remaining <= 1e-6 || (f.rate > 0 && f.remaining / f.rate <= kSameTime)) {
-        Flow done = f;
-        flows_[i] = flows_.back();
-        flows_.pop_back();
-        --routes_[static_cast<size_t>(done.route)].flows;
-        routeChanged(done.route);
+    for (int r : active_) {
+      Route& route = routes_[static_cast<size_t>(r)];
+      while (!route.due.empty()) {
+        const double left = route.due.front().first - route.served;
+        if (!(left <= 1e-6 || (route.rate > 0 && left / route.rate <= kSameTime))) break;
+        const int slot = route.due.front().second;
+        std::pop_heap(route.due.begin(), route.due.end(), std::greater<>());
+        route.due.pop_back();
+        --route.flows;
+        routeChanged(r);
+        freeFlows_.push_back(slot);
+        Flow done = flows_[static_cast<size_t>(slot)];
         finishFlow(done);
-        continue;
       }
-      ++i;
     }
     while (!timers_.empty() && timers_.top().time <= now_ + kSameTime) {
       Timer tm = timers_.top();

@@ -9,6 +9,7 @@
 // Every shape's plain lowering is simulated first; only the shapes within
 // kVariantShare of the best of those get their other lowerings (pieces per
 // connection, chunks per piece, quarter-slice steps, instances), best
+// first, and of shapes whose plain lowerings simulate alike only the
 // first. Forests alike are lowered once. Work runs on the usable cores,
 // and a time budget stops the search where it is: the best lowering found
 // by then is kept, and what was not tried is said.
@@ -74,7 +75,7 @@ struct Tried {
 struct Found {
   std::vector<Shape> shapes;
   std::vector<Tried> tried;  // in the order they finished
-  int best = -1;             // index into tried: the fastest (the first on a tie)
+  int best = -1;             // index into tried: the fastest (the first on a tie, 1e-9)
   int maxflows = 0;          // of every forest packed
   // Shapes out of reach and why (the exact forest needs too many pieces, a
   // switch cannot be split off), and work the budget left undone.
