@@ -1,9 +1,11 @@
 #include "synth/forest.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -27,6 +29,10 @@ struct Pending {
 
 class Packer {
  public:
+  // Past `deadline` splitting and packing stop (late()).
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  bool late() const { return deadline && std::chrono::steady_clock::now() > *deadline; }
+
   explicit Packer(const topo::Topology& t) : t_(t), n_(t.ranks()) {
     const size_t v = t.nodes.size();
     m.assign(v, std::vector<int64_t>(v, 0));
@@ -168,6 +174,8 @@ class Packer {
       return deg[static_cast<size_t>(a)] < deg[static_cast<size_t>(b)];
     });
     for (int w : order) {
+      if (late())
+        return Status(StatusCode::kTimeout, "the time budget was spent splitting the switches off");
       auto wi = static_cast<size_t>(w);
       int64_t turn = 0;  // where this in-arc's remainder starts (below)
       for (int u = 0; u < v; ++u) {
@@ -239,7 +247,7 @@ class Packer {
   std::vector<Tree> pack(std::vector<Pending> pending) {
     std::vector<Tree> out;
     std::vector<int> depth(static_cast<size_t>(n_));
-    while (!pending.empty()) {
+    while (!pending.empty() && !late()) {
       if (pending.front().size == n_) {
         Pending& done = pending.front();
         out.push_back(Tree{done.root, done.weight, std::move(done.edges)});
@@ -321,7 +329,8 @@ class Packer {
 
 // The forest's pieces, split arcs and rate, and its trees when `packTrees`.
 Result<Forest> buildForest(const topo::Topology& t, bool reversed, int maxPieces, int root,
-                           bool packTrees, bool relax = false) {
+                           bool packTrees, bool relax = false,
+                           std::optional<std::chrono::steady_clock::time_point> deadline = {}) {
   const int n = t.ranks();
   if (n < 2) return Status(StatusCode::kInvalidArgument, "a forest needs at least two ranks");
   auto scaled = scaleCapacities(t);
@@ -367,6 +376,7 @@ Result<Forest> buildForest(const topo::Topology& t, bool reversed, int maxPieces
                                                     " pieces per shard (more than " +
                                                     std::to_string(maxPieces) + ")");
   Packer packer(t);
+  packer.deadline = deadline;
   for (size_t i = 0; i < t.links.size(); ++i) {
     int from = t.links[i].from, to = t.links[i].to;
     if (reversed) std::swap(from, to);
@@ -394,7 +404,11 @@ Result<Forest> buildForest(const topo::Topology& t, bool reversed, int maxPieces
   for (int a = 0; a < n; ++a)
     for (int b = 0; b < n; ++b)
       f.arcs[static_cast<size_t>(a)][static_cast<size_t>(b)] = packer.arc(a, b);
-  if (packTrees) f.trees = packer.pack(std::move(roots));
+  if (packTrees) {
+    f.trees = packer.pack(std::move(roots));
+    if (packer.late())
+      return Status(StatusCode::kTimeout, "the time budget was spent packing the trees");
+  }
   f.algbw = times(times(Rational{y.p, y.q}, scaled.value().unit), Rational{root < 0 ? n : 1, 1});
   f.maxflows = y.maxflows + packer.maxflows;
   return f;
@@ -402,12 +416,14 @@ Result<Forest> buildForest(const topo::Topology& t, bool reversed, int maxPieces
 
 }  // namespace
 
-Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces, int root) {
-  return buildForest(t, reversed, maxPieces, root, true);
+Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces, int root,
+                          std::optional<std::chrono::steady_clock::time_point> deadline) {
+  return buildForest(t, reversed, maxPieces, root, true, false, deadline);
 }
 
-Result<Forest> relaxedForest(const topo::Topology& t, bool reversed, int maxPieces) {
-  return buildForest(t, reversed, maxPieces, -1, true, true);
+Result<Forest> relaxedForest(const topo::Topology& t, bool reversed, int maxPieces,
+                             std::optional<std::chrono::steady_clock::time_point> deadline) {
+  return buildForest(t, reversed, maxPieces, -1, true, true, deadline);
 }
 
 Result<Forest> splitTopology(const topo::Topology& t, bool reversed, int maxPieces) {

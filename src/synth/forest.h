@@ -9,7 +9,9 @@
 // arcs allow finishes in the optimal time.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -46,15 +48,19 @@ struct Forest {
 // would exceed `maxPieces`, or when a switch cannot be split off entirely
 // (a switch whose links in and out differ can leave capacity no
 // rank-to-rank arc can use).
-Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces = 64,
-                          int root = -1);
+// kTimeout when `deadline` passes before the forest is packed.
+Result<Forest> packForest(
+    const topo::Topology& t, bool reversed, int maxPieces = 64, int root = -1,
+    std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
 
 // Where the optimum needs more than `maxPieces` pieces per shard: the
 // forest of the fastest rate below it that needs at most that many (the
 // largest k/q at or below the optimum's rate per shard with k <= maxPieces;
 // any slower rate keeps Edmonds' condition). Forest::algbw says what it
 // attains. The same as packForest where the optimum fits.
-Result<Forest> relaxedForest(const topo::Topology& t, bool reversed, int maxPieces);
+Result<Forest> relaxedForest(
+    const topo::Topology& t, bool reversed, int maxPieces,
+    std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
 
 // packForest's first steps alone: the pieces per shard k, the
 // rank-to-rank arcs after splitting every switch off (Forest::arcs) and the

@@ -134,6 +134,12 @@ Result<Found> searchSchedule(const topo::Topology& t, const SearchOptions& o) {
   const bool needGather = coll != CollectiveKind::kReduceScatter && coll != CollectiveKind::kReduce;
   const bool needScatter = coll != CollectiveKind::kAllGather && coll != CollectiveKind::kBroadcast;
   const bool boxes = !linksBetweenBoxes(t).empty();
+  // Ranks in more than one box (a box's own routes may still cross the
+  // links between boxes, as MI250 GCDs without an xGMI link between them).
+  bool manyBoxes = false;
+  for (int r = 1; r < t.ranks(); ++r)
+    manyBoxes = manyBoxes || t.nodes[static_cast<size_t>(t.nodeOfRank(r))].box !=
+                                 t.nodes[static_cast<size_t>(t.nodeOfRank(0))].box;
   if (o.headroom > 0 && !boxes)
     return Status(StatusCode::kInvalidArgument,
                   "--headroom needs links between boxes (this topology is one box)");
@@ -156,8 +162,9 @@ Result<Found> searchSchedule(const topo::Topology& t, const SearchOptions& o) {
                       true});
   } else {
     if (o.headroom <= 0)
-      makers.push_back(
-          {"packed", 0, [&](bool reversed) { return packForest(t, reversed, o.maxPieces, root); }});
+      makers.push_back({"packed", 0, [&](bool reversed) {
+                          return packForest(t, reversed, o.maxPieces, root, o.deadline);
+                        }});
     // Headroom: 10 and 25 % besides none, unless --headroom names one; a
     // forest that needs more than 16 pieces per shard for it is passed over
     // then (its finer rates buy nothing the headroom does not, at many more
@@ -167,13 +174,14 @@ Result<Found> searchSchedule(const topo::Topology& t, const SearchOptions& o) {
     for (int h : headrooms) {
       if (h == 0 || !boxes) continue;
       const int most = o.headroom > 0 ? o.maxPieces : std::min(o.maxPieces, 16);
-      makers.push_back({"packed", h, [&t, h, most, root](bool reversed) {
-                          return packForest(withHeadroom(t, 1 - h / 100.0), reversed, most, root);
+      makers.push_back({"packed", h, [&t, &o, h, most, root](bool reversed) {
+                          return packForest(withHeadroom(t, 1 - h / 100.0), reversed, most, root,
+                                            o.deadline);
                         }});
     }
     // The hierarchical forest (every shard into each box once) where the
     // boxes link directly, unless --headroom asks for the packed ones.
-    if (boxes && !rooted && o.headroom <= 0)
+    if (manyBoxes && !rooted && o.headroom <= 0)
       makers.push_back(
           {"hierarchical", 0, [&](bool reversed) { return hierarchicalForest(t, reversed); }});
     makers.push_back(
@@ -182,7 +190,7 @@ Result<Found> searchSchedule(const topo::Topology& t, const SearchOptions& o) {
   struct Made {
     Shape shape;
     std::string problem;  // empty: made
-    bool skipped = false;
+    bool skipped = false, late = false;
   };
   std::vector<Made> made(makers.size());
   std::atomic<bool> anyMade{false};
@@ -202,6 +210,7 @@ Result<Found> searchSchedule(const topo::Topology& t, const SearchOptions& o) {
         Result<Forest> f = m.make(reversed);
         if (!f.isOk()) {
           r.problem = f.status().message();
+          r.late = f.status().code() == StatusCode::kTimeout;
           return;
         }
         (reversed ? r.shape.scatter : r.shape.gather) = std::move(f).value();
@@ -216,8 +225,9 @@ Result<Found> searchSchedule(const topo::Topology& t, const SearchOptions& o) {
       made[0].problem.find("pieces per shard") != std::string::npos) {
     const size_t from = makers.size();
     const int most = std::min(o.maxPieces, kRelaxedPieces);
-    makers.push_back(
-        {"relaxed", 0, [&t, most](bool reversed) { return relaxedForest(t, reversed, most); }});
+    makers.push_back({"relaxed", 0, [&t, &o, most](bool reversed) {
+                        return relaxedForest(t, reversed, most, o.deadline);
+                      }});
     made.resize(makers.size());
     runMakers(from);
   }
@@ -233,7 +243,8 @@ Result<Found> searchSchedule(const topo::Topology& t, const SearchOptions& o) {
       if (makers[i].required) return Status(StatusCode::kInvalidArgument, m.problem);
       // The default headrooms are tried quietly; an exact forest out of
       // reach is said, the others stand in for it.
-      if (m.shape.headroom == 0 || o.headroom > 0)
+      out.budgetSpent = out.budgetSpent || m.late;
+      if (m.shape.headroom == 0 || o.headroom > 0 || m.late)
         out.notes.push_back(m.shape.headroom > 0
                                 ? fmt::format("with {} % headroom: {}", m.shape.headroom, m.problem)
                                 : fmt::format("the exact {} forest: {}", m.shape.kind, m.problem));
