@@ -463,4 +463,21 @@ Result<ir::Algorithm> makeClassic(std::string_view name, int n, int root) {
   return Status(StatusCode::kNotFound, "no built-in algorithm named '" + std::string(name) + "'");
 }
 
+ir::Algorithm classicRing(CollectiveKind collective, int n, int root) {
+  switch (collective) {
+    case CollectiveKind::kAllGather:
+      return ringAllGather(n);
+    case CollectiveKind::kReduceScatter:
+      return ringReduceScatter(n);
+    case CollectiveKind::kBroadcast:
+      return chainBroadcast(n, root);
+    case CollectiveKind::kReduce:
+      return chainReduce(n, root);
+    case CollectiveKind::kAllToAll:
+      return pairwiseAllToAll(n);
+    default:
+      return ringAllReduce(n);
+  }
+}
+
 }  // namespace chorus::synth

@@ -52,6 +52,11 @@ ir::Algorithm chainReduce(int n, int root);
 ir::Algorithm directGather(int n, int root);
 ir::Algorithm directScatter(int n, int root);
 
+// The ring for a collective (broadcast, reduce: the pipelined chain from
+// `root`; alltoall: pairwise): the bandwidth built-in that synthesized
+// schedules are compared with.
+ir::Algorithm classicRing(CollectiveKind collective, int n, int root = 0);
+
 // The built-ins by name, for `--algo NAME` and `chorus gen`-style listing.
 struct ClassicInfo {
   std::string name;  // "ring_allreduce", ...

@@ -176,6 +176,18 @@ check synth-budget 0 'note +.*the time budget was spent' \
   -- "$chorus" synth allgather --topo dgx1 --time-budget 0.000001
 check synth-candidates 0 'shallow 1 1 1: [0-9.]+ GB/s' \
   -- "$chorus" synth allgather --topo dgx1 --candidates
+check synth-sizes 0 'sizes +[0-9]+ range\(s\) written' \
+  -- "$chorus" synth allgather --topo dgx1 --sizes 1K:1M -o "$tmp/sizes"
+check synth-sizes-bad 2 '--sizes takes FROM:TO' -- "$chorus" synth allgather --topo dgx1 --sizes 1M:1K -o "$tmp/x"
+check synth-sizes-needs-dir 2 'give -o DIR' -- "$chorus" synth allgather --topo dgx1 --sizes 1K:1M
+# the set as the runtime picks from it: a synthesized file at every size, each faster than the ring
+check sim-set 0 '1 MiB .* [0-9.]+x +synth_allgather_1M_max.xml' \
+  -- "$chorus" sim "$tmp/sizes" --topo dgx1 -b 1K -e 1M
+check sim-set-every-size 0 '' -- bash -c \
+  "out=\$('$chorus' sim '$tmp/sizes' --topo dgx1 -b 1K -e 4M) && ! grep -E 'built-in runs|  0\.[0-9]+x' <<<\"\$out\""
+# (DGX-1's 6 pieces per shard: a count must be a multiple of 24 here, else the built-in runs)
+check sizes-run 0 'synth_allgather_256K_1M.xml: chosen' \
+  -- env CHORUS_DEBUG=INFO CHORUS_ALGO_DIR="$tmp/sizes" "$chorus" perf allgather --ranks 8 -b 768K -e 768K -n 1 -w 0 --check
 check synth-broadcast-run 0 'check +0 wrong' -- "$chorus" run "$tmp/synth_bc.xml" --check -b 1M
 # small messages: the simulator picks the shallow forest on DGX-1 at 4 KiB
 check synth-size-shallow 0 'trees +8 shallow' \

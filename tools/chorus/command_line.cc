@@ -26,6 +26,39 @@ void addDeviceOptions(CLI::App* app, DeviceArgs& d) {
       ->check(CLI::Range(32, 1024));
 }
 
+// "1K:1G" (K, M, G: binary) into its bounds; false where it is not one.
+bool parseSizeRange(const std::string& text, size_t* from, size_t* to) {
+  auto one = [](std::string part, size_t* out) {
+    if (part.empty()) return false;
+    size_t unit = 1;
+    switch (part.back()) {
+      case 'K':
+      case 'k':
+        unit = size_t{1} << 10;
+        break;
+      case 'M':
+      case 'm':
+        unit = size_t{1} << 20;
+        break;
+      case 'G':
+      case 'g':
+        unit = size_t{1} << 30;
+        break;
+      default:
+        break;
+    }
+    if (unit != 1) part.pop_back();
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos ||
+        part.size() > 12)
+      return false;
+    *out = std::stoull(part) * unit;
+    return *out > 0;
+  };
+  const size_t colon = text.find(':');
+  return colon != std::string::npos && one(text.substr(0, colon), from) &&
+         one(text.substr(colon + 1), to) && *from <= *to;
+}
+
 }  // namespace
 
 int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
@@ -232,6 +265,7 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
   sm->add_flag("--json", simArgs.json, "machine-readable results");
 
   SynthArgs& synthArgs = cl->synth;
+  std::string sizesRange;
   auto* sy = app.add_subcommand("synth", "the optimal schedule of a collective on a topology");
   sy->add_option("collective", synthArgs.collective,
                  "allgather, reducescatter, allreduce, broadcast, reduce or alltoall (its bound)")
@@ -274,6 +308,9 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
                  "lowering found by then is kept")
       ->check(CLI::NonNegativeNumber);
   sy->add_flag("--candidates", synthArgs.candidates, "list every lowering simulated");
+  sy->add_option("--sizes", sizesRange,
+                 "FROM:TO (e.g. 1K:1G): a verified schedule per size range, each with its "
+                 "minBytes / maxBytes, into the directory -o names (for CHORUS_ALGO_DIR)");
   sy->add_flag("--json", synthArgs.json, "machine-readable results");
 
   std::string& code = cl->code;
@@ -318,6 +355,14 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
       std::fprintf(stderr,
                    "chorus synth: --trees needs --method blink (the exact forest has as "
                    "many trees as the optimum needs)\n");
+      return 2;
+    }
+    if (!sizesRange.empty() &&
+        !parseSizeRange(sizesRange, &synthArgs.sizesFrom, &synthArgs.sizesTo)) {
+      std::fprintf(stderr,
+                   "chorus synth: --sizes takes FROM:TO, each bytes with K, M or G (e.g. "
+                   "1K:1G), FROM <= TO; got '%s'\n",
+                   sizesRange.c_str());
       return 2;
     }
     if (synthArgs.headroom > 0 && synthArgs.method == "blink") {

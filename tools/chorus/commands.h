@@ -185,6 +185,9 @@ struct SynthArgs {
   int headroom = -1;        // percent of the links between boxes left idle; -1: 0, 10, 25 simulated
   double timeBudget = 10;   // seconds the search may take; 0: no limit
   bool candidates = false;  // print every lowering tried
+  // --sizes FROM:TO: a schedule per size range into the directory -o names
+  // (sizesTo 0: one schedule, for `size`).
+  size_t sizesFrom = 0, sizesTo = 0;
 };
 // The bandwidth-optimal algbw of a collective on a topology and its binding
 // cut. Exit 0, or 2 for bad input.

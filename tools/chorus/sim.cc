@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/io.h"
 #include "ir/json_io.h"
 #include "sim/simulator.h"
+#include "synth/classic.h"
 #include "tools/chorus/commands.h"
 #include "topo/json.h"
 #include "topo/presets.h"
@@ -108,6 +110,82 @@ int runTopo(const TopoArgs& args) {
   return 0;
 }
 
+// `chorus sim DIR`: at each size the file the runtime would pick (IR.md
+// section 7: same collective and ranks, the call's form allowed, minBytes
+// <= bytes <= maxBytes, the first in sorted order), against the built-in
+// ring on the same topology.
+int simulateSet(const topo::Topology& t, const std::vector<std::string>& files,
+                const std::vector<ir::Algorithm>& algos, const std::vector<size_t>& sizes,
+                sim::Options o, const SimArgs& args) {
+  const ir::Algorithm& first = algos.front();
+  for (size_t i = 1; i < algos.size(); ++i)
+    if (algos[i].collective != first.collective || algos[i].ngpus != first.ngpus) {
+      fmt::print(stderr,
+                 "chorus sim: {} is {} on {} ranks; {} is {} on {}: one set holds one "
+                 "collective on one rank count\n",
+                 files[i], algos[i].collectiveName, algos[i].ngpus, files[0], first.collectiveName,
+                 first.ngpus);
+      return 2;
+    }
+  // Broadcast and reduce: the chain from rank 0 (a file does not name its
+  // root; the simulated time does not depend on which rank it is on a
+  // symmetric topology).
+  const ir::Algorithm ring = synth::classicRing(first.collective, first.ngpus, 0);
+  nlohmann::ordered_json doc = nlohmann::ordered_json::array();
+  if (!args.json) {
+    fmt::print(
+        "# chorus sim on {} ({} ranks): the set in {} ({} files), {} {}, against the "
+        "built-in {}\n",
+        t.name, t.ranks(), args.files[0], files.size(), first.collectiveName,
+        args.inplace ? "in place" : "out of place", ring.name);
+    fmt::print("{:>12}  {:>11} {:>9} {:>9}  {:>9}  {:>7}  file\n", "size", "time (us)", "algbw",
+               "busbw", "ring busbw", "ratio");
+  }
+  for (size_t bytes : sizes) {
+    o.bytes = bytes;
+    o.inplace = args.inplace;
+    size_t pick = algos.size();
+    for (size_t i = 0; i < algos.size() && pick == algos.size(); ++i) {
+      const ir::Algorithm& a = algos[i];
+      const bool form = args.inplace ? a.inplace : a.outofplace;
+      if (form && a.minBytes <= bytes && (a.maxBytes == 0 || bytes <= a.maxBytes)) pick = i;
+    }
+    auto theirs = sim::simulate(ring, t, o);
+    nlohmann::ordered_json row = {{"bytes", bytes}};
+    if (theirs.isOk()) row["ring_busbw"] = theirs.value().busbw;
+    std::string line;
+    if (pick == algos.size()) {
+      row["file"] = nullptr;
+      line = fmt::format("{:>12}  {:>11} {:>9} {:>9}  {:>9.3f}  {:>7}  none (the built-in runs)",
+                         sizeText(static_cast<double>(bytes)), "-", "-", "-",
+                         theirs.isOk() ? theirs.value().busbw : 0.0, "-");
+    } else {
+      auto r = sim::simulate(algos[pick], t, o);
+      if (!r.isOk()) {
+        fmt::print(stderr, "chorus sim: {}: {}\n", files[pick], r.status().message());
+        return 2;
+      }
+      const sim::Result& mine = r.value();
+      const double ratio =
+          theirs.isOk() && theirs.value().busbw > 0 ? mine.busbw / theirs.value().busbw : 0;
+      row["file"] = files[pick];
+      row["time"] = mine.time;
+      row["algbw"] = mine.algbw;
+      row["busbw"] = mine.busbw;
+      row["ratio"] = ratio;
+      line = fmt::format("{:>12}  {:>11.2f} {:>9.3f} {:>9.3f}  {:>9.3f}  {:>6.2f}x  {}",
+                         sizeText(static_cast<double>(bytes)), mine.time * 1e6, mine.algbw,
+                         mine.busbw, theirs.isOk() ? theirs.value().busbw : 0.0, ratio,
+                         std::filesystem::path(files[pick]).filename().string());
+    }
+    doc.push_back(std::move(row));
+    if (!args.json) fmt::print("{}\n", line);
+  }
+  if (args.json)
+    fmt::print("{}\n", doc.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+  return 0;
+}
+
 int runSim(const SimArgs& args) {
   auto fail = [](const std::string& m) {
     fmt::print(stderr, "chorus sim: {}\n", m);
@@ -115,8 +193,20 @@ int runSim(const SimArgs& args) {
   };
   auto topology = topo::loadTopology(args.topo);
   if (!topology.isOk()) return fail(topology.status().message());
+  // A directory: the algorithms in it as the runtime picks among them.
+  std::vector<std::string> files = args.files;
+  const bool set = files.size() == 1 && std::filesystem::is_directory(files[0]);
+  if (set) {
+    files.clear();
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(args.files[0], ec))
+      if (e.path().extension() == ".xml") files.push_back(e.path().string());
+    if (ec) return fail(args.files[0] + ": " + ec.message());
+    std::sort(files.begin(), files.end());
+    if (files.empty()) return fail(args.files[0] + ": no .xml algorithm files in it");
+  }
   std::vector<ir::Algorithm> algos;
-  for (const std::string& f : args.files) {
+  for (const std::string& f : files) {
     ir::ReadResult rr = ir::readAlgorithmFile(f);
     if (!rr.algorithm) {
       rr.diagnostics.sort();
@@ -138,6 +228,7 @@ int runSim(const SimArgs& args) {
   o.sliceBytes = args.sliceBytes;
   o.partsPerSlice = args.parts;
   o.stepLatency = args.stepLatencyUs >= 0 ? args.stepLatencyUs * 1e-6 : -1;
+  if (set) return simulateSet(topology.value(), files, algos, sizes, o, args);
   const bool compare = algos.size() > 1;
   nlohmann::ordered_json doc = nlohmann::ordered_json::array();
   if (!args.json) {

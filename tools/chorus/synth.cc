@@ -6,16 +6,19 @@
 #include <chorus/gen.hpp>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "core/io.h"
 #include "ir/validate.h"
 #include "ir/xml_reader.h"
+#include "ir/xml_writer.h"
 #include "sim/simulator.h"
 #include "synth/alltoall.h"
 #include "synth/blink.h"
 #include "synth/bound.h"
+#include "synth/classic.h"
 #include "synth/forest.h"
 #include "synth/lower.h"
 #include "synth/search.h"
@@ -49,12 +52,17 @@ struct Schedule {
   const synth::Tried& lowering() const { return found.kept(); }
 };
 
-// Searches the forests and their lowerings (synth/search.h), proves the
-// one kept, simulates it as written and keeps its XML. Returns what went
-// wrong, or "".
-std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const SynthArgs& args,
-                          Schedule& out) {
-  auto t0 = std::chrono::steady_clock::now();
+using Deadline = std::optional<std::chrono::steady_clock::time_point>;
+
+Deadline deadlineOf(const SynthArgs& args, std::chrono::steady_clock::time_point start) {
+  if (args.timeBudget <= 0) return std::nullopt;
+  return start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                     std::chrono::duration<double>(args.timeBudget));
+}
+
+synth::SearchOptions searchOptions(const topo::Topology& t, CollectiveKind coll,
+                                   const SynthArgs& args, size_t bytes, const std::string& protocol,
+                                   Deadline deadline) {
   synth::SearchOptions so;
   so.collective = coll;
   so.root = args.root;
@@ -63,22 +71,25 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
   so.maxPieces = args.maxPieces;
   so.headroom = args.headroom;
   so.instances = args.instances;
-  so.bytes = args.size;
+  so.bytes = bytes;
   so.lower.name = args.name.empty() ? "synth_" + std::string(collectiveName(coll)) : args.name;
-  so.lower.protocol = args.protocol;
+  so.lower.protocol = protocol;
   so.lower.inplace = args.inplace;
   for (int r = 0; r < t.ranks(); ++r)
     so.lower.boxes.push_back(t.nodes[static_cast<size_t>(t.nodeOfRank(r))].box);
-  if (args.timeBudget > 0)
-    so.deadline = t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                           std::chrono::duration<double>(args.timeBudget));
-  auto found = synth::searchSchedule(t, so);
-  if (!found.isOk()) return found.status().message();
-  out.found = std::move(found).value();
-  out.simBytes = args.size;
-  // The one kept, proved and written; what it simulates at as read back.
-  const synth::Shape& shape = out.shape();
-  const synth::LowerOptions lo = out.found.keptLowering(so.lower);
+  so.deadline = deadline;
+  return so;
+}
+
+// The lowering a search kept, proved (chorus::generate) and written with
+// the size range [minBytes, maxBytes] it serves (0: unlimited); what it
+// simulates at `bytes` as read back from that XML. Returns what went
+// wrong, or "".
+std::string prove(const topo::Topology& t, CollectiveKind coll, const synth::Found& found,
+                  const synth::LowerOptions& base, size_t bytes, uint64_t minBytes,
+                  uint64_t maxBytes, std::string* xml, double* algbw, double* busbw) {
+  const synth::Shape& shape = found.keptShape();
+  const synth::LowerOptions lo = found.keptLowering(base);
   const synth::Forest* g = shape.gather ? &*shape.gather : nullptr;
   const synth::Forest* s = shape.scatter ? &*shape.scatter : nullptr;
   lang::Program program(synth::forestProgramOptions(coll, t.ranks(), g, s, lo));
@@ -87,22 +98,187 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
   if (!gen.ok) return "the lowered forest does not compile or verify (a bug):\n" + gen.diagnostics;
   ir::ReadResult back = ir::readXml(gen.xml, lo.name);
   if (!back.algorithm) return "the written XML does not read back (a bug)";
+  if (minBytes != 0 || maxBytes != 0) {
+    back.algorithm->minBytes = minBytes;
+    back.algorithm->maxBytes = maxBytes;
+    *xml = ir::writeXml(*back.algorithm);
+  } else {
+    *xml = std::move(gen.xml);
+  }
   sim::Options sopt;
-  sopt.bytes = out.simBytes;
-  sopt.inplace = args.inplace;
+  sopt.bytes = bytes;
+  sopt.inplace = lo.inplace;
   sopt.criticalPath = false;
   auto r = sim::simulate(*back.algorithm, t, sopt);
   if (!r.isOk()) return "simulating the written schedule: " + r.status().message() + " (a bug)";
-  out.simAlgbw = r.value().algbw;
-  out.simBusbw = r.value().busbw;
-  for (const auto* f : {&shape.gather, &shape.scatter})
+  *algbw = r.value().algbw;
+  *busbw = r.value().busbw;
+  return "";
+}
+
+// Searches the forests and their lowerings (synth/search.h), proves the
+// one kept, simulates it as written and keeps its XML. Returns what went
+// wrong, or "".
+std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const SynthArgs& args,
+                          Schedule& out) {
+  auto t0 = std::chrono::steady_clock::now();
+  const synth::SearchOptions so =
+      searchOptions(t, coll, args, args.size, args.protocol, deadlineOf(args, t0));
+  auto found = synth::searchSchedule(t, so);
+  if (!found.isOk()) return found.status().message();
+  out.found = std::move(found).value();
+  out.simBytes = args.size;
+  if (std::string problem = prove(t, coll, out.found, so.lower, out.simBytes, 0, 0, &out.xml,
+                                  &out.simAlgbw, &out.simBusbw);
+      !problem.empty())
+    return problem;
+  for (const auto* f : {&out.shape().gather, &out.shape().scatter})
     if (f->has_value()) {
       out.trees += (*f)->trees.size();
       out.pieces = std::max(out.pieces, (*f)->k);
     }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  out.xml = std::move(gen.xml);
   return "";
+}
+
+// A size for file names: 64K, 4M, 1G, or the bytes.
+std::string sizeTag(uint64_t bytes) {
+  for (auto [unit, suffix] :
+       {std::pair{uint64_t{1} << 30, "G"}, {uint64_t{1} << 20, "M"}, {uint64_t{1} << 10, "K"}})
+    if (bytes >= unit && bytes % unit == 0) return fmt::format("{}{}", bytes / unit, suffix);
+  return std::to_string(bytes);
+}
+
+// --sizes LO:HI -o DIR: a schedule per size range. Every size LO, 4 LO, ...
+// up to HI is searched (with Simple, and with LL128 and LL up to 16 MiB,
+// where a step's latency weighs more than their wire overhead); sizes
+// whose fastest schedules are the same lowering share a file, whose
+// minBytes / maxBytes cover them (the first from 0, the last unlimited).
+int synthSizes(const topo::Topology& t, CollectiveKind coll, const SynthArgs& args, double optimum,
+               nlohmann::ordered_json* json, std::string* error) {
+  auto fail = [&](const std::string& m) {
+    *error = m;
+    return 2;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  if (args.output.empty()) return fail("--sizes writes a file per size range: give -o DIR");
+  std::vector<size_t> sizes;
+  for (size_t b = args.sizesFrom; b <= args.sizesTo; b *= 4) {
+    sizes.push_back(b);
+    if (b > args.sizesTo / 4) break;
+  }
+  if (sizes.back() != args.sizesTo) sizes.push_back(args.sizesTo);
+  const Deadline deadline = deadlineOf(args, t0);
+  struct Pick {
+    size_t bytes;
+    std::string protocol;
+    synth::Found found;
+    synth::LowerOptions lower;
+    double ringAlgbw = 0;
+  };
+  std::vector<Pick> picks;
+  const ir::Algorithm ring = synth::classicRing(coll, t.ranks(), args.root);
+  for (size_t bytes : sizes) {
+    std::optional<Pick> best;
+    std::string problem;
+    for (const char* protocol : {"Simple", "LL128", "LL"}) {
+      if (std::string(protocol) != "Simple" && bytes > (size_t{16} << 20)) continue;
+      const synth::SearchOptions so = searchOptions(t, coll, args, bytes, protocol, deadline);
+      auto found = synth::searchSchedule(t, so);
+      if (!found.isOk()) {
+        if (problem.empty()) problem = found.status().message();
+        continue;
+      }
+      if (!best || found.value().kept().algbw > best->found.kept().algbw * (1 + 1e-9))
+        best = Pick{bytes, protocol, std::move(found).value(), so.lower, 0};
+    }
+    if (!best) return fail(fmt::format("{}: {}", sizeText(static_cast<double>(bytes)), problem));
+    sim::Options ro;
+    ro.bytes = bytes;
+    ro.inplace = args.inplace;
+    ro.criticalPath = false;
+    auto r = sim::simulate(ring, t, ro);
+    best->ringAlgbw = r.isOk() ? r.value().algbw : 0;
+    picks.push_back(std::move(*best));
+  }
+  // Sizes whose picks are the same lowering of the same kind of forest
+  // share a range.
+  auto key = [](const Pick& p) {
+    const synth::Tried& k = p.found.kept();
+    const synth::Shape& s = p.found.keptShape();
+    return std::tuple{p.protocol,      s.kind,           s.headroom,
+                      k.perConnection, k.chunksPerPiece, k.instances};
+  };
+  std::error_code ec;
+  std::filesystem::create_directories(args.output, ec);
+  if (ec) return fail("cannot create " + args.output + ": " + ec.message());
+  nlohmann::ordered_json ranges = nlohmann::ordered_json::array();
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  std::vector<std::string> lines;
+  for (size_t a = 0; a < picks.size();) {
+    size_t b = a;
+    while (b + 1 < picks.size() && key(picks[b + 1]) == key(picks[a])) ++b;
+    const uint64_t lo = a == 0 ? 0 : picks[a].bytes;
+    const uint64_t hi = b + 1 == picks.size() ? 0 : picks[b + 1].bytes - 1;
+    const Pick& p = picks[a];
+    std::string xml;
+    double algbw = 0, busbw = 0;
+    if (std::string problem =
+            prove(t, coll, p.found, p.lower, p.bytes, lo, hi, &xml, &algbw, &busbw);
+        !problem.empty())
+      return fail(problem);
+    const std::string file =
+        (std::filesystem::path(args.output) /
+         fmt::format("{}_{}_{}.xml", p.lower.name, sizeTag(lo), hi == 0 ? "max" : sizeTag(hi + 1)))
+            .string();
+    Status st = writeTextFile(xml, file);
+    if (!st.isOk()) return fail(st.message());
+    const synth::Shape& s = p.found.keptShape();
+    const synth::Tried& k = p.found.kept();
+    ranges.push_back({{"file", file},
+                      {"min_bytes", lo},
+                      {"max_bytes", hi},
+                      {"protocol", p.protocol},
+                      {"forest_kind", s.kind},
+                      {"headroom_percent", s.headroom},
+                      {"pieces_per_connection", k.perConnection},
+                      {"chunks_per_piece", k.chunksPerPiece},
+                      {"instances", k.instances}});
+    for (size_t i = a; i <= b; ++i) {
+      const double mine = picks[i].found.kept().algbw;
+      rows.push_back({{"bytes", picks[i].bytes},
+                      {"file", file},
+                      {"simulated_algbw", mine},
+                      {"ring_algbw", picks[i].ringAlgbw},
+                      {"fraction_of_optimum", mine / optimum}});
+      lines.push_back(fmt::format(
+          "{:>10}  {:>9.3f}  {:>9.3f}  {:>6.2f}x  {:>5.1f} %  {} {} {}{}, {} per connection, {} "
+          "chunks per piece, {} instance(s)",
+          sizeText(static_cast<double>(picks[i].bytes)), mine, picks[i].ringAlgbw,
+          picks[i].ringAlgbw > 0 ? mine / picks[i].ringAlgbw : 0.0, 100 * mine / optimum,
+          std::filesystem::path(file).filename().string(), picks[i].protocol, s.kind,
+          s.headroom > 0 ? fmt::format(" ({} % headroom)", s.headroom) : "", k.perConnection,
+          k.chunksPerPiece, k.instances));
+    }
+    a = b + 1;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (json != nullptr) {
+    (*json)["ranges"] = std::move(ranges);
+    (*json)["sizes"] = std::move(rows);
+    (*json)["generation_seconds"] = seconds;
+    return 0;
+  }
+  fmt::print(
+      "sizes     {} range(s) written to {} in {:.3f} s (simulated algbw, GB/s; the "
+      "built-in {}):\n",
+      ranges.size(), args.output, seconds,
+      coll == CollectiveKind::kBroadcast || coll == CollectiveKind::kReduce ? "chain" : "ring");
+  fmt::print("{:>10}  {:>9}  {:>9}  {:>7}  {:>7}  file, protocol, forest, lowering\n", "size",
+             "synth", "built-in", "ratio", "optimum");
+  for (const std::string& l : lines) fmt::print("{}\n", l);
+  return 0;
 }
 
 // Alltoall: the multicommodity bound (alltoall.h); no trees apply. With
@@ -196,7 +372,9 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
   }
   // The schedule: forests packed, lowered, compiled, verified, simulated.
   Schedule sched;
-  if (!args.boundOnly) {
+  const bool sizes = args.sizesTo > 0;
+  if (sizes && args.boundOnly) return fail("--sizes writes schedules; --bound-only writes none");
+  if (!args.boundOnly && !sizes) {
     std::string problem = buildSchedule(t, coll, args, sched);
     if (!problem.empty()) return fail(problem);
     // Written only once it is verified and simulated without a deadlock.
@@ -227,6 +405,7 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
     j["rounds"] = b.rounds;
     j["maxflows"] = b.maxflows;
     j["seconds"] = seconds;
+    if (sizes) return synthSizes(t, coll, args, b.algbw.value(), &j, error);
     if (!args.boundOnly) {
       j["pieces"] = sched.pieces;
       j["trees"] = sched.trees;
@@ -296,6 +475,7 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
   fmt::print("method    {} Dinkelbach round(s), {} maximum flows, {:.4f} s\n", b.rounds, b.maxflows,
              seconds);
   if (args.boundOnly) return 0;
+  if (sizes) return synthSizes(t, coll, args, b.algbw.value(), nullptr, error);
   const synth::Shape& shape = sched.shape();
   const std::string kind = shape.kind == "packed"    ? std::string()
                            : shape.kind == "shallow" ? " shallow (one per root, fewest hops)"
