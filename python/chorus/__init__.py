@@ -288,9 +288,10 @@ def synthesize(collective, topo, *, ranks=None, root=0, name="", protocol="Simpl
                trees=4, headroom=-1, time_budget=10.0):
     """Synthesizes a schedule for a collective on a topology (``chorus synth``):
     the optimum, the trees packed, lowered, verified and simulated at
-    ``size``, within ``time_budget`` seconds (0: no limit). Returns ``(algorithm, info)``: the chorus.Algorithm and the
-    dict ``chorus synth --json`` prints (optimum, forest, simulated busbw).
-    Alltoall has a bound but no tree schedule: use optimum()."""
+    ``size``, within ``time_budget`` seconds (0: no limit). Returns
+    ``(algorithm, info)``: the chorus.Algorithm and the dict ``chorus synth
+    --json`` prints (optimum, forest, simulated busbw).
+    Alltoall: the multicommodity LP's flows as relayed paths (out of place)."""
     args = _synth_args(collective, topo, ranks, root, name=name, protocol=protocol,
                        inplace=inplace, max_pieces=max_pieces, instances=instances, size=size,
                        method=method, trees=trees, headroom=headroom,
@@ -298,7 +299,7 @@ def synthesize(collective, topo, *, ranks=None, root=0, name="", protocol="Simpl
     text, xml = _chorus.synthesize(args)
     info = _json.loads(text)
     if not xml:
-        raise Error(f"no schedule for {collective} on {topo}: use optimum() for the bound")
+        raise Error(f"no schedule for {collective} on {topo}")
     return loads(xml, info.get("collective", collective) + ".xml"), info
 
 

@@ -2,6 +2,7 @@
 
 #include <glpk.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -135,10 +136,146 @@ Result<AllToAllBound> allToAllBound(const topo::Topology& t) {
   for (int l = 0; l < e; ++l)
     if (std::fabs(glp_get_row_dual(lp.get(), firstCapacityRow + l)) > 1e-12)
       b.bottleneck.push_back(l);
+  b.flow.assign(static_cast<size_t>(n), std::vector<double>(static_cast<size_t>(e), 0));
+  for (int src = 0; src < n; ++src)
+    for (int l = 0; l < e; ++l)
+      b.flow[static_cast<size_t>(src)][static_cast<size_t>(l)] =
+          std::max(0.0, glp_get_col_prim(lp.get(), flowCol(src, l)));
   b.variables = 1 + n * e;
   b.constraints = rows;
   b.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return b;
+}
+
+std::vector<std::vector<std::vector<BlockPath>>> allToAllPaths(const topo::Topology& t,
+                                                               const AllToAllBound& b) {
+  const int n = t.ranks();
+  const size_t v = t.nodes.size();
+  std::vector<int> rankOfNode(v, -1);
+  for (int r = 0; r < n; ++r) rankOfNode[static_cast<size_t>(t.nodeOfRank(r))] = r;
+  std::vector<std::vector<int>> out(v);  // node -> links leaving it
+  for (size_t l = 0; l < t.links.size(); ++l)
+    out[static_cast<size_t>(t.links[l].from)].push_back(static_cast<int>(l));
+  const double eps = 1e-9 * std::max(1.0, b.pairRate);
+  std::vector<std::vector<std::vector<BlockPath>>> paths(
+      static_cast<size_t>(n), std::vector<std::vector<BlockPath>>(static_cast<size_t>(n)));
+  for (int s = 0; s < n; ++s) {
+    std::vector<double> flow = b.flow[static_cast<size_t>(s)];
+    for (int d = 0; d < n; ++d) {
+      if (d == s) continue;
+      double left = b.pairRate;
+      // Fewest hops first, along links with flow left; each path takes what
+      // its narrowest link has, up to what the pair still needs.
+      for (int round = 0; left > eps && round < 4 * static_cast<int>(t.links.size()); ++round) {
+        std::vector<int> via(v, -1);  // node -> link it was reached by
+        std::vector<int> queue{t.nodeOfRank(s)};
+        std::vector<char> seen(v, 0);
+        seen[static_cast<size_t>(t.nodeOfRank(s))] = 1;
+        for (size_t i = 0; i < queue.size() && !seen[static_cast<size_t>(t.nodeOfRank(d))]; ++i)
+          for (int l : out[static_cast<size_t>(queue[i])]) {
+            const int to = t.links[static_cast<size_t>(l)].to;
+            if (seen[static_cast<size_t>(to)] || flow[static_cast<size_t>(l)] <= eps) continue;
+            seen[static_cast<size_t>(to)] = 1;
+            via[static_cast<size_t>(to)] = l;
+            queue.push_back(to);
+          }
+        if (!seen[static_cast<size_t>(t.nodeOfRank(d))]) break;  // the rest is rounding
+        std::vector<int> links;
+        for (int x = t.nodeOfRank(d); x != t.nodeOfRank(s);
+             x = t.links[static_cast<size_t>(via[static_cast<size_t>(x)])].from)
+          links.push_back(via[static_cast<size_t>(x)]);
+        std::reverse(links.begin(), links.end());
+        double take = left;
+        for (int l : links) take = std::min(take, flow[static_cast<size_t>(l)]);
+        BlockPath p;
+        p.ranks.push_back(s);
+        for (int l : links) {
+          flow[static_cast<size_t>(l)] -= take;
+          const int r = rankOfNode[static_cast<size_t>(t.links[static_cast<size_t>(l)].to)];
+          if (r >= 0) p.ranks.push_back(r);
+        }
+        p.rate = take;
+        left -= take;
+        auto same = std::find_if(paths[s][d].begin(), paths[s][d].end(),
+                                 [&](const BlockPath& q) { return q.ranks == p.ranks; });
+        if (same != paths[s][d].end())
+          same->rate += take;
+        else
+          paths[static_cast<size_t>(s)][static_cast<size_t>(d)].push_back(std::move(p));
+      }
+      if (paths[static_cast<size_t>(s)][static_cast<size_t>(d)].empty())
+        paths[static_cast<size_t>(s)][static_cast<size_t>(d)].push_back(
+            BlockPath{{s, d}, b.pairRate});  // a flow too small to trace: go direct
+    }
+  }
+  return paths;
+}
+
+lang::ProgramOptions allToAllProgramOptions(int ranks, int pieces, const LowerOptions& options) {
+  lang::ProgramOptions po;
+  po.name = options.name;
+  po.collective = "alltoall";
+  po.ranks = ranks;
+  po.chunkFactor = pieces;
+  po.inplace = false;
+  po.protocol = options.protocol;
+  po.instances = options.instances;
+  // A threadblock per connection, as the forests have: a relay waiting for
+  // its data must not hold up the sends beside it.
+  po.pairThreadblocks = false;
+  return po;
+}
+
+void recordAllToAll(lang::Program& p, const AllToAllPaths& paths) {
+  const int ranks = p.options().ranks;
+  const lang::Buffer relay = p.scratch("relay");
+  std::vector<int> used(static_cast<size_t>(ranks), 0);  // relay chunks per rank
+  const int k = p.options().chunkFactor;
+  for (int s = 0; s < ranks; ++s) {
+    // Its own block: one local copy.
+    p.chunk(s, lang::kInput, s * k, k).copy(s, lang::kOutput, s * k);
+    for (int d = 0; d < ranks; ++d) {
+      if (d == s) continue;
+      const std::vector<BlockPath>& ways = paths[static_cast<size_t>(s)][static_cast<size_t>(d)];
+      // Pieces per path in proportion to its rate, the remainders to the
+      // largest fractions.
+      double total = 0;
+      for (const BlockPath& w : ways) total += w.rate;
+      std::vector<int> count(ways.size());
+      std::vector<std::pair<double, size_t>> rest;
+      int given = 0;
+      for (size_t i = 0; i < ways.size(); ++i) {
+        const double share = k * ways[i].rate / total;
+        count[i] = static_cast<int>(std::floor(share));
+        given += count[i];
+        rest.emplace_back(share - count[i], i);
+      }
+      std::stable_sort(rest.begin(), rest.end(),
+                       [](const auto& a, const auto& b) { return a.first > b.first; });
+      for (size_t i = 0; given < k; ++i, ++given) ++count[rest[i % rest.size()].second];
+      int at = 0;
+      for (size_t i = 0; i < ways.size(); ++i) {
+        if (count[i] == 0) continue;
+        const std::vector<int>& hops = ways[i].ranks;
+        lang::Chunk c = p.chunk(s, lang::kInput, d * k + at, count[i]);
+        for (size_t h = 1; h + 1 < hops.size(); ++h) {
+          int& next = used[static_cast<size_t>(hops[h])];
+          c = c.copy(hops[h], relay, next, {.channel = static_cast<int>(h - 1)});
+          next += count[i];
+        }
+        c.copy(d, lang::kOutput, s * k + at,
+               {.channel = static_cast<int>(std::min<size_t>(hops.size() - 2, 31))});
+        at += count[i];
+      }
+    }
+  }
+}
+
+compiler::Compiled lowerAllToAll(int ranks, const AllToAllPaths& paths, int pieces,
+                                 const LowerOptions& options) {
+  lang::Program p(allToAllProgramOptions(ranks, pieces, options));
+  recordAllToAll(p, paths);
+  return compiler::compile(p);
 }
 
 }  // namespace chorus::synth

@@ -10,7 +10,9 @@
 #include "ir/xml_reader.h"
 #include "ir/xml_writer.h"
 #include "sim/simulator.h"
+#include "synth/alltoall.h"
 #include "synth/bound.h"
+#include "synth/classic.h"
 #include "topo/presets.h"
 #include "verify/verifier.h"
 
@@ -154,6 +156,49 @@ TEST(Search, BadRequestsSayWhy) {
   }());
   ASSERT_FALSE(blink.isOk());
   EXPECT_NE(blink.status().message().find("blink"), std::string::npos);
+}
+
+TEST(AllToAllSchedule, PathsCarryEveryPairAndLowerToVerifiedIr) {
+  // A ring relays: the LP sends each block both ways around it.
+  const topo::Topology t = load("ring:6");
+  auto bound = allToAllBound(t);
+  ASSERT_TRUE(bound.isOk());
+  const AllToAllBound& b = bound.value();
+  const AllToAllPaths paths = allToAllPaths(t, b);
+  size_t relayed = 0;
+  for (int s = 0; s < t.ranks(); ++s)
+    for (int d = 0; d < t.ranks(); ++d) {
+      const auto& ways = paths[static_cast<size_t>(s)][static_cast<size_t>(d)];
+      if (s == d) {
+        EXPECT_TRUE(ways.empty());
+        continue;
+      }
+      double rate = 0;
+      for (const BlockPath& p : ways) {
+        ASSERT_GE(p.ranks.size(), 2u);
+        EXPECT_EQ(p.ranks.front(), s);
+        EXPECT_EQ(p.ranks.back(), d);
+        rate += p.rate;
+        relayed += p.ranks.size() > 2 ? 1 : 0;
+      }
+      EXPECT_NEAR(rate, b.pairRate, 1e-9 * b.pairRate) << s << " -> " << d;
+    }
+  EXPECT_GT(relayed, 0u);
+  LowerOptions lo;
+  lo.name = "a2a_test";
+  compiler::Compiled c = lowerAllToAll(t.ranks(), paths, 4, lo);
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(verify::verifyAlgorithm(c.algo, {}).correct());
+  sim::Options so;
+  so.bytes = size_t{1} << 30;
+  auto r = sim::simulate(c.algo, t, so);
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  EXPECT_GE(r.value().algbw, 0.9 * b.algbw);
+  EXPECT_LE(r.value().algbw, b.algbw * (1 + 1e-9));
+  // All-pairs sends every block over the ring's own routes, one way only.
+  auto direct = sim::simulate(directAllToAll(t.ranks()), t, so);
+  ASSERT_TRUE(direct.isOk());
+  EXPECT_GT(r.value().algbw, direct.value().algbw);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -14,6 +15,7 @@
 #include "ir/validate.h"
 #include "ir/xml_reader.h"
 #include "ir/xml_writer.h"
+#include "lang/registry.h"
 #include "sim/simulator.h"
 #include "synth/alltoall.h"
 #include "synth/blink.h"
@@ -281,21 +283,119 @@ int synthSizes(const topo::Topology& t, CollectiveKind coll, const SynthArgs& ar
   return 0;
 }
 
-// Alltoall: the multicommodity bound (alltoall.h); no trees apply. With
-// `json`, the result goes there instead of stdout.
+// What an alltoall algorithm simulates at (algbw, GB/s; 0 where it
+// cannot run the size or deadlocks, with why in `problem`).
+double simulatedAlgbw(const ir::Algorithm& a, const topo::Topology& t, size_t bytes,
+                      std::string* problem = nullptr) {
+  sim::Options so;
+  so.bytes = bytes;
+  so.criticalPath = false;
+  auto r = sim::simulate(a, t, so);
+  if (!r.isOk() && problem != nullptr && problem->empty()) *problem = r.status().message();
+  return r.isOk() ? r.value().algbw : 0;
+}
+
+struct AllToAllSchedule {
+  int pieces = 0;
+  size_t paths = 0, relayed = 0;  // block paths, and those through another rank
+  double algbw = 0, busbw = 0;    // simulated, as written
+  double allPairs = 0, twoStep = 0;
+  int gpusPerBox = 0;  // two-step's node size (0: one box)
+  double seconds = 0;
+  std::string xml;
+};
+
+// The LP's flows as paths (alltoall.h), lowered with 1, 2, 4 and 8 pieces
+// per block, simulated at --size; the fastest proved and kept, beside the
+// all-pairs and two-step programs on the same topology.
+std::string buildAllToAll(const topo::Topology& t, const SynthArgs& args,
+                          const synth::AllToAllBound& b, AllToAllSchedule& out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int n = t.ranks();
+  const synth::AllToAllPaths paths = synth::allToAllPaths(t, b);
+  for (const auto& row : paths)
+    for (const auto& ways : row)
+      for (const synth::BlockPath& p : ways) {
+        ++out.paths;
+        out.relayed += p.ranks.size() > 2 ? 1 : 0;
+      }
+  synth::LowerOptions lo;
+  lo.name = args.name.empty() ? "synth_alltoall" : args.name;
+  lo.protocol = args.protocol;
+  if (args.inplace) return "the alltoall schedule serves out-of-place calls only (no --inplace)";
+  // A lowering may deadlock with the executor's 8 slots per connection
+  // (relays wait on one another): the simulator says so, and it is passed
+  // over.
+  std::string passedOver;
+  for (int k : {1, 2, 4, 8}) {
+    compiler::Compiled c = synth::lowerAllToAll(n, paths, k, lo);
+    if (!c.ok()) {
+      return "the alltoall paths do not compile (a bug):\n" +
+             (c.diagnostics.items().empty() ? std::string()
+                                            : c.diagnostics.items().front().format());
+    }
+    const double algbw = simulatedAlgbw(c.algo, t, args.size, &passedOver);
+    if (algbw > out.algbw * (1 + 1e-9)) {
+      out.algbw = algbw;
+      out.pieces = k;
+    }
+  }
+  if (out.pieces == 0)
+    return "no lowering of the alltoall paths serves " + sizeText(static_cast<double>(args.size)) +
+           ": " + passedOver;
+  lang::Program program(synth::allToAllProgramOptions(n, out.pieces, lo));
+  synth::recordAllToAll(program, paths);
+  Generated gen = generate(program);
+  if (!gen.ok)
+    return "the alltoall schedule does not compile or verify (a bug):\n" + gen.diagnostics;
+  ir::ReadResult back = ir::readXml(gen.xml, lo.name);
+  if (!back.algorithm) return "the written XML does not read back (a bug)";
+  out.algbw = simulatedAlgbw(*back.algorithm, t, args.size);
+  out.busbw = out.algbw * busBandwidthFactor(CollectiveKind::kAllToAll, n);
+  out.xml = std::move(gen.xml);
+  // The programs it is compared with.
+  out.allPairs = simulatedAlgbw(synth::directAllToAll(n), t, args.size);
+  std::map<int, int> perBox;
+  for (int r = 0; r < n; ++r) ++perBox[t.nodes[static_cast<size_t>(t.nodeOfRank(r))].box];
+  if (perBox.size() > 1) {
+    out.gpusPerBox = perBox.begin()->second;
+    lang::ProgramOptions po;
+    po.name = "twostep_alltoall";
+    po.collective = "alltoall";
+    po.ranks = n;
+    po.gpusPerNode = out.gpusPerBox;
+    lang::Program two(po);
+    lang::findProgram("twostep_alltoall")->build(two);
+    compiler::Compiled c = compiler::compile(two);
+    if (c.ok()) out.twoStep = simulatedAlgbw(c.algo, t, args.size);
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return "";
+}
+
+// Alltoall: the multicommodity bound (alltoall.h) and, unless
+// --bound-only, the schedule its flows make. With `json`, the result goes
+// there instead of stdout.
 int runAllToAll(const topo::Topology& t, const SynthArgs& args, nlohmann::ordered_json* json,
-                std::string* error) {
+                std::string* xml, std::string* error) {
   auto fail = [&](const std::string& m) {
     *error = m;
     return 2;
   };
-  if (!args.output.empty())
-    return fail(
-        "alltoall has a bound here but no tree schedule to write (-o); see chorus gen "
-        "twostep_alltoall / threestep_alltoall");
+  if (args.sizesTo > 0) return fail("--sizes: alltoall has one schedule (give --size)");
   auto bound = synth::allToAllBound(t);
   if (!bound.isOk()) return fail(bound.status().message());
   const synth::AllToAllBound& b = bound.value();
+  AllToAllSchedule sched;
+  if (!args.boundOnly) {
+    if (std::string problem = buildAllToAll(t, args, b, sched); !problem.empty())
+      return fail(problem);
+    if (!args.output.empty()) {
+      Status st = writeTextFile(sched.xml, args.output);
+      if (!st.isOk()) return fail(st.message());
+    }
+    if (xml != nullptr) *xml = sched.xml;
+  }
   const double busbw = b.algbw * busBandwidthFactor(CollectiveKind::kAllToAll, t.ranks());
   auto linkName = [&](int l) {
     const topo::Link& link = t.links[static_cast<size_t>(l)];
@@ -318,6 +418,18 @@ int runAllToAll(const topo::Topology& t, const SynthArgs& args, nlohmann::ordere
     j["constraints"] = b.constraints;
     j["exact_simplex"] = b.exactSimplex;
     j["seconds"] = b.seconds;
+    if (!args.boundOnly) {
+      j["paths"] = sched.paths;
+      j["relayed_paths"] = sched.relayed;
+      j["pieces_per_block"] = sched.pieces;
+      j["generation_seconds"] = sched.seconds;
+      j["simulated_bytes"] = args.size;
+      j["simulated_algbw"] = sched.algbw;
+      j["simulated_busbw"] = sched.busbw;
+      j["allpairs_algbw"] = sched.allPairs;
+      if (sched.gpusPerBox > 0) j["twostep_algbw"] = sched.twoStep;
+      j["output"] = args.output;
+    }
     return 0;
   }
   fmt::print("chorus synth alltoall on {} ({} ranks), bandwidth-only model\n", t.name, t.ranks());
@@ -332,10 +444,21 @@ int runAllToAll(const topo::Topology& t, const SynthArgs& args, nlohmann::ordere
   fmt::print("binding   {} link(s) at capacity: {}\n", b.bottleneck.size(), links);
   fmt::print("method    linear program, {} variables, {} constraints (GLPK simplex{}), {:.4f} s\n",
              b.variables, b.constraints, b.exactSimplex ? ", refined exactly" : "", b.seconds);
-  if (!args.boundOnly)
-    fmt::print(
-        "schedule  none: alltoall is not built from trees (chorus gen twostep_alltoall / "
-        "threestep_alltoall write alltoall programs)\n");
+  if (args.boundOnly) return 0;
+  fmt::print(
+      "schedule  the flows as {} block paths ({} relayed by another rank), {} piece(s) per "
+      "block, verified{} in {:.3f} s\n",
+      sched.paths, sched.relayed, sched.pieces,
+      args.output.empty() ? "" : ", written to " + args.output, sched.seconds);
+  fmt::print("simulated {} on {}: algbw {:.3f} GB/s, busbw {:.3f} GB/s ({:.1f} % of the optimum)\n",
+             sizeText(static_cast<double>(args.size)), t.name, sched.algbw, sched.busbw,
+             100 * sched.algbw / b.algbw);
+  fmt::print("          all-pairs (direct_alltoall) {:.3f} GB/s ({:.2f}x of it)", sched.allPairs,
+             sched.allPairs > 0 ? sched.algbw / sched.allPairs : 0.0);
+  if (sched.gpusPerBox > 0)
+    fmt::print(", two-step ({} per box) {:.3f} GB/s ({:.2f}x)", sched.gpusPerBox, sched.twoStep,
+               sched.twoStep > 0 ? sched.algbw / sched.twoStep : 0.0);
+  fmt::print("\n");
   return 0;
 }
 
@@ -356,7 +479,7 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
   auto topology = topo::loadTopology(spec);
   if (!topology.isOk()) return fail(topology.status().message());
   const topo::Topology& t = topology.value();
-  if (coll == CollectiveKind::kAllToAll) return runAllToAll(t, args, json, error);
+  if (coll == CollectiveKind::kAllToAll) return runAllToAll(t, args, json, xml, error);
   auto t0 = std::chrono::steady_clock::now();
   auto bound = synth::optimalBound(t, coll, args.root);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
