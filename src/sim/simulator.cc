@@ -567,7 +567,9 @@ chorus::Status Engine::run(Result& out) {
     if (tbs_[t].ir->steps.empty()) tbs_[t].done = true;
     ready_.push_back(static_cast<int>(t));
   }
-  for (;;) {
+  for (uint64_t events = 1;; ++events) {
+    if (o_.deadline && events % 4096 == 0 && std::chrono::steady_clock::now() > *o_.deadline)
+      return chorus::Status(StatusCode::kTimeout, "the time budget was spent");
     while (!ready_.empty()) {
       int t = ready_.back();
       ready_.pop_back();

@@ -16,6 +16,8 @@
 // critical path, and optionally a Chrome trace (Perfetto opens it).
 #pragma once
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,8 @@ struct Options {
   bool recordOrder = false;  // fill Result::order
   // Seconds per bucket of Result::timeline; 0: no timeline.
   double timelineStep = 0;
+  // Past it the simulation stops with kTimeout (a search's time budget).
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 struct PathStep {

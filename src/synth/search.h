@@ -10,7 +10,8 @@
 // kVariantShare of the best of those get their other lowerings (pieces per
 // connection, chunks per piece, quarter-slice steps, instances), best
 // first, and of shapes whose plain lowerings simulate alike only the
-// first. Forests alike are lowered once. Work runs on the usable cores,
+// first; they run cheapest first (by the plain lowering's time), so a
+// budget leaves out the costly ones. Forests alike are lowered once. Work runs on the usable cores,
 // and a time budget stops the search where it is: the best lowering found
 // by then is kept, and what was not tried is said.
 //
