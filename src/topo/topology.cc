@@ -130,6 +130,10 @@ void Topology::routesFrom(int a) const {
   for (bool ranksForward : {false, true}) {
     std::vector<int> dist(count, -1), from(count, -1);
     std::vector<double> widest(count, 0);
+    // Ways into a node as short and as wide as its best: the source takes
+    // the (a mod n)-th, so sources spread over equal paths (a fat tree's
+    // spines) as ECMP spreads flows, each source keeping one tree.
+    std::vector<std::vector<int>> equal(count);
     std::deque<int> queue{source};
     dist[static_cast<size_t>(source)] = 0;
     widest[static_cast<size_t>(source)] = std::numeric_limits<double>::infinity();
@@ -145,14 +149,18 @@ void Topology::routesFrom(int a) const {
         if (dist[v] < 0) {
           dist[v] = dist[static_cast<size_t>(u)] + 1;
           widest[v] = w;
-          from[v] = li;
+          equal[v] = {li};
           queue.push_back(l.to);
         } else if (dist[v] == dist[static_cast<size_t>(u)] + 1 && w > widest[v]) {
           widest[v] = w;
-          from[v] = li;
+          equal[v] = {li};
+        } else if (dist[v] == dist[static_cast<size_t>(u)] + 1 && w == widest[v]) {
+          equal[v].push_back(li);
         }
       }
     }
+    for (size_t v = 0; v < count; ++v)
+      if (!equal[v].empty()) from[v] = equal[v][static_cast<size_t>(a) % equal[v].size()];
     // A rank target keeps the first pass's way; the second pass fills in
     // the ones it could not reach, and the nodes on their ways.
     for (size_t v = 0; v < count; ++v)

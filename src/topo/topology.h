@@ -65,7 +65,9 @@ class Topology {
   int findNode(const std::string& nodeName) const;  // -1 if absent
 
   // The links a transfer from rank `a` to rank `b` crosses: fewest hops,
-  // then the widest bottleneck (ties: lowest link ids). Ranks forward only
+  // then the widest bottleneck; where several ways into a node tie, source
+  // a takes the (a mod n)-th of the n (in link order), so sources spread
+  // over equal paths as ECMP spreads flows (a fat tree's spines). Ranks forward only
   // where no path through switches and NICs alone exists. Empty when `b`
   // cannot be reached. Cached per pair (one search per source).
   const std::vector<int>& route(int a, int b) const;
