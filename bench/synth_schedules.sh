@@ -5,7 +5,8 @@
 # simulating every candidate), per topology and collective, each under a
 # time limit. Needs python3 for the JSON.
 #   bench/synth_schedules.sh [BUILD_DIR] [LIMIT_SECONDS] [CASES...]
-# CHORUS_BIN=path runs another chorus binary (e.g. an older build, to compare).
+# CHORUS_BIN=path runs another chorus binary (e.g. an older build, to compare);
+# SYNTH_FLAGS adds options to every command (e.g. "--time-budget 0").
 # A case is TOPOLOGY:COLLECTIVE with the topology's own colons kept, e.g.
 # dgx-a100:2:allgather.
 set -u
@@ -14,27 +15,53 @@ limit=${2:-600}
 shift $(($# < 2 ? $# : 2))
 cases=("$@")
 if [[ ${#cases[@]} -eq 0 ]]; then
-  cases=(dgx-a100:allgather dgx1:allgather ring:8:allgather
-         dgx-a100:2:allgather dgx-a100:2:reducescatter dgx-a100:2:allreduce
-         dgx-h100:2:allgather dgx-h100:2:reducescatter ndv2:2:allgather
-         dgx-a100:4:allgather dgx-a100:4:reducescatter dgx-h100:4:allgather)
+  # Every topology of issue 24's goals: DGX A100 / H100 with 1-8 boxes,
+  # NDv2 and DGX-2 with 2, MI250 with 1-4, an 8x8 torus and a fat tree;
+  # the allgather family, broadcast / reduce on 2 boxes, alltoall.
+  cases=()
+  for t in dgx-a100 dgx-a100:2 dgx-a100:4 dgx-a100:8 dgx-h100 dgx-h100:2 dgx-h100:4 dgx-h100:8 \
+           ndv2:2 dgx2:2 mi250 mi250:2 mi250:4 torus:8 fattree:8; do
+    for coll in allgather reducescatter allreduce; do cases+=("$t:$coll"); done
+  done
+  for t in dgx-a100:2 dgx-h100:2; do cases+=("$t:broadcast" "$t:reduce"); done
+  for t in dgx-a100:2 dgx-a100:4 dgx-h100:2 ndv2:2 mi250:2 torus:4 torus:8; do
+    cases+=("$t:alltoall")
+  done
 fi
-echo "topology,collective,optimum_gbps,simulated_gbps,fraction,forest,headroom_percent,pieces,chunks_per_piece,instances,lowerings,seconds"
+echo "topology,collective,optimum_gbps,simulated_gbps,fraction,forest,headroom_percent,pieces,chunks_per_piece,instances,lowerings,seconds,notes"
 for c in "${cases[@]}"; do
   topo=${c%:*}
   coll=${c##*:}
   start=$(date +%s.%N)
-  if ! out=$(timeout "$limit" "${CHORUS_BIN:-$build/tools/chorus/chorus}" synth "$coll" --topo "$topo" --json 2>&1); then
-    echo "$topo,$coll,,,,,,,,,,>$limit or failed: $(head -c 80 <<<"$out" | tr ',\n' '; ')"
+  # shellcheck disable=SC2086  # SYNTH_FLAGS is a list of options
+  out=$(timeout "$limit" "${CHORUS_BIN:-$build/tools/chorus/chorus}" synth "$coll" --topo "$topo" \
+        --json ${SYNTH_FLAGS:-} 2>&1)
+  rc=$?
+  if [[ $rc -eq 124 ]]; then
+    echo "$topo,$coll,,,,,,,,,,>$limit,"
+    continue
+  elif [[ $rc -ne 0 ]]; then
+    echo "$topo,$coll,,,,,,,,,,,failed: $(head -c 120 <<<"$out" | tr ',\n' '; ')"
     continue
   fi
   end=$(date +%s.%N)
   python3 -c '
 import json, sys
-d = json.loads(sys.argv[1])
-print(",".join(str(x) for x in [sys.argv[2], d["collective"], round(d["algbw"], 3),
-      round(d["simulated_algbw"], 3), round(d["simulated_algbw"] / d["algbw"], 4), d["forest_kind"],
-      d["headroom_percent"], d["pieces"], d["chunks_per_piece"], d["instances"],
-      d["lowerings_tried"], round(float(sys.argv[4]) - float(sys.argv[3]), 1)]))' \
-    "$out" "$topo" "$start" "$end"
+d = json.load(sys.stdin)
+seconds = round(float(sys.argv[4]) - float(sys.argv[3]), 2)
+if d["collective"] == "alltoall":
+    # The LP paths: pieces per block; the peers in the notes.
+    notes = "all-pairs %.3f GB/s" % d["allpairs_algbw"]
+    if "twostep_algbw" in d:
+        notes += "; two-step %.3f GB/s" % d["twostep_algbw"]
+    row = [sys.argv[2], "alltoall", round(d["algbw"], 3), round(d["simulated_algbw"], 3),
+           round(d["simulated_algbw"] / d["algbw"], 4), "lp-paths", 0, d["pieces_per_block"],
+           "", "", "", seconds, notes]
+else:
+    row = [sys.argv[2], d["collective"], round(d["algbw"], 3), round(d["simulated_algbw"], 3),
+           round(d["simulated_algbw"] / d["algbw"], 4), d["forest_kind"], d["headroom_percent"],
+           d["pieces"], d["chunks_per_piece"], d["instances"], d["lowerings_tried"], seconds,
+           "; ".join(d.get("notes", []))]
+print(",".join(str(x).replace(",", ";") for x in row))' \
+    "" "$topo" "$start" "$end" <<<"$out"
 done

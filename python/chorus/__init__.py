@@ -285,7 +285,7 @@ def optimum(collective, topo, *, ranks=None, root=0):
 
 def synthesize(collective, topo, *, ranks=None, root=0, name="", protocol="Simple",
                inplace=False, max_pieces=64, instances=0, size=1 << 30, method="optimal",
-               trees=4, headroom=-1, time_budget=10.0):
+               trees=4, headroom=-1, time_budget=30.0):
     """Synthesizes a schedule for a collective on a topology (``chorus synth``):
     the optimum, the trees packed, lowered, verified and simulated at
     ``size``, within ``time_budget`` seconds (0: no limit). Returns

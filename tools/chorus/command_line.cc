@@ -304,7 +304,8 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
                  "10, 25)")
       ->check(CLI::Range(0, 90));
   sy->add_option("--time-budget", synthArgs.timeBudget,
-                 "seconds the search for a schedule may take (default 10; 0: no limit): the best "
+                 "seconds the command may take (default 30; 0: no limit): the search stops at 3/4 "
+                 "of it and the best "
                  "lowering found by then is kept")
       ->check(CLI::NonNegativeNumber);
   sy->add_flag("--candidates", synthArgs.candidates, "list every lowering simulated");

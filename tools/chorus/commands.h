@@ -183,7 +183,7 @@ struct SynthArgs {
   std::string method = "optimal";  // optimal (exact forest) or blink (blink.h)
   int trees = 4;                   // blink: trees per root
   int headroom = -1;        // percent of the links between boxes left idle; -1: 0, 10, 25 simulated
-  double timeBudget = 10;   // seconds the search may take; 0: no limit
+  double timeBudget = 30;   // seconds the command may take; 0: no limit
   bool candidates = false;  // print every lowering tried
   // --sizes FROM:TO: a schedule per size range into the directory -o names
   // (sizesTo 0: one schedule, for `size`).
