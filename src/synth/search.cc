@@ -138,6 +138,11 @@ Result<Found> searchSchedule(const topo::Topology& t, const SearchOptions& o) {
   // reduce).
   const bool needGather = coll != CollectiveKind::kReduceScatter && coll != CollectiveKind::kReduce;
   const bool needScatter = coll != CollectiveKind::kAllGather && coll != CollectiveKind::kBroadcast;
+  // Every route asked for once here, before any thread runs: the
+  // topology caches routes as they are asked for (a write), and the
+  // packers and simulations below share it.
+  for (int a = 0; a < t.ranks(); ++a)
+    for (int b = 0; b < t.ranks(); ++b) (void)t.route(a, b);
   const bool boxes = !linksBetweenBoxes(t).empty();
   // Ranks in more than one box (a box's own routes may still cross the
   // links between boxes, as MI250 GCDs without an xGMI link between them).
@@ -447,12 +452,19 @@ Result<Found> searchSchedule(const topo::Topology& t, const SearchOptions& o) {
   }
   runAll();
   if (!bug.empty()) return Status(StatusCode::kInternal, bug);
-  std::erase_if(results, [&](const auto& r) {
-    const Tried& tr = r.second;
-    const bool plainOne = tr.perConnection == 1 && tr.chunksPerPiece == 1 &&
-                          tr.instances == first && r.first % (16 * kMostChunks) == 0;
-    return !plainOne && !chosen[static_cast<size_t>(tr.shape)];
-  });
+  // Dropped only when the search ran to the end (then the same set comes
+  // out whatever the timing); under a spent budget the best found stays.
+  const bool complete =
+      skipped == 0 && std::none_of(results.begin(), results.end(), [](const auto& r) {
+        return r.second.passedOver.find("time budget") != std::string::npos;
+      });
+  if (complete)
+    std::erase_if(results, [&](const auto& r) {
+      const Tried& tr = r.second;
+      const bool plainOne = tr.perConnection == 1 && tr.chunksPerPiece == 1 &&
+                            tr.instances == first && r.first % (16 * kMostChunks) == 0;
+      return !plainOne && !chosen[static_cast<size_t>(tr.shape)];
+    });
   std::sort(results.begin(), results.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   std::string passedOver;

@@ -66,10 +66,11 @@ class Topology {
 
   // The links a transfer from rank `a` to rank `b` crosses: fewest hops,
   // then the widest bottleneck; where several ways into a node tie, source
-  // a takes the (a mod n)-th of the n (in link order), so sources spread
-  // over equal paths as ECMP spreads flows (a fat tree's spines). Ranks forward only
-  // where no path through switches and NICs alone exists. Empty when `b`
-  // cannot be reached. Cached per pair (one search per source).
+  // a takes the (a mod n)-th of the n (in the order the search meets
+  // them), so sources spread over equal paths as ECMP spreads flows (a fat
+  // tree's spines). Ranks forward only where no path through switches and
+  // NICs alone exists. Empty when `b` cannot be reached. Cached per pair
+  // (one search per source): the first call for a pair writes the cache.
   const std::vector<int>& route(int a, int b) const;
 
   // Structural checks: names unique, ranks numbered 0..n-1, links between
