@@ -291,6 +291,11 @@ Result<Found> searchSchedule(const topo::Topology& t, const SearchOptions& o) {
           sameForest(out.shapes[i].scatter, out.shapes[j].scatter))
         out.shapes[i].sameAs = static_cast<int>(j);
 
+  // Lowerings, each simulated at the size asked for, on a pool of threads
+  // taking the cheapest first. A work item is one lowering or a chain run
+  // one after another (instances: each needs the last one's iterations);
+  // results are ordered by (shape, place, position in the chain), so the
+  // pick does not depend on which thread finished first.
   std::string bug;
   std::mutex mu;
   std::condition_variable wake;
