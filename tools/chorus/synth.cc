@@ -86,10 +86,51 @@ synth::SearchOptions searchOptions(const topo::Topology& t, CollectiveKind coll,
   return so;
 }
 
-// The lowering a search kept, proved (chorus::generate) and written with
-// the size range [minBytes, maxBytes] it serves (0: unlimited); what it
-// simulates at `bytes` as read back from that XML. Returns what went
-// wrong, or "".
+// An algorithm simulated at `bytes` (no critical path).
+Result<sim::Result> simulateAt(const ir::Algorithm& a, const topo::Topology& t, size_t bytes,
+                               bool inplace) {
+  sim::Options so;
+  so.bytes = bytes;
+  so.inplace = inplace;
+  so.criticalPath = false;
+  return sim::simulate(a, t, so);
+}
+
+// Its algbw (GB/s), or 0 where it cannot run the size or deadlocks, with
+// why in `problem`.
+double simulatedAlgbw(const ir::Algorithm& a, const topo::Topology& t, size_t bytes, bool inplace,
+                      std::string* problem = nullptr) {
+  auto r = simulateAt(a, t, bytes, inplace);
+  if (!r.isOk() && problem != nullptr && problem->empty()) *problem = r.status().message();
+  return r.isOk() ? r.value().algbw : 0;
+}
+
+// A program proved (chorus::generate) and written with the size range
+// [minBytes, maxBytes] it serves (0: unlimited); what it simulates at
+// `bytes` as read back from that XML. Returns what went wrong, or "".
+std::string proveProgram(const lang::Program& program, const topo::Topology& t, size_t bytes,
+                         uint64_t minBytes, uint64_t maxBytes, std::string* xml, double* algbw,
+                         double* busbw) {
+  Generated gen = generate(program);
+  if (!gen.ok)
+    return "the lowered schedule does not compile or verify (a bug):\n" + gen.diagnostics;
+  ir::ReadResult back = ir::readXml(gen.xml, program.options().name);
+  if (!back.algorithm) return "the written XML does not read back (a bug)";
+  if (minBytes != 0 || maxBytes != 0) {
+    back.algorithm->minBytes = minBytes;
+    back.algorithm->maxBytes = maxBytes;
+    *xml = ir::writeXml(*back.algorithm);
+  } else {
+    *xml = std::move(gen.xml);
+  }
+  auto r = simulateAt(*back.algorithm, t, bytes, program.options().inplace);
+  if (!r.isOk()) return "simulating the written schedule: " + r.status().message() + " (a bug)";
+  *algbw = r.value().algbw;
+  *busbw = r.value().busbw;
+  return "";
+}
+
+// The lowering a search kept, proved and written (proveProgram).
 std::string prove(const topo::Topology& t, CollectiveKind coll, const synth::Found& found,
                   const synth::LowerOptions& base, size_t bytes, uint64_t minBytes,
                   uint64_t maxBytes, std::string* xml, double* algbw, double* busbw) {
@@ -99,26 +140,7 @@ std::string prove(const topo::Topology& t, CollectiveKind coll, const synth::Fou
   const synth::Forest* s = shape.scatter ? &*shape.scatter : nullptr;
   lang::Program program(synth::forestProgramOptions(coll, t.ranks(), g, s, lo));
   synth::recordForests(program, g, s, lo);
-  Generated gen = generate(program);
-  if (!gen.ok) return "the lowered forest does not compile or verify (a bug):\n" + gen.diagnostics;
-  ir::ReadResult back = ir::readXml(gen.xml, lo.name);
-  if (!back.algorithm) return "the written XML does not read back (a bug)";
-  if (minBytes != 0 || maxBytes != 0) {
-    back.algorithm->minBytes = minBytes;
-    back.algorithm->maxBytes = maxBytes;
-    *xml = ir::writeXml(*back.algorithm);
-  } else {
-    *xml = std::move(gen.xml);
-  }
-  sim::Options sopt;
-  sopt.bytes = bytes;
-  sopt.inplace = lo.inplace;
-  sopt.criticalPath = false;
-  auto r = sim::simulate(*back.algorithm, t, sopt);
-  if (!r.isOk()) return "simulating the written schedule: " + r.status().message() + " (a bug)";
-  *algbw = r.value().algbw;
-  *busbw = r.value().busbw;
-  return "";
+  return proveProgram(program, t, bytes, minBytes, maxBytes, xml, algbw, busbw);
 }
 
 // Searches the forests and their lowerings (synth/search.h), proves the
@@ -198,12 +220,7 @@ int synthSizes(const topo::Topology& t, CollectiveKind coll, const SynthArgs& ar
         best = Pick{bytes, protocol, std::move(found).value(), so.lower, 0};
     }
     if (!best) return fail(fmt::format("{}: {}", sizeText(static_cast<double>(bytes)), problem));
-    sim::Options ro;
-    ro.bytes = bytes;
-    ro.inplace = args.inplace;
-    ro.criticalPath = false;
-    auto r = sim::simulate(ring, t, ro);
-    best->ringAlgbw = r.isOk() ? r.value().algbw : 0;
+    best->ringAlgbw = simulatedAlgbw(ring, t, bytes, args.inplace);
     picks.push_back(std::move(*best));
   }
   // Sizes whose picks are the same lowering of the same kind of forest
@@ -286,18 +303,6 @@ int synthSizes(const topo::Topology& t, CollectiveKind coll, const SynthArgs& ar
   return 0;
 }
 
-// What an alltoall algorithm simulates at (algbw, GB/s; 0 where it
-// cannot run the size or deadlocks, with why in `problem`).
-double simulatedAlgbw(const ir::Algorithm& a, const topo::Topology& t, size_t bytes,
-                      std::string* problem = nullptr) {
-  sim::Options so;
-  so.bytes = bytes;
-  so.criticalPath = false;
-  auto r = sim::simulate(a, t, so);
-  if (!r.isOk() && problem != nullptr && problem->empty()) *problem = r.status().message();
-  return r.isOk() ? r.value().algbw : 0;
-}
-
 struct AllToAllSchedule {
   int pieces = 0;
   size_t paths = 0, relayed = 0;  // block paths, and those through another rank
@@ -343,7 +348,7 @@ std::string buildAllToAll(const topo::Topology& t, const SynthArgs& args,
              (c.diagnostics.items().empty() ? std::string()
                                             : c.diagnostics.items().front().format());
     }
-    const double algbw = simulatedAlgbw(c.algo, t, args.size, &passedOver);
+    const double algbw = simulatedAlgbw(c.algo, t, args.size, false, &passedOver);
     if (algbw > out.algbw * (1 + 1e-9)) {
       out.algbw = algbw;
       out.pieces = k;
@@ -354,16 +359,12 @@ std::string buildAllToAll(const topo::Topology& t, const SynthArgs& args,
            ": " + passedOver;
   lang::Program program(synth::allToAllProgramOptions(n, out.pieces, lo));
   synth::recordAllToAll(program, paths);
-  Generated gen = generate(program);
-  if (!gen.ok)
-    return "the alltoall schedule does not compile or verify (a bug):\n" + gen.diagnostics;
-  ir::ReadResult back = ir::readXml(gen.xml, lo.name);
-  if (!back.algorithm) return "the written XML does not read back (a bug)";
-  out.algbw = simulatedAlgbw(*back.algorithm, t, args.size);
-  out.busbw = out.algbw * busBandwidthFactor(CollectiveKind::kAllToAll, n);
-  out.xml = std::move(gen.xml);
+  if (std::string problem =
+          proveProgram(program, t, args.size, 0, 0, &out.xml, &out.algbw, &out.busbw);
+      !problem.empty())
+    return problem;
   // The programs it is compared with.
-  out.allPairs = simulatedAlgbw(synth::directAllToAll(n), t, args.size);
+  out.allPairs = simulatedAlgbw(synth::directAllToAll(n), t, args.size, false);
   std::map<int, int> perBox;
   for (int r = 0; r < n; ++r) ++perBox[t.nodes[static_cast<size_t>(t.nodeOfRank(r))].box];
   if (perBox.size() > 1) {
@@ -376,7 +377,7 @@ std::string buildAllToAll(const topo::Topology& t, const SynthArgs& args,
     lang::Program two(po);
     lang::findProgram("twostep_alltoall")->build(two);
     compiler::Compiled c = compiler::compile(two);
-    if (c.ok()) out.twoStep = simulatedAlgbw(c.algo, t, args.size);
+    if (c.ok()) out.twoStep = simulatedAlgbw(c.algo, t, args.size, false);
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return "";
