@@ -5,7 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=${1:-dev}
 shift || true
-scripts/setup.sh
+# The dev preset also renders reports in a real browser (docs/report.md):
+# Debian's chromium, its driver and python3-selenium.
+if [[ $preset == dev ]]; then
+  scripts/setup.sh chromium chromium-driver python3-selenium
+else
+  scripts/setup.sh
+fi
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset"
 ctest --preset "$preset" --output-on-failure "$@"

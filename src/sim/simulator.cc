@@ -308,7 +308,7 @@ chorus::Status Engine::setup(Result& out) {
     linkCap_[t_.links.size() + 2 * static_cast<size_t>(r) + 1] = node.recvCap * 1e9;
   }
   size_t instances = stepsPerIter_ * iterations_;
-  keepPath_ = (o_.criticalPath || o_.trace) && instances <= (size_t{1} << 25);
+  keepPath_ = (o_.criticalPath || o_.trace || o_.stepTimes) && instances <= (size_t{1} << 25);
   if (keepPath_) {
     startOf_.assign(instances, 0);
     endOf_.assign(instances, -1);
@@ -653,28 +653,51 @@ chorus::Status Engine::run(Result& out) {
     bytes = static_cast<double>(out.count * static_cast<size_t>(a_.ngpus) * o_.elementSize);
   out.algbw = now_ > 0 ? bytes / now_ / 1e9 : 0;
   out.busbw = out.algbw * busBandwidthFactor(a_.collective, a_.ngpus);
-  if (keepPath_ && o_.criticalPath) {
-    size_t last = SIZE_MAX;
-    double end = -1;
-    for (size_t i = 0; i < endOf_.size(); ++i)
-      if (endOf_[i] > end) {
-        end = endOf_[i];
-        last = i;
-      }
-    std::vector<PathStep> path;
+  if (keepPath_ && (o_.criticalPath || o_.stepTimes)) {
     std::vector<std::pair<int, int>> where(stepsPerIter_);  // instance -> (tb, step)
     for (size_t t = 0; t < tbs_.size(); ++t)
       for (size_t k = 0; k < tbs_[t].ir->steps.size(); ++k)
         where[tbs_[t].base + k] = {static_cast<int>(t), static_cast<int>(k)};
-    for (size_t i = last; i != SIZE_MAX && path.size() < endOf_.size(); i = predOf_[i]) {
+    auto pathStep = [&](size_t i) {
       auto [t, k] = where[i % stepsPerIter_];
       const Tb& tb = tbs_[static_cast<size_t>(t)];
-      path.push_back(PathStep{tb.rank, tb.index, k, static_cast<int>(i / stepsPerIter_),
-                              tb.ir->steps[static_cast<size_t>(k)].type, startOf_[i], endOf_[i],
-                              whyName(whyOf_[i])});
+      PathStep p{tb.rank,
+                 tb.index,
+                 k,
+                 static_cast<int>(i / stepsPerIter_),
+                 tb.ir->steps[static_cast<size_t>(k)].type,
+                 startOf_[i],
+                 endOf_[i],
+                 whyName(whyOf_[i])};
+      if (size_t by = predOf_[i]; by != SIZE_MAX) {
+        auto [bt, bk] = where[by % stepsPerIter_];
+        p.byRank = tbs_[static_cast<size_t>(bt)].rank;
+        p.byTb = tbs_[static_cast<size_t>(bt)].index;
+        p.byStep = bk;
+        p.byIteration = static_cast<int>(by / stepsPerIter_);
+      }
+      return p;
+    };
+    if (o_.criticalPath) {
+      size_t last = SIZE_MAX;
+      double end = -1;
+      for (size_t i = 0; i < endOf_.size(); ++i)
+        if (endOf_[i] > end) {
+          end = endOf_[i];
+          last = i;
+        }
+      std::vector<PathStep> path;
+      for (size_t i = last; i != SIZE_MAX && path.size() < endOf_.size(); i = predOf_[i])
+        path.push_back(pathStep(i));
+      std::reverse(path.begin(), path.end());
+      out.critical = std::move(path);
     }
-    std::reverse(path.begin(), path.end());
-    out.critical = std::move(path);
+    if (o_.stepTimes) {
+      // tbs_ is in the algorithm's order, so instances of the first
+      // iteration are too (base counts steps in that order).
+      out.steps.reserve(stepsPerIter_);
+      for (size_t i = 0; i < stepsPerIter_; ++i) out.steps.push_back(pathStep(i));
+    }
   }
   if (o_.trace) {
     for (int r = 0; r < a_.ngpus; ++r)

@@ -44,6 +44,7 @@ struct Options {
   bool trace = false;  // fill Result::trace (Chrome trace JSON)
   bool criticalPath = true;
   bool recordOrder = false;  // fill Result::order
+  bool stepTimes = false;    // fill Result::steps
   // Seconds per bucket of Result::timeline; 0: no timeline.
   double timelineStep = 0;
   // Past it the simulation stops with kTimeout (a search's time budget).
@@ -57,6 +58,9 @@ struct PathStep {
   // What it waited for last: "start", "order" (its threadblock's previous
   // step), "dependency", "data" (its message), "slot" (a free slot).
   const char* waited = "start";
+  // The step instance it waited for (none for "start"; for "data" and
+  // "slot" the peer's send or receive).
+  int byRank = -1, byTb = -1, byStep = -1, byIteration = -1;
 };
 
 struct Result {
@@ -67,7 +71,10 @@ struct Result {
   size_t transfers = 0;            // messages sent
   std::vector<double> linkBytes;   // per topology link, wire bytes carried
   std::vector<PathStep> critical;  // first to last
-  std::string trace;               // Options::trace
+  // Options::stepTimes: every step's first slice iteration, rank by rank,
+  // threadblock by threadblock (the algorithm's order), step by step.
+  std::vector<PathStep> steps;
+  std::string trace;  // Options::trace
   // Options::recordOrder: every step instance in the order it completed (a
   // send when its message has arrived, a receive when its work is done).
   // The runtime can run the algorithm in exactly this order

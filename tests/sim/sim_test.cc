@@ -92,6 +92,51 @@ TEST(Sim, ChainsPipelineSlicesAndParts) {
   EXPECT_NEAR(r.time, want(8 << 20, 1), want(8 << 20, 1) * 1e-6);
 }
 
+// Step times (what the report draws): one per step of the first slice
+// iteration, in the algorithm's order; a step that waited for its
+// message names the peer's send; along a chain stored and forwarded, rank
+// k's message arrives k hops of a + M/B in.
+TEST(Sim, StepTimesSayWhenEachStepRanAndWhatItWaitedFor) {
+  const int n = 4;
+  const double a = 1e-6, b = 25 * kGB;
+  topo::Topology ring = preset("ring:" + std::to_string(n) + ":25");
+  const size_t bytes = size_t{1} << 20;
+  ir::Algorithm chain = synth::chainBroadcast(n, 0);
+  sim::Options o = plain(bytes);
+  o.stepTimes = true;
+  sim::Result r = mustSimulate(chain, ring, o);
+  ASSERT_EQ(r.steps.size(), chain.totalSteps());
+  size_t i = 0;
+  double last = 0;
+  for (const ir::Rank& rank : chain.ranks)
+    for (const ir::Threadblock& tb : rank.tbs)
+      for (size_t k = 0; k < tb.steps.size(); ++k, ++i) {
+        const sim::PathStep& p = r.steps[i];
+        SCOPED_TRACE(describeSite(p.rank, p.tb, p.step));
+        EXPECT_EQ(p.rank, rank.id);
+        EXPECT_EQ(p.tb, tb.id);
+        EXPECT_EQ(p.step, static_cast<int>(k));
+        EXPECT_EQ(p.iteration, 0);
+        EXPECT_LE(p.start, p.end);
+        last = std::max(last, p.end);
+        if (std::string(p.waited) == "data") {
+          EXPECT_EQ(p.byRank, tb.recvPeer);
+          EXPECT_EQ(p.byIteration, 0);
+        }
+        if (ir::receives(tb.steps[k].type)) {
+          // Its message arrives; a forwarding step ends when its own
+          // bytes have left too.
+          const double hop = a + static_cast<double>(bytes) / b;
+          const double own = ir::sends(tb.steps[k].type) ? static_cast<double>(bytes) / b : 0;
+          EXPECT_STREQ(p.waited, "data");
+          EXPECT_NEAR(p.end, rank.id * hop + own, 1e-9);
+        }
+      }
+  EXPECT_DOUBLE_EQ(last, r.time);
+  o.stepTimes = false;
+  EXPECT_TRUE(mustSimulate(chain, ring, o).steps.empty());
+}
+
 // The timeline accounts for every byte a link carries, never more than
 // its bandwidth allows per bucket, and puts it when it moved: a chain
 // broadcast stored and forwarded crosses its links one after another.

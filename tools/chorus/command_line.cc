@@ -314,6 +314,40 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
                  "minBytes / maxBytes, into the directory -o names (for CHORUS_ALGO_DIR)");
   sy->add_flag("--json", synthArgs.json, "machine-readable results");
 
+  sy->add_option("--report", synthArgs.report,
+                 "write an HTML report: the schedule's flow, its trees and the binding cut on the "
+                 "topology, its predicted busbw against the optimum (docs/report.md)");
+
+  ReportArgs& reportArgs = cl->report;
+  auto* rp = app.add_subcommand(
+      "report", "one HTML page: an algorithm's flow, proof, timeline on a topology, curves");
+  rp->add_option("files", reportArgs.files, "algorithm files (MSCCL XML or JSON)");
+  rp->add_option("--topo,-t", reportArgs.topo,
+                 "a preset (chorus topo list) or a .json file: simulate on it");
+  rp->add_option(
+      "--perf", reportArgs.perf,
+      "measured curves: `chorus perf --csv` or bench/peer_compare.sh output (repeatable)");
+  rp->add_option("-o,--output", reportArgs.output, "the HTML file (default report.html)");
+  rp->add_option("--title", reportArgs.title, "the page's title");
+  rp->add_option("--bytes", reportArgs.bytes,
+                 "the size the step times, critical path and link loads are simulated at "
+                 "(default 1M)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::PositiveNumber);
+  rp->add_option("--minbytes,-b", reportArgs.minBytes, "the busbw curve's smallest size (1K)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::PositiveNumber);
+  rp->add_option("--maxbytes,-e", reportArgs.maxBytes, "the busbw curve's largest size (1G)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::PositiveNumber);
+  rp->add_option("--stepfactor,-f", reportArgs.factor, "size multiplier along the curve (4)")
+      ->check(CLI::Range(2, 1024));
+  rp->add_option("--detail-steps", reportArgs.detailSteps,
+                 "algorithms with more steps are drawn aggregated (default 20000)");
+  rp->add_option("--detail-ranks", reportArgs.detailRanks,
+                 "aggregated: these ranks' lanes are drawn step by step (default 0-7)")
+      ->delimiter(',');
+
   std::string& code = cl->code;
   auto* e = app.add_subcommand("explain", "list diagnostic codes, or explain one");
   e->add_option("code", code, "a code such as E110 or its name (offset-range)");
@@ -366,12 +400,28 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
                    sizesRange.c_str());
       return 2;
     }
+    if (!synthArgs.report.empty() && (synthArgs.boundOnly || synthArgs.sizesTo > 0)) {
+      std::fprintf(stderr,
+                   "chorus synth: --report draws one schedule (not with --bound-only or "
+                   "--sizes)\n");
+      return 2;
+    }
     if (synthArgs.headroom > 0 && synthArgs.method == "blink") {
       std::fprintf(stderr,
                    "chorus synth: --headroom applies to the exact forest (--method optimal)\n");
       return 2;
     }
     cl->command = Command::kSynth;
+  } else if (*rp) {
+    if (reportArgs.files.empty() && reportArgs.perf.empty()) {
+      std::fprintf(stderr, "chorus report: name an algorithm file or a --perf CSV\n");
+      return 2;
+    }
+    if (reportArgs.minBytes > reportArgs.maxBytes) {
+      std::fprintf(stderr, "chorus report: --minbytes exceeds --maxbytes\n");
+      return 2;
+    }
+    cl->command = Command::kReport;
   } else if (*p) {
     cl->command = Command::kPerf;
   } else if (*so) {
@@ -411,6 +461,8 @@ int runCommandLine(const CommandLine& cl) {
       return runSoak(cl.soak);
     case Command::kLaunch:
       return runLaunch(cl.launch);
+    case Command::kReport:
+      return runReport(cl.report);
     case Command::kNone:
       break;
   }

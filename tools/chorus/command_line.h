@@ -24,7 +24,8 @@ struct CommandLine {
     kSynth,
     kPerf,
     kSoak,
-    kLaunch
+    kLaunch,
+    kReport
   };
   Command command = Command::kNone;
   VerifyArgs verify;
@@ -36,6 +37,7 @@ struct CommandLine {
   TopoArgs topo;
   SimArgs sim;
   SynthArgs synth;
+  ReportArgs report;
   PerfArgs perf;
   SoakArgs soak;
   LaunchArgs launch;

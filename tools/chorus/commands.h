@@ -167,6 +167,23 @@ struct SimArgs {
 // Predicts each algorithm's time on the topology. Exit 0, or 2 for bad input.
 int runSim(const SimArgs& args);
 
+struct ReportArgs {
+  std::vector<std::string> files;  // algorithm files
+  std::string topo;                // a preset or a .json file; empty: no simulation
+  std::vector<std::string> perf;   // chorus perf --csv / bench/peer_compare.sh output
+  std::string output = "report.html";
+  std::string title;
+  size_t bytes =
+      size_t{1} << 20;  // the size the flow, critical path and link loads are simulated at
+  size_t minBytes = 1 << 10, maxBytes = size_t{1} << 30;
+  int factor = 4;
+  size_t detailSteps = 20000;    // more steps: drawn aggregated
+  std::vector<int> detailRanks;  // aggregated: the lanes drawn step by step
+};
+// One self-contained HTML page (docs/report.md). Exit 0 when written (the
+// algorithms' verdicts are in it), 2 for bad input.
+int runReport(const ReportArgs& args);
+
 struct SynthArgs {
   std::string collective;
   std::string topo;
@@ -188,6 +205,7 @@ struct SynthArgs {
   // --sizes FROM:TO: a schedule per size range into the directory -o names
   // (sizesTo 0: one schedule, for `size`).
   size_t sizesFrom = 0, sizesTo = 0;
+  std::string report;  // --report FILE.html: the schedule, its trees and cut on the topology
 };
 // The bandwidth-optimal algbw of a collective on a topology and its binding
 // cut. Exit 0, or 2 for bad input.

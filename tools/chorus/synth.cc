@@ -25,6 +25,7 @@
 #include "synth/lower.h"
 #include "synth/search.h"
 #include "tools/chorus/commands.h"
+#include "tools/chorus/report.h"
 #include "topo/presets.h"
 
 namespace chorus::cli {
@@ -387,7 +388,7 @@ std::string buildAllToAll(const topo::Topology& t, const SynthArgs& args,
 // --bound-only, the schedule its flows make. With `json`, the result goes
 // there instead of stdout.
 int runAllToAll(const topo::Topology& t, const SynthArgs& args, nlohmann::ordered_json* json,
-                std::string* xml, std::string* error) {
+                std::string* xml, std::string* error, bool print) {
   auto fail = [&](const std::string& m) {
     *error = m;
     return 2;
@@ -441,7 +442,7 @@ int runAllToAll(const topo::Topology& t, const SynthArgs& args, nlohmann::ordere
       if (sched.gpusPerBox > 0) j["twostep_algbw"] = sched.twoStep;
       j["output"] = args.output;
     }
-    return 0;
+    if (!print) return 0;
   }
   fmt::print("chorus synth alltoall on {} ({} ranks), bandwidth-only model\n", t.name, t.ranks());
   fmt::print("optimum   algbw {:.3f} GB/s{}, busbw {:.3f} GB/s\n", b.algbw,
@@ -476,9 +477,10 @@ int runAllToAll(const topo::Topology& t, const SynthArgs& args, nlohmann::ordere
 }
 
 // `chorus synth` and synthesize(): with `json` the result goes there (the
-// schedule's XML to `xml`), else it is printed; -o is written either way.
-int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
-          std::string* error) {
+// schedule's XML to `xml`), and with `print` it is printed; -o is written
+// either way.
+int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml, std::string* error,
+          bool print) {
   auto fail = [&](const std::string& m) {
     *error = m;
     return 2;
@@ -492,7 +494,7 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
   auto topology = topo::loadTopology(spec);
   if (!topology.isOk()) return fail(topology.status().message());
   const topo::Topology& t = topology.value();
-  if (coll == CollectiveKind::kAllToAll) return runAllToAll(t, args, json, xml, error);
+  if (coll == CollectiveKind::kAllToAll) return runAllToAll(t, args, json, xml, error, print);
   auto t0 = std::chrono::steady_clock::now();
   auto bound = synth::optimalBound(t, coll, args.root);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -593,7 +595,7 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
       j["simulated_busbw"] = sched.simBusbw;
       j["output"] = args.output;
     }
-    return 0;
+    if (!print) return 0;
   }
   fmt::print("chorus synth {} on {} ({} ranks), bandwidth-only model\n", collectiveName(coll),
              t.name, t.ranks());
@@ -659,20 +661,25 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
 
 int runSynth(const SynthArgs& args) {
   nlohmann::ordered_json json;
-  std::string error;
-  int rc = synth(args, args.json ? &json : nullptr, nullptr, &error);
+  std::string error, xml;
+  const bool report = !args.report.empty();
+  int rc = synth(args, args.json || report ? &json : nullptr, report ? &xml : nullptr, &error,
+                 !args.json);
+  if (rc == 0 && report) rc = writeSynthReport(args, json, xml, &error);
   if (rc != 0) {
     fmt::print(stderr, "chorus synth: {}\n", error);
     return rc;
   }
   if (args.json)
     fmt::print("{}\n", json.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+  else if (report)
+    fmt::print("report    {}\n", args.report);
   return 0;
 }
 
 int synthesize(const SynthArgs& args, std::string* json, std::string* xml, std::string* error) {
   nlohmann::ordered_json j;
-  int rc = synth(args, &j, xml, error);
+  int rc = synth(args, &j, xml, error, false);
   if (rc == 0) *json = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   return rc;
 }

@@ -1,0 +1,112 @@
+// `chorus report` (docs/report.md).
+#include "tools/chorus/report.h"
+
+#include <fmt/core.h>
+
+#include "core/io.h"
+#include "ir/json_io.h"
+#include "ir/xml_reader.h"
+#include "report/report.h"
+#include "topo/presets.h"
+
+namespace chorus::cli {
+namespace {
+
+Status writeReport(const std::vector<report::AlgorithmInput>& algos,
+                   const std::vector<report::PerfFile>& perf, const report::Options& options,
+                   const std::string& path) {
+  return writeTextFile(report::renderHtml(report::reportData(algos, perf, options)), path);
+}
+
+// One line per algorithm: what its section will say first.
+void printVerdicts(const std::vector<report::AlgorithmInput>& algos) {
+  for (const report::AlgorithmInput& in : algos) {
+    if (!in.algorithm) {
+      fmt::print("{}: unreadable ({} finding(s); see the report)\n", in.label,
+                 in.readDiagnostics.size());
+      continue;
+    }
+    fmt::print("{}: {} on {} ranks, {} steps\n", in.label, in.algorithm->collectiveName,
+               in.algorithm->ngpus, in.algorithm->totalSteps());
+  }
+}
+
+}  // namespace
+
+int runReport(const ReportArgs& args) {
+  std::optional<topo::Topology> topology;
+  if (!args.topo.empty()) {
+    auto t = topo::loadTopology(args.topo);
+    if (!t.isOk()) {
+      fmt::print(stderr, "chorus report: {}\n", t.status().message());
+      return 2;
+    }
+    topology = std::move(t).value();
+  }
+  std::vector<report::PerfFile> perf;
+  for (const std::string& path : args.perf) {
+    auto text = readTextFile(path);
+    if (!text.isOk()) {
+      fmt::print(stderr, "chorus report: {}\n", text.status().message());
+      return 2;
+    }
+    auto parsed = report::parsePerfCsv(text.value(), path);
+    if (!parsed.isOk()) {
+      fmt::print(stderr, "chorus report: {}\n", parsed.status().message());
+      return 2;
+    }
+    perf.push_back(std::move(parsed).value());
+  }
+  std::vector<report::AlgorithmInput> algos;
+  for (const std::string& file : args.files) {
+    ir::ReadResult rr = ir::readAlgorithmFile(file);
+    algos.push_back(
+        report::AlgorithmInput{file, std::move(rr.algorithm), std::move(rr.diagnostics)});
+  }
+  report::Options o;
+  o.title = !args.title.empty()   ? args.title
+            : !args.files.empty() ? "chorus report: " + args.files.front()
+                                  : "chorus report: " + args.perf.front();
+  o.topology = topology ? &*topology : nullptr;
+  o.bytes = args.bytes;
+  o.minBytes = args.minBytes;
+  o.maxBytes = args.maxBytes;
+  o.factor = args.factor;
+  o.detailSteps = args.detailSteps;
+  o.detailRanks = args.detailRanks;
+  printVerdicts(algos);
+  if (Status st = writeReport(algos, perf, o, args.output); !st.isOk()) {
+    fmt::print(stderr, "chorus report: {}\n", st.message());
+    return 2;
+  }
+  fmt::print("report written to {}\n", args.output);
+  return 0;
+}
+
+int writeSynthReport(const SynthArgs& args, const nlohmann::ordered_json& json,
+                     const std::string& xml, std::string* error) {
+  std::string spec = args.topo;
+  if (!args.ranks.empty()) spec += "@" + args.ranks;
+  auto t = topo::loadTopology(spec);
+  if (!t.isOk()) {
+    *error = t.status().message();
+    return 2;
+  }
+  const std::string label = args.output.empty() ? "the synthesized schedule" : args.output;
+  ir::ReadResult rr = ir::readXml(xml, label);
+  std::vector<report::AlgorithmInput> algos;
+  algos.push_back(
+      report::AlgorithmInput{label, std::move(rr.algorithm), std::move(rr.diagnostics)});
+  report::Options o;
+  o.title = "chorus synth " + args.collective + " on " + t.value().name;
+  o.topology = &t.value();
+  o.bytes = args.size;
+  o.synth = &json;
+  if (Status st = writeReport(algos, {}, o, args.report); !st.isOk()) {
+    *error = st.message();
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace chorus::cli

@@ -1,0 +1,18 @@
+// `chorus report` and `chorus synth --report` share the page's assembly
+// (src/report) and how a file is written.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tools/chorus/commands.h"
+
+namespace chorus::cli {
+
+// `chorus synth --report`: the schedule kept (`xml`, verified) with the
+// search's result (`json`: trees, cut, optimum) on the topology of `args`.
+// Returns 0, or 2 with `error` set.
+int writeSynthReport(const SynthArgs& args, const nlohmann::ordered_json& json,
+                     const std::string& xml, std::string* error);
+
+}  // namespace chorus::cli
