@@ -30,6 +30,7 @@
 #include "runtime/executor.h"
 #include "sim/simulator.h"
 #include "tools/chorus/commands.h"
+#include "tools/chorus/report.h"
 #include "topo/presets.h"
 #include "verify/verifier.h"
 
@@ -419,6 +420,26 @@ py::tuple synthesize(const cli::SynthArgs& args) {
   }
   if (rc != 0) raise(error);
   return py::make_tuple(json, xml);
+}
+
+// chorus.report(): the page `chorus report` writes (docs/report.md), for
+// files (read by it, so an unreadable one is reported) and Algorithms.
+std::string reportHtml(const cli::ReportArgs& args, const std::vector<Algorithm>& algos,
+                       const std::vector<std::string>& labels) {
+  std::vector<report::AlgorithmInput> more;
+  for (size_t i = 0; i < algos.size(); ++i)
+    more.push_back(report::AlgorithmInput{
+        i < labels.size() ? labels[i] : algos[i].ir->name, *algos[i].ir, {}});
+  std::string html, error;
+  int rc = 0;
+  {
+    py::gil_scoped_release nogil;
+    cli::ReportArgs quiet = args;
+    quiet.printVerdicts = false;
+    rc = cli::reportPage(quiet, std::move(more), &html, &error);
+  }
+  if (rc != 0) raise(error);
+  return html;
 }
 
 py::dict stats(const Algorithm& a) {
@@ -911,6 +932,19 @@ PYBIND11_MODULE(_chorus, m) {
       .def_readwrite("headroom", &cli::SynthArgs::headroom)
       .def_readwrite("time_budget", &cli::SynthArgs::timeBudget);
   m.def("synthesize", &synthesize);
+  py::class_<cli::ReportArgs>(m, "ReportArgs")
+      .def(py::init<>())
+      .def_readwrite("files", &cli::ReportArgs::files)
+      .def_readwrite("topo", &cli::ReportArgs::topo)
+      .def_readwrite("perf", &cli::ReportArgs::perf)
+      .def_readwrite("title", &cli::ReportArgs::title)
+      .def_readwrite("bytes", &cli::ReportArgs::bytes)
+      .def_readwrite("min_bytes", &cli::ReportArgs::minBytes)
+      .def_readwrite("max_bytes", &cli::ReportArgs::maxBytes)
+      .def_readwrite("factor", &cli::ReportArgs::factor)
+      .def_readwrite("detail_steps", &cli::ReportArgs::detailSteps)
+      .def_readwrite("detail_ranks", &cli::ReportArgs::detailRanks);
+  m.def("report", &reportHtml);
   bindComm(m);
 
   py::class_<python::Program>(m, "Program")

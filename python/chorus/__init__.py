@@ -31,7 +31,7 @@ Diagnostic = _chorus.Diagnostic
 __all__ = [
     "Error", "Diagnostic", "Algorithm", "Report", "Program", "Chunk", "Buffer",
     "load", "loads", "verify", "convert", "run", "simulate", "topology", "presets",
-    "programs", "gen", "optimum", "synthesize", "Comm", "unique_id", "group_start", "group_end",
+    "programs", "gen", "optimum", "synthesize", "report", "Comm", "unique_id", "group_start", "group_end",
 ]
 
 # Files of this package and of the msccl module: frames in them are not the
@@ -301,6 +301,35 @@ def synthesize(collective, topo, *, ranks=None, root=0, name="", protocol="Simpl
     if not xml:
         raise Error(f"no schedule for {collective} on {topo}")
     return loads(xml, info.get("collective", collective) + ".xml"), info
+
+
+def report(*algorithms, topo=None, perf=(), output=None, title="", bytes=1 << 20,
+           min_bytes=1 << 10, max_bytes=1 << 30, factor=4, detail_steps=20000,
+           detail_ranks=()):
+    """The HTML page ``chorus report`` writes (docs/report.md): each
+    algorithm's flow and verdict and, with ``topo``, its simulated step
+    times, critical path, link loads over time and busbw over sizes
+    against the optimum; ``perf``: ``chorus perf --csv`` or
+    bench/peer_compare.sh files plotted. ``algorithms``: files (paths) or
+    chorus.Algorithm objects. Returns the page; ``output``: also written
+    there."""
+    a = _chorus.ReportArgs()
+    files, objects, labels = [], [], []
+    for item in algorithms:
+        if isinstance(item, Algorithm):
+            objects.append(item._a)
+            labels.append(item.name)
+        else:
+            files.append(_os.fspath(item))
+    a.files, a.perf = files, [_os.fspath(p) for p in perf]
+    a.topo = "" if topo is None else str(topo)
+    a.title, a.bytes, a.min_bytes, a.max_bytes = title, int(bytes), int(min_bytes), int(max_bytes)
+    a.factor, a.detail_steps, a.detail_ranks = factor, detail_steps, list(detail_ranks)
+    html = _chorus.report(a, objects, labels)
+    if output is not None:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(html)
+    return html
 
 
 class Buffer:

@@ -253,6 +253,26 @@ check perf-engine-sendrecv 2 'no sendrecv' -- "$chorus" perf sendrecv --device e
 check run-engine-procs 2 'excludes --device' -- "$chorus" run "$msccl/ap4ll.xml" --device engine \
   --procs 8
 check run-bad-device 2 'not in' -- "$chorus" run "$msccl/ap4ll.xml" --device tpu
+# chorus report (docs/report.md; the page itself: tests/report)
+check report 0 'report written to' -- "$chorus" report "$msccl/ag-1m.xml" --topo ndv4 -o "$tmp/r.html"
+# Nothing fetched when it opens: no script or style by reference, no URL
+# but the SVG namespace.
+external=$(grep -oE '<script src|<link rel="stylesheet"|https?://[a-zA-Z0-9./_-]+' "$tmp/r.html" |
+  grep -v '^http://www.w3.org/2000/svg$')
+check report-self-contained 0 '' -- test -z "$external"
+check report-wrong-still-written 0 'e301_swapped_offsets.xml: alltoall on 4 ranks' \
+  -- "$chorus" report "$src/tests/data/bad/e301_swapped_offsets.xml" -o "$tmp/w.html"
+check report-nothing 2 'name an algorithm file or a --perf CSV' -- "$chorus" report
+check report-bad-topo 2 "unknown topology|no-such" -- "$chorus" report "$msccl/ag-1m.xml" --topo no-such -o "$tmp/x.html"
+printf 'collective,ranks,size_bytes,chorus_busbw\nallreduce,2,4096\n' >"$tmp/bad.csv"
+check report-bad-csv 2 'bad.csv:2: 3 fields; the header has 4' -- "$chorus" report --perf "$tmp/bad.csv"
+check report-missing-csv 2 'none.csv.* missing' -- "$chorus" report --perf "$tmp/none.csv"
+check report-unwritable 2 'report' -- "$chorus" report "$msccl/ag-1m.xml" -o "$tmp/no/such/dir/r.html"
+check synth-report 0 '^report +.*s.html' -- "$chorus" synth allgather --topo dgx1 --report "$tmp/s.html"
+check synth-report-sizes 2 '--report draws one schedule' -- "$chorus" synth allgather --topo dgx1 \
+  --sizes 1K:1M -o "$tmp/sz" --report "$tmp/s.html"
+check synth-report-alltoall 0 '^report ' -- "$chorus" synth alltoall --topo ring:4 --report "$tmp/a.html"
+
 # --device cuda on a machine without a GPU (or a build without CUDA): a
 # clear error, exit 2. With a GPU the gpu-labelled tests and
 # scripts/gpu_check.sh check it.

@@ -103,6 +103,28 @@ class Package(unittest.TestCase):
         with self.assertRaises(chorus.Error):
             chorus.synthesize("allgather", "no-such-topology")
 
+    def test_report(self):
+        # The page chorus report writes, for a file and an Algorithm; its
+        # data is the JSON the viewer draws (tests/report checks the
+        # drawing in a browser).
+        import json, re, tempfile
+        ring = chorus.gen("ring_allreduce", 4)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "r.html")
+            html = chorus.report(ring, os.path.join(HERE, "..", "data", "bad",
+                                                    "e301_swapped_offsets.xml"),
+                                 topo="ring:4", output=path)
+            with open(path, encoding="utf-8") as f:
+                self.assertEqual(f.read(), html)
+        data = json.loads(re.search(r'id="chorus-data">(.*?)</script>', html, re.S).group(1))
+        self.assertEqual([a["verdict"] for a in data["algorithms"]], ["wrong", "correct"])
+        ours = data["algorithms"][1]
+        self.assertEqual(ours["label"], ring.name)
+        self.assertEqual(len(ours["flow"]["steps"]), ring.stats()["steps"])
+        self.assertGreater(ours["sim"]["busbw"], 0)
+        with self.assertRaises(chorus.Error):
+            chorus.report(ring, topo="no-such-topology")
+
     def test_comm_thread_ranks(self):
         comms = chorus.Comm.init_all(3)
         outs, errors = [None] * 3, []

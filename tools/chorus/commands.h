@@ -179,6 +179,7 @@ struct ReportArgs {
   int factor = 4;
   size_t detailSteps = 20000;    // more steps: drawn aggregated
   std::vector<int> detailRanks;  // aggregated: the lanes drawn step by step
+  bool printVerdicts = true;     // a line per algorithm on stdout
 };
 // One self-contained HTML page (docs/report.md). Exit 0 when written (the
 // algorithms' verdicts are in it), 2 for bad input.

@@ -12,12 +12,6 @@
 namespace chorus::cli {
 namespace {
 
-Status writeReport(const std::vector<report::AlgorithmInput>& algos,
-                   const std::vector<report::PerfFile>& perf, const report::Options& options,
-                   const std::string& path) {
-  return writeTextFile(report::renderHtml(report::reportData(algos, perf, options)), path);
-}
-
 // One line per algorithm: what its section will say first.
 void printVerdicts(const std::vector<report::AlgorithmInput>& algos) {
   for (const report::AlgorithmInput& in : algos) {
@@ -33,12 +27,13 @@ void printVerdicts(const std::vector<report::AlgorithmInput>& algos) {
 
 }  // namespace
 
-int runReport(const ReportArgs& args) {
+int reportPage(const ReportArgs& args, std::vector<report::AlgorithmInput> more, std::string* html,
+               std::string* error) {
   std::optional<topo::Topology> topology;
   if (!args.topo.empty()) {
     auto t = topo::loadTopology(args.topo);
     if (!t.isOk()) {
-      fmt::print(stderr, "chorus report: {}\n", t.status().message());
+      *error = t.status().message();
       return 2;
     }
     topology = std::move(t).value();
@@ -47,12 +42,12 @@ int runReport(const ReportArgs& args) {
   for (const std::string& path : args.perf) {
     auto text = readTextFile(path);
     if (!text.isOk()) {
-      fmt::print(stderr, "chorus report: {}\n", text.status().message());
+      *error = text.status().message();
       return 2;
     }
     auto parsed = report::parsePerfCsv(text.value(), path);
     if (!parsed.isOk()) {
-      fmt::print(stderr, "chorus report: {}\n", parsed.status().message());
+      *error = parsed.status().message();
       return 2;
     }
     perf.push_back(std::move(parsed).value());
@@ -63,10 +58,12 @@ int runReport(const ReportArgs& args) {
     algos.push_back(
         report::AlgorithmInput{file, std::move(rr.algorithm), std::move(rr.diagnostics)});
   }
+  for (report::AlgorithmInput& in : more) algos.push_back(std::move(in));
   report::Options o;
-  o.title = !args.title.empty()   ? args.title
-            : !args.files.empty() ? "chorus report: " + args.files.front()
-                                  : "chorus report: " + args.perf.front();
+  o.title = !args.title.empty()  ? args.title
+            : !algos.empty()     ? "chorus report: " + algos.front().label
+            : !args.perf.empty() ? "chorus report: " + args.perf.front()
+                                 : "chorus report";
   o.topology = topology ? &*topology : nullptr;
   o.bytes = args.bytes;
   o.minBytes = args.minBytes;
@@ -74,10 +71,24 @@ int runReport(const ReportArgs& args) {
   o.factor = args.factor;
   o.detailSteps = args.detailSteps;
   o.detailRanks = args.detailRanks;
-  printVerdicts(algos);
-  if (Status st = writeReport(algos, perf, o, args.output); !st.isOk()) {
-    fmt::print(stderr, "chorus report: {}\n", st.message());
-    return 2;
+  if (args.printVerdicts) printVerdicts(algos);
+  *html = report::renderHtml(report::reportData(algos, perf, o));
+  return 0;
+}
+
+int runReport(const ReportArgs& args) {
+  std::string html, error;
+  int rc = reportPage(args, {}, &html, &error);
+  if (rc == 0) {
+    Status st = writeTextFile(html, args.output);
+    if (!st.isOk()) {
+      error = st.message();
+      rc = 2;
+    }
+  }
+  if (rc != 0) {
+    fmt::print(stderr, "chorus report: {}\n", error);
+    return rc;
   }
   fmt::print("report written to {}\n", args.output);
   return 0;
@@ -102,7 +113,8 @@ int writeSynthReport(const SynthArgs& args, const nlohmann::ordered_json& json,
   o.topology = &t.value();
   o.bytes = args.size;
   o.synth = &json;
-  if (Status st = writeReport(algos, {}, o, args.report); !st.isOk()) {
+  std::string html = report::renderHtml(report::reportData(algos, {}, o));
+  if (Status st = writeTextFile(html, args.report); !st.isOk()) {
     *error = st.message();
     return 2;
   }

@@ -4,10 +4,18 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "report/report.h"
 #include "tools/chorus/commands.h"
 
 namespace chorus::cli {
+
+// The page `chorus report` writes for `args` (its files read here, then
+// `more`: algorithms already in memory, the Python package's) into `html`.
+// Returns 0, or 2 with `error` set (a topology or CSV that cannot be read).
+int reportPage(const ReportArgs& args, std::vector<report::AlgorithmInput> more, std::string* html,
+               std::string* error);
 
 // `chorus synth --report`: the schedule kept (`xml`, verified) with the
 // search's result (`json`: trees, cut, optimum) on the topology of `args`.
