@@ -24,6 +24,10 @@ echo "== chorus perf allreduce --ranks 4 --algo examples/algorithms/ring_allredu
 echo
 echo "== chorus perf allreduce --ranks 4 -b 4K -e 64M --check   (built-ins chosen by size)"
 "$chorus" perf allreduce --ranks 4 -b 4K -e 64M --check
+echo
+echo "== chorus report examples/algorithms/ring_allreduce_4.xml --topo dgx1 -o build/release/report.html"
+"$chorus" report examples/algorithms/ring_allreduce_4.xml --topo dgx1 -o build/release/report.html
+echo "   (open it in a browser: the flow, the proof, the timeline on DGX-1; docs/report.md)"
 if cmake --build --preset release --target help | grep '^chorus_python:' >/dev/null; then
   # An MSCCLang program, unchanged, on Chorus's Python package (docs/python.md).
   cmake --build --preset release --target chorus_python

@@ -144,6 +144,7 @@ def production(d, chorus, shared, work, shots):
     need(p.count("svg.flow-svg rect.step") == len(mine), "ranks 0-1: their steps")
     need(p.count("svg.flow-svg path.msg") == sum(1 for s in mine if s[3] in SENDS),
          "ranks 0-1: their messages")
+    p.shot(shots, "flow-ranks.png", "section.algorithm .flow")
     # Filter by channel.
     p.set_value(".filter-rank", "", "input")
     p.set_value(".filter-channel", "1", "change")
@@ -188,7 +189,7 @@ def production(d, chorus, shared, work, shots):
     p.console_clean(html)
 
 
-def wrong(d, chorus, source, work):
+def wrong(d, chorus, source, work, shots):
     bad = os.path.join(source, "tests", "data", "bad", "e301_swapped_offsets.xml")
     html = os.path.join(work, "wrong.html")
     run([chorus, "report", bad, "-o", html])
@@ -201,6 +202,7 @@ def wrong(d, chorus, source, work):
     text = p.js("return document.querySelector('.details').textContent")
     need(text.startswith("rank 1 tb 0 step 1"), "the step the diagnostic names: " + text)
     need(node is not None, "the focused step has a node")
+    p.shot(shots, "diagnostics.png", "section.algorithm")
     unreadable = os.path.join(source, "tests", "data", "bad", "e001_truncated.xml")
     html = os.path.join(work, "unreadable.html")
     run([chorus, "report", unreadable, "-o", html])
@@ -228,11 +230,12 @@ def synthesized(d, chorus, work, shots):
          "one tree selected: its edges")
     need(p.count("svg.topo-svg path.tree-edge[data-tree='0']") ==
          len(out["forest"][0]["edges"]), "only tree 0")
+    p.shot(shots, "synth-tree0.png", "#topology")
     need(int(p.attr("svg.flow-svg", "data-lanes")) == out["ranks"], "a lane per rank")
     p.console_clean(html)
 
 
-def aggregated(d, chorus, work):
+def aggregated(d, chorus, work, shots):
     xml = os.path.join(work, "ring16.xml")
     run([chorus, "gen", "ring_allreduce", "--ranks", "16", "-o", xml])
     steps = xml_steps(xml)
@@ -245,6 +248,7 @@ def aggregated(d, chorus, work):
          "their steps")
     need(p.count("canvas.matrix") == 1, "the traffic matrix")
     need(p.count("svg.flow-svg path.msg.stub") > 0, "messages to ranks not drawn are stubs")
+    p.shot(shots, "aggregated.png", "section.algorithm")
 
 
 def measured(d, chorus, source, work, shots):
@@ -292,9 +296,9 @@ def main():
     d = browser()
     try:
         production(d, chorus, shared, work, shots)
-        wrong(d, chorus, source, work)
+        wrong(d, chorus, source, work, shots)
         synthesized(d, chorus, work, shots)
-        aggregated(d, chorus, work)
+        aggregated(d, chorus, work, shots)
         measured(d, chorus, source, work, shots)
     except AssertionError as e:
         print("FAIL: " + str(e))

@@ -188,7 +188,7 @@
     const ranksShown = [...new Set(f.steps.map(r => tbs[tbOfNode.get(r[0])][0]))]
       .sort((x, y) => x - y);
     this.root = el('div', {class: 'flow'});
-    parent.append(el('h3', {text: 'Chunk flow' + (f.detailed ? '' : ' (ranks ' +
+    this.root.append(el('h3', {text: 'Chunk flow' + (f.detailed ? '' : ' (ranks ' +
       ranksShown.join(', ') + ' of ' + a.ranks + ' drawn; the matrix below shows all)')}));
     parent.append(this.root);
     const channels = [...new Set(tbs.map(t => t[4]))].sort((x, y) => x - y);
@@ -291,7 +291,7 @@
         y += mine.length * rowH + 2 * pad + 2;
       }
       const height = y + 24;
-      let xOf, wOf, width;
+      let xOf, wOf, width, room = 0;
       if (mode === 'time') {
         let tmax = 1;
         for (const st of steps.values()) if (st.time) tmax = Math.max(tmax, st.time[1]);
@@ -299,13 +299,16 @@
         xOf = st => left + st.time[0] / tmax * span;
         wOf = st => Math.max(2, (st.time[1] - st.time[0]) / tmax * span);
         width = left + span + 40;
+        room = span / Math.max(1, steps.size / Math.max(1, lanes.length));
       } else {
         let levels = f.levels || 1;
         for (const st of steps.values()) levels = Math.max(levels, st.level + 1);
         // Few levels get wide columns, room for the arrows' labels.
         const col = Math.max(18, Math.min(140, 1100 / levels)) * z;
         xOf = st => left + st.level * col;
-        wOf = () => Math.max(2, col - 4);
+        // Wide columns leave the arrows room to slant apart.
+        wOf = () => col > 40 ? col * 0.55 : Math.max(2, col - 4);
+        room = col;
         width = left + levels * col + 40;
       }
       svg = sv('svg', {width: width, height: height, class: 'flow-svg'});
@@ -348,7 +351,8 @@
           allArrows.push([st, null, x1, y1, x1 + 14, y1 - 8]);
         }
       }
-      const labels = allArrows.length <= 400;
+      // Labels where they fit (zoom in for more); every arrow has a tooltip.
+      const labels = allArrows.length <= 400 && room >= 70;
       for (const [from, to, x1, y1, x2, y2] of allArrows) {
         const line = sv('path', {class: 'msg' + (to ? '' : ' stub'), d: 'M' + x1 + ',' + y1 +
           ' L' + x2 + ',' + y2, 'marker-end': 'url(#' + markerId + ')', 'data-from': from.node,
@@ -681,7 +685,7 @@
     const holder = el('div');
     wrap.append(holder);
     parent.append(wrap);
-    const W = 760, H = 340, L = 60, R = 190, Tp = 10, B = 40;
+    const W = 900, H = 340, L = 60, R = 300, Tp = 10, B = 40;
     function draw() {
       const xs = series.flatMap(s => s.points.map(p => p[0]));
       const ys = series.flatMap(s => s.points.map(p => p[1])).concat(lines.map(l => l.y));
@@ -690,8 +694,17 @@
       const x0 = Math.log2(Math.min(...xs)), x1 = Math.max(x0 + 1, Math.log2(Math.max(...xs)));
       const pos = ys.filter(y => y > 0);
       let y0 = log ? Math.log10(Math.min(...pos)) : 0;
-      let y1 = log ? Math.log10(Math.max(...pos)) : Math.max(...ys, 1e-9) * 1.08;
-      if (log) { y0 = Math.floor(y0); y1 = Math.ceil(y1 + 0.01); }
+      let y1 = log ? Math.log10(Math.max(...pos)) : Math.max(...ys, 1e-9) * 1.05;
+      let step = 0;
+      if (log) {
+        y0 = Math.floor(y0);
+        y1 = Math.ceil(y1 + 0.01);
+      } else {
+        // Ticks at 1, 2 or 5 times a power of ten.
+        const raw = y1 / 5, mag = Math.pow(10, Math.floor(Math.log10(raw)));
+        step = [1, 2, 5, 10].find(m => m * mag >= raw) * mag;
+        y1 = Math.ceil(y1 / step) * step;
+      }
       const X = x => L + (Math.log2(x) - x0) / (x1 - x0) * (W - L - R);
       const Y = y => H - B - ((log ? Math.log10(Math.max(y, Math.pow(10, y0))) : y) - y0) /
         (y1 - y0) * (H - B - Tp);
@@ -704,7 +717,7 @@
       }
       const ticks = [];
       if (log) for (let e = y0; e <= y1; e++) ticks.push(Math.pow(10, e));
-      else for (let k = 0; k <= 5; k++) ticks.push(y1 * k / 5);
+      else for (let t = 0; t <= y1 + step / 2; t += step) ticks.push(t);
       for (const t of ticks) {
         const y = Y(t);
         svg.append(sv('line', {class: 'grid', x1: L, x2: W - R, y1: y, y2: y}));
@@ -737,8 +750,8 @@
             s.name + ': ' + bytesText(p[0]) + ', ' + gb(p[1]) + ' GB/s'));
         legend.append(sv('line', {x1: W - R + 10, x2: W - R + 30, y1: ly, y2: ly, stroke: s.colour,
           'stroke-width': 2}));
-        legend.append(sv('text', {x: W - R + 34, y: ly + 4}, s.name.length > 26 ?
-          s.name.slice(0, 25) + '…' : s.name));
+        legend.append(sv('text', {x: W - R + 34, y: ly + 4}, s.name.length > 44 ?
+          s.name.slice(0, 43) + '…' : s.name));
         ly += 16;
       }
       svg.append(legend);
@@ -776,8 +789,8 @@
         const key = se.collective + ' on ' + se.ranks + ' ranks';
         if (!groups.has(key)) groups.set(key, {series: [], lines: []});
         const g = groups.get(key);
-        g.series.push({name: se.implementation + (many ? ' (' + f.path.split('/').pop() + ')' :
-          ''), points: se.points});
+        g.series.push({name: se.implementation + (many ? ' (' + f.path.split('/').pop()
+          .replace(/\.csv$/, '') + ')' : ''), points: se.points});
         if (f.memcpy_gbs && !g.lines.some(l => l.file === fi))
           g.lines.push({name: 'memcpy' + (many ? ' (' + (fi + 1) + ')' : ''), y: f.memcpy_gbs,
             colour: '#555', file: fi});
@@ -796,5 +809,7 @@
     s.append(el('p', {class: 'note', text: 'From ' + D.perf.map(f => f.path).join(', ') +
       ' (chorus perf --csv, bench/peer_compare.sh).'}));
   }
+  // When the page was drawn, from navigation start (docs/report.md's timings).
+  document.body.setAttribute('data-render-ms', String(Math.round(performance.now())));
   document.body.setAttribute('data-ready', '1');
 })();
