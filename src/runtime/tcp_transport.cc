@@ -626,6 +626,12 @@ void TcpLinks::lose(int peer, const std::string& why) {
   wake_.ring();
 }
 
+void TcpLinks::closeLeft(Sock& s) {
+  s.closed = true;
+  s.out.clear();
+  if (epoll_ >= 0) ::epoll_ctl(epoll_, EPOLL_CTL_DEL, s.fd, nullptr);
+}
+
 void TcpLinks::watchOut(Sock& s, bool on) {
   if (s.watchingOut == on || s.closed) return;
   s.watchingOut = on;
@@ -734,7 +740,17 @@ bool TcpLinks::flush(Sock& s) {
         watchOut(s, true);
         return did;
       }
-      lose(s.peer, std::string("sending failed: ") + std::strerror(errno));
+      const int err = errno;
+      // A peer that left (its goodbye came) closed its sockets: what is
+      // queued for it is owed to no one, unless it is data. Its goodbye may
+      // still wait to be read.
+      if (!s.byeSeen) (void)readable(s);
+      if (s.byeSeen && std::none_of(s.out.begin(), s.out.end(),
+                                    [](const Sock::Out& o) { return o.conn != nullptr; })) {
+        closeLeft(s);
+        return true;
+      }
+      lose(s.peer, std::string("sending failed: ") + std::strerror(err));
       return true;
     }
     did = true;
@@ -886,10 +902,11 @@ Status TcpLinks::readable(Sock& s) {
         continue;
       }
     }
-    if (got == 0) {
+    // After its goodbye a peer's close may reset the connection (what we
+    // sent it meanwhile, credits, went unread): it left all the same.
+    if (got == 0 || (s.byeSeen && (errno == ECONNRESET || errno == EPIPE))) {
       if (s.byeSeen) {
-        s.closed = true;
-        ::epoll_ctl(epoll_, EPOLL_CTL_DEL, s.fd, nullptr);
+        closeLeft(s);
         return Status::ok();
       }
       return Status(StatusCode::kIoError,

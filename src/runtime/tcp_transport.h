@@ -142,6 +142,8 @@ class TcpLinks final : public Poller {
   bool pump();
   bool handle(const epoll_event* evs, int n);
   bool flush(Sock& s);
+  // A socket whose peer said goodbye and closed: no more to send or read.
+  void closeLeft(Sock& s);
   Status readable(Sock& s);
   Status consume(Sock& s, const unsigned char* data, size_t len);
   Status startFrame(Sock& s);
