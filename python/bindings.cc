@@ -423,20 +423,33 @@ py::tuple synthesize(const cli::SynthArgs& args) {
 }
 
 // chorus.report(): the page `chorus report` writes (docs/report.md), for
-// files (read by it, so an unreadable one is reported) and Algorithms.
-std::string reportHtml(const cli::ReportArgs& args, const std::vector<Algorithm>& algos,
+// `items` in their order: paths (read here, so an unreadable file is
+// reported) and Algorithms (labelled by `labels`, in turn).
+std::string reportHtml(const cli::ReportArgs& args, const py::list& items,
                        const std::vector<std::string>& labels) {
-  std::vector<report::AlgorithmInput> more;
-  for (size_t i = 0; i < algos.size(); ++i)
-    more.push_back(report::AlgorithmInput{
-        i < labels.size() ? labels[i] : algos[i].ir->name, *algos[i].ir, {}});
+  std::vector<report::AlgorithmInput> inputs;
+  size_t next = 0;
+  for (const py::handle& item : items) {
+    if (py::isinstance<Algorithm>(item)) {
+      const Algorithm& a = item.cast<const Algorithm&>();
+      inputs.push_back(
+          report::AlgorithmInput{next < labels.size() ? labels[next] : a.ir->name, *a.ir, {}});
+      ++next;
+    } else {
+      std::string path = py::str(item);
+      ir::ReadResult rr = ir::readAlgorithmFile(path);
+      inputs.push_back(
+          report::AlgorithmInput{path, std::move(rr.algorithm), std::move(rr.diagnostics)});
+    }
+  }
   std::string html, error;
   int rc = 0;
   {
     py::gil_scoped_release nogil;
     cli::ReportArgs quiet = args;
+    quiet.files.clear();
     quiet.printVerdicts = false;
-    rc = cli::reportPage(quiet, std::move(more), &html, &error);
+    rc = cli::reportPage(quiet, std::move(inputs), &html, &error);
   }
   if (rc != 0) raise(error);
   return html;

@@ -314,18 +314,18 @@ def report(*algorithms, topo=None, perf=(), output=None, title="", bytes=1 << 20
     chorus.Algorithm objects. Returns the page; ``output``: also written
     there."""
     a = _chorus.ReportArgs()
-    files, objects, labels = [], [], []
+    items, labels = [], []
     for item in algorithms:
         if isinstance(item, Algorithm):
-            objects.append(item._a)
+            items.append(item._a)
             labels.append(item.name)
         else:
-            files.append(_os.fspath(item))
-    a.files, a.perf = files, [_os.fspath(p) for p in perf]
+            items.append(_os.fspath(item))
+    a.perf = [_os.fspath(p) for p in perf]
     a.topo = "" if topo is None else str(topo)
     a.title, a.bytes, a.min_bytes, a.max_bytes = title, int(bytes), int(min_bytes), int(max_bytes)
     a.factor, a.detail_steps, a.detail_ranks = factor, detail_steps, list(detail_ranks)
-    html = _chorus.report(a, objects, labels)
+    html = _chorus.report(a, items, labels)
     if output is not None:
         with open(output, "w", encoding="utf-8") as f:
             f.write(html)

@@ -7,6 +7,7 @@
 #include <set>
 #include <tuple>
 
+#include "core/diagnostic_json.h"
 #include "ir/validate.h"
 #include "report/assets.h"
 #include "sim/simulator.h"
@@ -42,14 +43,17 @@ bool parseNumber(std::string_view s, double* out) {
 }
 
 // The implementation a busbw column measures: chorus perf's oop_/ip_
-// columns, peer_compare.sh's chorus_/mpi_/gloo_ ones.
+// columns, peer_compare.sh's chorus_/mpi_/gloo_
+// columns (and the older chorus_oop_/mpi_ip_ ones).
 std::optional<std::string> busbwColumn(std::string_view name) {
   if (name == "oop_busbw_gbs") return "chorus";
   if (name == "ip_busbw_gbs") return "chorus in place";
-  for (std::string_view impl : {"chorus", "mpi", "gloo"})
-    if (name.size() == impl.size() + 6 && name.substr(0, impl.size()) == impl &&
-        name.substr(impl.size()) == "_busbw")
-      return std::string(impl);
+  for (std::string_view impl : {"chorus", "mpi", "gloo"}) {
+    if (name.substr(0, impl.size()) != impl) continue;
+    std::string_view rest = name.substr(impl.size());
+    if (rest == "_busbw" || rest == "_oop_busbw") return std::string(impl);
+    if (rest == "_ip_busbw") return std::string(impl) + " in place";
+  }
   return std::nullopt;
 }
 
@@ -64,6 +68,7 @@ Result<PerfFile> parsePerfCsv(std::string_view text, const std::string& path) {
   std::vector<std::string> header;
   std::map<std::tuple<std::string, int, std::string>, size_t> seriesOf;
   int sizeCol = -1, collCol = -1, ranksCol = -1, memcpyCol = -1, socketCol = -1;
+  int typeCol = -1, redopCol = -1, rootCol = -1;
   std::vector<std::pair<int, std::string>> busCols;
   double memcpySum = 0, socketSum = 0;
   int memcpyRows = 0, socketRows = 0, rows = 0, lineNo = 0;
@@ -79,7 +84,7 @@ Result<PerfFile> parsePerfCsv(std::string_view text, const std::string& path) {
     std::vector<std::string_view> cells = splitCsv(line);
     if (cells[0] == "collective") {  // a header (files may be concatenated runs)
       header.assign(cells.begin(), cells.end());
-      sizeCol = collCol = ranksCol = memcpyCol = socketCol = -1;
+      sizeCol = collCol = ranksCol = memcpyCol = socketCol = typeCol = redopCol = rootCol = -1;
       busCols.clear();
       for (size_t c = 0; c < header.size(); ++c) {
         const std::string& h = header[c];
@@ -89,6 +94,9 @@ Result<PerfFile> parsePerfCsv(std::string_view text, const std::string& path) {
         if (h == "ranks") ranksCol = ci;
         if (h == "memcpy_gbs") memcpyCol = ci;
         if (h == "socket_gbs") socketCol = ci;
+        if (h == "type") typeCol = ci;
+        if (h == "redop") redopCol = ci;
+        if (h == "root") rootCol = ci;
         if (auto impl = busbwColumn(h)) busCols.emplace_back(ci, *impl);
       }
       if (sizeCol < 0 || busCols.empty())
@@ -111,9 +119,22 @@ Result<PerfFile> parsePerfCsv(std::string_view text, const std::string& path) {
     };
     double bytes = 0, ranks = 0;
     if (Status st = number(sizeCol, &bytes); !st.isOk()) return st;
-    if (ranksCol >= 0)
+    if (!(bytes >= 1)) return bad(lineNo, "size_bytes must be at least 1");
+    if (ranksCol >= 0) {
       if (Status st = number(ranksCol, &ranks); !st.isOk()) return st;
-    std::string coll = collCol >= 0 ? std::string(cells[static_cast<size_t>(collCol)]) : "";
+      if (!(ranks >= 1 && ranks <= 1e7 && ranks == std::floor(ranks)))
+        return bad(lineNo, "ranks must be a whole number from 1");
+    }
+    auto cell = [&](int col) {
+      return col >= 0 ? std::string(cells[static_cast<size_t>(col)]) : std::string();
+    };
+    // One curve per call: a data type, op or root other than the default
+    // is part of its name (a CSV may hold several runs).
+    std::string coll = cell(collCol);
+    if (std::string t = cell(typeCol); !t.empty() && t != "fp32") coll += " " + t;
+    if (std::string op = cell(redopCol); !op.empty() && op != "sum" && op != "none")
+      coll += " " + op;
+    if (std::string root = cell(rootCol); !root.empty() && root != "-1") coll += " root " + root;
     for (const auto& [col, impl] : busCols) {
       if (cells[static_cast<size_t>(col)].empty()) continue;  // a form or peer not measured
       double busbw = 0;
@@ -145,16 +166,10 @@ namespace {
 
 // ---- Algorithms ------------------------------------------------------------
 
-json diagnosticJson(const Diagnostic& d) {
-  json j = {{"code", d.id()},
-            {"severity", severityName(d.severity)},
-            {"message", d.message},
-            {"text", d.format()}};
-  if (d.loc.line > 0) j["line"] = d.loc.line;
-  if (d.loc.column > 0) j["column"] = d.loc.column;
-  if (d.loc.rank >= 0) j["rank"] = d.loc.rank;
-  if (d.loc.tb >= 0) j["tb"] = d.loc.tb;
-  if (d.loc.step >= 0) j["step"] = d.loc.step;
+// As `chorus verify --json` has it, and as it prints (file:line: ...).
+json findingJson(const Diagnostic& d) {
+  json j = diagnosticJson(d);
+  j["text"] = d.format();
   return j;
 }
 
@@ -230,8 +245,9 @@ class AlgorithmView {
   }
 
   // Threadblocks, the steps drawn, and the traffic matrix.
-  json flow(std::vector<char>& shown) {
+  json flow() {
     json f;
+    std::vector<char> shown;
     const size_t steps = a_.totalSteps();
     const bool detailed = steps <= o_.detailSteps;
     const int n = static_cast<int>(a_.ranks.size());
@@ -291,12 +307,14 @@ class AlgorithmView {
       f["note"] = "too many steps to order them: the x axis is each step's position";
     }
     json rows = json::array();
+    rowOf_.assign(static_cast<size_t>(nodes_), -1);
     int node = 0;
     for (size_t r = 0; r < a_.ranks.size(); ++r)
       for (size_t t = 0; t < a_.ranks[r].tbs.size(); ++t) {
         const ir::Threadblock& tb = a_.ranks[r].tbs[t];
         for (size_t k = 0; k < tb.steps.size(); ++k, ++node) {
           if (!shown[r]) continue;
+          rowOf_[static_cast<size_t>(node)] = static_cast<int>(drawn_++);
           const ir::Step& s = tb.steps[k];
           int dep = -1;
           if (s.depTb >= 0 && static_cast<size_t>(s.depTb) < base_[r].size())
@@ -313,7 +331,7 @@ class AlgorithmView {
 
   // The simulation at o_.bytes (step times, critical path, link loads and
   // their timeline) and the busbw curve.
-  json simulate(const topo::Topology& t, const std::vector<char>& shown, Bounds& bounds) {
+  json simulate(const topo::Topology& t, int root, Bounds& bounds) {
     json j;
     j["bytes"] = o_.bytes;
     sim::Options so;
@@ -334,11 +352,19 @@ class AlgorithmView {
         if (rank < 0) return -1;
         return base_[static_cast<size_t>(rank)][static_cast<size_t>(tb)] + step;
       };
-      json times = json::array();  // per step drawn, in the flow's order
-      for (const sim::PathStep& p : res.steps)
-        if (shown[static_cast<size_t>(p.rank)])
-          times.push_back({ns(p.start), ns(p.end), waitedIndex(p.waited),
-                           nodeOf(p.byRank, p.byTb, p.byStep), p.byIteration});
+      // Per step drawn, in the flow's order (placed by each step's node).
+      json times = json::array();
+      if (!res.steps.empty()) {
+        for (size_t k = 0; k < drawn_; ++k) times.push_back(nullptr);
+        for (const sim::PathStep& p : res.steps) {
+          int row = rowOf_[static_cast<size_t>(nodeOf(p.rank, p.tb, p.step))];
+          if (row >= 0)
+            times[static_cast<size_t>(row)] = {ns(p.start), ns(p.end), waitedIndex(p.waited),
+                                               nodeOf(p.byRank, p.byTb, p.byStep), p.byIteration};
+        }
+      } else {
+        j["steps_note"] = "too many step instances to time each step";
+      }
       j["steps"] = std::move(times);
       json path = json::array();
       for (const sim::PathStep& p : res.critical)
@@ -387,7 +413,7 @@ class AlgorithmView {
         curve.push_back({bytes, c.value().busbw, ns(c.value().time)});
     }
     j["curve"] = std::move(curve);
-    j["bound"] = bounds.get(a_.collective, a_.ngpus, 0);
+    if (a_.ngpus <= t.ranks()) j["bound"] = bounds.get(a_.collective, a_.ngpus, root);
     return j;
   }
 
@@ -396,6 +422,8 @@ class AlgorithmView {
   const Options& o_;
   std::vector<std::vector<int>> base_;  // [rank][tb] -> first node
   int nodes_ = 0;
+  std::vector<int> rowOf_;  // node -> its row in the flow's steps, -1: not drawn
+  size_t drawn_ = 0;
 };
 
 json algorithmData(const AlgorithmInput& in, const Options& o, Bounds* bounds) {
@@ -406,7 +434,7 @@ json algorithmData(const AlgorithmInput& in, const Options& o, Bounds* bounds) {
     diags.sort();
     j["verdict"] = "unreadable";
     json d = json::array();
-    for (const Diagnostic& x : diags.items()) d.push_back(diagnosticJson(x));
+    for (const Diagnostic& x : diags.items()) d.push_back(findingJson(x));
     j["diagnostics"] = std::move(d);
     return j;
   }
@@ -434,7 +462,7 @@ json algorithmData(const AlgorithmInput& in, const Options& o, Bounds* bounds) {
   j["forms"] = std::move(forms);
   if (rep.root >= 0) j["root"] = rep.root;
   json d = json::array();
-  for (const Diagnostic& x : diags.items()) d.push_back(diagnosticJson(x));
+  for (const Diagnostic& x : diags.items()) d.push_back(findingJson(x));
   j["diagnostics"] = std::move(d);
   DiagnosticList structure;
   ir::validateStructure(a, structure);
@@ -443,13 +471,12 @@ json algorithmData(const AlgorithmInput& in, const Options& o, Bounds* bounds) {
     return j;
   }
   AlgorithmView view(a, o);
-  std::vector<char> shown;
-  j["flow"] = view.flow(shown);
+  j["flow"] = view.flow();
   if (o.topology != nullptr) {
     if (diags.hasErrors())
       j["sim"] = {{"error", "the verifier found errors: not simulated"}};
     else
-      j["sim"] = view.simulate(*o.topology, shown, *bounds);
+      j["sim"] = view.simulate(*o.topology, std::max(rep.root, 0), *bounds);
   }
   return j;
 }
@@ -498,18 +525,28 @@ json reportData(const std::vector<AlgorithmInput>& algorithms, const std::vector
   json p = json::array();
   for (const PerfFile& f : perf) p.push_back(perfData(f));
   data["perf"] = std::move(p);
-  if (options.synth != nullptr) data["synth"] = json::parse(options.synth->dump());
+  if (options.synth != nullptr)
+    data["synth"] =
+        json::parse(options.synth->dump(-1, ' ', false, json::error_handler_t::replace));
   return data;
 }
 
 std::string renderHtml(const json& data) {
-  // Inside <script>, "</" would end the element early: JSON allows "<\/".
+  // Inside <script>, "</script" or "<!--" in a string would change where
+  // the element ends: JSON strings may spell <, > and & as \u escapes, and
+  // these characters appear only in strings.
   std::string text = data.dump(-1, ' ', false, json::error_handler_t::replace);
   std::string safe;
   safe.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    safe += text[i];
-    if (text[i] == '<' && i + 1 < text.size() && text[i + 1] == '/') safe += '\\';
+  for (char c : text) {
+    if (c == '<')
+      safe += "\\u003c";
+    else if (c == '>')
+      safe += "\\u003e";
+    else if (c == '&')
+      safe += "\\u0026";
+    else
+      safe += c;
   }
   std::string title = data.value("title", std::string("chorus report"));
   std::string escaped;

@@ -254,13 +254,13 @@ check run-engine-procs 2 'excludes --device' -- "$chorus" run "$msccl/ap4ll.xml"
   --procs 8
 check run-bad-device 2 'not in' -- "$chorus" run "$msccl/ap4ll.xml" --device tpu
 # chorus report (docs/report.md; the page itself: tests/report)
-check report 0 'report written to' -- "$chorus" report "$msccl/ag-1m.xml" --topo ndv4 -o "$tmp/r.html"
+check report 0 'ag-1m.xml: correct \(allgather on 8 ranks, 448 steps; busbw [0-9.]+ GB/s at 1048576 bytes\)' -- "$chorus" report "$msccl/ag-1m.xml" --topo ndv4 -o "$tmp/r.html"
 # Nothing fetched when it opens: no script or style by reference, no URL
 # but the SVG namespace.
 external=$(grep -oE '<script src|<link rel="stylesheet"|https?://[a-zA-Z0-9./_-]+' "$tmp/r.html" |
   grep -v '^http://www.w3.org/2000/svg$')
 check report-self-contained 0 '' -- test -z "$external"
-check report-wrong-still-written 0 'e301_swapped_offsets.xml: alltoall on 4 ranks' \
+check report-wrong-still-written 0 'e301_swapped_offsets.xml: wrong \(alltoall on 4 ranks' \
   -- "$chorus" report "$src/tests/data/bad/e301_swapped_offsets.xml" -o "$tmp/w.html"
 check report-nothing 2 'name an algorithm file or a --perf CSV' -- "$chorus" report
 check report-bad-topo 2 "unknown topology|no-such" -- "$chorus" report "$msccl/ag-1m.xml" --topo no-such -o "$tmp/x.html"

@@ -64,6 +64,27 @@ TEST(ReportPerf, ReadsChorusPerfAndPeerCompare) {
                                                    {"sendrecv/chorus", 1},
                                                    {"sendrecv/mpi", 1}}));
   EXPECT_DOUBLE_EQ(peer.value().socketGBs, 3.9);
+
+  // Runs of other types, ops and roots are curves of their own; the older
+  // peer_compare.sh columns (chorus_oop_busbw, mpi_ip_busbw) are read.
+  auto runs = report::parsePerfCsv(
+      "collective,ranks,size_bytes,count,type,redop,root,oop_busbw_gbs\n"
+      "allreduce,4,1024,256,fp32,sum,-1,1\nallreduce,4,1024,512,bf16,max,-1,2\n"
+      "broadcast,4,1024,256,fp32,none,2,3\n",
+      "runs.csv");
+  ASSERT_TRUE(runs.isOk()) << runs.status().toString();
+  std::vector<std::string> names;
+  for (const auto& s : runs.value().series) names.push_back(s.collective);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"allreduce", "allreduce bf16 max", "broadcast root 2"}));
+  auto old = report::parsePerfCsv(
+      "collective,ranks,size_bytes,chorus_oop_busbw,mpi_oop_busbw,chorus_ip_busbw,mpi_ip_busbw\n"
+      "allreduce,2,4096,1,2,3,4\n",
+      "old.csv");
+  ASSERT_TRUE(old.isOk()) << old.status().toString();
+  std::vector<std::string> impls;
+  for (const auto& s : old.value().series) impls.push_back(s.implementation);
+  EXPECT_EQ(impls, (std::vector<std::string>{"chorus", "mpi", "chorus in place", "mpi in place"}));
 }
 
 TEST(ReportPerf, BadFilesNameTheLine) {
@@ -78,6 +99,9 @@ TEST(ReportPerf, BadFilesNameTheLine) {
       {header + "allreduce,2,4K,1.5\n", "bad.csv:2: column size_bytes: '4K' is not a number"},
       {"allreduce,2,4096,1.5\n", "bad.csv:1: a row before any header"},
       {"collective,ranks,bytes\n", "bad.csv:1: a header without size_bytes and a busbw column"},
+      {header + "allreduce,2,0,1.5\n", "bad.csv:2: size_bytes must be at least 1"},
+      {header + "allreduce,2.5,4096,1.5\n", "bad.csv:2: ranks must be a whole number"},
+      {header + "allreduce,1e20,4096,1.5\n", "bad.csv:2: ranks must be a whole number"},
       {header, "bad.csv:1: no rows"},
       {"", "bad.csv:0: no rows"},
   };
@@ -191,14 +215,16 @@ TEST(ReportData, WrongAndUnreadableFilesSaySo) {
 }
 
 // The page inlines the data so that no label can end its script element
-// early, and escapes the title.
+// early or open a comment in it, and escapes the title.
 TEST(ReportHtml, DataCannotCloseItsScript) {
   json d;
   d["title"] = "a <b> & c";
   d["algorithms"] = json::array({json{{"label", "x</script><script>alert(1)</script>"}}});
+  d["algorithms"].push_back(json{{"label", "<!--<script>"}});
   std::string html = report::renderHtml(d);
   EXPECT_EQ(html.find("</script><script>alert"), std::string::npos);
-  EXPECT_NE(html.find("<\\/script><script>alert(1)<\\/script>"), std::string::npos);
+  EXPECT_EQ(html.find("<!--"), std::string::npos);
+  EXPECT_NE(html.find("\\u003c/script\\u003e\\u003cscript\\u003ealert(1)"), std::string::npos);
   EXPECT_NE(html.find("<title>a &lt;b> &amp; c</title>"), std::string::npos);
   const size_t open = html.find("id=\"chorus-data\">") + 17;
   const size_t close = html.find("</script>", open);

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "core/diagnostic.h"
+#include "core/diagnostic_json.h"
 #include "core/io.h"
 #include "ir/json_io.h"
 #include "ir/stats.h"
@@ -57,21 +58,6 @@ struct FileResult {
 std::string formsText(const ir::Algorithm& a) {
   if (a.inplace && a.outofplace) return "in+out-of-place";
   return a.inplace ? "in-place" : "out-of-place";
-}
-
-json diagnosticJson(const Diagnostic& d) {
-  const DiagInfo& info = diagInfo(d.code);
-  json j = {{"code", info.id},
-            {"name", info.slug},
-            {"severity", severityName(d.severity)},
-            {"message", d.message}};
-  if (!d.loc.file.empty()) j["file"] = d.loc.file;
-  if (d.loc.line > 0) j["line"] = d.loc.line;
-  if (d.loc.column > 0) j["column"] = d.loc.column;
-  if (d.loc.rank >= 0) j["rank"] = d.loc.rank;
-  if (d.loc.tb >= 0) j["tb"] = d.loc.tb;
-  if (d.loc.step >= 0) j["step"] = d.loc.step;
-  return j;
 }
 
 FileResult verifyFile(const std::string& file, const verify::Options& opts) {

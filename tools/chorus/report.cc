@@ -12,16 +12,20 @@
 namespace chorus::cli {
 namespace {
 
-// One line per algorithm: what its section will say first.
-void printVerdicts(const std::vector<report::AlgorithmInput>& algos) {
-  for (const report::AlgorithmInput& in : algos) {
-    if (!in.algorithm) {
-      fmt::print("{}: unreadable ({} finding(s); see the report)\n", in.label,
-                 in.readDiagnostics.size());
+// One line per algorithm: its verdict, as its section says it.
+void printVerdicts(const nlohmann::json& data) {
+  for (const nlohmann::json& a : data["algorithms"]) {
+    const std::string label = a["label"];
+    if (a["verdict"] == "unreadable") {
+      fmt::print("{}: unreadable ({} finding(s) in the report)\n", label, a["diagnostics"].size());
       continue;
     }
-    fmt::print("{}: {} on {} ranks, {} steps\n", in.label, in.algorithm->collectiveName,
-               in.algorithm->ngpus, in.algorithm->totalSteps());
+    fmt::print("{}: {} ({} on {} ranks, {} steps", label, a["verdict"].get<std::string>(),
+               a["collective"].get<std::string>(), a["ranks"].get<int>(), a["steps"].get<size_t>());
+    if (a.contains("sim") && a["sim"].contains("busbw"))
+      fmt::print("; busbw {:.2f} GB/s at {} bytes", a["sim"]["busbw"].get<double>(),
+                 a["sim"]["bytes"].get<size_t>());
+    fmt::print(")\n");
   }
 }
 
@@ -71,8 +75,9 @@ int reportPage(const ReportArgs& args, std::vector<report::AlgorithmInput> more,
   o.factor = args.factor;
   o.detailSteps = args.detailSteps;
   o.detailRanks = args.detailRanks;
-  if (args.printVerdicts) printVerdicts(algos);
-  *html = report::renderHtml(report::reportData(algos, perf, o));
+  nlohmann::json data = report::reportData(algos, perf, o);
+  if (args.printVerdicts) printVerdicts(data);
+  *html = report::renderHtml(data);
   return 0;
 }
 

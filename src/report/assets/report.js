@@ -170,7 +170,7 @@
     const tbs = f.tbs;  // [rank, id, send, recv, channel, firstNode, nsteps]
     const tbOfNode = new Map();
     const steps = new Map();  // node -> step record
-    const times = a.sim && a.sim.steps ? a.sim.steps : null;
+    const times = a.sim && a.sim.steps && a.sim.steps.length ? a.sim.steps : null;
     const crit = new Set((a.sim && a.sim.critical || []).map(c => c[0]));
     f.steps.forEach((r, i) => {
       steps.set(r[0], {node: r[0], type: r[1], srcBuf: r[2], srcOff: r[3], dstBuf: r[4],
@@ -346,8 +346,8 @@
         const x1 = xOf(st) + wOf(st), y1 = rowOf.get(st.tb) + rowH / 2;
         if (to && rectOf.has(to.node)) {
           allArrows.push([st, to, x1, y1, xOf(to), rowOf.get(to.tb) + rowH / 2]);
-        } else if (!to || !rowOf.has(to.tb)) {
-          // The receiver is not drawn (filtered out, or not among the ranks shown).
+        } else {
+          // Its receive is not drawn (filtered out, or not among the ranks shown).
           allArrows.push([st, null, x1, y1, x1 + 14, y1 - 8]);
         }
       }
@@ -429,7 +429,7 @@
     const img = ctx.createImageData(n, n);
     let max = 1;
     for (const m of cells) max = Math.max(max, m[3]);
-    for (let i = 0; i < n * n; i++) { img.data.set([255, 255, 255, 255], i * 4); }
+    img.data.fill(255);
     for (const [from, to, , elems] of cells) {
       const col = heat(0.15 + 0.85 * elems / max).match(/\d+/g).map(Number);
       img.data.set([...col, 255], (from * n + to) * 4);
@@ -551,6 +551,7 @@
       if (!pairs.has(k)) pairs.set(k, {a: a, b: b, links: []});
       pairs.get(k).links.push(l);
     }
+    const bottleneck = new Set(D.synth && D.synth.bottleneck ? D.synth.bottleneck : []);
     const gLinks = sv('g', {class: 'links'});
     const lineOf = [];
     for (const p of pairs.values()) {
@@ -560,6 +561,9 @@
       const line = sv('line', {class: 'link', x1: pa[0], y1: pa[1], x2: pb[0], y2: pb[1],
         'stroke-width': Math.max(1.5, Math.min(7, Math.log2(1 + bw) * 0.9)),
         'data-links': p.links.map(l => l.id).join(',')});
+      // Alltoall's optimum: the links its LP keeps at capacity.
+      if (bottleneck.size && p.links.some(l => bottleneck.has(nodes[l.from].name + ' -> ' +
+        nodes[l.to].name))) line.classList.add('cut');
       gLinks.append(line);
       lineOf.push([line, p]);
     }
@@ -603,6 +607,9 @@
     s.append(scroll);
     const info = el('div', {class: 'details', text: 'Hover over a link: its bandwidth and load.'});
     s.append(info);
+    if (bottleneck.size) s.append(el('p', {class: 'note', text: 'The alltoall optimum\'s ' +
+      'bottleneck (red dashed): ' + bottleneck.size + ' link(s) at capacity in its LP; the ' +
+      'optimum is ' + gb(D.synth.algbw) + ' GB/s algbw (' + gb(D.synth.busbw) + ' GB/s busbw).'}));
     if (SY && SY.cut) s.append(el('p', {class: 'note', text: 'Binding cut (red dashed outline): ' +
       SY.cut.ranks_inside + ' rank(s) inside, ' + gb(SY.cut.capacity) + ' GB/s crossing it; ' +
       'the optimum is ' + gb(SY.algbw) + ' GB/s algbw (' + gb(SY.busbw) + ' GB/s busbw).'}));
@@ -690,9 +697,11 @@
       const xs = series.flatMap(s => s.points.map(p => p[0]));
       const ys = series.flatMap(s => s.points.map(p => p[1])).concat(lines.map(l => l.y));
       if (!xs.length) { holder.replaceChildren(el('p', {class: 'note', text: 'no points'})); return; }
-      const log = logSel.checked;
-      const x0 = Math.log2(Math.min(...xs)), x1 = Math.max(x0 + 1, Math.log2(Math.max(...xs)));
-      const pos = ys.filter(y => y > 0);
+      const pos = ys.filter(y => y > 0), xpos = xs.filter(x => x > 0);
+      if (!xpos.length) { holder.replaceChildren(el('p', {class: 'note', text: 'no sizes'})); return; }
+      const x0 = Math.log2(Math.min(...xpos)), x1 = Math.max(x0 + 1, Math.log2(Math.max(...xpos)));
+      // A log axis needs a positive value.
+      const log = logSel.checked && pos.length > 0;
       let y0 = log ? Math.log10(Math.min(...pos)) : 0;
       let y1 = log ? Math.log10(Math.max(...pos)) : Math.max(...ys, 1e-9) * 1.05;
       let step = 0;
@@ -709,7 +718,7 @@
       const Y = y => H - B - ((log ? Math.log10(Math.max(y, Math.pow(10, y0))) : y) - y0) /
         (y1 - y0) * (H - B - Tp);
       const svg = sv('svg', {width: W, height: H, class: 'chart-svg'});
-      for (let e = Math.ceil(x0); e <= Math.floor(x1); e += e < 10 ? 2 : 2) {
+      for (let e = Math.ceil(x0); e <= Math.floor(x1); e += 2) {
         const x = X(Math.pow(2, e));
         svg.append(sv('line', {class: 'grid', x1: x, x2: x, y1: Tp, y2: H - B}));
         svg.append(sv('text', {x: x, y: H - B + 14, 'text-anchor': 'middle'},
