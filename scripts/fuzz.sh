@@ -14,7 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
-all=(fuzz_verify fuzz_json fuzz_topology fuzz_postcondition fuzz_wire fuzz_env fuzz_cli)
+all=(fuzz_verify fuzz_json fuzz_topology fuzz_postcondition fuzz_wire fuzz_env fuzz_cli
+     fuzz_report)
 if (($# > 0)); then targets=("$@"); else targets=("${all[@]}"); fi
 
 scripts/setup.sh clang-16 libclang-rt-16-dev
