@@ -261,8 +261,7 @@ class AlgorithmView {
     }
     f["detailed"] = detailed;
     json tbs = json::array();
-    json matrix = json::object();  // "from,to" -> [messages, elements]
-    std::map<std::pair<int, int>, std::pair<int64_t, int64_t>> traffic;
+    std::map<std::pair<int, int>, std::pair<int64_t, int64_t>> traffic;  // messages, elements
     for (size_t r = 0; r < a_.ranks.size(); ++r)
       for (size_t t = 0; t < a_.ranks[r].tbs.size(); ++t) {
         const ir::Threadblock& tb = a_.ranks[r].tbs[t];
