@@ -3,16 +3,49 @@
 // memory (getrusage) is that case's. Prints one CSV row:
 //   program,ranks,instances,operations,steps,record_ms,compile_ms,verify_ms,peak_mib
 //   compile_bench ring_allreduce 256 4 [--no-verify]
+// With --rank R (per-rank lowering, docs/scale.md), rank R's part alone,
+// built ten times: the best time and the peak heap one build allocated
+// (counted by this program's operator new):
+//   rank,program,ranks,instances,rank_steps,rank_form,best_ms,peak_heap_mib
+//   compile_bench ring_allreduce 16384 1 --rank 5 [--gpus-per-node 8]
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
+#include <string>
 
 #include "compiler/compiler.h"
 #include "lang/registry.h"
 #include "verify/verifier.h"
+
+// Live and peak heap bytes (each block carries its size in front).
+namespace {
+std::atomic<size_t> gLive{0}, gPeak{0};
+constexpr size_t kHeader = alignof(std::max_align_t);
+}  // namespace
+
+void* operator new(size_t n) {
+  auto* p = static_cast<char*>(std::malloc(n + kHeader));
+  if (p == nullptr) throw std::bad_alloc();
+  *reinterpret_cast<size_t*>(p) = n;
+  size_t live = gLive.fetch_add(n) + n;
+  size_t peak = gPeak.load();
+  while (live > peak && !gPeak.compare_exchange_weak(peak, live)) {
+  }
+  return p + kHeader;
+}
+void operator delete(void* q) noexcept {
+  if (q == nullptr) return;
+  char* p = static_cast<char*>(q) - kHeader;
+  gLive.fetch_sub(*reinterpret_cast<size_t*>(p));
+  std::free(p);
+}
+void operator delete(void* q, size_t) noexcept { operator delete(q); }
 
 namespace {
 double since(std::chrono::steady_clock::time_point t0) {
@@ -27,10 +60,46 @@ int main(int argc, char** argv) {
   }
   const chorus::lang::ProgramEntry* e = chorus::lang::findProgram(argv[1]);
   int n = std::atoi(argv[2]), instances = std::atoi(argv[3]);
-  bool verify = !(argc > 4 && std::strcmp(argv[4], "--no-verify") == 0);
+  bool verify = true;
+  int rank = -1, gpus = 0;
+  for (int i = 4; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--no-verify") == 0) verify = false;
+    if (std::strcmp(argv[i], "--rank") == 0 && i + 1 < argc) rank = std::atoi(argv[++i]);
+    if (std::strcmp(argv[i], "--gpus-per-node") == 0 && i + 1 < argc) gpus = std::atoi(argv[++i]);
+  }
   if (e == nullptr || !e->ranksOk(n) || instances < 1) {
     std::fprintf(stderr, "compile_bench: no such program, or ranks/instances unsuitable\n");
     return 2;
+  }
+  if (rank >= 0) {
+    chorus::lang::ProgramOptions given{.ranks = n, .instances = instances, .gpusPerNode = gpus};
+    given.focus = rank;
+    chorus::lang::ProgramOptions o;
+    std::string problem;
+    if (!chorus::lang::programOptions(*e, given, &o, &problem)) {
+      std::fprintf(stderr, "compile_bench: %s\n", problem.c_str());
+      return 2;
+    }
+    double best = 1e300;
+    size_t peak = 0, steps = 0;
+    bool form = false;
+    for (int k = 0; k < 10; ++k) {
+      const size_t before = gLive.load();
+      gPeak.store(before);
+      auto t0 = std::chrono::steady_clock::now();
+      chorus::compiler::Compiled c = chorus::compiler::compileRank(*e, o);
+      best = std::min(best, since(t0));
+      peak = std::max(peak, gPeak.load() - before);
+      if (!c.ok()) {
+        std::fprintf(stderr, "compile_bench: %s does not compile\n", e->name.c_str());
+        return 1;
+      }
+      steps = c.algo.totalSteps();
+      form = c.fromRankForm;
+    }
+    std::printf("rank,%s,%d,%d,%zu,%s,%.3f,%.2f\n", e->name.c_str(), n, instances, steps,
+                form ? "yes" : "no", best, static_cast<double>(peak) / (1024.0 * 1024.0));
+    return 0;
   }
   auto t0 = std::chrono::steady_clock::now();
   chorus::lang::ProgramOptions options{

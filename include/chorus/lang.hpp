@@ -60,6 +60,13 @@ struct ProgramOptions {
   // Off, each keeps its own, so a send waiting for its data never holds up
   // an unrelated receive (synthesized forests: docs/synthesis.md).
   bool pairThreadblocks = true;
+  // Per-rank lowering (docs/scale.md): record only what touches this rank.
+  // -1 (the default) records the whole program. A program's per-rank form
+  // (ProgramEntry::buildRank) runs with it set: operations that touch no
+  // place of this rank are dropped, presence is not tracked (the rank does
+  // not see the others' buffers), and the form states every operation's
+  // depth (Program::depth) and every scratch buffer's extent.
+  int focus = -1;
 };
 
 // Input chunk `index` of `rank`: what a custom collective's results are made of.
@@ -163,6 +170,9 @@ struct Operation {
   const char* file = "";  // where it was recorded (Where; the program owns the text)
   int line = 0;
   int column = 0;
+  // Per-rank forms: the depth the whole program's schedule gives it
+  // (Program::depth); 0 where the compiler computes it.
+  int depth = 0;
 };
 
 class Program {
@@ -176,8 +186,19 @@ class Program {
   // rank r's input chunk k is its output chunk r * chunks + k).
   Chunk chunk(int rank, Buffer buffer, int index, int size = 1,
               Where where = std::source_location::current());
-  // A scratch buffer of every rank, sized by the largest index used.
-  Buffer scratch(const std::string& name);
+  // A scratch buffer of every rank, sized by the largest index used on any
+  // rank, or by `extent` chunks if that is larger. Per-rank forms give the
+  // extent: they do not see the other ranks' indices.
+  Buffer scratch(const std::string& name, int extent = 0);
+  const std::vector<int>& scratchExtents() const { return scratchExtents_; }
+
+  // Per-rank forms (ProgramOptions::focus): the depth of the operations
+  // recorded from now on, i.e. the one the compiler's schedule gives them
+  // in the whole program (compiler.h). Whole programs need not call it.
+  void depth(int d) { depth_ = d; }
+  int focus() const { return options_.focus; }
+  // Whether the rank is the focus, or every rank is recorded.
+  bool records(int rank) const { return options_.focus < 0 || options_.focus == rank; }
   // Consecutive references of one buffer of one rank as one.
   Chunk group(const std::vector<Chunk>& parts, Where where = std::source_location::current());
 
@@ -206,6 +227,9 @@ class Program {
   int outputChunks() const { return outputChunks_; }
   const std::vector<std::string>& scratchNames() const { return scratchNames_; }
   const std::vector<Operation>& operations() const { return ops_; }
+  // Frees the recorded operations: for a compiler that owns the program,
+  // once it has lowered them (operations() is then empty).
+  void releaseOperations() { std::vector<Operation>().swap(ops_); }
   const std::vector<Problem>& problems() const { return problems_; }
 
  private:
@@ -229,7 +253,11 @@ class Program {
   std::vector<Expected> post_;
   std::vector<char> posted_;  // [rank * outputChunks + index]: stated
   std::vector<std::string> scratchNames_;
+  std::vector<int> scratchExtents_;
   std::vector<Operation> ops_;
+  int depth_ = 0;
+  bool refused_ = false;                // the options were refused: nothing is recorded
+  const char* lastInterned_ = nullptr;  // the file of the last operation, in files_
   std::vector<Problem> problems_;
   // presence_[rank][buffer][index]: something is there (scratch grows).
   std::vector<std::vector<std::vector<char>>> presence_;

@@ -98,6 +98,7 @@ Instr unfused(Instr& x) {
 }
 
 void assignRank(Mir& m, int rank, DiagnosticList& diags) {
+  if (m.ranks[static_cast<size_t>(rank)].empty()) return;  // (a per-rank compile's others)
   std::vector<Instr> xs;  // the rank's instructions, some fused ones split
   Groups g;
   std::map<std::tuple<int, int, int>, int> byConnection;  // (channel, dir, peer)
@@ -144,9 +145,13 @@ void assignRank(Mir& m, int rank, DiagnosticList& diags) {
     }
     return id;
   };
-  for (Instr& in : m.ranks[static_cast<size_t>(rank)]) {
+  std::vector<Instr>& lowered = m.ranks[static_cast<size_t>(rank)];
+  xs.reserve(static_cast<size_t>(
+      std::count_if(lowered.begin(), lowered.end(), [](const Instr& x) { return !x.dead; })));
+  groupOf.reserve(xs.capacity());
+  for (Instr& in : lowered) {
     if (in.dead) continue;
-    xs.push_back(in);
+    xs.push_back(std::move(in));
     groupOf.push_back(-1);
     int i = static_cast<int>(xs.size()) - 1;
     Instr& x = xs.back();

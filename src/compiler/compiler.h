@@ -22,6 +22,7 @@
 
 #include "core/diagnostic.h"
 #include "ir/ir.h"
+#include "lang/registry.h"
 
 namespace chorus::compiler {
 
@@ -38,10 +39,22 @@ struct Compiled {
   DiagnosticList diagnostics;  // the program's problems and the compiler's
   std::string printed;
   std::string timings;  // one line per pass when timePasses
+  // A per-rank compile (ProgramOptions::focus): algo.ranks holds only this
+  // rank; algo.nchannels counts the channels it uses.
+  int focus = -1;
+  bool fromRankForm = false;  // built by the program's per-rank form
   bool ok() const { return !diagnostics.hasErrors(); }
 };
 
+// A program recorded whole, or by its per-rank form (options().focus set:
+// then only that rank's part comes out, and every operation needs a depth).
 Compiled compile(const lang::Program& program, const CompileOptions& options = {});
+
+// Rank `options.focus`'s part of registered program `entry` (options from
+// lang::programOptions), no more: from its per-rank form where it has one,
+// in time and memory proportional to the rank's own steps; otherwise the
+// whole program is compiled and the rest dropped.
+Compiled compileRank(const lang::ProgramEntry& entry, const lang::ProgramOptions& options);
 
 // The passes, in order.
 const std::vector<std::string>& passNames();

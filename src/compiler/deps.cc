@@ -129,6 +129,7 @@ void targetsFirst(std::vector<Instr>& xs, int tbs) {
 
 void dependencies(Mir& m) {
   for (size_t r = 0; r < m.ranks.size(); ++r) {
+    if (m.ranks[r].empty()) continue;
     rankDependencies(m.ranks[r], m.tbCount[r]);
     targetsFirst(m.ranks[r], m.tbCount[r]);
   }

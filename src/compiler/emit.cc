@@ -20,9 +20,11 @@ ir::Algorithm emit(const Mir& m) {
   a.nchunksPerLoop = std::max(m.inputChunks, m.outputChunks);
   // Steps carry lines of the file the operations were recorded in (a
   // registered program's own file, not the one that made the Program).
-  a.sourceFile = m.ops.empty() ? m.file : m.ops.front().file;
+  a.sourceFile = m.opsFile != nullptr ? m.opsFile : m.file;
   // Scratch layout.
-  std::vector<int> size(m.scratchNames.size(), 0), base(m.scratchNames.size(), 0);
+  // Extents a per-rank form states (it sees only its rank's indices).
+  std::vector<int> size = m.scratchExtents, base(m.scratchNames.size(), 0);
+  size.resize(m.scratchNames.size(), 0);
   int channels = 1;
   for (const auto& xs : m.ranks)
     for (const Instr& x : xs) {
@@ -51,6 +53,7 @@ ir::Algorithm emit(const Mir& m) {
   };
   lang::InPlace ip = lang::inPlaceOf(o.collective);
   for (int r = 0; r < o.ranks; ++r) {
+    if (o.focus >= 0 && r != o.focus) continue;  // a per-rank compile: its rank only
     ir::Rank rank;
     rank.id = r;
     rank.inputChunks = o.inplace && ip == lang::InPlace::kInputInOutput ? 0 : m.inputChunks;

@@ -15,43 +15,6 @@ namespace {
 
 bool isScratch(int buffer) { return buffer >= 2; }
 
-void fuseRank(std::vector<Instr>& xs) {
-  using ir::StepType;
-  PerChunk<int> pending(-1);                    // the unfused receive that last wrote the chunk
-  std::map<std::pair<int, int>, int> lastSend;  // (peer, channel) -> instruction
-  for (int i = 0; i < static_cast<int>(xs.size()); ++i) {
-    Instr& x = xs[static_cast<size_t>(i)];
-    if (x.type == StepType::kSend) {
-      int r = pending.at(x.srcBuf, x.srcIdx);
-      bool ok = r >= 0;
-      if (ok) {
-        const Instr& rx = xs[static_cast<size_t>(r)];
-        ok = rx.dstBuf == x.srcBuf && rx.dstIdx == x.srcIdx && rx.count == x.count &&
-             rx.channel == x.channel;
-        for (int k = 0; ok && k < x.count; ++k) ok = pending.at(x.srcBuf, x.srcIdx + k) == r;
-        auto it = lastSend.find({x.sendPeer, x.channel});
-        ok = ok && (it == lastSend.end() || it->second < r);
-      }
-      if (ok) {
-        Instr& rx = xs[static_cast<size_t>(r)];
-        rx.type =
-            rx.type == StepType::kRecv ? StepType::kRecvCopySend : StepType::kRecvReduceCopySend;
-        rx.sendPeer = x.sendPeer;
-        rx.hints.sendTb = x.hints.sendTb;
-        x.dead = true;
-        for (int k = 0; k < x.count; ++k) pending.at(x.srcBuf, x.srcIdx + k) = -1;
-        lastSend[{x.sendPeer, x.channel}] = r;
-      } else {
-        lastSend[{x.sendPeer, x.channel}] = i;
-      }
-      continue;
-    }
-    if (!ir::writesDst(x.type)) continue;
-    bool fusable = x.type == StepType::kRecv || x.type == StepType::kRecvReduceCopy;
-    for (int k = 0; k < x.count; ++k) pending.at(x.dstBuf, x.dstIdx + k) = fusable ? i : -1;
-  }
-}
-
 void storeLessRank(std::vector<Instr>& xs) {
   using ir::StepType;
   PerChunk<char> live(0);  // read later (before a write); scratch starts dead
@@ -77,9 +40,45 @@ void storeLessRank(std::vector<Instr>& xs) {
 
 }  // namespace
 
+bool Fusion::forwards(std::vector<Instr>& xs, int i) {
+  using ir::StepType;
+  Instr& x = xs[static_cast<size_t>(i)];
+  if (x.type == StepType::kSend) {
+    int r = pending_.at(x.srcBuf, x.srcIdx);
+    bool ok = r >= 0;
+    if (ok) {
+      const Instr& rx = xs[static_cast<size_t>(r)];
+      ok = rx.dstBuf == x.srcBuf && rx.dstIdx == x.srcIdx && rx.count == x.count &&
+           rx.channel == x.channel;
+      for (int k = 0; ok && k < x.count; ++k) ok = pending_.at(x.srcBuf, x.srcIdx + k) == r;
+      auto it = lastSend_.find({x.sendPeer, x.channel});
+      ok = ok && (it == lastSend_.end() || it->second < r);
+    }
+    if (!ok) {
+      lastSend_[{x.sendPeer, x.channel}] = i;
+      return false;
+    }
+    Instr& rx = xs[static_cast<size_t>(r)];
+    rx.type = rx.type == StepType::kRecv ? StepType::kRecvCopySend : StepType::kRecvReduceCopySend;
+    rx.sendPeer = x.sendPeer;
+    rx.hints.sendTb = x.hints.sendTb;
+    for (int k = 0; k < x.count; ++k) pending_.at(x.srcBuf, x.srcIdx + k) = -1;
+    lastSend_[{x.sendPeer, x.channel}] = r;
+    return true;
+  }
+  if (!ir::writesDst(x.type)) return false;
+  bool fusable = x.type == StepType::kRecv || x.type == StepType::kRecvReduceCopy;
+  for (int k = 0; k < x.count; ++k) pending_.at(x.dstBuf, x.dstIdx + k) = fusable ? i : -1;
+  return false;
+}
+
 void fuse(Mir& m) {
   for (auto& xs : m.ranks) {
-    fuseRank(xs);
+    if (!m.fusedInLowering) {
+      Fusion fusion;
+      for (int i = 0; i < static_cast<int>(xs.size()); ++i)
+        if (fusion.forwards(xs, i)) xs[static_cast<size_t>(i)].dead = true;
+    }
     storeLessRank(xs);
   }
 }

@@ -4,6 +4,8 @@
 // operand is the chunk being reduced into (IR.md section 2: never the
 // remote one); on one rank a copy, or a reduce (with a copy first when the
 // result goes elsewhere than the local operand).
+#include <optional>
+
 #include "compiler/passes.h"
 
 namespace chorus::compiler {
@@ -36,16 +38,36 @@ void setDst(Instr& x, const lang::Operation::Place& p) {
 void lower(Mir& m) {
   using ir::StepType;
   m.ranks.assign(static_cast<size_t>(m.options.ranks), {});
-  // Sized first: every instruction is written once, never moved.
-  std::vector<size_t> per(m.ranks.size(), 0);
-  for (const lang::Operation& op : m.ops) {
+  // Sized first (whole programs): every instruction is written once, never moved.
+  // A per-rank compile (Mir::options.focus) lowers its rank's side only.
+  const int focus = m.options.focus;
+  auto mine = [focus](int rank) { return focus < 0 || rank == focus; };
+  std::vector<size_t> per(m.ranks.size(), 0), sends(m.ranks.size(), 0);
+  for (size_t k = 0; k < m.opCount(); ++k) {
+    const lang::Operation& op = m.op(k);
     ++per[static_cast<size_t>(op.dst.rank)];
     if (op.src.rank != op.dst.rank)
-      ++per[static_cast<size_t>(op.src.rank)];
+      ++sends[static_cast<size_t>(op.src.rank)];
     else if (op.kind == lang::Operation::Kind::kReduce)
       ++per[static_cast<size_t>(op.dst.rank)];  // at most a copy and a reduce
   }
-  for (size_t r = 0; r < per.size(); ++r) m.ranks[r].reserve(per[r]);
+  // A per-rank compile fuses as it appends (Fusion): the sends that forward
+  // a receive (most, in rings and trees) are never stored. It reserves for
+  // the rest and a sixteenth of its sends, not for all: the operations are
+  // alive beside them, and at scale this is its largest moment.
+  std::optional<Fusion> fusion;
+  if (focus >= 0) {
+    fusion.emplace();
+    const auto f = static_cast<size_t>(focus);
+    m.ranks[f].reserve(per[f] + sends[f] / 16 + 1);
+  } else {
+    for (size_t r = 0; r < per.size(); ++r) m.ranks[r].reserve(per[r] + sends[r]);
+  }
+  m.fusedInLowering = focus >= 0;
+  auto append = [&](std::vector<Instr>& xs, Instr x) {
+    xs.push_back(std::move(x));
+    if (fusion && fusion->forwards(xs, static_cast<int>(xs.size()) - 1)) xs.pop_back();
+  };
   // Operations of one depth (schedule.cc) become, on each rank, its sends,
   // then its local work, then its receives: three passes over the group.
   enum Part { kSends, kLocal, kReceives };
@@ -54,28 +76,28 @@ void lower(Mir& m) {
     auto& to = m.ranks[static_cast<size_t>(op.dst.rank)];
     bool reduce = op.kind == lang::Operation::Kind::kReduce;
     if (op.src.rank != op.dst.rank) {
-      if (part == kSends) {
+      if (part == kSends && mine(op.src.rank)) {
         Instr s = make(StepType::kSend, op);
         setSrc(s, op.src);
         s.sendPeer = op.dst.rank;
         s.hints.recvTb = -1;
-        from.push_back(std::move(s));
-      } else if (part == kReceives) {
+        append(from, std::move(s));
+      } else if (part == kReceives && mine(op.dst.rank)) {
         Instr r = make(reduce ? StepType::kRecvReduceCopy : StepType::kRecv, op);
         if (reduce) setSrc(r, op.local);
         setDst(r, op.dst);
         r.recvPeer = op.src.rank;
         r.hints.sendTb = -1;
-        to.push_back(std::move(r));
+        append(to, std::move(r));
       }
       return;
     }
-    if (part != kLocal) return;
+    if (part != kLocal || !mine(op.dst.rank)) return;
     if (!reduce) {
       Instr c = make(StepType::kCopy, op);
       setSrc(c, op.src);
       setDst(c, op.dst);
-      to.push_back(std::move(c));
+      append(to, std::move(c));
       return;
     }
     bool intoLocal = op.local.buffer == op.dst.buffer && op.local.index == op.dst.index;
@@ -83,20 +105,26 @@ void lower(Mir& m) {
       Instr c = make(StepType::kCopy, op);
       setSrc(c, op.local);
       setDst(c, op.dst);
-      to.push_back(std::move(c));
+      append(to, std::move(c));
     }
     Instr re = make(StepType::kReduce, op);
     setSrc(re, op.src);
     setDst(re, op.dst);
-    to.push_back(std::move(re));
+    append(to, std::move(re));
   };
-  const bool scheduled = m.depth.size() == m.ops.size();
+  const size_t count = m.opCount();
+  const bool scheduled = m.depth.size() == count;
   auto depthOf = [&](size_t i) { return scheduled ? m.depth[i] : 0; };
-  for (size_t begin = 0, end = 0; begin < m.ops.size(); begin = end) {
-    for (end = begin; end < m.ops.size() && depthOf(end) == depthOf(begin);) ++end;
+  for (size_t begin = 0, end = 0; begin < count; begin = end) {
+    for (end = begin; end < count && depthOf(end) == depthOf(begin);) ++end;
     for (Part part : {kSends, kLocal, kReceives})
-      for (size_t i = begin; i < end; ++i) lowerPart(m.ops[i], part);
+      for (size_t i = begin; i < end; ++i) lowerPart(m.op(i), part);
   }
+  // The instructions are what the passes after this read: the operations go.
+  if (count > 0) m.opsFile = m.op(0).file;
+  std::vector<lang::Operation>().swap(m.ops);
+  std::vector<uint32_t>().swap(m.order);
+  std::vector<int>().swap(m.depth);
 }
 
 }  // namespace chorus::compiler

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chorus/lang.hpp>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,16 +38,23 @@ struct Mir {
   std::string file;
   int inputChunks = 0, outputChunks = 0;  // per rank, all instances
   std::vector<std::string> scratchNames;
+  std::vector<int> scratchExtents;  // stated by the program (per-rank forms)
   // Scheduling: the program's operations in the order to lower them
   // (indices) with the depth of each; replication then writes `ops` in that
-  // order, `depth` per operation, and empties `order`.
+  // order, `depth` per operation, and empties `order` (one instance: keeps it).
   const std::vector<lang::Operation>* source = nullptr;  // the program's
   std::vector<uint32_t> order;
   std::vector<int> depth;
-  std::vector<lang::Operation> ops;  // after replication
+  // After replication: the operations to lower, in order — `ops`, or with
+  // one instance the program's own (`source`) in `order`. Lowering empties both.
+  std::vector<lang::Operation> ops;
+  size_t opCount() const { return ops.empty() ? order.size() : ops.size(); }
+  const lang::Operation& op(size_t k) const { return ops.empty() ? (*source)[order[k]] : ops[k]; }
+  const char* opsFile = nullptr;     // the file of the first operation (lowering sets it)
   std::vector<lang::Expected> post;  // custom collectives, after replication
   std::vector<std::vector<Instr>> ranks;
-  std::vector<int> tbCount;  // per rank, after assignment
+  std::vector<int> tbCount;      // per rank, after assignment
+  bool fusedInLowering = false;  // a per-rank compile fuses as it lowers
 };
 
 // A value per chunk of every buffer of one rank, growing on use.
@@ -64,6 +72,24 @@ class PerChunk {
  private:
   T init_;
   std::vector<std::vector<T>> v_;
+};
+
+// Fusion (fuse.cc), one rank's instructions in order: a receive whose
+// chunks a later send forwards unchanged becomes one instruction (rcs,
+// rrcs) at the receive's place, when nothing writes those chunks in between,
+// no other send to that peer on that channel comes in between (that would
+// reorder the messages the peer matches by position), and both use one
+// channel. The fuse pass runs it over each rank; a per-rank compile's
+// lowering runs it as it appends (the fused sends are never stored).
+class Fusion {
+ public:
+  // Instruction i (everything before it seen): true if it is a send that
+  // the receive it forwards now makes (that receive became rcs / rrcs).
+  bool forwards(std::vector<Instr>& xs, int i);
+
+ private:
+  PerChunk<int> pending_{-1};                    // the unfused receive that last wrote each chunk
+  std::map<std::pair<int, int>, int> lastSend_;  // (peer, channel) -> instruction
 };
 
 // "rank 1 tb 0 step 2 rrcs i[1] -> o[1] cnt 1 recv 0 send 2 chan 0 dep (1,3) @12"

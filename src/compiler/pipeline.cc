@@ -1,9 +1,11 @@
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
 
 #include "compiler/compiler.h"
 #include "compiler/passes.h"
+#include "core/check.h"
 
 namespace chorus::compiler {
 
@@ -13,7 +15,13 @@ const std::vector<std::string>& passNames() {
   return names;
 }
 
-Compiled compile(const lang::Program& program, const CompileOptions& options) {
+namespace {
+
+// `owned`: the same program, when the caller gives it up: its operations
+// are freed once lowered (per-rank compiles at scale: they are the largest
+// thing alive then).
+Compiled compileImpl(const lang::Program& program, const CompileOptions& options,
+                     lang::Program* owned) {
   Compiled out;
   for (const lang::Problem& p : program.problems()) {
     Location loc;
@@ -22,7 +30,8 @@ Compiled compile(const lang::Program& program, const CompileOptions& options) {
     loc.column = p.column;
     out.diagnostics.add(DiagCode::kProgramMisuse, loc, p.message);
   }
-  if (program.custom() && program.postconditions().empty() && !out.diagnostics.hasErrors()) {
+  if (program.custom() && program.postconditions().empty() && program.focus() < 0 &&
+      !out.diagnostics.hasErrors()) {
     Location loc;
     loc.file = program.file();
     loc.line = program.line();
@@ -31,7 +40,19 @@ Compiled compile(const lang::Program& program, const CompileOptions& options) {
                             "' has no postcondition(): say what its outputs hold (or name a "
                             "collective the verifier knows, e.g. allreduce)");
   }
+  for (const lang::Operation& op : program.operations()) {
+    if (program.focus() < 0 || op.depth >= 1) continue;
+    Location loc;
+    loc.file = op.file;
+    loc.line = op.line;
+    loc.column = op.column;
+    out.diagnostics.add(DiagCode::kProgramMisuse, loc,
+                        "an operation of a per-rank form has no depth: call Program::depth(d) "
+                        "with the depth the whole program's schedule gives it");
+    break;
+  }
   if (out.diagnostics.hasErrors()) return out;
+  out.focus = program.focus();
   Mir m;
   auto run = [&](const std::string& name, const std::function<void()>& pass) {
     auto t0 = std::chrono::steady_clock::now();
@@ -49,6 +70,7 @@ Compiled compile(const lang::Program& program, const CompileOptions& options) {
   run("schedule", [&] { schedule(program, m); });
   run("replicate", [&] { replicate(program, m); });
   run("lower", [&] { lower(m); });
+  if (owned != nullptr) owned->releaseOperations();
   run("fuse", [&] { fuse(m); });
   run("assign", [&] { assign(m, out.diagnostics); });
   if (out.diagnostics.hasErrors()) return out;
@@ -56,6 +78,38 @@ Compiled compile(const lang::Program& program, const CompileOptions& options) {
   run("emit", [&] { out.algo = emit(m); });
   out.postconditions = std::move(m.post);
   return out;
+}
+
+}  // namespace
+
+Compiled compile(const lang::Program& program, const CompileOptions& options) {
+  return compileImpl(program, options, nullptr);
+}
+
+Compiled compileRank(const lang::ProgramEntry& entry, const lang::ProgramOptions& options) {
+  CHORUS_CHECK(options.focus >= 0 && options.focus < options.ranks, "compileRank needs a rank");
+  if (entry.buildRank) {
+    lang::Program p(options);
+    entry.buildRank(p);
+    Compiled c = compileImpl(p, {}, &p);
+    c.fromRankForm = true;
+    return c;
+  }
+  lang::ProgramOptions whole = options;
+  whole.focus = -1;
+  lang::Program p(whole);
+  entry.build(p);
+  Compiled c = compile(p);
+  c.focus = options.focus;
+  if (!c.ok()) return c;
+  ir::Rank mine = std::move(c.algo.ranks[static_cast<size_t>(options.focus)]);
+  c.algo.ranks.clear();
+  c.algo.ranks.push_back(std::move(mine));
+  c.algo.nchannels = 1;  // as a per-rank form counts them: its own
+  for (const ir::Threadblock& tb : c.algo.ranks.front().tbs)
+    c.algo.nchannels = std::max(c.algo.nchannels, tb.channel + 1);
+  c.postconditions.clear();
+  return c;
 }
 
 }  // namespace chorus::compiler

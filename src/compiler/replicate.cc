@@ -24,6 +24,8 @@ void replicate(const lang::Program& program, Mir& m) {
   m.inputChunks = program.inputChunks() * copies;
   m.outputChunks = program.outputChunks() * copies;
   m.scratchNames = program.scratchNames();
+  m.scratchExtents = program.scratchExtents();
+  for (int& e : m.scratchExtents) e *= copies;  // either layout: `copies` times one instance's
   m.ops.clear();
   m.post.clear();
   // In the scheduled order (schedule.cc), every instance of an operation
@@ -36,16 +38,17 @@ void replicate(const lang::Program& program, Mir& m) {
   std::vector<int> depthOf = std::move(m.depth);
   m.depth.clear();
   auto depthAt = [&](size_t k) { return scheduled ? depthOf[k] : 0; };
-  if (copies == 1) {
-    m.ops.reserve(source.size());
-    for (size_t k = 0; k < source.size(); ++k) m.ops.push_back(sourceAt(k));
+  if (copies == 1) {  // nothing to replicate: lowering reads the program's, in `order`
     m.depth = std::move(depthOf);
-    m.order.clear();
+    if (!scheduled) {
+      m.order.resize(source.size());
+      for (size_t k = 0; k < source.size(); ++k) m.order[k] = static_cast<uint32_t>(k);
+    }
     m.post = program.postconditions();
     return;
   }
   // Blocked scratch: the chunks one instance uses, per scratch buffer.
-  std::vector<int> extent(program.scratchNames().size(), 0);
+  std::vector<int> extent = program.scratchExtents();
   for (const lang::Operation& op : program.operations())
     for (const lang::Operation::Place& p : {op.src, op.dst, op.local})
       if (p.buffer >= 2) {

@@ -32,9 +32,13 @@ void schedule(const lang::Program& program, Mir& m) {
     int written = 0;  // depth of the last writer
     int read = 0;     // deepest reader since then
   };
-  std::vector<PerChunk<Hazard>> at(static_cast<size_t>(m.options.ranks), PerChunk<Hazard>({}));
+  std::vector<PerChunk<Hazard>> at(m.options.focus >= 0 ? 0 : static_cast<size_t>(m.options.ranks),
+                                   PerChunk<Hazard>({}));
   std::vector<int> depth(ops.size());
-  for (size_t i = 0; i < ops.size(); ++i) {
+  // A per-rank form states the depths (it does not see the operations that
+  // chain them); the counting sort below is the same.
+  for (size_t i = 0; i < ops.size() && m.options.focus >= 0; ++i) depth[i] = ops[i].depth;
+  for (size_t i = 0; i < ops.size() && m.options.focus < 0; ++i) {
     const lang::Operation& op = ops[i];
     int d = 0;
     for (int k = 0; k < op.size; ++k) {

@@ -1,7 +1,9 @@
 // The recording side of the language: checks every operation against what
 // the buffers hold at that point of the program and appends it to the trace.
+#include <algorithm>
 #include <cctype>
 #include <chorus/lang.hpp>
+#include <cstring>
 
 #include "lang/collectives.h"
 
@@ -44,9 +46,14 @@ Program::Program(ProgramOptions options, Where where)
   ok = ok && CHORUS_LANG_CHECK(
                  this, o.root >= 0 && o.root < o.ranks, where,
                  "root " + std::to_string(o.root) + " is not a rank of " + std::to_string(o.ranks));
+  ok = ok && CHORUS_LANG_CHECK(this, o.focus >= -1 && o.focus < o.ranks, where,
+                               "focus " + std::to_string(o.focus) + " is not a rank of " +
+                                   std::to_string(o.ranks) + " (or -1: the whole program)");
+  refused_ = !ok;
   if (!ok) return;
   inputChunks_ = shape.input;
   outputChunks_ = shape.output;
+  if (o.focus >= 0) return;  // a per-rank form: no presence (it does not see the others)
   presence_.assign(static_cast<size_t>(o.ranks), {});
   for (int r = 0; r < o.ranks; ++r) {
     presence(r, kInput).assign(static_cast<size_t>(inputChunks_), 1);
@@ -65,7 +72,7 @@ Program::Program(ProgramOptions options, Where where)
 }
 
 void Program::precondition(const std::vector<Source>& present, Where where) {
-  if (presence_.empty()) return;
+  if (refused_ || options_.focus >= 0) return;
   if (!CHORUS_LANG_CHECK(this, custom_, where,
                          "precondition() is for custom collectives; every input chunk of " +
                              options_.collective + " holds data"))
@@ -90,7 +97,8 @@ void Program::precondition(const std::vector<Source>& present, Where where) {
 }
 
 void Program::postcondition(int rank, int index, std::vector<Source> holds, Where where) {
-  if (presence_.empty()) return;
+  // Per-rank forms are not verified (their whole program is): nothing to state.
+  if (refused_ || options_.focus >= 0) return;
   if (!CHORUS_LANG_CHECK(this, custom_, where,
                          "postcondition() is for custom collectives; the verifier knows what " +
                              options_.collective + " computes"))
@@ -179,6 +187,7 @@ bool Program::inRange(int rank, Buffer b, int index, int size, const Where& wher
 }
 
 bool Program::present(int rank, Buffer b, int index, int size, const Where& where) {
+  if (options_.focus >= 0) return true;
   std::vector<char>& have = presence(rank, b);
   for (int k = index; k < index + size; ++k)
     if (static_cast<size_t>(k) >= have.size() || have[static_cast<size_t>(k)] == 0)
@@ -190,6 +199,7 @@ bool Program::present(int rank, Buffer b, int index, int size, const Where& wher
 }
 
 void Program::mark(int rank, Buffer b, int index, int size) {
+  if (options_.focus >= 0) return;
   std::vector<char>& have = presence(rank, b);
   if (have.size() < static_cast<size_t>(index + size))
     have.resize(static_cast<size_t>(index + size));
@@ -197,17 +207,21 @@ void Program::mark(int rank, Buffer b, int index, int size) {
 }
 
 Chunk Program::chunk(int rank, Buffer buffer, int index, int size, Where where) {
-  if (presence_.empty()) return {};  // the options were refused
+  if (refused_) return {};
   if (!inRange(rank, buffer, index, size, where)) return {};
   canonical(rank, &buffer, &index);
   if (!present(rank, buffer, index, size, where)) return {};
   return Chunk(this, rank, buffer, index, size);
 }
 
-Buffer Program::scratch(const std::string& name) {
+Buffer Program::scratch(const std::string& name, int extent) {
   for (size_t i = 0; i < scratchNames_.size(); ++i)
-    if (scratchNames_[i] == name) return static_cast<Buffer>(2 + i);
+    if (scratchNames_[i] == name) {
+      scratchExtents_[i] = std::max(scratchExtents_[i], extent);
+      return static_cast<Buffer>(2 + i);
+    }
   scratchNames_.push_back(name);
+  scratchExtents_.push_back(std::max(extent, 0));
   return static_cast<Buffer>(1 + scratchNames_.size());
 }
 
@@ -268,7 +282,14 @@ Chunk Program::record(Operation::Kind kind, const Chunk& src, const Chunk* local
       local != nullptr ? Operation::Place{local->rank(), local->buffer(), local->index()} : op.dst;
   op.size = src.size();
   op.hints = h;
-  op.file = files_.emplace(where.file).first->c_str();
+  op.depth = depth_;
+  // A per-rank form keeps what its rank does: its sends, receives and local work.
+  if (options_.focus >= 0 && op.src.rank != options_.focus && op.dst.rank != options_.focus)
+    return Chunk(this, rank, b, index, src.size());
+  // Interned once per file (consecutive operations mostly share one).
+  if (lastInterned_ == nullptr || std::strcmp(where.file, lastInterned_) != 0)
+    lastInterned_ = files_.emplace(where.file).first->c_str();
+  op.file = lastInterned_;
   op.line = where.line;
   op.column = where.column;
   ops_.push_back(op);

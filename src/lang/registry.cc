@@ -1,6 +1,8 @@
 #include "lang/registry.h"
 
 #include <algorithm>
+#include <string>
+#include <utility>
 
 #include "lang/programs/programs.h"
 
@@ -22,6 +24,49 @@ const std::vector<ProgramEntry>& programs() {
     return v;
   }();
   return all;
+}
+
+std::string optionList(const ProgramEntry& e) {
+  std::string s;
+  for (const std::string& o : e.options) s += (s.empty() ? "--" : " --") + o;
+  return s;
+}
+
+bool programOptions(const ProgramEntry& e, const ProgramOptions& given, ProgramOptions* out,
+                    std::string* problem) {
+  if (!e.ranksOk(given.ranks)) {
+    *problem =
+        "--ranks " + std::to_string(given.ranks) + " does not suit it (ranks: " + e.ranks + ")";
+    return false;
+  }
+  // An option the program does not read would be silently ignored: refuse it.
+  const std::pair<const char*, bool> set[] = {{"gpus-per-node", given.gpusPerNode != 0},
+                                              {"channels", given.channels != 1},
+                                              {"chunk-factor", given.chunkFactor != 1},
+                                              {"root", given.root != 0}};
+  for (auto [name, on] : set)
+    if (on && std::find(e.options.begin(), e.options.end(), name) == e.options.end()) {
+      *problem = std::string("it does not read --") + name + " (" +
+                 (e.options.empty() ? "it reads none beyond the common options"
+                                    : "it reads " + optionList(e)) +
+                 ")";
+      return false;
+    }
+  if (given.root < 0 || given.root >= given.ranks) {
+    *problem =
+        "--root " + std::to_string(given.root) + " is not a rank of " + std::to_string(given.ranks);
+    return false;
+  }
+  if (given.focus < -1 || given.focus >= given.ranks) {
+    *problem =
+        "rank " + std::to_string(given.focus) + " is not a rank of " + std::to_string(given.ranks);
+    return false;
+  }
+  *out = given;
+  out->name = e.name;
+  out->collective = e.collective;
+  out->chunkFactor = e.chunkFactor(*out) * given.chunkFactor;
+  return true;
 }
 
 const ProgramEntry* findProgram(const std::string& name) {

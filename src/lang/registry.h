@@ -25,7 +25,24 @@ struct ProgramEntry {
   // The options beyond --ranks, --instances, --protocol and --inplace it
   // reads: "gpus-per-node", "channels", "chunk-factor", "root".
   std::vector<std::string> options = {};
+  // Its per-rank form, if it has one: records what rank
+  // Program::focus() does, in time and memory proportional to that, with
+  // the depth of each operation and the extent of each scratch buffer
+  // (docs/scale.md). Its compile equals that rank's part of the whole
+  // program's compile, instruction for instruction (tests/lang).
+  std::function<void(Program&)> buildRank = {};
 };
+
+// "--gpus-per-node --channels": the options beyond the common ones it reads.
+std::string optionList(const ProgramEntry& e);
+
+// The options to run `e` with, from what a user gave (`given`: name, ranks,
+// inplace, protocol, instances, blockedInstances, gpusPerNode, channels,
+// root, focus, and chunkFactor as a multiple of the program's own): false,
+// with the problem in words, for an option it does not read, a rank count
+// it does not serve, or a root outside the ranks.
+bool programOptions(const ProgramEntry& e, const ProgramOptions& given, ProgramOptions* out,
+                    std::string* problem);
 
 // Every registered program, in name order.
 const std::vector<ProgramEntry>& programs();

@@ -14,52 +14,24 @@
 
 namespace chorus::cli {
 
-namespace {
-std::string optionList(const lang::ProgramEntry& e) {
-  std::string s;
-  for (const std::string& o : e.options) s += (s.empty() ? "--" : " --") + o;
-  return s;
-}
-}  // namespace
-
 std::unique_ptr<lang::Program> recordProgram(const GenArgs& args, std::string* problem) {
   const lang::ProgramEntry* e = lang::findProgram(args.name);
   if (e == nullptr) {
     *problem = "no program named '" + args.name + "' (chorus gen --list)";
     return nullptr;
   }
-  if (!e->ranksOk(args.ranks)) {
-    *problem = fmt::format("--ranks {} does not suit it (ranks: {})", args.ranks, e->ranks);
-    return nullptr;
-  }
-  // An option the program does not read would be silently ignored: refuse it.
-  const std::pair<const char*, bool> given[] = {{"gpus-per-node", args.gpusPerNode != 0},
-                                                {"channels", args.channels != 1},
-                                                {"chunk-factor", args.chunkFactor != 1},
-                                                {"root", args.root != 0}};
-  for (auto [name, set] : given)
-    if (set && std::find(e->options.begin(), e->options.end(), name) == e->options.end()) {
-      *problem = fmt::format("it does not read --{} ({})", name,
-                             e->options.empty() ? "it reads none beyond the common options"
-                                                : "it reads " + optionList(*e));
-      return nullptr;
-    }
-  if (args.root >= args.ranks) {
-    *problem = fmt::format("--root {} is not a rank of {}", args.root, args.ranks);
-    return nullptr;
-  }
+  lang::ProgramOptions given;
+  given.ranks = args.ranks;
+  given.inplace = args.inplace;
+  given.protocol = args.protocol;
+  given.instances = args.instances;
+  given.blockedInstances = args.blockedInstances;
+  given.gpusPerNode = args.gpusPerNode;
+  given.channels = args.channels;
+  given.root = args.root;
+  given.chunkFactor = args.chunkFactor;
   lang::ProgramOptions o;
-  o.name = args.name;
-  o.collective = e->collective;
-  o.ranks = args.ranks;
-  o.inplace = args.inplace;
-  o.protocol = args.protocol;
-  o.instances = args.instances;
-  o.blockedInstances = args.blockedInstances;
-  o.gpusPerNode = args.gpusPerNode;
-  o.channels = args.channels;
-  o.root = args.root;
-  o.chunkFactor = e->chunkFactor(o) * args.chunkFactor;
+  if (!lang::programOptions(*e, given, &o, problem)) return nullptr;
   auto program = std::make_unique<lang::Program>(o);
   e->build(*program);
   return program;
@@ -69,7 +41,7 @@ int runGen(const GenArgs& args) {
   if (args.list) {
     for (const lang::ProgramEntry& e : lang::programs()) {
       fmt::print("{:<28} {:<13} ranks: {:<18} {}\n", e.name, e.collective, e.ranks, e.description);
-      if (!e.options.empty()) fmt::print("{:<28} also reads: {}\n", "", optionList(e));
+      if (!e.options.empty()) fmt::print("{:<28} also reads: {}\n", "", lang::optionList(e));
     }
     fmt::print(
         "every program reads --ranks N --instances I [--blocked-instances] --protocol "

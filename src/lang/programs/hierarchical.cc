@@ -66,6 +66,55 @@ void hierarchicalAllReduce(Program& p) {
     }
 }
 
+// Its per-rank form (docs/scale.md): the focus is GPU `gpu` of node `node`.
+// Depths: phase 1's hop s is at s; phase 2 starts once the node sums are
+// there (d1: g - 1, or the g == 1 copy), its reduction's hop s at d1 + s
+// and its copy's hop t at d1 + nodes - 1 + t; phase 3's hop t at d2 + t,
+// d2 being when the last of a GPU's block arrived in phase 2.
+void hierarchicalAllReduceRank(Program& p) {
+  const int n = p.options().ranks;
+  const int g = gpusPerNode(p);
+  if (g == 0) return;
+  const int nodes = n / g, node = p.focus() / g, gpu = p.focus() % g;
+  const bool inplace = p.options().inplace;
+  const Hints across{.channel = 1};
+  if (n == 1) {
+    if (!inplace) {
+      p.depth(1);
+      p.chunk(0, kInput, 0).copy(0, kOutput, 0);
+    }
+    return;
+  }
+  const RingOf inNode{g, [&](int i) { return node * g + i; }, gpu};
+  for (int b = 0; b < g; ++b) {
+    reduceAroundRank(
+        p, inNode, kInput, b * nodes, nodes, (b + 1) % g, {},
+        [&](int) {
+          return std::pair{kOutput, b * nodes};
+        },
+        0);
+    if (g == 1 && !inplace) {
+      p.depth(1);
+      p.chunk(p.focus(), kInput, 0, nodes).copy(p.focus(), kOutput, 0);
+    }
+  }
+  const int d1 = g > 1 ? g - 1 : inplace ? 0 : 1;
+  const RingOf acrossNodes{nodes, [&](int i) { return i * g + gpu; }, node};
+  for (int k = 0; k < nodes; ++k) {
+    const int index = gpu * nodes + k;
+    reduceAroundRank(
+        p, acrossNodes, kOutput, index, 1, (k + 1) % nodes, across,
+        [&](int) {
+          return std::pair{kOutput, index};
+        },
+        d1);
+    copyAroundRank(p, acrossNodes, {k, kOutput, index}, index, 1, across, d1 + nodes - 1);
+  }
+  const int d2 = nodes > 1 ? d1 + 2 * (nodes - 1) : d1;
+  for (int b = 0; b < g; ++b)
+    copyAroundRank(p, inNode, {b, kOutput, b * nodes}, b * nodes, nodes, {}, d2);
+}
+
 // Two-step alltoall for N nodes of G GPUs: a block for GPU h of another node
 // first moves inside its node to the local GPU h (into scratch, grouped by
 // destination node), then each GPU sends one message of G blocks per other
@@ -189,7 +238,8 @@ void addHierarchicalPrograms(std::vector<ProgramEntry>& out) {
                  [](int n) { return n >= 1; },
                  [](const ProgramOptions& o) { return o.ranks; },
                  hierarchicalAllReduce,
-                 {"gpus-per-node"}});
+                 {"gpus-per-node"},
+                 hierarchicalAllReduceRank});
 }
 
 }  // namespace chorus::lang

@@ -102,6 +102,86 @@ void ringReduce(Program& p) {
     });
 }
 
+// Per-rank forms (docs/scale.md, rank_ring.cc): what rank p.focus() does
+// in each program above, each chunk in the order the whole program takes
+// them, with the depth its schedule gives each hop.
+
+// The ranks in ring order (member i is rank i).
+RingOf ranksRing(const Program& p) {
+  return {p.options().ranks, [](int i) { return i; }, p.focus()};
+}
+
+// reduceAround's n == 1 case: the result copied where it belongs.
+template <typename Where>
+void aloneRank(Program& p, Buffer from, int index, Where where) {
+  auto [buffer, at] = where(0);
+  if (p.options().ranks != 1 || (buffer == from && at == index) ||
+      (p.options().inplace && buffer == kOutput))
+    return;
+  p.depth(1);
+  p.chunk(0, from, index).copy(0, buffer, at);
+}
+
+void ringAllGatherRank(Program& p) {
+  const int n = p.options().ranks, k = pieces(p, 1), f = p.focus();
+  for (int r = 0; r < n; ++r)
+    for (int j = 0; j < k; ++j) {
+      const int index = r * k + j;
+      if (r == f && !p.options().inplace) {
+        p.depth(1);
+        p.chunk(r, kInput, j).copy(r, kOutput, index);
+      }
+      copyAroundRank(p, ranksRing(p), {r, kInput, j}, index, 1, on(p, index), 0);
+    }
+}
+
+void ringReduceScatterRank(Program& p) {
+  const int n = p.options().ranks, k = pieces(p, 1);
+  Buffer partial = p.scratch("partial", n >= 3 ? n * k : 0);
+  for (int b = 0; b < n; ++b)
+    for (int j = 0; j < k; ++j) {
+      const int index = b * k + j;
+      auto where = [&](int r) {
+        return r == b ? std::pair{kOutput, j} : std::pair{partial, index};
+      };
+      reduceAroundRank(p, ranksRing(p), kInput, index, 1, next(b, 1, n), on(p, index), where, 0);
+      aloneRank(p, kInput, index, where);
+    }
+}
+
+void ringAllReduceRank(Program& p) {
+  const int n = p.options().ranks, k = pieces(p, n);
+  for (int b = 0; b < n; ++b)
+    for (int j = 0; j < k; ++j) {
+      const int index = b * k + j;
+      auto where = [&](int) { return std::pair{kOutput, index}; };
+      reduceAroundRank(p, ranksRing(p), kInput, index, 1, next(b, 1, n), on(p, index), where, 0);
+      aloneRank(p, kInput, index, where);
+      copyAroundRank(p, ranksRing(p), {b, kOutput, index}, index, 1, on(p, index), n - 1);
+    }
+}
+
+void ringBroadcastRank(Program& p) {
+  const int root = p.options().root;
+  for (int j = 0; j < p.options().chunkFactor; ++j) {
+    if (p.focus() == root && !p.options().inplace) {
+      p.depth(1);
+      p.chunk(root, kInput, j).copy(root, kOutput, j);
+    }
+    copyAroundRank(p, ranksRing(p), {root, kInput, j}, j, 1, on(p, j), 0);
+  }
+}
+
+void ringReduceRank(Program& p) {
+  const int n = p.options().ranks, root = p.options().root;
+  Buffer partial = p.scratch("partial", n >= 3 ? p.options().chunkFactor : 0);
+  for (int j = 0; j < p.options().chunkFactor; ++j) {
+    auto where = [&](int r) { return r == root ? std::pair{kOutput, j} : std::pair{partial, j}; };
+    reduceAroundRank(p, ranksRing(p), kInput, j, 1, next(root, 1, n), on(p, j), where, 0);
+    aloneRank(p, kInput, j, where);
+  }
+}
+
 bool any(int n) { return n >= 1; }
 const std::vector<std::string> kRingOptions = {"chunk-factor", "channels"};
 const std::vector<std::string> kRootedOptions = {"chunk-factor", "channels", "root"};
@@ -113,22 +193,24 @@ void addRingPrograms(std::vector<ProgramEntry>& out) {
     return [base](const ProgramOptions& o) { return base == 0 ? o.ranks : base; };
   };
   out.push_back({"ring_allgather", "each rank's block travels once around the ring", "allgather",
-                 "any", any, times(1), ringAllGather, kRingOptions});
+                 "any", any, times(1), ringAllGather, kRingOptions, ringAllGatherRank});
   out.push_back({"ring_reducescatter",
                  "each block is summed around the ring, ending at its owner (partial sums in "
                  "scratch)",
-                 "reducescatter", "any", any, times(1), ringReduceScatter, kRingOptions});
+                 "reducescatter", "any", any, times(1), ringReduceScatter, kRingOptions,
+                 ringReduceScatterRank});
   out.push_back({"ring_allreduce",
                  "reduce-scatter then allgather around one ring, one chunk per rank", "allreduce",
-                 "any", any, times(0), ringAllReduce, kRingOptions});
+                 "any", any, times(0), ringAllReduce, kRingOptions, ringAllReduceRank});
   out.push_back({"ring_broadcast",
                  "the root's buffer goes down the chain of ranks from the root, pipelined in "
                  "--chunk-factor pieces",
-                 "broadcast", "any", any, times(1), ringBroadcast, kRootedOptions});
+                 "broadcast", "any", any, times(1), ringBroadcast, kRootedOptions,
+                 ringBroadcastRank});
   out.push_back({"ring_reduce",
                  "pieces are summed up the chain of ranks, ending at the root, pipelined in "
                  "--chunk-factor pieces",
-                 "reduce", "any", any, times(1), ringReduce, kRootedOptions});
+                 "reduce", "any", any, times(1), ringReduce, kRootedOptions, ringReduceRank});
 }
 
 }  // namespace chorus::lang

@@ -59,13 +59,128 @@ void binomialScatter(Program& p) {
   for (int v = 1; v < n; ++v) p.chunk(real(p, v), held, v).copy(real(p, v), kOutput, 0);
 }
 
+// Per-rank forms (docs/scale.md). In relative ranks, v's parent is
+// v - lowbit(v), and v's subtree spans min(lowbit(v), n - v) ranks (the
+// root's: n); a binomial tree on m ranks is floor(log2 m) hops deep.
+int lowbit(int v) { return v & -v; }
+int log2floor(int m) {
+  int k = 0;
+  while ((2 << k) <= m) ++k;
+  return k;
+}
+int popcount(int v) { return __builtin_popcount(static_cast<unsigned>(v)); }
+int span(int n, int v) { return v == 0 ? n : std::min(lowbit(v), n - v); }
+
+// Up: the reduction at level j (partner distance 2^j) has depth j + 1 (a
+// receiver has received at every level below). Down: rank r's result is
+// final at depth L + popcount(r) (L levels up), and it sends at one more.
+void binomialAllReduceRank(Program& p) {
+  const int n = p.options().ranks, f = p.focus();
+  if (n == 1) {
+    if (!p.options().inplace) {
+      p.depth(1);
+      p.chunk(0, kInput, 0).copy(0, kOutput, 0);
+    }
+    return;
+  }
+  int levels = 0, top = 1;
+  for (int d = 1; d < n; d *= 2) ++levels, top = d;
+  auto sum = [&](int r, int level) {  // rank r's partial sum before `level`
+    return level == 0 || r + 1 >= n ? p.chunk(r, kInput, 0) : p.chunk(r, kOutput, 0);
+  };
+  for (int j = 0, d = 1; d < n; ++j, d *= 2) {
+    const bool receives = f % (2 * d) == 0 && f + d < n, sends = f % (2 * d) == d;
+    if (!receives && !sends) continue;
+    const int to = receives ? f : f - d, from = to + d;
+    p.depth(j + 1);
+    sum(to, j).reduce(sum(from, j), kOutput, 0);
+  }
+  for (int d = top; d >= 1; d /= 2) {
+    const bool receives = f % (2 * d) == d, sends = f % (2 * d) == 0 && f + d < n;
+    if (!receives && !sends) continue;
+    const int from = sends ? f : f - d;
+    p.depth(levels + popcount(from) + 1);
+    p.chunk(from, kOutput, 0).copy(from + d, kOutput, 0);
+  }
+}
+
+// A subtree's blocks reach its root at 1 + floor(log2 span) (1: its own
+// copy into scratch) and go up one hop later.
+void binomialGatherRank(Program& p) {
+  const int n = p.options().ranks, root = p.options().root;
+  const int v = (p.focus() - root + n) % n;
+  Buffer held = p.scratch("subtree", n >= 2 ? n : 0);
+  auto gathered = [&](int u) { return 1 + log2floor(span(n, u)); };
+  if (v >= 1) {
+    p.depth(1);
+    p.chunk(real(p, v), kInput, 0).copy(real(p, v), held, v);
+  }
+  for (int d = 1; d < n; d *= 2) {
+    if (v != 0 && d > lowbit(v)) break;
+    if (v != 0 && d == lowbit(v)) {  // v sends its subtree up
+      p.depth(1 + gathered(v));
+      p.chunk(real(p, v), held, v, span(n, v)).copy(real(p, v - d), held, v);
+      break;
+    }
+    if (v + d < n) {  // a child's subtree arrives
+      p.depth(1 + gathered(v + d));
+      p.chunk(real(p, v + d), held, v + d, span(n, v + d)).copy(real(p, v), held, v + d);
+    }
+  }
+  if (v != 0) return;
+  if (!p.options().inplace) {
+    p.depth(1);
+    p.chunk(root, kInput, 0).copy(root, kOutput, root);
+  }
+  for (int u = 1; u < n; ++u) {
+    const int child = 1 << log2floor(u);  // the root's child whose subtree holds u
+    p.depth(2 + gathered(child));
+    p.chunk(root, held, u).copy(root, kOutput, real(p, u));
+  }
+}
+
+// The blocks for relative rank u arrive at depth 1 + popcount(u) (the
+// root's copies into scratch are at 1).
+void binomialScatterRank(Program& p) {
+  const int n = p.options().ranks, root = p.options().root;
+  const int v = (p.focus() - root + n) % n;
+  Buffer held = p.scratch("subtree", n >= 2 ? n : 0);
+  if (v == 0)
+    for (int u = 1; u < n; ++u) {
+      p.depth(1);
+      p.chunk(root, kInput, real(p, u)).copy(root, held, u);
+    }
+  for (int d = widest(n); d >= 1 && n > 1; d /= 2) {
+    if (v != 0 && d == lowbit(v)) {  // v's blocks arrive from its parent
+      p.depth(1 + popcount(v));
+      p.chunk(real(p, v - d), held, v, span(n, v)).copy(real(p, v), held, v);
+    } else if ((v == 0 || d < lowbit(v)) && v + d < n) {  // and go on to a child
+      p.depth(1 + popcount(v + d));
+      p.chunk(real(p, v), held, v + d, span(n, v + d)).copy(real(p, v + d), held, v + d);
+    }
+  }
+  if (v == 0 && !p.options().inplace) {
+    p.depth(1);
+    p.chunk(root, kInput, root).copy(root, kOutput, 0);
+  }
+  if (v != 0) {
+    p.depth(2 + popcount(v));
+    p.chunk(real(p, v), held, v).copy(real(p, v), kOutput, 0);
+  }
+}
+
 }  // namespace
 
 void addTreePrograms(std::vector<ProgramEntry>& out) {
   out.push_back({"binomial_allreduce",
                  "reduce up a binomial tree to rank 0, then broadcast down the same tree",
-                 "allreduce", "any", [](int n) { return n >= 1; },
-                 [](const ProgramOptions&) { return 1; }, binomialAllReduce});
+                 "allreduce",
+                 "any",
+                 [](int n) { return n >= 1; },
+                 [](const ProgramOptions&) { return 1; },
+                 binomialAllReduce,
+                 {},
+                 binomialAllReduceRank});
   out.push_back({"binomial_gather",
                  "blocks flow up a binomial tree to the root, each rank sending its subtree's "
                  "blocks in one message",
@@ -74,7 +189,8 @@ void addTreePrograms(std::vector<ProgramEntry>& out) {
                  [](int n) { return n >= 1; },
                  [](const ProgramOptions&) { return 1; },
                  binomialGather,
-                 {"root"}});
+                 {"root"},
+                 binomialGatherRank});
   out.push_back({"binomial_scatter",
                  "the root's blocks flow down a binomial tree, each rank passing on its "
                  "subtree's blocks in one message",
@@ -83,7 +199,8 @@ void addTreePrograms(std::vector<ProgramEntry>& out) {
                  [](int n) { return n >= 1; },
                  [](const ProgramOptions&) { return 1; },
                  binomialScatter,
-                 {"root"}});
+                 {"root"},
+                 binomialScatterRank});
 }
 
 }  // namespace chorus::lang

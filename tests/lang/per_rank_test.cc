@@ -1,0 +1,204 @@
+// Per-rank lowering (docs/scale.md): a rank's part of a registered program,
+// compiled from the program's per-rank form, equals that rank's part of the
+// whole program's compile, instruction for instruction (type, buffers,
+// offsets, count, dependencies, threadblock peers and channels, chunk
+// counts; source lines differ: the forms are different code). For every
+// program with a per-rank form, at every rank count 1..64 it serves, in
+// both call forms, with instances and the options it reads.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chorus/lang.hpp>
+#include <string>
+#include <vector>
+
+#include "compiler/compiler.h"
+#include "ir/ir.h"
+#include "lang/registry.h"
+
+namespace chorus {
+namespace {
+
+// The option sets each program is compared under at `n` ranks.
+std::vector<lang::ProgramOptions> variants(const lang::ProgramEntry& e, int n) {
+  auto reads = [&e](const char* o) {
+    return std::find(e.options.begin(), e.options.end(), o) != e.options.end();
+  };
+  std::vector<lang::ProgramOptions> out;
+  lang::ProgramOptions base;
+  base.ranks = n;
+  for (bool inplace : {false, true}) {
+    lang::ProgramOptions o = base;
+    o.inplace = inplace;
+    out.push_back(o);
+  }
+  lang::ProgramOptions twice = base;
+  twice.instances = 2;
+  out.push_back(twice);
+  if (n % 4 == 0) {  // blocked instances (scratch one instance after another)
+    lang::ProgramOptions blocked = base;
+    blocked.instances = 2;
+    blocked.blockedInstances = true;
+    out.push_back(blocked);
+  }
+  if (reads("chunk-factor") && reads("channels")) {
+    lang::ProgramOptions piped = base;
+    piped.chunkFactor = 3;
+    piped.channels = 2;
+    out.push_back(piped);
+  }
+  if (reads("root") && n > 1) {
+    lang::ProgramOptions rooted = base;
+    rooted.root = n / 2 + (n > 2 ? 1 : 0);
+    rooted.inplace = n % 2 == 1;
+    out.push_back(rooted);
+  }
+  if (reads("gpus-per-node"))
+    for (int g : {2, 3, 4, 8})
+      if (n % g == 0 && g < n) {
+        lang::ProgramOptions nodes = base;
+        nodes.gpusPerNode = g;
+        nodes.inplace = g == 3;
+        out.push_back(nodes);
+      }
+  return out;
+}
+
+std::string describe(const lang::ProgramOptions& o) {
+  return o.name + " ranks " + std::to_string(o.ranks) + (o.inplace ? " inplace" : "") +
+         " instances " + std::to_string(o.instances) + (o.blockedInstances ? " blocked" : "") +
+         " chunk-factor " + std::to_string(o.chunkFactor) + " channels " +
+         std::to_string(o.channels) + " root " + std::to_string(o.root) + " gpus-per-node " +
+         std::to_string(o.gpusPerNode);
+}
+
+// The first difference between two parts of rank `r`, or "".
+std::string difference(const ir::Rank& whole, const ir::Rank& part) {
+  if (whole == part) return "";
+  if (whole.inputChunks != part.inputChunks || whole.outputChunks != part.outputChunks ||
+      whole.scratchChunks != part.scratchChunks)
+    return "chunk counts i/o/s " + std::to_string(whole.inputChunks) + "/" +
+           std::to_string(whole.outputChunks) + "/" + std::to_string(whole.scratchChunks) + " vs " +
+           std::to_string(part.inputChunks) + "/" + std::to_string(part.outputChunks) + "/" +
+           std::to_string(part.scratchChunks);
+  if (whole.tbs.size() != part.tbs.size())
+    return std::to_string(whole.tbs.size()) + " threadblocks vs " + std::to_string(part.tbs.size());
+  for (size_t t = 0; t < whole.tbs.size(); ++t) {
+    const ir::Threadblock &a = whole.tbs[t], &b = part.tbs[t];
+    const std::string at = "tb " + std::to_string(t) + ": ";
+    if (a.sendPeer != b.sendPeer || a.recvPeer != b.recvPeer || a.channel != b.channel)
+      return at + "peers/channel " + std::to_string(a.sendPeer) + "," + std::to_string(a.recvPeer) +
+             "," + std::to_string(a.channel) + " vs " + std::to_string(b.sendPeer) + "," +
+             std::to_string(b.recvPeer) + "," + std::to_string(b.channel);
+    for (size_t s = 0; s < std::max(a.steps.size(), b.steps.size()); ++s) {
+      if (s >= a.steps.size() || s >= b.steps.size())
+        return at + std::to_string(a.steps.size()) + " steps vs " + std::to_string(b.steps.size());
+      if (!(a.steps[s] == b.steps[s]))
+        return at + "step " + std::to_string(s) + ": " +
+               std::string(ir::stepTypeName(a.steps[s].type)) + " vs " +
+               std::string(ir::stepTypeName(b.steps[s].type));
+    }
+  }
+  return "differs";
+}
+
+std::string text(const DiagnosticList& d) {
+  std::string s;
+  for (const Diagnostic& x : d.items()) s += x.format() + "\n";
+  return s;
+}
+
+class PerRank : public testing::TestWithParam<std::string> {};
+
+TEST_P(PerRank, EveryRanksPartEqualsItsPartOfTheWholeCompile) {
+  const lang::ProgramEntry* e = lang::findProgram(GetParam());
+  ASSERT_NE(e, nullptr);
+  ASSERT_TRUE(e->buildRank) << e->name << " has no per-rank form";
+  int compared = 0;
+  for (int n = 1; n <= 64; ++n) {
+    if (!e->ranksOk(n)) continue;
+    for (const lang::ProgramOptions& given : variants(*e, n)) {
+      lang::ProgramOptions o;
+      std::string problem;
+      if (!lang::programOptions(*e, given, &o, &problem)) continue;  // e.g. --gpus-per-node
+      lang::Program whole(o);
+      e->build(whole);
+      compiler::Compiled w = compiler::compile(whole);
+      if (!w.ok()) continue;  // the whole program refuses these options (tested in lang_test)
+      ASSERT_EQ(w.algo.ranks.size(), static_cast<size_t>(n));
+      for (int r = 0; r < n; ++r) {
+        lang::ProgramOptions mine = o;
+        mine.focus = r;
+        compiler::Compiled part = compiler::compileRank(*e, mine);
+        ASSERT_TRUE(part.ok()) << describe(o) << " rank " << r << ":\n" << text(part.diagnostics);
+        ASSERT_TRUE(part.fromRankForm);
+        ASSERT_EQ(part.algo.ranks.size(), 1u);
+        const std::string diff =
+            difference(w.algo.ranks[static_cast<size_t>(r)], part.algo.ranks.front());
+        ASSERT_EQ(diff, "") << describe(o) << " rank " << r;
+        EXPECT_EQ(part.algo.nchunksPerLoop, w.algo.nchunksPerLoop);
+        EXPECT_LE(part.algo.nchannels, w.algo.nchannels);
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 64) << e->name;
+}
+
+std::vector<std::string> withRankForms() {
+  std::vector<std::string> out;
+  for (const lang::ProgramEntry& e : lang::programs())
+    if (e.buildRank) out.push_back(e.name);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Programs, PerRank, testing::ValuesIn(withRankForms()),
+                         [](const testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// A program without a per-rank form still gives a rank its part (compiled
+// whole, the rest dropped), and a per-rank form that leaves out a depth is
+// told so at its line.
+TEST(PerRankFallback, ProgramsWithoutAFormCompileWholeAndKeepTheirRank) {
+  for (const lang::ProgramEntry& e : lang::programs()) {
+    if (e.buildRank) continue;
+    const int n = e.ranksOk(8) ? 8 : 16;
+    lang::ProgramOptions given;
+    given.ranks = n;
+    if (std::find(e.options.begin(), e.options.end(), "gpus-per-node") != e.options.end())
+      given.gpusPerNode = 4;
+    given.focus = 3;
+    lang::ProgramOptions o;
+    std::string problem;
+    ASSERT_TRUE(lang::programOptions(e, given, &o, &problem)) << e.name << ": " << problem;
+    compiler::Compiled part = compiler::compileRank(e, o);
+    ASSERT_TRUE(part.ok()) << e.name << ": " << text(part.diagnostics);
+    EXPECT_FALSE(part.fromRankForm);
+    ASSERT_EQ(part.algo.ranks.size(), 1u) << e.name;
+    EXPECT_EQ(part.algo.ranks.front().id, 3) << e.name;
+    EXPECT_EQ(part.algo.ngpus, n);
+  }
+}
+
+TEST(PerRankForm, AnOperationWithoutADepthIsAProblemAtItsLine) {
+  lang::ProgramOptions o{.name = "no_depth", .collective = "allgather", .ranks = 4};
+  o.focus = 1;
+  lang::Program p(o);
+  p.chunk(0, lang::kInput, 0).copy(1, lang::kOutput, 0);  // line of the problem
+  const int line = __LINE__ - 1;
+  compiler::Compiled c = compiler::compile(p);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(text(c.diagnostics).find("per_rank_test.cc:" + std::to_string(line)), std::string::npos)
+      << text(c.diagnostics);
+  EXPECT_NE(text(c.diagnostics).find("Program::depth"), std::string::npos);
+}
+
+TEST(PerRankForm, AFocusOutsideTheRanksIsRefused) {
+  lang::ProgramOptions o{.name = "far", .collective = "allgather", .ranks = 4};
+  o.focus = 4;
+  lang::Program p(o);
+  ASSERT_EQ(p.problems().size(), 1u);
+  EXPECT_NE(p.problems().front().message.find("focus 4 is not a rank of 4"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace chorus
