@@ -152,6 +152,51 @@ void twoStepAllToAll(Program& p) {
         if (s != d) p.chunk(d, landing, s).copy(d, kInput, s);
 }
 
+// Its per-rank form (docs/scale.md): the first moves (into scratch, or
+// straight inside the node) are at depth 1, the node-to-node messages at
+// 2; in place, blocks move out of scratch once their slot has been sent
+// (2 from the own node, 3 from others).
+void twoStepAllToAllRank(Program& p) {
+  const int n = p.options().ranks;
+  const int g = gpusPerNode(p);
+  if (g == 0) return;
+  const int nodes = n / g, f = p.focus(), node = f / g, gpu = f % g;
+  const bool inplace = p.options().inplace;
+  Buffer gathered = p.scratch("gathered", nodes >= 2 ? n : 0);
+  Buffer landing = inplace ? p.scratch("arrived", n >= 2 ? n : 0) : kOutput;
+  auto first = [&](int s, int d) {  // the whole program's first move of block d of rank s
+    const int toNode = d / g, toGpu = d % g, sGpu = s % g;
+    if (inplace && s == d) return;
+    Chunk c = p.chunk(s, kInput, d);
+    if (node == toNode)
+      c.copy(d, landing, s);
+    else
+      c.copy(node * g + toGpu, gathered, toNode * g + sGpu);
+  };
+  p.depth(1);
+  for (int s = node * g; s < (node + 1) * g; ++s) {
+    if (s == f) {
+      for (int d = 0; d < n; ++d) first(s, d);
+      continue;
+    }
+    for (int toNode = 0; toNode < nodes; ++toNode) first(s, toNode * g + gpu);
+  }
+  p.depth(2);
+  for (int other = 0; other < nodes; ++other) {
+    const int r = other * g + gpu;
+    for (int toNode = 0; toNode < nodes; ++toNode) {
+      if (toNode == other || (r != f && toNode != node)) continue;
+      p.chunk(r, gathered, toNode * g, g).copy(toNode * g + gpu, landing, other * g);
+    }
+  }
+  if (!inplace) return;
+  for (int s = 0; s < n; ++s)
+    if (s != f) {
+      p.depth(s / g == node ? 2 : 3);
+      p.chunk(f, landing, s).copy(f, kInput, s);
+    }
+}
+
 // Three-step alltoall for N nodes of G GPUs: all traffic from node a to
 // node b goes over one link pair, between GPU (b or b - 1) % G of node a and
 // GPU (a or a - 1) % G of node b (the larger node index drops by one, so
@@ -209,6 +254,70 @@ void threeStepAllToAll(Program& p) {
         if (s != d) p.chunk(d, landing, s).copy(d, kInput, s);
 }
 
+// Its per-rank form (docs/scale.md): blocks reach their gateway (or, inside
+// the node, their destination) at depth 1, cross at 2 and are scattered at
+// 3; in place, moves out of scratch follow at 2 (own node) or 4. The node
+// pairs the focus takes part in are those of its own node, in the whole
+// program's (a, b) order.
+void threeStepAllToAllRank(Program& p) {
+  const int n = p.options().ranks;
+  const int g = gpusPerNode(p);
+  if (g == 0) return;
+  const int nodes = n / g, parts = p.options().channels;
+  if (!p.require(g * g % parts == 0, "--channels " + std::to_string(parts) +
+                                         " does not divide the " + std::to_string(g * g) +
+                                         " blocks of a node pair's message"))
+    return;
+  const int f = p.focus(), node = f / g;
+  const bool inplace = p.options().inplace;
+  auto gateway = [g](int nd, int peerNode) {
+    return nd * g + (peerNode > nd ? peerNode - 1 : peerNode) % g;
+  };
+  Buffer outbound = p.scratch("outbound", nodes >= 2 ? nodes * g * g : 0);
+  Buffer inbound = p.scratch("inbound", nodes >= 2 ? nodes * g * g : 0);
+  Buffer landing = inplace ? p.scratch("arrived", n >= 2 ? n : 0) : kOutput;
+  p.depth(1);
+  for (int s = node * g; s < (node + 1) * g; ++s)
+    for (int toNode = 0; toNode < nodes; ++toNode) {
+      if (toNode != node) {
+        if (s == f || gateway(node, toNode) == f)
+          p.chunk(s, kInput, toNode * g, g)
+              .copy(gateway(node, toNode), outbound, (toNode * g + s % g) * g);
+        continue;
+      }
+      for (int d = toNode * g; d < (toNode + 1) * g; ++d)
+        if (!(inplace && s == d) && (s == f || d == f)) p.chunk(s, kInput, d).copy(d, landing, s);
+    }
+  auto pair = [&](int a, int b) {
+    const int from = gateway(a, b), to = gateway(b, a), each = g * g / parts;
+    p.depth(2);
+    if (from == f || to == f)
+      for (int part = 0; part < parts; ++part)
+        p.chunk(from, outbound, b * g * g + part * each, each)
+            .copy(to, inbound, a * g * g + part * each,
+                  parts > 1 ? Hints{.channel = part} : Hints{});
+    p.depth(3);
+    for (int src = 0; src < g; ++src)
+      for (int dst = 0; dst < g; ++dst)
+        if (to == f || b * g + dst == f)
+          p.chunk(to, inbound, (a * g + src) * g + dst).copy(b * g + dst, landing, a * g + src);
+  };
+  for (int a = 0; a < nodes; ++a) {
+    if (a != node) {
+      pair(a, node);
+      continue;
+    }
+    for (int b = 0; b < nodes; ++b)
+      if (b != a) pair(a, b);
+  }
+  if (!inplace) return;
+  for (int s = 0; s < n; ++s)
+    if (s != f) {
+      p.depth(s / g == node ? 2 : 4);
+      p.chunk(f, landing, s).copy(f, kInput, s);
+    }
+}
+
 }  // namespace
 
 void addHierarchicalPrograms(std::vector<ProgramEntry>& out) {
@@ -220,7 +329,8 @@ void addHierarchicalPrograms(std::vector<ProgramEntry>& out) {
                  [](int n) { return n >= 1; },
                  [](const ProgramOptions&) { return 1; },
                  twoStepAllToAll,
-                 {"gpus-per-node"}});
+                 {"gpus-per-node"},
+                 twoStepAllToAllRank});
   out.push_back({"threestep_alltoall",
                  "blocks gather at one gateway GPU per node pair, one message crosses per node "
                  "pair, the far gateway scatters (--gpus-per-node G; --channels C parts)",
@@ -229,7 +339,8 @@ void addHierarchicalPrograms(std::vector<ProgramEntry>& out) {
                  [](int n) { return n >= 1; },
                  [](const ProgramOptions&) { return 1; },
                  threeStepAllToAll,
-                 {"gpus-per-node", "channels"}});
+                 {"gpus-per-node", "channels"},
+                 threeStepAllToAllRank});
   out.push_back({"hierarchical_allreduce",
                  "ring reduce-scatter in each node, ring allreduce across nodes, ring "
                  "allgather in each node (--gpus-per-node G)",

@@ -15,6 +15,8 @@
 //      chunks (2j at the upper GPU, 2j + 1 at the lower) and send it back;
 //   3. inside each socket, every GPU sends its two finished chunks to the
 //      other three.
+#include <tuple>
+
 #include "lang/programs/programs.h"
 
 namespace chorus::lang {
@@ -50,6 +52,38 @@ void dgx1AllReduce(Program& p) {
   }
 }
 
+// Its per-rank form (docs/scale.md): the ring's hop at position s is at
+// depth s (7 at the ring's end), the node sums cross at 8, the ring end
+// adds the i-th of them at 8 + i, and the total goes back one hop a depth.
+void dgx1AllReduceRank(Program& p) {
+  const int nodes = p.options().ranks / kDgx1Gpus, f = p.focus(), node = f / kDgx1Gpus;
+  auto rank = [](int n, int at) { return n * kDgx1Gpus + kDgx1Ring[at]; };
+  const int last = kDgx1Gpus - 1;
+  int at = 0;
+  while (rank(node, at) != f) ++at;
+  const RingOf ring{kDgx1Gpus, [&](int i) { return rank(node, i); }, at};
+  reduceAroundRank(
+      p, ring, kInput, 0, 1, 0, {},
+      [](int) {
+        return std::pair{kOutput, 0};
+      },
+      0);
+  Buffer remote = p.scratch("remote", nodes >= 2 ? nodes : 0);
+  p.depth(kDgx1Gpus);
+  for (int other = 0; other < nodes; ++other) {
+    if (other == node) continue;
+    if (at == last) p.chunk(f, kOutput, 0).copy(rank(other, 0), remote, node);
+    if (at == 0) p.chunk(rank(other, last), kOutput, 0).copy(f, remote, other);
+  }
+  for (int other = 0, i = 1; other < nodes && (at == 0 || at == last); ++other)
+    if (other != node) {
+      p.depth(kDgx1Gpus + i++);
+      p.chunk(rank(node, last), kOutput, 0).reduce(p.chunk(rank(node, 0), remote, other));
+    }
+  const RingOf back{kDgx1Gpus, [&](int i) { return rank(node, last - i); }, last - at};
+  copyAroundRank(p, back, {0, kOutput, 0}, 0, 1, {}, nodes >= 2 ? last + nodes : last);
+}
+
 void ndv2AllReduce(Program& p) {
   constexpr int kSocket = 4;
   auto socketOf = [](int r) { return r / kSocket * kSocket; };
@@ -78,19 +112,59 @@ void ndv2AllReduce(Program& p) {
   }
 }
 
+// Its per-rank form (docs/scale.md): a GPU's sum grows by one socket peer a
+// depth (1..3), the cross-socket reductions are at 4 and their results go
+// back at 5, the finished chunks go round the socket at 6.
+void ndv2AllReduceRank(Program& p) {
+  constexpr int kSocket = 4;
+  const int f = p.focus(), socket = f / kSocket * kSocket;
+  for (int r = socket; r < socket + kSocket; ++r) {
+    const int index = 2 * (r % kSocket);
+    Chunk sum = p.chunk(r, kInput, index, 2);
+    for (int q = socket, i = 1; q < socket + kSocket; ++q)
+      if (q != r) {
+        p.depth(i++);
+        sum = sum.reduce(p.chunk(q, kInput, index, 2), kOutput, index);
+      }
+  }
+  const int j = f % kSocket, lower = j, upper = j + kSocket;
+  for (auto [at, other, index] : {std::tuple{upper, lower, 2 * j}, {lower, upper, 2 * j + 1}}) {
+    p.depth(4);
+    Chunk done = p.chunk(at, kOutput, index).reduce(p.chunk(other, kOutput, index));
+    p.depth(5);
+    done.copy(other, kOutput, index);
+  }
+  p.depth(6);
+  for (int r = socket; r < socket + kSocket; ++r) {
+    const int index = 2 * (r % kSocket);
+    for (int q = socket; q < socket + kSocket; ++q)
+      if (q != r && (r == f || q == f)) p.chunk(r, kOutput, index, 2).copy(q, kOutput, index);
+  }
+}
+
 }  // namespace
 
 void addNvidiaPrograms(std::vector<ProgramEntry>& out) {
   out.push_back({"dgx1_allreduce",
                  "DGX-1 (MSCCLang paper): sum along each node's NVLink ring, exchange node sums "
                  "between ring ends, send the total back along the ring",
-                 "allreduce", "multiples of 8", [](int n) { return n >= 8 && n % kDgx1Gpus == 0; },
-                 [](const ProgramOptions&) { return 1; }, dgx1AllReduce});
+                 "allreduce",
+                 "multiples of 8",
+                 [](int n) { return n >= 8 && n % kDgx1Gpus == 0; },
+                 [](const ProgramOptions&) { return 1; },
+                 dgx1AllReduce,
+                 {},
+                 dgx1AllReduceRank});
   out.push_back({"ndv2_allreduce",
                  "NDv2 (MSCCLang paper): reduce-scatter in each socket, exchange across sockets, "
                  "allgather in each socket",
-                 "allreduce", "8", [](int n) { return n == 8; },
-                 [](const ProgramOptions&) { return 8; }, ndv2AllReduce});
+                 "allreduce",
+                 "8",
+                 [](int n) { return n == 8; },
+                 [](const ProgramOptions&) { return 8; },
+                 ndv2AllReduce,
+                 {},
+                 ndv2AllReduceRank});
 }
 
 }  // namespace chorus::lang

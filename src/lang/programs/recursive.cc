@@ -4,6 +4,8 @@
 //   allreduce: recursive halving reduce-scatter (each step a rank keeps half
 //              of its range, summed with its partner's), then recursive
 //              doubling allgather of the sums.
+#include <algorithm>
+
 #include "lang/programs/programs.h"
 
 namespace chorus::lang {
@@ -50,17 +52,73 @@ void halvingDoublingAllReduce(Program& p) {
     }
 }
 
+// Per-rank forms (docs/scale.md). Each exchange step is one depth after
+// the one before; a rank's step touches it twice (its send, its partner's),
+// recorded in rank order as the whole program's loop does.
+void doublingRank(Program& p, int first) {
+  const int n = p.options().ranks, f = p.focus();
+  for (int d = 1, j = 0; d < n; d *= 2, ++j) {
+    p.depth(first + j + 1);
+    for (int r : {std::min(f, f ^ d), std::max(f, f ^ d)}) {
+      int base = r & ~(d - 1);
+      p.chunk(r, kOutput, base, d).copy(r ^ d, kOutput, base);
+    }
+  }
+}
+
+void recursiveDoublingAllGatherRank(Program& p) {
+  const int f = p.focus();
+  if (!p.options().inplace) {
+    p.depth(1);
+    p.chunk(f, kInput, 0).copy(f, kOutput, f);
+  }
+  doublingRank(p, p.options().inplace ? 0 : 1);
+}
+
+void halvingDoublingAllReduceRank(Program& p) {
+  const int n = p.options().ranks, f = p.focus();
+  if (n == 1) {
+    if (!p.options().inplace) {
+      p.depth(1);
+      p.chunk(0, kInput, 0).copy(0, kOutput, 0);
+    }
+    return;
+  }
+  int lo = 0, steps = 0;  // f and its partner share lo (their higher bits agree)
+  Buffer from = kInput;
+  for (int d = n / 2; d >= 1; d /= 2, ++steps) {
+    p.depth(steps + 1);
+    for (int r : {std::min(f, f ^ d), std::max(f, f ^ d)}) {
+      int keep = lo + ((r & d) != 0 ? d : 0);
+      p.chunk(r, from, keep, d).reduce(p.chunk(r ^ d, from, keep, d), kOutput, keep);
+    }
+    lo += (f & d) != 0 ? d : 0;
+    from = kOutput;
+  }
+  doublingRank(p, steps);
+}
+
 }  // namespace
 
 void addRecursivePrograms(std::vector<ProgramEntry>& out) {
   out.push_back({"recursive_doubling_allgather",
                  "log2(n) exchanges with partners one bit apart; the held range doubles",
-                 "allgather", "powers of two", powerOfTwo, [](const ProgramOptions&) { return 1; },
-                 recursiveDoublingAllGather});
+                 "allgather",
+                 "powers of two",
+                 powerOfTwo,
+                 [](const ProgramOptions&) { return 1; },
+                 recursiveDoublingAllGather,
+                 {},
+                 recursiveDoublingAllGatherRank});
   out.push_back({"halving_doubling_allreduce",
-                 "recursive halving reduce-scatter, then recursive doubling allgather", "allreduce",
-                 "powers of two", powerOfTwo, [](const ProgramOptions& o) { return o.ranks; },
-                 halvingDoublingAllReduce});
+                 "recursive halving reduce-scatter, then recursive doubling allgather",
+                 "allreduce",
+                 "powers of two",
+                 powerOfTwo,
+                 [](const ProgramOptions& o) { return o.ranks; },
+                 halvingDoublingAllReduce,
+                 {},
+                 halvingDoublingAllReduceRank});
 }
 
 }  // namespace chorus::lang
