@@ -196,6 +196,8 @@ class Program {
   // recorded from now on, i.e. the one the compiler's schedule gives them
   // in the whole program (compiler.h). Whole programs need not call it.
   void depth(int d) { depth_ = d; }
+  // Room for this many operations (a per-rank form that knows its count).
+  void reserve(size_t operations) { ops_.reserve(operations); }
   int focus() const { return options_.focus; }
   // Whether the rank is the focus, or every rank is recorded.
   bool records(int rank) const { return options_.focus < 0 || options_.focus == rank; }

@@ -61,6 +61,10 @@ ir::Algorithm emit(const Mir& m) {
     rank.scratchChunks = scratch;
     rank.tbs.resize(static_cast<size_t>(m.tbCount[static_cast<size_t>(r)]));
     for (size_t t = 0; t < rank.tbs.size(); ++t) rank.tbs[t].id = static_cast<int>(t);
+    std::vector<size_t> length(rank.tbs.size(), 0);  // steps, nops included (exact)
+    for (const Instr& x : m.ranks[static_cast<size_t>(r)])
+      if (!x.dead) length[static_cast<size_t>(x.tb)] = static_cast<size_t>(x.step) + 1;
+    for (size_t t = 0; t < rank.tbs.size(); ++t) rank.tbs[t].steps.reserve(length[t]);
     for (const Instr& x : m.ranks[static_cast<size_t>(r)]) {
       if (x.dead) continue;
       ir::Threadblock& tb = rank.tbs[static_cast<size_t>(x.tb)];

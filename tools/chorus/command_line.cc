@@ -217,6 +217,10 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
   g->add_option("--print-after", gen.printAfter, "print the program after this pass")
       ->check(CLI::IsMember(compiler::passNames()));
   g->add_flag("--time-passes", gen.timePasses, "time each pass (stderr)");
+  g->add_option("--rank", gen.rank,
+                "build only this rank's part, from the program's per-rank form (docs/scale.md); "
+                "-o writes it (its <gpu> alone: for reading, not a runnable file)")
+      ->check(CLI::NonNegativeNumber);
 
   TopoArgs& topoArgs = cl->topo;
   auto* tp = app.add_subcommand("topo", "topology presets: list them, show one");

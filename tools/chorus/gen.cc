@@ -8,18 +8,17 @@
 #include <cstdio>
 #include <memory>
 
+#include "compiler/compiler.h"
 #include "core/io.h"
+#include "ir/xml_writer.h"
 #include "lang/registry.h"
 #include "tools/chorus/commands.h"
 
 namespace chorus::cli {
 
-std::unique_ptr<lang::Program> recordProgram(const GenArgs& args, std::string* problem) {
-  const lang::ProgramEntry* e = lang::findProgram(args.name);
-  if (e == nullptr) {
-    *problem = "no program named '" + args.name + "' (chorus gen --list)";
-    return nullptr;
-  }
+namespace {
+// The options as given (lang::programOptions checks and completes them).
+lang::ProgramOptions givenOptions(const GenArgs& args) {
   lang::ProgramOptions given;
   given.ranks = args.ranks;
   given.inplace = args.inplace;
@@ -30,12 +29,74 @@ std::unique_ptr<lang::Program> recordProgram(const GenArgs& args, std::string* p
   given.channels = args.channels;
   given.root = args.root;
   given.chunkFactor = args.chunkFactor;
+  return given;
+}
+}  // namespace
+
+std::unique_ptr<lang::Program> recordProgram(const GenArgs& args, std::string* problem) {
+  const lang::ProgramEntry* e = lang::findProgram(args.name);
+  if (e == nullptr) {
+    *problem = "no program named '" + args.name + "' (chorus gen --list)";
+    return nullptr;
+  }
+  lang::ProgramOptions given = givenOptions(args);
   lang::ProgramOptions o;
   if (!lang::programOptions(*e, given, &o, problem)) return nullptr;
   auto program = std::make_unique<lang::Program>(o);
   e->build(*program);
   return program;
 }
+
+namespace {
+
+// `chorus gen NAME --rank R`: rank R's part alone. Whether the program is
+// right is the whole program's proof (chorus gen without --rank).
+int genRank(const GenArgs& args) {
+  const lang::ProgramEntry* e = lang::findProgram(args.name);
+  if (e == nullptr) {
+    fmt::print(stderr, "chorus gen {}: no program named '{}' (chorus gen --list)\n", args.name,
+               args.name);
+    return 2;
+  }
+  lang::ProgramOptions given = givenOptions(args);
+  given.focus = args.rank;
+  lang::ProgramOptions o;
+  std::string problem;
+  if (!lang::programOptions(*e, given, &o, &problem)) {
+    fmt::print(stderr, "chorus gen {}: {}\n", args.name, problem);
+    return 2;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  compiler::Compiled c = compiler::compileRank(*e, o);
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  for (const Diagnostic& d : c.diagnostics.items()) fmt::print(stderr, "{}\n", d.format());
+  if (!c.ok()) {
+    fmt::print(stderr, "chorus gen {}: nothing written\n", e->name);
+    return 1;
+  }
+  const ir::Rank& part = c.algo.ranks.front();
+  size_t steps = 0;
+  for (const ir::Threadblock& tb : part.tbs) steps += tb.steps.size();
+  fmt::print(stderr,
+             "chorus gen {}: rank {} of {}: {} threadblocks, {} steps, built in {:.3f} ms ({})\n",
+             e->name, args.rank, args.ranks, part.tbs.size(), steps, ms,
+             c.fromRankForm ? "its per-rank form" : "compiled whole, the other ranks dropped");
+  if (args.output.empty()) return 0;
+  const std::string xml = ir::writeXml(c.algo);
+  if (args.output == "-") {
+    std::fwrite(xml.data(), 1, xml.size(), stdout);
+    return 0;
+  }
+  Status st = writeTextFile(xml, args.output);
+  if (!st.isOk()) {
+    fmt::print(stderr, "chorus gen: {}\n", st.message());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
 
 int runGen(const GenArgs& args) {
   if (args.list) {
@@ -48,6 +109,7 @@ int runGen(const GenArgs& args) {
         "Simple|LL|LL128 --inplace\n");
     return 0;
   }
+  if (args.rank >= 0) return genRank(args);  // before recording: it never sees the whole
   auto t0 = std::chrono::steady_clock::now();
   std::string problem;
   std::unique_ptr<lang::Program> recorded = recordProgram(args, &problem);
@@ -55,7 +117,7 @@ int runGen(const GenArgs& args) {
     fmt::print(stderr, "chorus gen {}: {}\n", args.name, problem);
     return 2;
   }
-  if (args.output.empty() && args.printAfter.empty()) {
+  if (args.output.empty() && args.printAfter.empty() && args.rank < 0) {
     fmt::print(stderr, "chorus gen {}: say where the XML goes (-o FILE, or -o - for stdout)\n",
                args.name);
     return 2;

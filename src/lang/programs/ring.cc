@@ -124,6 +124,7 @@ void aloneRank(Program& p, Buffer from, int index, Where where) {
 
 void ringAllGatherRank(Program& p) {
   const int n = p.options().ranks, k = pieces(p, 1), f = p.focus();
+  p.reserve(2 * static_cast<size_t>(n) * static_cast<size_t>(k) + 1);
   for (int r = 0; r < n; ++r)
     for (int j = 0; j < k; ++j) {
       const int index = r * k + j;
@@ -137,6 +138,7 @@ void ringAllGatherRank(Program& p) {
 
 void ringReduceScatterRank(Program& p) {
   const int n = p.options().ranks, k = pieces(p, 1);
+  p.reserve(2 * static_cast<size_t>(n) * static_cast<size_t>(k) + 1);
   Buffer partial = p.scratch("partial", n >= 3 ? n * k : 0);
   for (int b = 0; b < n; ++b)
     for (int j = 0; j < k; ++j) {
@@ -151,6 +153,7 @@ void ringReduceScatterRank(Program& p) {
 
 void ringAllReduceRank(Program& p) {
   const int n = p.options().ranks, k = pieces(p, n);
+  p.reserve(4 * static_cast<size_t>(n) * static_cast<size_t>(k));  // two hops each way a chunk
   for (int b = 0; b < n; ++b)
     for (int j = 0; j < k; ++j) {
       const int index = b * k + j;
