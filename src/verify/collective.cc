@@ -216,34 +216,36 @@ int CallModel::slotCount(int rank) const {
   return main + algo_->ranks[rank].scratchChunks;
 }
 
-std::optional<std::vector<std::pair<int, int>>> CallModel::expected(int r, int k, int root) const {
+std::optional<std::vector<CallModel::Contributions>> CallModel::expected(int r, int k,
+                                                                         int root) const {
   const int N = algo_->ngpus, c = perRank_;
-  std::vector<std::pair<int, int>> all;
+  using Many = std::vector<Contributions>;
+  auto one = [](int q, int chunk) { return Many{{chunk, q, q + 1}}; };
   switch (kind_) {
     case CollectiveKind::kAllReduce:
-      for (int q = 0; q < N; ++q) all.emplace_back(q, k);
-      return all;
+      return Many{{k, 0, N}};
     case CollectiveKind::kAllGather:
-      return std::vector<std::pair<int, int>>{{k / c, k % c}};
+      return one(k / c, k % c);
     case CollectiveKind::kReduceScatter:
-      for (int q = 0; q < N; ++q) all.emplace_back(q, r * c + k);
-      return all;
+      return Many{{r * c + k, 0, N}};
     case CollectiveKind::kAllToAll:
-      return std::vector<std::pair<int, int>>{{k / c, r * c + k % c}};
+      return one(k / c, r * c + k % c);
     case CollectiveKind::kBroadcast:
-      return std::vector<std::pair<int, int>>{{root, k}};
+      return one(root, k);
     case CollectiveKind::kReduce:
       if (r != root) return std::nullopt;
-      for (int q = 0; q < N; ++q) all.emplace_back(q, k);
-      return all;
+      return Many{{k, 0, N}};
     case CollectiveKind::kGather:
       if (r != root) return std::nullopt;
-      return std::vector<std::pair<int, int>>{{k / c, k % c}};
+      return one(k / c, k % c);
     case CollectiveKind::kScatter:
-      return std::vector<std::pair<int, int>>{{root, r * c + k}};
-    case CollectiveKind::kCustom:
+      return one(root, r * c + k);
+    case CollectiveKind::kCustom: {
       if (!specHas_[r][k]) return std::nullopt;
-      return specTable_[r][k];
+      Many all;
+      for (auto [q, chunk] : specTable_[r][k]) all.push_back({chunk, q, q + 1});
+      return all;
+    }
     default:
       return std::nullopt;
   }

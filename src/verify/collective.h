@@ -66,9 +66,15 @@ class CallModel {
 
   // Whether the post-condition depends on a root rank.
   bool rooted() const { return rooted_; }
-  // The contributions (rank, input chunk) output chunk `k` of `rank` must
-  // hold, or nullopt if unconstrained. `root` is ignored unless rooted().
-  std::optional<std::vector<std::pair<int, int>>> expected(int rank, int k, int root) const;
+  // Input chunk `chunk` of ranks [fromRank, toRank), once each.
+  struct Contributions {
+    int chunk = 0;
+    int fromRank = 0, toRank = 0;
+  };
+  // What output chunk `k` of `rank` must hold, or nullopt if unconstrained
+  // (`root` is ignored unless rooted()): a reduction of one chunk over all
+  // ranks is one range, not N pairs, so the verifier compares it in O(1).
+  std::optional<std::vector<Contributions>> expected(int rank, int k, int root) const;
 
  private:
   const ir::Algorithm* algo_ = nullptr;

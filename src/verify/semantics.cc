@@ -13,33 +13,89 @@ using ir::Buffer;
 
 constexpr int kMaxReportsPerKind = 16;
 
-// A symbolic chunk value: the multiset of input contributions (sorted ids
-// rank * inputChunks + chunk), or garbage (uninitialized data mixed in).
-// Values are immutable and shared: copies, sends and receives share one
-// term list, so an allgather phase does not multiply memory by the rank
-// count; only a reduction builds a new list.
+// A symbolic chunk value: the multiset of input contributions, or garbage
+// (uninitialized data mixed in). Contributions are ids numbered chunk-major
+// (in_q[k] is k * ngpus + q), kept as sorted, disjoint runs of consecutive
+// ids with a count each (adjacent runs of one count merged: the form is
+// canonical, so equal multisets are equal run lists). A ring's partial sum,
+// a reduction over a node's ranks, a whole allreduce result: one run each,
+// so a step costs O(runs), not O(ranks). Values are immutable and shared:
+// copies, sends and receives share one run list; only a reduction builds a
+// new one.
+struct Run {
+  uint32_t lo = 0, hi = 0;  // ids [lo, hi)
+  uint32_t count = 1;       // each this many times
+  bool operator==(const Run& o) const { return lo == o.lo && hi == o.hi && count == o.count; }
+};
+using Runs = std::vector<Run>;
+
+// Appends [lo, hi) x count to canonical `out` (lo >= the last run's hi).
+void append(Runs& out, uint32_t lo, uint32_t hi, uint32_t count) {
+  if (lo >= hi) return;
+  if (!out.empty() && out.back().hi == lo && out.back().count == count)
+    out.back().hi = hi;
+  else
+    out.push_back(Run{lo, hi, count});
+}
+
+// The multiset sum of two canonical run lists.
+Runs add(const Runs& a, const Runs& b) {
+  Runs out;
+  out.reserve(a.size() + b.size());
+  constexpr uint32_t kEnd = UINT32_MAX;
+  size_t i = 0, j = 0;
+  uint32_t pos = 0;
+  while (i < a.size() || j < b.size()) {
+    const uint32_t alo = i < a.size() ? std::max(a[i].lo, pos) : kEnd;
+    const uint32_t blo = j < b.size() ? std::max(b[j].lo, pos) : kEnd;
+    if (alo < blo) {
+      pos = std::min(a[i].hi, blo);
+      append(out, alo, pos, a[i].count);
+    } else if (blo < alo) {
+      pos = std::min(b[j].hi, alo);
+      append(out, blo, pos, b[j].count);
+    } else {
+      pos = std::min(a[i].hi, b[j].hi);
+      append(out, alo, pos, a[i].count + b[j].count);
+    }
+    if (i < a.size() && pos >= a[i].hi) ++i;
+    if (j < b.size() && pos >= b[j].hi) ++j;
+  }
+  return out;
+}
+
+// Sorted runs that overlap, summed pairwise (a custom post-condition that
+// names a contribution twice).
+Runs runsOfOverlapping(const Runs& sorted) {
+  std::vector<Runs> level;
+  for (const Run& x : sorted) level.push_back(Runs{x});
+  while (level.size() > 1) {
+    std::vector<Runs> next;
+    for (size_t i = 0; i + 1 < level.size(); i += 2) next.push_back(add(level[i], level[i + 1]));
+    if (level.size() % 2 == 1) next.push_back(std::move(level.back()));
+    level = std::move(next);
+  }
+  return level.empty() ? Runs{} : std::move(level.front());
+}
+
 class Value {
  public:
   Value() = default;  // uninitialized data
   static Value input(uint32_t id) {
-    return Value(std::make_shared<const std::vector<uint32_t>>(1, id), false);
+    return Value(std::make_shared<const Runs>(1, Run{id, id + 1, 1}), false);
   }
   static Value sum(const Value& a, const Value& b) {
-    auto terms = std::make_shared<std::vector<uint32_t>>(a.terms().size() + b.terms().size());
-    std::merge(a.terms().begin(), a.terms().end(), b.terms().begin(), b.terms().end(),
-               terms->begin());
-    return Value(std::move(terms), a.garbage_ || b.garbage_);
+    return Value(std::make_shared<const Runs>(add(a.runs(), b.runs())), a.garbage_ || b.garbage_);
   }
-  const std::vector<uint32_t>& terms() const {
-    static const std::vector<uint32_t> kNone;
-    return terms_ ? *terms_ : kNone;
+  const Runs& runs() const {
+    static const Runs kNone;
+    return runs_ ? *runs_ : kNone;
   }
   bool garbage() const { return garbage_; }
 
  private:
-  Value(std::shared_ptr<const std::vector<uint32_t>> t, bool garbage)
-      : terms_(std::move(t)), garbage_(garbage) {}
-  std::shared_ptr<const std::vector<uint32_t>> terms_;
+  Value(std::shared_ptr<const Runs> r, bool garbage) : runs_(std::move(r)), garbage_(garbage) {}
+  std::shared_ptr<const Runs> runs_;
   bool garbage_ = true;
 };
 
@@ -62,7 +118,7 @@ class SymbolicRun {
   }
 
   Value inputValue(int r, int k) const {
-    return Value::input(static_cast<uint32_t>(r * m_.inputChunks() + k));
+    return Value::input(static_cast<uint32_t>(k * g_.algo().ngpus + r));
   }
 
   void run() {
@@ -154,6 +210,38 @@ std::string listTerms(const std::vector<uint32_t>& ids, int inputChunks, size_t 
   return s.empty() ? "nothing" : s;
 }
 
+// The canonical runs of a list of contribution ranges (any order, overlaps
+// counted twice).
+Runs runsOf(const std::vector<CallModel::Contributions>& cs, int ngpus) {
+  Runs parts;
+  for (const CallModel::Contributions& c : cs) {
+    const auto base = static_cast<uint32_t>(c.chunk) * static_cast<uint32_t>(ngpus);
+    if (c.toRank > c.fromRank)
+      parts.push_back(
+          Run{base + static_cast<uint32_t>(c.fromRank), base + static_cast<uint32_t>(c.toRank), 1});
+  }
+  std::sort(parts.begin(), parts.end(), [](const Run& x, const Run& y) { return x.lo < y.lo; });
+  Runs out;
+  for (const Run& p : parts) {
+    if (!out.empty() && p.lo < out.back().hi) return runsOfOverlapping(parts);
+    append(out, p.lo, p.hi, p.count);
+  }
+  return out;
+}
+
+// Every contribution id, rank-major (rank * inputChunks + chunk), sorted,
+// repeated by its count: for messages about a wrong chunk.
+std::vector<uint32_t> expand(const Runs& runs, int ngpus, int inputChunks) {
+  std::vector<uint32_t> ids;
+  for (const Run& x : runs)
+    for (uint32_t t = x.lo; t < x.hi; ++t)
+      for (uint32_t c = 0; c < x.count; ++c)
+        ids.push_back(t % static_cast<uint32_t>(ngpus) * static_cast<uint32_t>(inputChunks) +
+                      t / static_cast<uint32_t>(ngpus));
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
 struct Finding {
   DiagCode code;
   Location loc;
@@ -170,13 +258,13 @@ std::vector<Finding> compare(const StepGraph& g, const CallModel& m, const Symbo
     for (int k = 0; k < m.outputChunks(); ++k) {
       auto want = m.expected(r, k, root);
       if (!want) continue;
-      std::vector<uint32_t> w;
-      for (auto [q, c] : *want) w.push_back(static_cast<uint32_t>(q * m.inputChunks() + c));
-      std::sort(w.begin(), w.end());
+      const Runs wanted = runsOf(*want, a.ngpus);
       int slot = m.outputSlot(r, k);
       const Value& got = run.at(r, slot);
-      const std::vector<uint32_t>& terms = got.terms();
-      if (!got.garbage() && terms == w) continue;
+      if (!got.garbage() && got.runs() == wanted) continue;
+      // Wrong: the terms one by one (rank-major ids, as the messages name them).
+      const std::vector<uint32_t> w = expand(wanted, a.ngpus, m.inputChunks());
+      const std::vector<uint32_t> terms = expand(got.runs(), a.ngpus, m.inputChunks());
       std::vector<uint32_t> extra, missing, twice;
       std::set_difference(terms.begin(), terms.end(), w.begin(), w.end(),
                           std::back_inserter(extra));
@@ -221,9 +309,8 @@ std::vector<Finding> compare(const StepGraph& g, const CallModel& m, const Symbo
       for (int k = 0; k < m.inputChunks(); ++k) {
         int slot = m.inputSlot(r, k);
         const Value& got = run.at(r, slot);
-        if (!got.garbage() && got.terms().size() == 1 &&
-            got.terms()[0] == uint32_t(r * m.inputChunks() + k))
-          continue;
+        const auto id = static_cast<uint32_t>(k * a.ngpus + r);
+        if (!got.garbage() && got.runs() == Runs{Run{id, id + 1, 1}}) continue;
         NodeId writer = run.lastWriter(r, slot);
         out.push_back(
             Finding{DiagCode::kInputModified,
