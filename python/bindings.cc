@@ -18,6 +18,7 @@
 
 #include "api/convert.h"
 #include "api/generate.h"
+#include "compiler/program_file.h"
 #include "core/diagnostic.h"
 #include "core/types.h"
 #include "ir/json_io.h"
@@ -826,6 +827,7 @@ void bindComm(py::module_& m) {
 }  // namespace chorus::python
 
 PYBIND11_MODULE(_chorus, m) {
+  chorus::compiler::installProgramFiles();  // chorus.read() and friends take compact program files
   using namespace chorus;
   using namespace chorus::python;
   m.doc() = "Chorus's C++ library (use the chorus package, which wraps it).";

@@ -18,6 +18,7 @@
 #include "api/staging.h"
 #include "api/world.h"
 #include "chorus/chorus.h"
+#include "compiler/program_file.h"
 #include "core/log.h"
 #include "runtime/rendezvous.h"
 #include "runtime/selection.h"
@@ -1072,6 +1073,7 @@ chorusResult_t chorusGroupEnd(void) {
 chorusResult_t chorusLoadAlgo(const char* algoFilePath, chorusAlgoHandle_t* handle, int) {
   return apiCall("chorusLoadAlgo", [&]() -> Status {
     if (algoFilePath == nullptr || handle == nullptr) return bad("path or handle is NULL");
+    compiler::installProgramFiles();
     auto va = runtime::loadVerifiedFile(algoFilePath);
     if (!va.isOk()) return va.status();
     Handles& h = handles();
@@ -1132,6 +1134,7 @@ chorusResult_t chorusUnloadAlgo(chorusAlgoHandle_t handle) {
 chorusResult_t chorusRegisterAlgoFile(const char* algoFilePath) {
   return apiCall("chorusRegisterAlgoFile", [&]() -> Status {
     if (algoFilePath == nullptr) return bad("path is NULL");
+    compiler::installProgramFiles();
     return globalRegistry().addFile(algoFilePath);
   });
 }

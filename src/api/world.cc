@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "api/call_cache.h"
+#include "compiler/program_file.h"
 #include "core/check.h"
 #include "core/log.h"
 
@@ -71,6 +72,7 @@ std::string Op::describe() const {
 runtime::AlgorithmRegistry& globalRegistry() {
   static runtime::AlgorithmRegistry* r = [] {
     auto* reg = new runtime::AlgorithmRegistry();  // lives for the process
+    compiler::installProgramFiles();               // CHORUS_ALGO_DIR may hold compact program files
     reg->loadFromEnvironment();
     return reg;
   }();

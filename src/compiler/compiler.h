@@ -49,6 +49,9 @@ struct Compiled {
 // A program recorded whole, or by its per-rank form (options().focus set:
 // then only that rank's part comes out, and every operation needs a depth).
 Compiled compile(const lang::Program& program, const CompileOptions& options = {});
+// The same for a program the caller gives up: its operations are freed as
+// soon as they are lowered (at scale, they are the largest thing alive).
+Compiled compile(lang::Program&& program, const CompileOptions& options = {});
 
 // Rank `options.focus`'s part of registered program `entry` (options from
 // lang::programOptions), no more: from its per-rank form where it has one,

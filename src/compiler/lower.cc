@@ -4,8 +4,6 @@
 // operand is the chunk being reduced into (IR.md section 2: never the
 // remote one); on one rank a copy, or a reduce (with a copy first when the
 // result goes elsewhere than the local operand).
-#include <optional>
-
 #include "compiler/passes.h"
 
 namespace chorus::compiler {
@@ -51,29 +49,28 @@ void lower(Mir& m) {
     else if (op.kind == lang::Operation::Kind::kReduce)
       ++per[static_cast<size_t>(op.dst.rank)];  // at most a copy and a reduce
   }
-  // A per-rank compile fuses as it appends (Fusion): the sends that forward
-  // a receive (most, in rings and trees) are never stored. It reserves for
-  // the rest and a sixteenth of its sends, not for all: the operations are
-  // alive beside them, and at scale this is its largest moment.
-  std::optional<Fusion> fusion;
-  if (focus >= 0) {
-    fusion.emplace();
-    const auto f = static_cast<size_t>(focus);
-    m.ranks[f].reserve(per[f] + sends[f] / 16 + 1);
-  } else {
-    for (size_t r = 0; r < per.size(); ++r) m.ranks[r].reserve(per[r] + sends[r]);
-  }
-  m.fusedInLowering = focus >= 0;
-  auto append = [&](std::vector<Instr>& xs, Instr x) {
+  // Fusion (mir.h) runs as instructions are appended, unless the lowered
+  // form is to be printed unfused (--print-after=lower): the sends that
+  // forward a receive (most, in rings and trees) are then never stored. So
+  // each rank reserves for the rest and a sixteenth of its sends, not for
+  // all: the operations are alive beside them, and at scale this is the
+  // compile's largest moment.
+  m.fusedInLowering = m.fuseWhileLowering;
+  std::vector<Fusion> fusion(m.fusedInLowering ? m.ranks.size() : 0);
+  for (size_t r = 0; r < per.size(); ++r)
+    if (mine(static_cast<int>(r)))
+      m.ranks[r].reserve(per[r] + (m.fusedInLowering ? sends[r] / 16 + 1 : sends[r]));
+  auto append = [&](int rank, Instr x) {
+    std::vector<Instr>& xs = m.ranks[static_cast<size_t>(rank)];
     xs.push_back(std::move(x));
-    if (fusion && fusion->forwards(xs, static_cast<int>(xs.size()) - 1)) xs.pop_back();
+    if (m.fusedInLowering &&
+        fusion[static_cast<size_t>(rank)].forwards(xs, static_cast<int>(xs.size()) - 1))
+      xs.pop_back();
   };
   // Operations of one depth (schedule.cc) become, on each rank, its sends,
   // then its local work, then its receives: three passes over the group.
   enum Part { kSends, kLocal, kReceives };
   auto lowerPart = [&](const lang::Operation& op, Part part) {
-    auto& from = m.ranks[static_cast<size_t>(op.src.rank)];
-    auto& to = m.ranks[static_cast<size_t>(op.dst.rank)];
     bool reduce = op.kind == lang::Operation::Kind::kReduce;
     if (op.src.rank != op.dst.rank) {
       if (part == kSends && mine(op.src.rank)) {
@@ -81,14 +78,14 @@ void lower(Mir& m) {
         setSrc(s, op.src);
         s.sendPeer = op.dst.rank;
         s.hints.recvTb = -1;
-        append(from, std::move(s));
+        append(op.src.rank, std::move(s));
       } else if (part == kReceives && mine(op.dst.rank)) {
         Instr r = make(reduce ? StepType::kRecvReduceCopy : StepType::kRecv, op);
         if (reduce) setSrc(r, op.local);
         setDst(r, op.dst);
         r.recvPeer = op.src.rank;
         r.hints.sendTb = -1;
-        append(to, std::move(r));
+        append(op.dst.rank, std::move(r));
       }
       return;
     }
@@ -97,7 +94,7 @@ void lower(Mir& m) {
       Instr c = make(StepType::kCopy, op);
       setSrc(c, op.src);
       setDst(c, op.dst);
-      append(to, std::move(c));
+      append(op.dst.rank, std::move(c));
       return;
     }
     bool intoLocal = op.local.buffer == op.dst.buffer && op.local.index == op.dst.index;
@@ -105,12 +102,12 @@ void lower(Mir& m) {
       Instr c = make(StepType::kCopy, op);
       setSrc(c, op.local);
       setDst(c, op.dst);
-      append(to, std::move(c));
+      append(op.dst.rank, std::move(c));
     }
     Instr re = make(StepType::kReduce, op);
     setSrc(re, op.src);
     setDst(re, op.dst);
-    append(to, std::move(re));
+    append(op.dst.rank, std::move(re));
   };
   const size_t count = m.opCount();
   const bool scheduled = m.depth.size() == count;

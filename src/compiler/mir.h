@@ -53,8 +53,9 @@ struct Mir {
   const char* opsFile = nullptr;     // the file of the first operation (lowering sets it)
   std::vector<lang::Expected> post;  // custom collectives, after replication
   std::vector<std::vector<Instr>> ranks;
-  std::vector<int> tbCount;      // per rank, after assignment
-  bool fusedInLowering = false;  // a per-rank compile fuses as it lowers
+  std::vector<int> tbCount;       // per rank, after assignment
+  bool fuseWhileLowering = true;  // lowering runs Fusion as it appends (not when printing it)
+  bool fusedInLowering = false;   // it did
 };
 
 // A value per chunk of every buffer of one rank, growing on use.

@@ -67,6 +67,7 @@ Compiled compileImpl(const lang::Program& program, const CompileOptions& options
     if (options.printAfter == name && name != "emit") out.printed = print(m);
   };
   m.source = &program.operations();
+  m.fuseWhileLowering = options.printAfter != "lower";  // that print shows the sends unfused
   run("schedule", [&] { schedule(program, m); });
   run("replicate", [&] { replicate(program, m); });
   run("lower", [&] { lower(m); });
@@ -86,12 +87,16 @@ Compiled compile(const lang::Program& program, const CompileOptions& options) {
   return compileImpl(program, options, nullptr);
 }
 
+Compiled compile(lang::Program&& program, const CompileOptions& options) {
+  return compileImpl(program, options, &program);
+}
+
 Compiled compileRank(const lang::ProgramEntry& entry, const lang::ProgramOptions& options) {
   CHORUS_CHECK(options.focus >= 0 && options.focus < options.ranks, "compileRank needs a rank");
   if (entry.buildRank) {
     lang::Program p(options);
     entry.buildRank(p);
-    Compiled c = compileImpl(p, {}, &p);
+    Compiled c = compile(std::move(p));
     c.fromRankForm = true;
     return c;
   }

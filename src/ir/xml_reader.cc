@@ -1,6 +1,7 @@
 #include "ir/xml_reader.h"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <limits>
 #include <pugixml.hpp>
@@ -32,6 +33,7 @@ class Reader {
   Reader(std::string_view text, const std::string& file) : text_(text), lines_(text), file_(file) {}
 
   ReadResult run();
+  ReadResult program(const pugi::xml_node& n);
 
  private:
   Location locAt(SourcePos p) const {
@@ -166,6 +168,7 @@ ReadResult Reader::run() {
   pugi::xml_node root;
   for (pugi::xml_node c : doc.children()) {
     if (c.type() != pugi::node_element) continue;
+    if (!root && std::string_view(c.name()) == "program") return program(c);
     if (root || std::string_view(c.name()) != "algo") {
       error(DiagCode::kBadStructure, nodePos(c),
             root ? "more than one top-level element"
@@ -185,6 +188,29 @@ ReadResult Reader::run() {
   readAlgo(root, algo);
   out.diagnostics = std::move(diags_);
   if (!out.diagnostics.hasErrors()) out.algorithm = std::move(algo);
+  return out;
+}
+
+std::atomic<ProgramExpander> gExpander{nullptr};
+
+ReadResult Reader::program(const pugi::xml_node& n) {
+  ProgramReference ref;
+  ref.file = file_;
+  ref.pos = nodePos(n);
+  for (pugi::xml_attribute a : n.attributes())
+    ref.attributes.push_back({a.name(), a.value(), attrPos(n, a.name())});
+  if (n.first_child()) {
+    error(DiagCode::kBadStructure, nodePos(n.first_child()),
+          "<program> takes attributes only (the program and its options)");
+  } else if (ProgramExpander expand = gExpander.load(); expand != nullptr) {
+    return expand(ref);
+  } else {
+    error(DiagCode::kBadStructure, ref.pos,
+          "a compact program file (<program>, docs/scale.md): expanding it needs the Chorus "
+          "compiler (the chorus command, libchorus or the Python package read it)");
+  }
+  ReadResult out;
+  out.diagnostics = std::move(diags_);
   return out;
 }
 
@@ -289,6 +315,8 @@ int Reader::readStep(const pugi::xml_node& n, Step& s) {
 }
 
 }  // namespace
+
+void setProgramExpander(ProgramExpander expander) { gExpander.store(expander); }
 
 ReadResult readXml(std::string_view text, const std::string& fileName) {
   return Reader(text, fileName).run();

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/diagnostic.h"
 #include "ir/ir.h"
@@ -22,8 +23,29 @@ struct ReadResult {
   DiagnosticList diagnostics;
 };
 
-// Parses `text`; `fileName` is used in locations only.
+// Parses `text`; `fileName` is used in locations only. A compact program
+// file (below) is handed to the installed expander.
 ReadResult readXml(std::string_view text, const std::string& fileName);
+
+// A compact program file (docs/scale.md): one element,
+//   <program name="ring_allreduce" ranks="1024" instances="2" .../>,
+// names a registered program of the Chorus language and its options
+// instead of listing every step, so its size does not grow with the rank
+// count. This layer reads the element; expanding it needs the compiler,
+// which is above it: the compiler installs the expander
+// (compiler::installProgramFiles(), done by the chorus command, the C API
+// and the Python package). Without one, reading it is an error that says so.
+struct ProgramReference {
+  std::string file;
+  SourcePos pos;
+  struct Attribute {
+    std::string name, value;
+    SourcePos pos;
+  };
+  std::vector<Attribute> attributes;  // in file order
+};
+using ProgramExpander = ReadResult (*)(const ProgramReference&);
+void setProgramExpander(ProgramExpander expander);
 
 // Maps byte offsets in a text to 1-based line:column.
 class LineMap {

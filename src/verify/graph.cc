@@ -27,7 +27,6 @@ StepGraph::StepGraph(const Algorithm& algo, DiagnosticList& diags) : algo_(algo)
   }
   matchedSend_.assign(size(), kNoNode);
   matchedRecv_.assign(size(), kNoNode);
-  preds_.resize(size());
   match(diags);
   order(diags);
 }
@@ -89,28 +88,31 @@ void StepGraph::match(DiagnosticList& diags) {
 }
 
 void StepGraph::order(DiagnosticList& diags) {
-  std::vector<std::vector<NodeId>> succs(size());
-  auto edge = [&](NodeId from, NodeId to) {
-    preds_[to].push_back(from);
-    succs[from].push_back(to);
-  };
-  for (NodeId n = 0; n < static_cast<NodeId>(size()); ++n) {
-    const ir::Step& s = step(n);
-    if (step_[n] > 0) edge(n - 1, n);
-    if (s.depTb >= 0) edge(node(rank_[n], s.depTb, s.depStep), n);
-    if (matchedSend_[n] != kNoNode) edge(matchedSend_[n], n);
+  // Successors in one array (CSR): at most three edges reach a step.
+  const auto count = static_cast<NodeId>(size());
+  std::vector<int32_t> indeg(size()), outStart(size() + 1, 0);
+  for (NodeId n = 0; n < count; ++n)
+    for (NodeId p : preds(n)) {
+      ++outStart[static_cast<size_t>(p) + 1];
+      ++indeg[static_cast<size_t>(n)];
+    }
+  for (size_t i = 1; i < outStart.size(); ++i) outStart[i] += outStart[i - 1];
+  std::vector<NodeId> succs(static_cast<size_t>(outStart.back()));
+  {
+    std::vector<int32_t> fill(outStart.begin(), outStart.end() - 1);
+    for (NodeId n = 0; n < count; ++n)
+      for (NodeId p : preds(n)) succs[static_cast<size_t>(fill[static_cast<size_t>(p)]++)] = n;
   }
   // Kahn's algorithm; a FIFO gives a deterministic order.
-  std::vector<int32_t> indeg(size());
-  for (NodeId n = 0; n < static_cast<NodeId>(size()); ++n)
-    indeg[n] = static_cast<int32_t>(preds_[n].size());
   topo_.clear();
   topo_.reserve(size());
-  for (NodeId n = 0; n < static_cast<NodeId>(size()); ++n)
-    if (indeg[n] == 0) topo_.push_back(n);
+  for (NodeId n = 0; n < count; ++n)
+    if (indeg[static_cast<size_t>(n)] == 0) topo_.push_back(n);
   for (size_t head = 0; head < topo_.size(); ++head) {
-    for (NodeId m : succs[topo_[head]])
-      if (--indeg[m] == 0) topo_.push_back(m);
+    const auto u = static_cast<size_t>(topo_[head]);
+    for (int32_t e = outStart[u]; e < outStart[u + 1]; ++e)
+      if (--indeg[static_cast<size_t>(succs[static_cast<size_t>(e)])] == 0)
+        topo_.push_back(succs[static_cast<size_t>(e)]);
   }
   if (topo_.size() == size()) return;
   acyclic_ = false;
@@ -129,7 +131,7 @@ void StepGraph::order(DiagnosticList& diags) {
       at[cur] = path.size();
       path.push_back(cur);
       NodeId next = kNoNode;
-      for (NodeId p : preds_[cur]) {
+      for (NodeId p : preds(cur)) {
         if (indeg[p] > 0) {
           next = p;
           break;
@@ -166,7 +168,7 @@ std::pair<int, NodeId> StepGraph::longestChain() const {
   std::vector<int> len(size(), 1);
   std::pair<int, NodeId> best{0, kNoNode};
   for (NodeId n : topo_) {
-    for (NodeId p : preds_[n]) len[n] = std::max(len[n], len[p] + 1);
+    for (NodeId p : preds(n)) len[n] = std::max(len[n], len[p] + 1);
     if (len[n] > best.first) best = {len[n], n};
   }
   return best;
@@ -182,7 +184,7 @@ bool StepGraph::computeClocks(const std::vector<int>& tracked, size_t maxCells) 
   if (tracked_ == 0) return true;
   for (NodeId n : topo_) {
     int32_t* c = &clock_[static_cast<size_t>(n) * tracked_];
-    for (NodeId p : preds_[n]) {
+    for (NodeId p : preds(n)) {
       const int32_t* pc = &clock_[static_cast<size_t>(p) * tracked_];
       for (size_t g = 0; g < tracked_; ++g) c[g] = std::max(c[g], pc[g]);
     }

@@ -45,8 +45,23 @@ class StepGraph {
   bool acyclic() const { return acyclic_; }
   // A topological order of all nodes (complete only when acyclic()).
   const std::vector<NodeId>& topoOrder() const { return topo_; }
-  // Up to three happens-before predecessors: previous step, dependency, send.
-  const std::vector<NodeId>& preds(NodeId n) const { return preds_[n]; }
+  // Up to three happens-before predecessors: previous step, dependency, send
+  // (computed, not stored: the graph costs a few ints per step).
+  struct Preds {
+    NodeId v[3] = {kNoNode, kNoNode, kNoNode};
+    int n = 0;
+    const NodeId* begin() const { return v; }
+    const NodeId* end() const { return v + n; }
+    size_t size() const { return static_cast<size_t>(n); }
+  };
+  Preds preds(NodeId n) const {
+    Preds p;
+    if (step_[n] > 0) p.v[p.n++] = n - 1;
+    const ir::Step& s = step(n);
+    if (s.depTb >= 0) p.v[p.n++] = node(rank_[n], s.depTb, s.depStep);
+    if (matchedSend_[n] != kNoNode) p.v[p.n++] = matchedSend_[n];
+    return p;
+  }
 
   // Happens-before by vector clocks restricted to the threadblocks in
   // `tracked` (global tb indices): only steps of those threadblocks can be
@@ -77,7 +92,6 @@ class StepGraph {
   std::vector<int32_t> rank_, tb_, step_, globalTb_;
   size_t totalTbs_ = 0;
   std::vector<NodeId> matchedSend_, matchedRecv_;
-  std::vector<std::vector<NodeId>> preds_;
   std::vector<NodeId> topo_;
   std::vector<int32_t> clock_;
   std::vector<int32_t> trackedIndex_;  // global tb -> clock column, or -1

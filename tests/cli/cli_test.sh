@@ -125,6 +125,43 @@ check gen-root-verify 0 'root 3' -- "$chorus" verify "$tmp/b.xml"
 check gen-root-bad 2 '--root 5 is not a rank of 5' \
   -- "$chorus" gen ring_broadcast --ranks 5 --root 5 -o "$tmp/b.xml"
 
+# Per-rank lowering and compact program files (docs/scale.md).
+check gen-rank 0 'rank 5 of 16384: 1 threadblocks, 32767 steps, built in [0-9.]+ ms \(its per-rank form\)' \
+  -- "$chorus" gen ring_allreduce --ranks 16384 --rank 5
+check gen-rank-out 0 '<gpu id="2" i_chunks="6"' -- "$chorus" gen ring_allreduce --ranks 6 --rank 2 -o -
+check gen-rank-bad 2 'rank 6 is not a rank of 6' -- "$chorus" gen ring_allreduce --ranks 6 --rank 6
+check compact-gen 0 '' -- "$chorus" gen hierarchical_allreduce --ranks 12 --gpus-per-node 4 \
+  --instances 2 --compact -o "$tmp/h12.compact.xml"
+check compact-is-small 0 '^<program name="hierarchical_allreduce" ranks="12" instances="2" gpus-per-node="4"/>$' \
+  -- cat "$tmp/h12.compact.xml"
+check compact-verify 0 '^ok +[^ ]+h12.compact.xml +allreduce +12 ranks' -- "$chorus" verify "$tmp/h12.compact.xml"
+check compact-run 0 'check +0 wrong element' -- "$chorus" run "$tmp/h12.compact.xml" --check -n 1 -w 0
+check compact-expand 0 '' -- "$chorus" convert "$tmp/h12.compact.xml" -o "$tmp/h12.expanded.xml"
+check compact-gen-xml 0 '' -- "$chorus" gen hierarchical_allreduce --ranks 12 --gpus-per-node 4 \
+  --instances 2 -o "$tmp/h12.gen.xml"
+check compact-gen-norm 0 '' -- "$chorus" convert "$tmp/h12.gen.xml" -o "$tmp/h12.gen.norm.xml"
+if cmp -s "$tmp/h12.expanded.xml" "$tmp/h12.gen.norm.xml"; then passes=$((passes + 1)); else
+  echo "FAIL compact-expands-to-gen: the expanded compact file differs from chorus gen's XML"
+  fails=$((fails + 1)); fi
+printf '<program name="ring_allreduce"\n  ranks="4" colour="blue"/>\n' > "$tmp/bad-attr.xml"
+check compact-bad-attr 2 "bad-attr.xml:2:13: error\[E[0-9]+\]: <program> has no attribute 'colour'" \
+  -- "$chorus" verify "$tmp/bad-attr.xml"
+echo '<program name="nope" ranks="4"/>' > "$tmp/nope.xml"
+check compact-unknown 2 "nope.xml:1:10: error\[E[0-9]+\]: no program named 'nope'" -- "$chorus" verify "$tmp/nope.xml"
+echo '<program name="recursive_doubling_allgather" ranks="6"/>' > "$tmp/rd6.xml"
+check compact-bad-ranks 2 "rd6.xml:1:1: error\[E[0-9]+\]: program 'recursive_doubling_allgather': --ranks 6 does not suit it" \
+  -- "$chorus" verify "$tmp/rd6.xml"
+echo '<program name="ring_allreduce" ranks="x4"/>' > "$tmp/nan.xml"
+check compact-bad-number 2 'nan.xml:1:32: error\[E[0-9]+\]: ranks="x4" is not a whole number' \
+  -- "$chorus" verify "$tmp/nan.xml"
+echo '<program name="ring_allreduce" ranks="65536"/>' > "$tmp/huge.xml"
+check compact-too-big 2 'huge.xml:1:32: error\[E[0-9]+\]: ranks="65536": a program file expands whole up to 4096 ranks' \
+  -- "$chorus" verify "$tmp/huge.xml"
+mkdir -p "$tmp/compact-dir"
+echo '<program name="allpairs_allgather" ranks="3" maxBytes="65536"/>' > "$tmp/compact-dir/ag3.xml"
+check compact-algo-dir 0 'ag3.xml: chosen' -- env CHORUS_ALGO_DIR="$tmp/compact-dir" CHORUS_DEBUG=INFO \
+  "$chorus" perf allgather --ranks 3 -b 3K -e 3K -n 1 -w 0 --check
+
 # topologies and the simulator
 check topo-list 0 '^ndv4\[:BOXES\] +Azure NDv4' -- "$chorus" topo list
 check topo-show 0 'topology dgx1@0,1,4,5: 4 ranks' -- "$chorus" topo show dgx1@0,1,4,5

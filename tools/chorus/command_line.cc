@@ -217,6 +217,9 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
   g->add_option("--print-after", gen.printAfter, "print the program after this pass")
       ->check(CLI::IsMember(compiler::passNames()));
   g->add_flag("--time-passes", gen.timePasses, "time each pass (stderr)");
+  g->add_flag("--compact", gen.compact,
+              "write the compact program file (<program name=... ranks=.../>, docs/scale.md): "
+              "read wherever an algorithm file is; the program is checked and verified first");
   g->add_option("--rank", gen.rank,
                 "build only this rank's part, from the program's per-rank form (docs/scale.md); "
                 "-o writes it (its <gpu> alone: for reading, not a runnable file)")

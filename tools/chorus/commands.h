@@ -131,7 +131,8 @@ struct GenArgs {
   bool noVerify = false;   // for debugging the compiler only
   std::string printAfter;  // a pass name
   bool timePasses = false;
-  int rank = -1;  // only this rank's part (per-rank lowering, docs/scale.md)
+  int rank = -1;         // only this rank's part (per-rank lowering, docs/scale.md)
+  bool compact = false;  // write the compact program file (<program .../>, docs/scale.md)
 };
 // Runs a registered program, compiles and verifies it, writes MSCCL XML.
 // Exit: 0 written, 1 the program or its result is wrong, 2 bad arguments.

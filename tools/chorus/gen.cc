@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "compiler/compiler.h"
+#include "compiler/program_file.h"
 #include "core/io.h"
 #include "ir/xml_writer.h"
 #include "lang/registry.h"
@@ -144,7 +145,8 @@ int runGen(const GenArgs& args) {
                e->name, e->collective);
     return 2;
   }
-  const std::string& xml = g.xml;
+  const std::string xml =
+      args.compact ? compiler::writeProgramFile(*e, givenOptions(args)) : std::move(g.xml);
   if (args.output.empty()) return 0;
   if (args.output == "-") {
     std::fwrite(xml.data(), 1, xml.size(), stdout);

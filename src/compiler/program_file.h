@@ -1,0 +1,30 @@
+// Compact program files (docs/scale.md): `<program name="..." ranks="..."
+// .../>` names a registered program of the Chorus language and its options.
+// Reading one compiles the program for that rank count; writing one stores
+// the name and options, so the file stays a few hundred bytes at any scale.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ir/xml_reader.h"
+#include "lang/registry.h"
+
+namespace chorus::compiler {
+
+// Expands a <program> element: checks its attributes (each problem names
+// file:line:column), records the program and compiles it. The result is
+// the whole algorithm, not yet verified (readers never verify).
+ir::ReadResult expandProgramFile(const ir::ProgramReference& ref);
+
+// Lets every reader of algorithm files (ir::readXml, readAlgorithmFile)
+// expand program files. Idempotent.
+void installProgramFiles();
+
+// The compact file for `entry` with the options as a user gives them
+// (chorus gen's: chunk-factor a multiple of the program's own) and a size
+// range for selection (0: none).
+std::string writeProgramFile(const lang::ProgramEntry& entry, const lang::ProgramOptions& given,
+                             uint64_t minBytes = 0, uint64_t maxBytes = 0);
+
+}  // namespace chorus::compiler
