@@ -82,21 +82,25 @@ class Value {
  public:
   Value() = default;  // uninitialized data
   static Value input(uint32_t id) {
-    return Value(std::make_shared<const Runs>(1, Run{id, id + 1, 1}), false);
+    return Value(std::make_shared<const Contributions>(Contributions{{Run{id, id + 1, 1}}, false}));
   }
   static Value sum(const Value& a, const Value& b) {
-    return Value(std::make_shared<const Runs>(add(a.runs(), b.runs())), a.garbage_ || b.garbage_);
+    return Value(std::make_shared<const Contributions>(
+        Contributions{add(a.runs(), b.runs()), a.garbage() || b.garbage()}));
   }
   const Runs& runs() const {
     static const Runs kNone;
-    return runs_ ? *runs_ : kNone;
+    return c_ ? c_->runs : kNone;
   }
-  bool garbage() const { return garbage_; }
+  bool garbage() const { return !c_ || c_->garbage; }
 
  private:
-  Value(std::shared_ptr<const Runs> r, bool garbage) : runs_(std::move(r)), garbage_(garbage) {}
-  std::shared_ptr<const Runs> runs_;
-  bool garbage_ = true;
+  struct Contributions {
+    Runs runs;
+    bool garbage;  // uninitialized data mixed in
+  };
+  explicit Value(std::shared_ptr<const Contributions> c) : c_(std::move(c)) {}
+  std::shared_ptr<const Contributions> c_;  // null: uninitialized data alone
 };
 
 // Replacement local operand for a reducing receive (remote-operand probe).
@@ -114,7 +118,15 @@ class SymbolicRun {
       lastWriter_[r].assign(m.slotCount(r), kNoNode);
       for (int k = 0; k < m.inputChunks(); ++k) state_[r][m.inputSlot(r, k)] = inputValue(r, k);
     }
-    messages_.resize(g.size());
+    // Every send's message in one array: message slots, in node order.
+    messageAt_.assign(g.size(), 0);
+    uint32_t total = 0;
+    for (NodeId n = 0; n < static_cast<NodeId>(g.size()); ++n) {
+      messageAt_[static_cast<size_t>(n)] = total;
+      const ir::Step& st = g.step(n);
+      if (ir::sends(st.type)) total += static_cast<uint32_t>(std::max(st.count, 0));
+    }
+    messages_.resize(total);
   }
 
   Value inputValue(int r, int k) const {
@@ -152,9 +164,9 @@ class SymbolicRun {
     Buffer srcBuf = st.srcBuf;
     int srcOff = st.srcOff;
     if (auto it = ov_.find(n); it != ov_.end()) std::tie(srcBuf, srcOff) = it->second;
-    std::vector<Value>* in = nullptr;
-    if (ir::receives(st.type)) in = &messages_[g_.matchedSend(n)];
-    std::vector<Value> out;
+    // The message received (its sender's slots) and the one sent (this step's).
+    Value* in = ir::receives(st.type) ? &messages_[messageAt_[g_.matchedSend(n)]] : nullptr;
+    Value* out = ir::sends(st.type) ? &messages_[messageAt_[n]] : nullptr;
     for (int i = 0; i < st.count; ++i) {
       Value v;
       switch (st.type) {
@@ -163,12 +175,13 @@ class SymbolicRun {
           break;
         case ir::StepType::kRecv:
         case ir::StepType::kRecvCopySend:
-          v = (*in)[i];
+          v = std::move(in[i]);  // each message is received exactly once
           break;
         case ir::StepType::kRecvReduceSend:
         case ir::StepType::kRecvReduceCopy:
         case ir::StepType::kRecvReduceCopySend:
-          v = Value::sum((*in)[i], read(n, srcBuf, srcOff + i));
+          v = Value::sum(in[i], read(n, srcBuf, srcOff + i));
+          in[i] = Value{};  // each message is received exactly once
           break;
         case ir::StepType::kCopy:
           v = read(n, srcBuf, srcOff + i);
@@ -180,10 +193,8 @@ class SymbolicRun {
           break;
       }
       if (ir::writesDst(st.type)) write(n, st.dstBuf, st.dstOff + i, v);
-      if (ir::sends(st.type)) out.push_back(std::move(v));
+      if (out != nullptr) out[i] = std::move(v);
     }
-    if (ir::sends(st.type)) messages_[n] = std::move(out);
-    if (in) in->clear();  // each message is received exactly once
   }
 
   const StepGraph& g_;
@@ -191,7 +202,8 @@ class SymbolicRun {
   const OperandOverride& ov_;
   std::vector<std::vector<Value>> state_;
   std::vector<std::vector<NodeId>> lastWriter_;
-  std::vector<std::vector<Value>> messages_;
+  std::vector<uint32_t> messageAt_;  // node -> its message's first slot (sends)
+  std::vector<Value> messages_;
   std::vector<NodeId> outOfBuffer_;
 };
 
