@@ -59,6 +59,14 @@ Compiled compile(lang::Program&& program, const CompileOptions& options = {});
 // whole program is compiled and the rest dropped.
 Compiled compileRank(const lang::ProgramEntry& entry, const lang::ProgramOptions& options);
 
+// The whole algorithm of registered program `entry`, assembled from every
+// rank's part (compileRank, on `threads` threads; 0: one per core): equal to
+// compile()'s (per_rank_test.cc checks each part), in time proportional to
+// the steps and memory of the result plus one part per thread. Without
+// postconditions (a custom collective's come from compile()).
+Compiled compileByRanks(const lang::ProgramEntry& entry, const lang::ProgramOptions& options,
+                        unsigned threads = 0);
+
 // The passes, in order.
 const std::vector<std::string>& passNames();
 

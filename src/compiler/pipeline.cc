@@ -1,7 +1,9 @@
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <thread>
 
 #include "compiler/compiler.h"
 #include "compiler/passes.h"
@@ -115,6 +117,43 @@ Compiled compileRank(const lang::ProgramEntry& entry, const lang::ProgramOptions
     c.algo.nchannels = std::max(c.algo.nchannels, tb.channel + 1);
   c.postconditions.clear();
   return c;
+}
+
+Compiled compileByRanks(const lang::ProgramEntry& entry, const lang::ProgramOptions& options,
+                        unsigned threads) {
+  const int n = options.ranks;
+  std::vector<Compiled> parts(static_cast<size_t>(n));
+  std::atomic<int> next{0};
+  auto work = [&] {
+    for (int r = next++; r < n; r = next++) {
+      lang::ProgramOptions o = options;
+      o.focus = r;
+      parts[static_cast<size_t>(r)] = compileRank(entry, o);
+    }
+  };
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = std::min(threads, static_cast<unsigned>(std::max(n, 1)));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  Compiled out;
+  for (Compiled& part : parts)
+    for (Diagnostic& d : part.diagnostics.items()) out.diagnostics.items().push_back(std::move(d));
+  if (!out.ok() || parts.empty()) return out;
+  out.algo.nchannels = 1;
+  std::vector<ir::Rank> ranks;
+  ranks.reserve(static_cast<size_t>(n));
+  for (Compiled& part : parts) {
+    out.algo.nchannels = std::max(out.algo.nchannels, part.algo.nchannels);
+    ranks.push_back(std::move(part.algo.ranks.front()));
+    part.algo.ranks.clear();
+  }
+  const int nchannels = out.algo.nchannels;
+  out.algo = std::move(parts.front().algo);  // the header (every part's is the same)
+  out.algo.nchannels = nchannels;
+  out.algo.ranks = std::move(ranks);
+  return out;
 }
 
 }  // namespace chorus::compiler

@@ -74,8 +74,13 @@ class Expansion {
       out.diagnostics = std::move(diags_);
       return out;
     }
+    // Every registered program has a per-rank form: the whole algorithm is
+    // assembled from the ranks' parts (the same steps, in a fraction of the
+    // memory, on every core).
     Compiled c;
-    {
+    if (e->buildRank) {
+      c = compileByRanks(*e, o);
+    } else {
       lang::Program p(o);
       e->build(p);
       c = compile(std::move(p));

@@ -162,6 +162,28 @@ std::vector<std::string> withRankForms() {
 INSTANTIATE_TEST_SUITE_P(Programs, PerRank, testing::ValuesIn(withRankForms()),
                          [](const testing::TestParamInfo<std::string>& i) { return i.param; });
 
+// The whole algorithm assembled from every rank's part (what reading a
+// compact program file does) is the whole compile, header included.
+TEST_P(PerRank, TheRanksPartsAssembleIntoTheWholeCompile) {
+  const lang::ProgramEntry* e = lang::findProgram(GetParam());
+  ASSERT_NE(e, nullptr);
+  for (int n : {1, 7, 16, 24, 64}) {
+    if (!e->ranksOk(n)) continue;
+    for (const lang::ProgramOptions& given : variants(*e, n)) {
+      lang::ProgramOptions o;
+      std::string problem;
+      if (!lang::programOptions(*e, given, &o, &problem)) continue;
+      lang::Program whole(o);
+      e->build(whole);
+      compiler::Compiled w = compiler::compile(whole);
+      if (!w.ok()) continue;
+      compiler::Compiled assembled = compiler::compileByRanks(*e, o, 2);
+      ASSERT_TRUE(assembled.ok()) << describe(o) << "\n" << text(assembled.diagnostics);
+      EXPECT_TRUE(assembled.algo == w.algo) << describe(o);
+    }
+  }
+}
+
 // A program without a per-rank form (every registered one has one: a
 // user's entry may not) still gives a rank its part: compiled whole, the
 // rest dropped. And a per-rank form that leaves out a depth is told so at
