@@ -24,6 +24,13 @@ namespace {
 // Sends and receives move in pieces of this size; the pairs' fabric has
 // its own id among the algorithms' fabrics (which count up from 0).
 constexpr size_t kPointToPointPiece = size_t{64} << 10;
+// Shared memory one algorithm's inbound rings may take per rank (they are
+// touched when made): 4 GiB over the world's ranks (as if all shared one
+// host), between 32 and 512 MiB. Up to 8 ranks, nothing is cut.
+size_t ringBudget(int ranks) {
+  return std::clamp((size_t{4} << 30) / static_cast<size_t>(std::max(ranks, 1)), size_t{32} << 20,
+                    size_t{512} << 20);
+}
 constexpr uint32_t kPointToPointFabric = 0xffffffffu;
 }  // namespace
 
@@ -281,11 +288,17 @@ Result<runtime::RankCall*> ProcessWorld::rankCall(
     return it->second.call.get();
   }
   auto& fabric = fabrics_[va.get()];
+  // The slice: as asked, else the protocol's, cut so that no rank's inbound
+  // rings of this algorithm take more than ringBudget() (a direct alltoall on
+  // 64 processes would otherwise touch 63 x 8 x 2 MiB per rank).
+  size_t unit = options_.sliceBytes;
+  if (unit == 0)
+    unit = runtime::ProcessFabric::unitWithin(
+        runtime::Fabric::largestMessages(va->algo()), n_, options_.slots,
+        runtime::defaultSliceBytes(va->algo().protocol), ringBudget(n_));
   if (fabric == nullptr) {
     // Collective: every rank gets here for the same algorithm at the same
     // point of the same call sequence.
-    size_t unit = options_.sliceBytes != 0 ? options_.sliceBytes
-                                           : runtime::defaultSliceBytes(va->algo().protocol);
     auto id = static_cast<uint32_t>(fabrics_.size());
     auto f = runtime::ProcessFabric::create(va->algo(), me_, unit, options_.slots,
                                             prefix_ + "-f" + std::to_string(id), id, *boot_,
@@ -296,7 +309,7 @@ Result<runtime::RankCall*> ProcessWorld::rankCall(
     }
     fabric = f.value();
   }
-  auto rc = runtime::RankCall::make(*va, me_, args, options_.sliceBytes, fabric);
+  auto rc = runtime::RankCall::make(*va, me_, args, unit, fabric);
   if (!rc.isOk()) return rc.status();
   makeRoom(calls_, rc.value()->bytes(), &cachedBytes_);
   runtime::RankCall* raw = rc.value().get();

@@ -60,21 +60,65 @@ uint64_t bitsAt(DataType t, const void* base, size_t i) {
   return out;
 }
 
-// Input element e of rank r: small integers, distinct per rank and chunk,
-// chosen so every reduction of up to 8 ranks is exact in type t.
-double inputValue(DataType t, ReduceOp op, int r, size_t e) {
-  if (op == ReduceOp::kProd) return 1.0 + static_cast<double>((static_cast<size_t>(r) + e) % 2);
+// Input element e of rank r of n: small integers, distinct per rank and
+// chunk as far as the type allows, chosen so every partial result of a
+// reduction over the n ranks, in any order, is exact in type t: a sum stays
+// within the type's exact integers (fp16 2048, bf16 256, fp8 16 or 8), a
+// product within its range (at most that many doublings). Integer types
+// wrap, exactly. Up to 8 ranks the values do not depend on n.
+double inputValue(DataType t, ReduceOp op, int r, size_t e, int n) {
+  const auto re = static_cast<size_t>(r) + e;
+  const auto ranks = static_cast<size_t>(std::max(n, 1));
+  auto atMost = [&](size_t most) {  // every m-th rank, m so that at most `most` are picked
+    return std::max<size_t>(2, (ranks + most - 1) / most);
+  };
+  if (op == ReduceOp::kProd) {
+    size_t doublings = 62;
+    switch (t) {
+      case DataType::kFp8E4M3:
+        doublings = 8;
+        break;
+      case DataType::kFp8E5M2:
+      case DataType::kFloat16:
+        doublings = 15;
+        break;
+      case DataType::kInt8:
+        doublings = 6;
+        break;
+      case DataType::kUint8:
+        doublings = 7;
+        break;
+      case DataType::kInt32:
+        doublings = 30;
+        break;
+      case DataType::kUint32:
+        doublings = 31;
+        break;
+      default:
+        break;
+    }
+    const size_t m = atMost(doublings);
+    return re % m == m - 1 ? 2.0 : 1.0;
+  }
+  // Sums within `exact`: 1 + r % p + p * (e % k) summed over n ranks is at most n * p * k.
+  auto bounded = [&](size_t exact, size_t k) {
+    const size_t p = std::clamp<size_t>(exact / ranks, 1, 8);
+    k = std::clamp<size_t>(exact / (ranks * p), 1, k);
+    return 1.0 + static_cast<double>(static_cast<size_t>(r) % p + p * (e % k));
+  };
   switch (t) {
     case DataType::kFp8E4M3:
-    case DataType::kFp8E5M2:
-      return static_cast<double>((static_cast<size_t>(r) + e) % 2);
+    case DataType::kFp8E5M2: {
+      const size_t m = atMost(t == DataType::kFp8E4M3 ? 16 : 8);
+      return re % m == m - 1 ? 1.0 : 0.0;
+    }
     case DataType::kBfloat16:
-      return 1.0 + r + 8.0 * static_cast<double>(e % 3);
+      return ranks <= 8 ? 1.0 + r + 8.0 * static_cast<double>(e % 3) : bounded(256, 3);
     case DataType::kInt8:
     case DataType::kUint8:
       return 1.0 + r + 8.0 * static_cast<double>(e % 13);  // < 128
     case DataType::kFloat16:
-      return 1.0 + r + 8.0 * static_cast<double>(e % 31);
+      return ranks <= 8 ? 1.0 + r + 8.0 * static_cast<double>(e % 31) : bounded(2048, 31);
     default:
       return 1.0 + r + 8.0 * static_cast<double>(e % 97);
   }
@@ -223,7 +267,7 @@ void CollectiveData::reset() {
     // The input buffer is ours (send_ or a view of recv_).
     auto* in = const_cast<unsigned char*>(static_cast<const unsigned char*>(calls_[r].sendbuff));
     for (size_t e = 0; e < inElems_; ++e)
-      store(type_, in, e, inputValue(type_, op_, static_cast<int>(r), e));
+      store(type_, in, e, inputValue(type_, op_, static_cast<int>(r), e, nranks_));
   }
 }
 
@@ -232,8 +276,8 @@ size_t CollectiveData::countWrong(std::string* first) const {
   std::vector<unsigned char> want(dataTypeSize(type_));
   size_t wrong = 0;
   auto reduceAll = [&](size_t at) {
-    double v = inputValue(type_, op_, 0, at);
-    for (int q = 1; q < n; ++q) v = combine(op_, v, inputValue(type_, op_, q, at));
+    double v = inputValue(type_, op_, 0, at, n);
+    for (int q = 1; q < n; ++q) v = combine(op_, v, inputValue(type_, op_, q, at, n));
     return v;
   };
   for (int r = 0; r < n; ++r) {
@@ -254,34 +298,34 @@ size_t CollectiveData::countWrong(std::string* first) const {
           break;
         case CollectiveKind::kAllGather:
           store(type_, want.data(), 0,
-                inputValue(type_, op_, static_cast<int>(e / count_), e % count_));
+                inputValue(type_, op_, static_cast<int>(e / count_), e % count_, n));
           break;
         case CollectiveKind::kAllToAll:
           store(type_, want.data(), 0,
                 inputValue(type_, op_, static_cast<int>(e / count_),
-                           static_cast<size_t>(r) * count_ + e % count_));
+                           static_cast<size_t>(r) * count_ + e % count_, n));
           break;
         case CollectiveKind::kBroadcast:
-          store(type_, want.data(), 0, inputValue(type_, op_, root_, e));
+          store(type_, want.data(), 0, inputValue(type_, op_, root_, e, n));
           break;
         case CollectiveKind::kGather:  // at the root: share q from rank q
           store(type_, want.data(), 0,
-                inputValue(type_, op_, static_cast<int>(e / inElems_), e % inElems_));
+                inputValue(type_, op_, static_cast<int>(e / inElems_), e % inElems_, n));
           break;
         case CollectiveKind::kScatter:  // rank r: share r of the root's input
           store(type_, want.data(), 0,
-                inputValue(type_, op_, root_, static_cast<size_t>(r) * outElems_ + e));
+                inputValue(type_, op_, root_, static_cast<size_t>(r) * outElems_ + e, n));
           break;
         case CollectiveKind::kSend:  // sendrecv: from the previous rank
-          store(type_, want.data(), 0, inputValue(type_, op_, (r + n - 1) % n, e));
+          store(type_, want.data(), 0, inputValue(type_, op_, (r + n - 1) % n, e, n));
           break;
         case CollectiveKind::kCustom: {
           const auto& holds = expected_[static_cast<size_t>(r)][e / chunkElems_];
           if (holds.empty()) continue;  // unconstrained
           size_t at = e % chunkElems_;
           auto value = [&](std::pair<int, int> c) {
-            return inputValue(type_, op_, c.first,
-                              static_cast<size_t>(c.second) * chunkElems_ + at);
+            return inputValue(type_, op_, c.first, static_cast<size_t>(c.second) * chunkElems_ + at,
+                              n);
           };
           double v = value(holds[0]);
           for (size_t h = 1; h < holds.size(); ++h) v = combine(op_, v, value(holds[h]));

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <new>
 #include <random>
 
@@ -81,6 +82,21 @@ Result<std::shared_ptr<ProcessFabric>> ProcessFabric::create(const ir::Algorithm
                                                              const std::vector<bool>& remote,
                                                              TcpLinks* tcp) {
   return create(largestMessages(a), me, unitBytes, slots, prefix, id, boot, bells, remote, tcp);
+}
+
+size_t ProcessFabric::unitWithin(const Links& links, int ranks, int slots, size_t unitBytes,
+                                 size_t budget) {
+  std::vector<size_t> inbound(static_cast<size_t>(std::max(ranks, 1)), 0);  // units per rank
+  for (const auto& [key, cnt] : links) {
+    const int to = std::get<2>(key);
+    if (to >= 0 && to < ranks)
+      inbound[static_cast<size_t>(to)] += static_cast<size_t>(slots) * static_cast<size_t>(cnt);
+  }
+  const size_t most = *std::max_element(inbound.begin(), inbound.end());
+  if (most == 0 || most * unitBytes <= budget) return unitBytes;
+  size_t unit = kMinUnit;
+  while (unit * 2 <= unitBytes && most * unit * 2 <= budget) unit *= 2;
+  return unit;
 }
 
 ProcessFabric::Links ProcessFabric::allPairs(int n) {

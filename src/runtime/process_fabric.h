@@ -74,6 +74,13 @@ class ProcessFabric final : public Fabric {
   // Every ordered pair of `n` ranks on channel 0, one unit per slot (sends
   // and receives).
   static Links allPairs(int n);
+  // The unit (slice) that keeps every rank's inbound rings of `links` within
+  // `budget` bytes: `unitBytes` itself when they fit, else the largest power
+  // of two that does (at least kMinUnit). The same on every rank (it reads
+  // the whole algorithm's connections), so both ends of a ring agree.
+  static constexpr size_t kMinUnit = size_t{4} << 10;
+  static size_t unitWithin(const Links& links, int ranks, int slots, size_t unitBytes,
+                           size_t budget);
   size_t unitBytes() const override { return unitBytes_; }
   int slots() const override { return slots_; }
   Connection* find(int channel, int from, int to) const override;

@@ -318,6 +318,7 @@ int runPerf(const PerfArgs& a) {
     return 2;
   }
   Local local;
+  double initMs = -1;  // processes: the slowest rank's chorusCommInitFromEnv, in ms
   const bool onDevice = a.dev.device != "cpu";
   DeviceRun dev;
   std::unique_ptr<Backend> backend;
@@ -343,7 +344,18 @@ int runPerf(const PerfArgs& a) {
   } else if (auto env = runtime::bootstrapConfigFromEnvironment(); env.isOk()) {
     // One rank of a multi-process job (chorus launch, torchrun, mpirun).
     chorusComm_t c = nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
     if (ApiResult r = check(chorusCommInitFromEnv(&c)); !r.ok()) {
+      std::fprintf(stderr, "chorus perf: %s\n", r.message.c_str());
+      return 2;
+    }
+    // How long joining took (docs/scale.md): the slowest rank's, from when
+    // its process asked to when its communicator was ready.
+    initMs =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (ApiResult r =
+            check(chorusAllReduce(&initMs, &initMs, 1, chorusFloat64, chorusMax, c, nullptr));
+        !r.ok()) {
       std::fprintf(stderr, "chorus perf: %s\n", r.message.c_str());
       return 2;
     }
@@ -435,6 +447,9 @@ int runPerf(const PerfArgs& a) {
       if (local.me >= 0)
         std::printf("# buffers: %s\n", a.heapBuffers ? "heap (--heap-buffers)"
                                                      : "chorusMemAlloc (peers read them in place)");
+      if (initMs >= 0)
+        std::printf("# init: %.1f ms (chorusCommInitFromEnv, the slowest of %d ranks)\n", initMs,
+                    local.nranks);
     }
     std::printf("#%74s %36s\n", "out-of-place", "in-place");
     std::printf("# %10s %12s %6s %6s %5s %9s %7s %7s %5s %6s %9s %7s %7s %5s %6s\n", "size",
