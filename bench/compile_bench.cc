@@ -8,6 +8,10 @@
 // (counted by this program's operator new):
 //   rank,program,ranks,instances,rank_steps,rank_form,best_ms,peak_heap_mib
 //   compile_bench ring_allreduce 16384 1 --rank 5 [--gpus-per-node 8]
+// With --read FILE, reading one algorithm file (a compact program file is
+// expanded), timed, with the peak heap:
+//   read,file,ranks,steps,read_ms,peak_heap_mib
+//   compile_bench --read r1024c.xml
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -20,6 +24,8 @@
 #include <string>
 
 #include "compiler/compiler.h"
+#include "compiler/program_file.h"
+#include "ir/json_io.h"
 #include "lang/registry.h"
 #include "verify/verifier.h"
 
@@ -54,6 +60,22 @@ double since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--read") == 0) {
+    chorus::compiler::installProgramFiles();
+    const size_t before = gLive.load();
+    gPeak.store(before);
+    auto t0 = std::chrono::steady_clock::now();
+    chorus::ir::ReadResult rr = chorus::ir::readAlgorithmFile(argv[2]);
+    const double ms = since(t0);
+    if (!rr.algorithm) {
+      for (const auto& d : rr.diagnostics.items()) std::fprintf(stderr, "%s\n", d.format().c_str());
+      return 1;
+    }
+    std::printf("read,%s,%d,%zu,%.1f,%.1f\n", argv[2], rr.algorithm->ngpus,
+                rr.algorithm->totalSteps(), ms,
+                static_cast<double>(gPeak.load() - before) / (1024.0 * 1024.0));
+    return 0;
+  }
   if (argc < 4) {
     std::fprintf(stderr, "usage: compile_bench PROGRAM RANKS INSTANCES [--no-verify]\n");
     return 2;

@@ -27,10 +27,13 @@ leaked=$(nm -D --defined-only -C "$lib/libchorus.so" | awk '{ $1=""; $2=""; prin
          grep -v -E '^chorus[A-Z]|^chorus::lang::(Program|Chunk)::|^chorus::generate\(' || true)
 [[ -z $leaked ]] || fail "libchorus.so exports internal symbols:
 $(echo "$leaked" | head -20)"
-nm -D --defined-only "$lib/libchorus.so" | grep -q ' T chorusAllReduce$' || fail "chorusAllReduce not exported"
+# (grep reads a variable: grep -q on nm's pipe would stop nm mid-write, and
+# pipefail would count its SIGPIPE as a failure once the list passes 4 KiB.)
+symbols=$(nm -D --defined-only "$lib/libchorus.so")
+grep -q ' T chorusAllReduce$' <<<"$symbols" || fail "chorusAllReduce not exported"
 
 "$src/tests/install/use_installed.sh" "$prefix" "$work"
 if [[ ${CHORUS_PYTHON:-0} == 1 ]]; then
-  find "$prefix" -type d -path '*-packages/chorus' | grep -q . || fail "no Python package chorus under $prefix"
+  [[ -n $(find "$prefix" -type d -path '*-packages/chorus') ]] || fail "no Python package chorus under $prefix"
 fi
 echo "install_test: ok ($prefix)"
