@@ -78,13 +78,7 @@ void hierarchicalAllReduceRank(Program& p) {
   const int nodes = n / g, node = p.focus() / g, gpu = p.focus() % g;
   const bool inplace = p.options().inplace;
   const Hints across{.channel = 1};
-  if (n == 1) {
-    if (!inplace) {
-      p.depth(1);
-      p.chunk(0, kInput, 0).copy(0, kOutput, 0);
-    }
-    return;
-  }
+  if (n == 1) return aloneRank(p);
   const RingOf inNode{g, [&](int i) { return node * g + i; }, gpu};
   for (int b = 0; b < g; ++b) {
     reduceAroundRank(
@@ -120,6 +114,18 @@ void hierarchicalAllReduceRank(Program& p) {
 // destination node), then each GPU sends one message of G blocks per other
 // node, to the GPU with its own index there. Blocks for the own node go
 // directly. Cross-node messages: N - 1 per GPU instead of (N - 1) * G.
+// Block d of rank s: straight to d inside the node, else to the GPU of
+// s's node with d's index, grouped by destination node.
+void twoStepFirstMove(Program& p, int g, Buffer landing, Buffer gathered, int s, int d) {
+  const int node = s / g, gpu = s % g, toNode = d / g, toGpu = d % g;
+  if (p.options().inplace && s == d) return;
+  Chunk c = p.chunk(s, kInput, d);
+  if (node == toNode)
+    c.copy(d, landing, s);
+  else
+    c.copy(node * g + toGpu, gathered, toNode * g + gpu);
+}
+
 void twoStepAllToAll(Program& p) {
   const int n = p.options().ranks;
   const int g = gpusPerNode(p);
@@ -131,15 +137,7 @@ void twoStepAllToAll(Program& p) {
   // scratch first and moves in at the end.
   Buffer landing = inplace ? p.scratch("arrived") : kOutput;
   for (int s = 0; s < n; ++s)
-    for (int d = 0; d < n; ++d) {
-      int node = s / g, gpu = s % g, toNode = d / g, toGpu = d % g;
-      if (inplace && s == d) continue;
-      Chunk c = p.chunk(s, kInput, d);
-      if (node == toNode)
-        c.copy(d, landing, s);
-      else
-        c.copy(node * g + toGpu, gathered, toNode * g + gpu);
-    }
+    for (int d = 0; d < n; ++d) twoStepFirstMove(p, g, landing, gathered, s, d);
   for (int r = 0; r < n; ++r)
     for (int toNode = 0; toNode < nodes; ++toNode) {
       int node = r / g, gpu = r % g;
@@ -164,15 +162,7 @@ void twoStepAllToAllRank(Program& p) {
   const bool inplace = p.options().inplace;
   Buffer gathered = p.scratch("gathered", nodes >= 2 ? n : 0);
   Buffer landing = inplace ? p.scratch("arrived", n >= 2 ? n : 0) : kOutput;
-  auto first = [&](int s, int d) {  // the whole program's first move of block d of rank s
-    const int toNode = d / g, toGpu = d % g, sGpu = s % g;
-    if (inplace && s == d) return;
-    Chunk c = p.chunk(s, kInput, d);
-    if (node == toNode)
-      c.copy(d, landing, s);
-    else
-      c.copy(node * g + toGpu, gathered, toNode * g + sGpu);
-  };
+  auto first = [&](int s, int d) { twoStepFirstMove(p, g, landing, gathered, s, d); };
   p.depth(1);
   for (int s = node * g; s < (node + 1) * g; ++s) {
     if (s == f) {

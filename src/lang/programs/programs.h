@@ -31,6 +31,10 @@ struct RingOf {
   std::function<int(int)> rank;
   int focus = -1;
 };
+// One rank alone, out of place: its input copied to its output (depth 1),
+// as the allreduce programs' whole forms do for n == 1.
+void aloneRank(Program& p);
+
 // A place on a ring member.
 struct Held {
   int member;
@@ -43,8 +47,7 @@ struct Held {
 // start + s - 1 holds, into where(member) (the start's partial sum is its
 // `from` chunks). Step s has depth first + s.
 void reduceAroundRank(Program& p, const RingOf& ring, Buffer from, int index, int count, int start,
-                      Hints h, const std::function<std::pair<Buffer, int>(int)>& where,
-                      int first);
+                      Hints h, const std::function<std::pair<Buffer, int>(int)>& where, int first);
 // The focus's part of a copy of what `origin` holds (count chunks) around
 // `ring` into every other member's output at `at`: step s (1..size-1)
 // copies from member origin + s - 1 (the origin's own place at s = 1) to

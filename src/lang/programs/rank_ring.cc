@@ -19,6 +19,12 @@ void focusSteps(const RingOf& ring, int origin, At at) {
 }
 }  // namespace
 
+void aloneRank(Program& p) {
+  if (p.options().inplace) return;
+  p.depth(1);
+  p.chunk(0, kInput, 0).copy(0, kOutput, 0);
+}
+
 void reduceAroundRank(Program& p, const RingOf& ring, Buffer from, int index, int count, int start,
                       Hints h, const std::function<std::pair<Buffer, int>(int)>& where, int first) {
   auto held = [&](int step) {

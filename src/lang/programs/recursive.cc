@@ -77,13 +77,7 @@ void recursiveDoublingAllGatherRank(Program& p) {
 
 void halvingDoublingAllReduceRank(Program& p) {
   const int n = p.options().ranks, f = p.focus();
-  if (n == 1) {
-    if (!p.options().inplace) {
-      p.depth(1);
-      p.chunk(0, kInput, 0).copy(0, kOutput, 0);
-    }
-    return;
-  }
+  if (n == 1) return aloneRank(p);
   int lo = 0, steps = 0;  // f and its partner share lo (their higher bits agree)
   Buffer from = kInput;
   for (int d = n / 2; d >= 1; d /= 2, ++steps) {

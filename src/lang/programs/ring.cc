@@ -113,7 +113,7 @@ RingOf ranksRing(const Program& p) {
 
 // reduceAround's n == 1 case: the result copied where it belongs.
 template <typename Where>
-void aloneRank(Program& p, Buffer from, int index, Where where) {
+void reduceAloneRank(Program& p, Buffer from, int index, Where where) {
   auto [buffer, at] = where(0);
   if (p.options().ranks != 1 || (buffer == from && at == index) ||
       (p.options().inplace && buffer == kOutput))
@@ -147,7 +147,7 @@ void ringReduceScatterRank(Program& p) {
         return r == b ? std::pair{kOutput, j} : std::pair{partial, index};
       };
       reduceAroundRank(p, ranksRing(p), kInput, index, 1, next(b, 1, n), on(p, index), where, 0);
-      aloneRank(p, kInput, index, where);
+      reduceAloneRank(p, kInput, index, where);
     }
 }
 
@@ -159,7 +159,7 @@ void ringAllReduceRank(Program& p) {
       const int index = b * k + j;
       auto where = [&](int) { return std::pair{kOutput, index}; };
       reduceAroundRank(p, ranksRing(p), kInput, index, 1, next(b, 1, n), on(p, index), where, 0);
-      aloneRank(p, kInput, index, where);
+      reduceAloneRank(p, kInput, index, where);
       copyAroundRank(p, ranksRing(p), {b, kOutput, index}, index, 1, on(p, index), n - 1);
     }
 }
@@ -181,7 +181,7 @@ void ringReduceRank(Program& p) {
   for (int j = 0; j < p.options().chunkFactor; ++j) {
     auto where = [&](int r) { return r == root ? std::pair{kOutput, j} : std::pair{partial, j}; };
     reduceAroundRank(p, ranksRing(p), kInput, j, 1, next(root, 1, n), on(p, j), where, 0);
-    aloneRank(p, kInput, j, where);
+    reduceAloneRank(p, kInput, j, where);
   }
 }
 

@@ -76,13 +76,7 @@ int span(int n, int v) { return v == 0 ? n : std::min(lowbit(v), n - v); }
 // final at depth L + popcount(r) (L levels up), and it sends at one more.
 void binomialAllReduceRank(Program& p) {
   const int n = p.options().ranks, f = p.focus();
-  if (n == 1) {
-    if (!p.options().inplace) {
-      p.depth(1);
-      p.chunk(0, kInput, 0).copy(0, kOutput, 0);
-    }
-    return;
-  }
+  if (n == 1) return aloneRank(p);
   int levels = 0, top = 1;
   for (int d = 1; d < n; d *= 2) ++levels, top = d;
   auto sum = [&](int r, int level) {  // rank r's partial sum before `level`
