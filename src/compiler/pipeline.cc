@@ -2,7 +2,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <functional>
+#include <string>
 #include <thread>
 
 #include "compiler/compiler.h"
@@ -124,11 +126,17 @@ Compiled compileByRanks(const lang::ProgramEntry& entry, const lang::ProgramOpti
   const int n = options.ranks;
   std::vector<Compiled> parts(static_cast<size_t>(n));
   std::atomic<int> next{0};
+  std::vector<std::string> failed(static_cast<size_t>(n));  // a rank's exception, if any
   auto work = [&] {
     for (int r = next++; r < n; r = next++) {
       lang::ProgramOptions o = options;
       o.focus = r;
-      parts[static_cast<size_t>(r)] = compileRank(entry, o);
+      try {
+        parts[static_cast<size_t>(r)] = compileRank(entry, o);
+      } catch (const std::exception& e) {  // out of memory: no exception leaves a thread
+        failed[static_cast<size_t>(r)] = e.what();
+        next = n;
+      }
     }
   };
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
@@ -138,9 +146,21 @@ Compiled compileByRanks(const lang::ProgramEntry& entry, const lang::ProgramOpti
   work();
   for (std::thread& t : pool) t.join();
   Compiled out;
-  for (Compiled& part : parts)
+  for (int r = 0; r < n; ++r) {
+    Compiled& part = parts[static_cast<size_t>(r)];
+    if (!failed[static_cast<size_t>(r)].empty()) {
+      Location loc;
+      loc.file = entry.name;
+      out.diagnostics.add(DiagCode::kProgramMisuse, loc,
+                          "rank " + std::to_string(r) +
+                              "'s part could not be built: " + failed[static_cast<size_t>(r)]);
+      return out;
+    }
+    // Problems with the options are every rank's: the first rank's say it.
     for (Diagnostic& d : part.diagnostics.items()) out.diagnostics.items().push_back(std::move(d));
-  if (!out.ok() || parts.empty()) return out;
+    if (!out.ok()) return out;
+  }
+  if (parts.empty()) return out;
   out.algo.nchannels = 1;
   std::vector<ir::Rank> ranks;
   ranks.reserve(static_cast<size_t>(n));

@@ -12,7 +12,8 @@ namespace {
 
 // Reading expands the whole algorithm: at 4096 ranks a ring allreduce is
 // 33 million steps (several GB). Past that, per-rank lowering is the way.
-constexpr int kMostRanks = 4096;
+constexpr int kMostRanks = kMostProgramFileRanks;
+constexpr int64_t kMostChunks = int64_t{kMostRanks} * kMostRanks;
 
 // The attributes, as `chorus gen` spells the options.
 constexpr std::string_view kAttributes[] = {
@@ -71,6 +72,17 @@ class Expansion {
     std::string problem;
     if (!lang::programOptions(*e, given, &o, &problem)) {
       error(ref_.pos, "program '" + e->name + "': " + problem);
+      out.diagnostics = std::move(diags_);
+      return out;
+    }
+    // The whole algorithm is every rank's chunks' steps: bound them before
+    // building (a file of 60 bytes must not ask for billions of steps).
+    const int64_t chunks = int64_t{o.ranks} * o.chunkFactor * o.instances;
+    if (chunks > kMostChunks) {
+      error(ref_.pos, "program '" + e->name + "' with these options expands to " +
+                          std::to_string(chunks) + " chunks (ranks x chunk factor x instances); " +
+                          "a program file expands whole up to " + std::to_string(kMostChunks) +
+                          " (a 4096-rank ring allreduce)");
       out.diagnostics = std::move(diags_);
       return out;
     }

@@ -12,6 +12,11 @@
 
 namespace chorus::compiler {
 
+// Reading a program file expands the whole algorithm: up to this many ranks
+// (and as many chunks as a ring allreduce of them). Past that, a rank
+// builds its own part (compileRank, chorus gen --rank).
+inline constexpr int kMostProgramFileRanks = 4096;
+
 // Expands a <program> element: checks its attributes (each problem names
 // file:line:column), records the program and compiles it. The result is
 // the whole algorithm, not yet verified (readers never verify).

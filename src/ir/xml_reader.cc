@@ -168,8 +168,7 @@ ReadResult Reader::run() {
   pugi::xml_node root;
   for (pugi::xml_node c : doc.children()) {
     if (c.type() != pugi::node_element) continue;
-    if (!root && std::string_view(c.name()) == "program") return program(c);
-    if (root || std::string_view(c.name()) != "algo") {
+    if (root || (std::string_view(c.name()) != "algo" && std::string_view(c.name()) != "program")) {
       error(DiagCode::kBadStructure, nodePos(c),
             root ? "more than one top-level element"
                  : std::string("top-level element is <") + c.name() + ">, expected <algo>");
@@ -183,6 +182,7 @@ ReadResult Reader::run() {
     out.diagnostics = std::move(diags_);
     return out;
   }
+  if (std::string_view(root.name()) == "program") return program(root);
   Algorithm algo;
   algo.sourceFile = file_;
   readAlgo(root, algo);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chorus/lang.hpp>
+#include <cstdint>
 #include <cstring>
 
 #include "lang/collectives.h"
@@ -46,6 +47,11 @@ Program::Program(ProgramOptions options, Where where)
   ok = ok && CHORUS_LANG_CHECK(
                  this, o.root >= 0 && o.root < o.ranks, where,
                  "root " + std::to_string(o.root) + " is not a rank of " + std::to_string(o.ranks));
+  ok = ok &&
+       CHORUS_LANG_CHECK(
+           this, int64_t{o.ranks} * o.chunkFactor * o.instances <= (int64_t{1} << 30), where,
+           "ranks x chunk factor x instances is past 2^30 chunks (" + std::to_string(o.ranks) +
+               " x " + std::to_string(o.chunkFactor) + " x " + std::to_string(o.instances) + ")");
   ok = ok && CHORUS_LANG_CHECK(this, o.focus >= -1 && o.focus < o.ranks, where,
                                "focus " + std::to_string(o.focus) + " is not a rank of " +
                                    std::to_string(o.ranks) + " (or -1: the whole program)");

@@ -1,6 +1,7 @@
 #include "lang/registry.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -65,7 +66,14 @@ bool programOptions(const ProgramEntry& e, const ProgramOptions& given, ProgramO
   *out = given;
   out->name = e.name;
   out->collective = e.collective;
-  out->chunkFactor = e.chunkFactor(*out) * given.chunkFactor;
+  const int64_t factor = int64_t{e.chunkFactor(*out)} * given.chunkFactor;
+  if (given.chunkFactor < 1 || factor > kMostChunkFactor) {
+    *problem = "--chunk-factor " + std::to_string(given.chunkFactor) + " times the program's " +
+               std::to_string(e.chunkFactor(*out)) + " is not in 1.." +
+               std::to_string(kMostChunkFactor);
+    return false;
+  }
+  out->chunkFactor = static_cast<int>(factor);
   return true;
 }
 

@@ -33,6 +33,10 @@ struct ProgramEntry {
   std::function<void(Program&)> buildRank = {};
 };
 
+// The most chunks a program's share may be cut into (chunk factor, the
+// program's own times the user's).
+inline constexpr int kMostChunkFactor = 1 << 20;
+
 // "--gpus-per-node --channels": the options beyond the common ones it reads.
 std::string optionList(const ProgramEntry& e);
 

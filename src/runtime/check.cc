@@ -60,12 +60,16 @@ uint64_t bitsAt(DataType t, const void* base, size_t i) {
   return out;
 }
 
-// Input element e of rank r of n: small integers, distinct per rank and
-// chunk as far as the type allows, chosen so every partial result of a
-// reduction over the n ranks, in any order, is exact in type t: a sum stays
-// within the type's exact integers (fp16 2048, bf16 256, fp8 16 or 8), a
-// product within its range (at most that many doublings). Integer types
-// wrap, exactly. Up to 8 ranks the values do not depend on n.
+// Input element e of rank r, when the values of n ranks are combined (1
+// for collectives that only move data): small integers, distinct per rank
+// and chunk as far as the type allows, chosen so every partial result of a
+// reduction over the n ranks, in any order, is exact in type t. A sum stays
+// within the type's exact integers (fp16 2048, bf16 256, fp8 16 or 8, fp32
+// 2^24), a product within its range (at most that many doublings), and
+// 8-bit integers within their range (max and min compare what is stored);
+// sums of other integers wrap, exactly. Up to 8 ranks the values do not
+// depend on n; past a type's exact range, each element sums ones from at
+// most that many ranks.
 double inputValue(DataType t, ReduceOp op, int r, size_t e, int n) {
   const auto re = static_cast<size_t>(r) + e;
   const auto ranks = static_cast<size_t>(std::max(n, 1));
@@ -100,12 +104,18 @@ double inputValue(DataType t, ReduceOp op, int r, size_t e, int n) {
     const size_t m = atMost(doublings);
     return re % m == m - 1 ? 2.0 : 1.0;
   }
-  // Sums within `exact`: 1 + r % p + p * (e % k) summed over n ranks is at most n * p * k.
+  // Sums within `exact`: 1 + r % p + p * (e % k) summed over n ranks is at
+  // most n * p * k; past `exact` ranks, ones from at most `exact` of them.
   auto bounded = [&](size_t exact, size_t k) {
+    if (ranks > exact) {
+      const size_t m = atMost(exact);
+      return re % m == m - 1 ? 1.0 : 0.0;
+    }
     const size_t p = std::clamp<size_t>(exact / ranks, 1, 8);
     k = std::clamp<size_t>(exact / (ranks * p), 1, k);
     return 1.0 + static_cast<double>(static_cast<size_t>(r) % p + p * (e % k));
   };
+  const bool few = ranks <= 8;
   switch (t) {
     case DataType::kFp8E4M3:
     case DataType::kFp8E5M2: {
@@ -113,12 +123,16 @@ double inputValue(DataType t, ReduceOp op, int r, size_t e, int n) {
       return re % m == m - 1 ? 1.0 : 0.0;
     }
     case DataType::kBfloat16:
-      return ranks <= 8 ? 1.0 + r + 8.0 * static_cast<double>(e % 3) : bounded(256, 3);
+      return few ? 1.0 + r + 8.0 * static_cast<double>(e % 3) : bounded(256, 3);
     case DataType::kInt8:
-    case DataType::kUint8:
-      return 1.0 + r + 8.0 * static_cast<double>(e % 13);  // < 128
+    case DataType::kUint8:  // < 128 either way
+      return few ? 1.0 + r + 8.0 * static_cast<double>(e % 13)
+                 : 1.0 + static_cast<double>(static_cast<size_t>(r) % 16 + 16 * (e % 7));
     case DataType::kFloat16:
-      return ranks <= 8 ? 1.0 + r + 8.0 * static_cast<double>(e % 31) : bounded(2048, 31);
+      return few ? 1.0 + r + 8.0 * static_cast<double>(e % 31) : bounded(2048, 31);
+    case DataType::kFloat32:
+      return ranks <= 1024 ? 1.0 + r + 8.0 * static_cast<double>(e % 97)
+                           : bounded(size_t{1} << 24, 97);
     default:
       return 1.0 + r + 8.0 * static_cast<double>(e % 97);
   }
@@ -267,17 +281,17 @@ void CollectiveData::reset() {
     // The input buffer is ours (send_ or a view of recv_).
     auto* in = const_cast<unsigned char*>(static_cast<const unsigned char*>(calls_[r].sendbuff));
     for (size_t e = 0; e < inElems_; ++e)
-      store(type_, in, e, inputValue(type_, op_, static_cast<int>(r), e, nranks_));
+      store(type_, in, e, inputValue(type_, op_, static_cast<int>(r), e, combined()));
   }
 }
 
 size_t CollectiveData::countWrong(std::string* first) const {
-  const int n = nranks_;
+  const int n = nranks_, mixed = combined();
   std::vector<unsigned char> want(dataTypeSize(type_));
   size_t wrong = 0;
   auto reduceAll = [&](size_t at) {
-    double v = inputValue(type_, op_, 0, at, n);
-    for (int q = 1; q < n; ++q) v = combine(op_, v, inputValue(type_, op_, q, at, n));
+    double v = inputValue(type_, op_, 0, at, mixed);
+    for (int q = 1; q < n; ++q) v = combine(op_, v, inputValue(type_, op_, q, at, mixed));
     return v;
   };
   for (int r = 0; r < n; ++r) {
@@ -298,26 +312,26 @@ size_t CollectiveData::countWrong(std::string* first) const {
           break;
         case CollectiveKind::kAllGather:
           store(type_, want.data(), 0,
-                inputValue(type_, op_, static_cast<int>(e / count_), e % count_, n));
+                inputValue(type_, op_, static_cast<int>(e / count_), e % count_, mixed));
           break;
         case CollectiveKind::kAllToAll:
           store(type_, want.data(), 0,
                 inputValue(type_, op_, static_cast<int>(e / count_),
-                           static_cast<size_t>(r) * count_ + e % count_, n));
+                           static_cast<size_t>(r) * count_ + e % count_, mixed));
           break;
         case CollectiveKind::kBroadcast:
-          store(type_, want.data(), 0, inputValue(type_, op_, root_, e, n));
+          store(type_, want.data(), 0, inputValue(type_, op_, root_, e, mixed));
           break;
         case CollectiveKind::kGather:  // at the root: share q from rank q
           store(type_, want.data(), 0,
-                inputValue(type_, op_, static_cast<int>(e / inElems_), e % inElems_, n));
+                inputValue(type_, op_, static_cast<int>(e / inElems_), e % inElems_, mixed));
           break;
         case CollectiveKind::kScatter:  // rank r: share r of the root's input
           store(type_, want.data(), 0,
-                inputValue(type_, op_, root_, static_cast<size_t>(r) * outElems_ + e, n));
+                inputValue(type_, op_, root_, static_cast<size_t>(r) * outElems_ + e, mixed));
           break;
         case CollectiveKind::kSend:  // sendrecv: from the previous rank
-          store(type_, want.data(), 0, inputValue(type_, op_, (r + n - 1) % n, e, n));
+          store(type_, want.data(), 0, inputValue(type_, op_, (r + n - 1) % n, e, mixed));
           break;
         case CollectiveKind::kCustom: {
           const auto& holds = expected_[static_cast<size_t>(r)][e / chunkElems_];
@@ -325,7 +339,7 @@ size_t CollectiveData::countWrong(std::string* first) const {
           size_t at = e % chunkElems_;
           auto value = [&](std::pair<int, int> c) {
             return inputValue(type_, op_, c.first, static_cast<size_t>(c.second) * chunkElems_ + at,
-                              n);
+                              mixed);
           };
           double v = value(holds[0]);
           for (size_t h = 1; h < holds.size(); ++h) v = combine(op_, v, value(holds[h]));

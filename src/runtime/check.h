@@ -53,6 +53,11 @@ class CollectiveData {
 
   CollectiveKind collective_ = CollectiveKind::kAllReduce;
   int nranks_ = 0;
+  // How many ranks' inputs one output element combines: all for the
+  // collectives that reduce (and custom ones), 1 for those that move data.
+  int combined() const {
+    return reducesToOutput(collective_) || collective_ == CollectiveKind::kCustom ? nranks_ : 1;
+  }
   int root_ = -1;
   size_t count_ = 0;
   DataType type_ = DataType::kFloat32;

@@ -56,7 +56,11 @@ Runs add(const Runs& a, const Runs& b) {
       append(out, blo, pos, b[j].count);
     } else {
       pos = std::min(a[i].hi, b[j].hi);
-      append(out, alo, pos, a[i].count + b[j].count);
+      // Saturating: a count that reaches the top stays there (no expected
+      // result holds a contribution 2^32 - 1 times), so a wrap cannot make
+      // a wrong multiset look right.
+      const uint64_t sum = uint64_t{a[i].count} + b[j].count;
+      append(out, alo, pos, static_cast<uint32_t>(std::min<uint64_t>(sum, UINT32_MAX)));
     }
     if (i < a.size() && pos >= a[i].hi) ++i;
     if (j < b.size() && pos >= b[j].hi) ++j;
@@ -130,7 +134,8 @@ class SymbolicRun {
   }
 
   Value inputValue(int r, int k) const {
-    return Value::input(static_cast<uint32_t>(k * g_.algo().ngpus + r));
+    return Value::input(static_cast<uint32_t>(k) * static_cast<uint32_t>(g_.algo().ngpus) +
+                        static_cast<uint32_t>(r));
   }
 
   void run() {
@@ -165,8 +170,9 @@ class SymbolicRun {
     int srcOff = st.srcOff;
     if (auto it = ov_.find(n); it != ov_.end()) std::tie(srcBuf, srcOff) = it->second;
     // The message received (its sender's slots) and the one sent (this step's).
-    Value* in = ir::receives(st.type) ? &messages_[messageAt_[g_.matchedSend(n)]] : nullptr;
-    Value* out = ir::sends(st.type) ? &messages_[messageAt_[n]] : nullptr;
+    // (data() + offset: a step of cnt 0 may sit at the end, or own no slot.)
+    Value* in = ir::receives(st.type) ? messages_.data() + messageAt_[g_.matchedSend(n)] : nullptr;
+    Value* out = ir::sends(st.type) ? messages_.data() + messageAt_[n] : nullptr;
     for (int i = 0; i < st.count; ++i) {
       Value v;
       switch (st.type) {
@@ -242,12 +248,13 @@ Runs runsOf(const std::vector<CallModel::Contributions>& cs, int ngpus) {
 }
 
 // Every contribution id, rank-major (rank * inputChunks + chunk), sorted,
-// repeated by its count: for messages about a wrong chunk.
+// repeated by its count up to twice (what the messages tell: present,
+// missing, or counted more than once): for messages about a wrong chunk.
 std::vector<uint32_t> expand(const Runs& runs, int ngpus, int inputChunks) {
   std::vector<uint32_t> ids;
   for (const Run& x : runs)
     for (uint32_t t = x.lo; t < x.hi; ++t)
-      for (uint32_t c = 0; c < x.count; ++c)
+      for (uint32_t c = 0; c < std::min<uint32_t>(x.count, 2); ++c)
         ids.push_back(t % static_cast<uint32_t>(ngpus) * static_cast<uint32_t>(inputChunks) +
                       t / static_cast<uint32_t>(ngpus));
   std::sort(ids.begin(), ids.end());
@@ -321,7 +328,8 @@ std::vector<Finding> compare(const StepGraph& g, const CallModel& m, const Symbo
       for (int k = 0; k < m.inputChunks(); ++k) {
         int slot = m.inputSlot(r, k);
         const Value& got = run.at(r, slot);
-        const auto id = static_cast<uint32_t>(k * a.ngpus + r);
+        const uint32_t id =
+            static_cast<uint32_t>(k) * static_cast<uint32_t>(a.ngpus) + static_cast<uint32_t>(r);
         if (!got.garbage() && got.runs() == Runs{Run{id, id + 1, 1}}) continue;
         NodeId writer = run.lastWriter(r, slot);
         out.push_back(

@@ -106,5 +106,49 @@ TEST(MustFail, WrongResultNamesRankChunkAndContents) {
   EXPECT_NE(d.message.find("should hold in0[1]"), std::string::npos) << d.message;
 }
 
+// A contribution counted 2^32 + 1 times is not counted once: doubling a
+// chunk 32 times through scratch, then adding the input, must not wrap
+// round to "holds in0[0] once" (the counts saturate).
+TEST(MustFail, CountsDoNotWrapRound) {
+  ir::Algorithm a;
+  a.name = "doubling";
+  a.ngpus = 1;
+  a.collective = CollectiveKind::kAllReduce;
+  a.collectiveName = "allreduce";
+  a.inplace = false;
+  a.outofplace = true;
+  a.nchunksPerLoop = 1;
+  ir::Rank r;
+  r.inputChunks = r.outputChunks = 1;
+  r.scratchChunks = 2;
+  ir::Threadblock tb;
+  auto step = [&](ir::StepType t, ir::Buffer sb, int so, ir::Buffer db, int d) {
+    ir::Step st;
+    st.type = t;
+    st.srcBuf = sb;
+    st.srcOff = so;
+    st.dstBuf = db;
+    st.dstOff = d;
+    st.count = 1;
+    tb.steps.push_back(st);
+  };
+  using B = ir::Buffer;
+  step(ir::StepType::kCopy, B::kInput, 0, B::kScratch, 0);
+  for (int i = 0; i < 32; ++i) {
+    step(ir::StepType::kCopy, B::kScratch, 0, B::kScratch, 1);
+    step(ir::StepType::kReduce, B::kScratch, 1, B::kScratch, 0);
+  }
+  step(ir::StepType::kCopy, B::kScratch, 0, B::kOutput, 0);
+  step(ir::StepType::kReduce, B::kInput, 0, B::kOutput, 0);
+  r.tbs.push_back(tb);
+  a.ranks.push_back(r);
+  Report rep = verifyAlgorithm(a);
+  EXPECT_FALSE(rep.correct());
+  bool counted = false;
+  for (const Diagnostic& d : rep.diagnostics.items())
+    counted = counted || d.code == DiagCode::kDuplicateContribution;
+  EXPECT_TRUE(counted) << "expected E302 (counted more than once)";
+}
+
 }  // namespace
 }  // namespace chorus::verify

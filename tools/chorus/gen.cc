@@ -111,6 +111,13 @@ int runGen(const GenArgs& args) {
     return 0;
   }
   if (args.rank >= 0) return genRank(args);  // before recording: it never sees the whole
+  if (args.compact && args.ranks > compiler::kMostProgramFileRanks) {
+    fmt::print(stderr,
+               "chorus gen {}: a compact file is read whole, up to {} ranks (past that, a rank "
+               "builds its part: --rank R)\n",
+               args.name, compiler::kMostProgramFileRanks);
+    return 2;
+  }
   auto t0 = std::chrono::steady_clock::now();
   std::string problem;
   std::unique_ptr<lang::Program> recorded = recordProgram(args, &problem);

@@ -53,9 +53,14 @@ void allPairsAllReduce1Rank(Program& p) {
   const int n = p.options().ranks, f = p.focus();
   Buffer theirs = p.scratch("theirs", n >= 2 ? n : 0);
   p.depth(1);
-  for (int r = 0; r < n; ++r)
+  for (int r = 0; r < n; ++r) {  // the whole program's (r, q) order, f's pairs only
+    if (r != f) {
+      p.chunk(f, kInput, 0).copy(r, theirs, f);
+      continue;
+    }
     for (int q = 0; q < n; ++q)
-      if (q != r && (r == f || q == f)) p.chunk(q, kInput, 0).copy(r, theirs, q);
+      if (q != r) p.chunk(q, kInput, 0).copy(r, theirs, q);
+  }
   Chunk sum = p.chunk(f, kInput, 0);
   for (int q = 0, i = 1; q < n; ++q)
     if (q != f) {
