@@ -74,7 +74,7 @@ bool Fusion::forwards(std::vector<Instr>& xs, int i) {
 
 void fuse(Mir& m) {
   for (auto& xs : m.ranks) {
-    if (!m.fusedInLowering) {
+    if (!m.fuseWhileLowering) {
       Fusion fusion;
       for (int i = 0; i < static_cast<int>(xs.size()); ++i)
         if (fusion.forwards(xs, i)) xs[static_cast<size_t>(i)].dead = true;

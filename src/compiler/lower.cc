@@ -55,17 +55,16 @@ void lower(Mir& m) {
   // each rank reserves for the rest and a sixteenth of its sends, not for
   // all: the operations are alive beside them, and at scale this is the
   // compile's largest moment.
-  m.fusedInLowering = m.fuseWhileLowering;
   // One Fusion per rank lowered (a per-rank compile: its rank's alone).
-  std::vector<Fusion> fusion(!m.fusedInLowering ? 0 : focus >= 0 ? 1 : m.ranks.size());
+  std::vector<Fusion> fusion(!m.fuseWhileLowering ? 0 : focus >= 0 ? 1 : m.ranks.size());
   for (size_t r = 0; r < per.size(); ++r)
     if (mine(static_cast<int>(r)))
-      m.ranks[r].reserve(per[r] + (m.fusedInLowering ? sends[r] / 16 + 1 : sends[r]));
+      m.ranks[r].reserve(per[r] + (m.fuseWhileLowering ? sends[r] / 16 + 1 : sends[r]));
   auto append = [&](int rank, Instr x) {
     std::vector<Instr>& xs = m.ranks[static_cast<size_t>(rank)];
     xs.push_back(std::move(x));
-    if (m.fusedInLowering && fusion[focus >= 0 ? 0 : static_cast<size_t>(rank)].forwards(
-                                 xs, static_cast<int>(xs.size()) - 1))
+    if (m.fuseWhileLowering && fusion[focus >= 0 ? 0 : static_cast<size_t>(rank)].forwards(
+                                   xs, static_cast<int>(xs.size()) - 1))
       xs.pop_back();
   };
   // Operations of one depth (schedule.cc) become, on each rank, its sends,

@@ -53,9 +53,10 @@ struct Mir {
   const char* opsFile = nullptr;     // the file of the first operation (lowering sets it)
   std::vector<lang::Expected> post;  // custom collectives, after replication
   std::vector<std::vector<Instr>> ranks;
-  std::vector<int> tbCount;       // per rank, after assignment
-  bool fuseWhileLowering = true;  // lowering runs Fusion as it appends (not when printing it)
-  bool fusedInLowering = false;   // it did
+  std::vector<int> tbCount;  // per rank, after assignment
+  // Lowering runs Fusion as it appends, and the fuse pass then only makes
+  // rrs (off when the lowered form is printed: it shows the sends unfused).
+  bool fuseWhileLowering = true;
 };
 
 // A value per chunk of every buffer of one rank, growing on use.
@@ -80,8 +81,8 @@ class PerChunk {
 // rrcs) at the receive's place, when nothing writes those chunks in between,
 // no other send to that peer on that channel comes in between (that would
 // reorder the messages the peer matches by position), and both use one
-// channel. The fuse pass runs it over each rank; a per-rank compile's
-// lowering runs it as it appends (the fused sends are never stored).
+// channel. Lowering runs it as it appends (the fused sends are never
+// stored); the fuse pass runs it over each rank when lowering did not.
 class Fusion {
  public:
   // Instruction i (everything before it seen): true if it is a send that
