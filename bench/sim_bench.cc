@@ -1,7 +1,10 @@
 // Simulator speed (issue 6): a 1024-rank ring allreduce and a 256-rank
-// all-pairs alltoall, built in memory (no XML), on a ring and a fat tree.
+// all-pairs alltoall, built in memory (no XML), on a ring and a fat tree;
+// reference_ms is the same run recomputing every rate on every change
+// (sim::Options::incrementalRates = false), with its prediction checked.
 //   sim_bench [SIZE_BYTES]   prints one CSV row per case
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -20,23 +23,34 @@ int main(int argc, char** argv) {
                   {"ring_allreduce_1024", chorus::synth::ringAllReduce(1024), "fattree:128:8"},
                   {"pairwise_alltoall_256", chorus::synth::pairwiseAllToAll(256), "fattree:32:8"},
                   {"pairwise_alltoall_256", chorus::synth::pairwiseAllToAll(256), "full:256"}};
-  std::printf("case,topology,bytes,steps,transfers,iterations,sim_ms,predicted_us,busbw\n");
+  std::printf(
+      "case,topology,bytes,steps,transfers,iterations,sim_ms,reference_ms,predicted_us,busbw\n");
   for (const Case& c : cases) {
     auto topo = chorus::topo::makePreset(c.topo);
     if (!topo.isOk()) return 2;
     chorus::sim::Options o;
     o.bytes = bytes;
     o.criticalPath = false;
-    auto t0 = std::chrono::steady_clock::now();
-    auto r = chorus::sim::simulate(c.algo, topo.value(), o);
-    double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (!r.isOk()) {
-      std::fprintf(stderr, "%s: %s\n", c.name, r.status().toString().c_str());
+    auto timed = [&](bool incremental, double* ms) {
+      o.incrementalRates = incremental;
+      auto t0 = std::chrono::steady_clock::now();
+      auto r = chorus::sim::simulate(c.algo, topo.value(), o);
+      *ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (!r.isOk()) std::fprintf(stderr, "%s: %s\n", c.name, r.status().toString().c_str());
+      return r;
+    };
+    double ms = 0, referenceMs = 0;
+    auto r = timed(true, &ms);
+    auto reference = timed(false, &referenceMs);
+    if (!r.isOk() || !reference.isOk()) return 1;
+    if (std::abs(r.value().time - reference.value().time) > 1e-9 * reference.value().time) {
+      std::fprintf(stderr, "%s on %s: %.9g s, the reference %.9g s\n", c.name, c.topo,
+                   r.value().time, reference.value().time);
       return 1;
     }
-    std::printf("%s,%s,%zu,%zu,%zu,%zu,%.1f,%.1f,%.3f\n", c.name, c.topo, bytes,
-                c.algo.totalSteps(), r.value().transfers, r.value().iterations, ms,
+    std::printf("%s,%s,%zu,%zu,%zu,%zu,%.1f,%.1f,%.1f,%.3f\n", c.name, c.topo, bytes,
+                c.algo.totalSteps(), r.value().transfers, r.value().iterations, ms, referenceMs,
                 r.value().time * 1e6, r.value().busbw);
   }
   return 0;

@@ -18,6 +18,9 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // Events this close (seconds) are one: flows that end a picosecond apart
 // would otherwise each cost a recomputation of every rate.
 constexpr double kSameTime = 1e-12;
+// Step instances the critical path keeps per-instance records for, at most.
+constexpr size_t kMostPathInstances = size_t{1} << 25;
+constexpr uint32_t kNoStep = UINT32_MAX;
 
 // Parts a step's slice moves in, each sent (and forwarded) as soon as it
 // is there: MSCCL's executor moves a Simple chunk (NCCL_STEPS / 2 steps) in
@@ -61,12 +64,20 @@ struct Connection {
   double latency = 0;  // the route's links
   // Messages sent, arrived, taken by their receive step, and whose receive
   // step has finished (its slot is free again then, as in the runtime).
-  size_t sent = 0, arrived = 0, consumed = 0, released = 0;
-  // Messages arrive in the order they were sent (one sender, one latency).
-  std::vector<size_t> senders;    // message seq -> step instance that sent it
-  std::vector<double> arrivedAt;  // message seq -> when it arrived
-  std::vector<size_t> consumers;  // message seq -> step instance that consumed it
-  std::vector<double> freedAt;    // message seq -> when its slot was freed
+  // And messages whose bytes have left (a sender has one flow at a time).
+  size_t sent = 0, left = 0, arrived = 0, consumed = 0, released = 0;
+  // For the critical path, per message seq (at seq % slots: a message is
+  // read at most `slots` messages after it was written, since at most
+  // `slots` are between their send and their slot's release). Messages
+  // arrive in the order they were sent (one sender, one latency).
+  struct Message {
+    size_t sender = 0;  // the step instance that sent it
+    double arrivedAt = 0;
+    size_t consumer = 0;  // the step instance that took it
+    double freedAt = 0;   // when its slot was free again
+  };
+  std::vector<Message> messages;
+  Message& at(size_t seq) { return messages[seq % messages.size()]; }
 };
 
 struct Tb {
@@ -97,18 +108,38 @@ struct Flow {
 // the same ranks (one per tree, piece or channel) cost one entry. And time
 // moves per route: every flow on it has moved `served` bytes more since it
 // started than when it started, so a flow is done when `served` reaches
-// its target, the first of them at the top of `due`.
+// its target, the first of them at the top of `due`. `served` is brought
+// up to date (settled) only when the route's rate or flows change: until
+// then it grows at `rate` from `since`.
 struct Route {
   std::vector<int> links;  // then the ranks' caps (ids past the links)
-  int flows = 0;           // moving now
-  int flowsRated = 0;      // when the rates were computed last
-  bool listed = false;     // in Engine::active_
-  bool changed = false;    // in Engine::changed_
-  bool fixed = false;      // computeRates
-  double rate = 0;         // per flow
-  double served = 0;       // bytes per flow since the start
+  // The links that can limit its rate (Engine::setup leaves out those no
+  // set of the algorithm's flows can fill), and its place in each one's
+  // Engine::activeOn_ list while it has flows.
+  std::vector<int> binding;
+  std::vector<int> place;
+  int flows = 0;         // moving now
+  int flowsRated = 0;    // when the rates were computed last
+  bool listed = false;   // in Engine::activeOn_
+  bool changed = false;  // in Engine::changed_
+  bool fixed = false;    // computeRates
+  uint32_t seen = 0;     // computeRates' search, by epoch
+  uint32_t version = 0;  // of its entry in Engine::finishes_
+  double rate = 0;       // per flow
+  double served = 0;     // bytes per flow since the start, at `since`
+  double since = 0;
   // (served at which it is done, flow slot), a min-heap.
   std::vector<std::pair<double, int>> due;
+};
+
+// When a route's first flow will be done, as of its route's `version`.
+struct Finish {
+  double time;
+  int route;
+  uint32_t version;
+  bool operator>(const Finish& o) const {
+    return std::tie(time, route) > std::tie(o.time, o.route);
+  }
 };
 
 struct Timer {
@@ -156,8 +187,22 @@ class Engine {
   void finishFlow(Flow& f);
   void arrive(int conn);
   void computeRates();
-  // A flow came to or left route `r`: the rates are recomputed before time
-  // moves on, unless every route ends up with the flows it had.
+  void fillRates();
+  // New marks for computeRates' search (cleared when the count wraps).
+  void nextEpoch() {
+    if (++epoch_ != 0) return;
+    std::fill(linkSeen_.begin(), linkSeen_.end(), 0);
+    for (Route& route : routes_) route.seen = 0;
+    epoch_ = 1;
+  }
+  void pruneLinks();
+  // Brings route `r`'s served bytes, and its links' bytes and timeline, up
+  // to now_ at the rate it had.
+  void settle(Route& route);
+  // Queues when route `r`'s first flow will be done, at its rate now.
+  void scheduleFinish(int r);
+  // A flow came to or left route `r` (settled): the rates are recomputed
+  // before time moves on, unless every route ends up with the flows it had.
   void routeChanged(int r) {
     Route& route = routes_[static_cast<size_t>(r)];
     if (!route.changed) {
@@ -169,9 +214,9 @@ class Engine {
   void addTimer(double at, int kind, int id) { timers_.push(Timer{at, seq_++, kind, id}); }
   // Adds bytes moving at `rate` from now_ to `until` to the timeline's
   // buckets they fall in.
-  void spread(std::vector<double>& buckets, double rate, double until) const {
+  void spread(std::vector<double>& buckets, double rate, double from, double until) const {
     const double step = o_.timelineStep;
-    for (double t = now_; t < until;) {
+    for (double t = from; t < until;) {
       auto b = static_cast<size_t>(t / step);
       double end = std::min(until, static_cast<double>(b + 1) * step);
       if (end <= t) end = std::nextafter(t, until);  // rounding at a bucket's edge
@@ -188,8 +233,11 @@ class Engine {
   std::vector<std::vector<int>> tbOf_;  // [rank][tb id] -> tbs_ index
   std::vector<Connection> conns_;
   std::vector<Route> routes_;
-  std::vector<int> active_;     // routes with flows (or had, since computeRates)
-  std::vector<int> changed_;    // routes whose flows came or went since computeRates
+  std::vector<int> changed_;  // routes whose flows came or went since computeRates
+  // Per link that can bind, the routes over it with flows (Route::place).
+  std::vector<std::vector<int>> activeOn_;
+  // Routes' next finishes; an entry is stale once its route's version moved.
+  std::priority_queue<Finish, std::vector<Finish>, std::greater<>> finishes_;
   std::vector<Flow> flows_;     // moving bytes, in slots
   std::vector<int> freeFlows_;  // slots of flows_ free again
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
@@ -203,15 +251,17 @@ class Engine {
   double stepLatency_ = 0, overhead_ = 1;
   std::vector<double> linkBytes_, linkCap_;
   std::vector<std::vector<double>> timeline_;  // Options::timelineStep
-  // computeRates' buffers, reused (per link, sized once).
-  std::vector<int> count_, touched_, onLink_;
-  std::vector<size_t> first_, fill_;
+  // computeRates' buffers, reused (per link, sized once): the routes and
+  // links whose rates it recomputes, found from the changed ones.
+  std::vector<int> count_, touched_, component_;
+  std::vector<uint32_t> linkSeen_;
+  uint32_t epoch_ = 0;
   std::vector<double> left_;
   std::vector<std::pair<double, int>> heap_;
   // Per step instance (iteration-major), for the critical path and trace.
   bool keepPath_ = false;
   std::vector<double> startOf_, endOf_;
-  std::vector<size_t> predOf_;
+  std::vector<uint32_t> predOf_;  // kNoStep for none (instances fit: keepPath_)
   std::vector<Why> whyOf_;
   nlohmann::json events_ = nlohmann::json::array();
   std::vector<ir::StepInstance> order_;
@@ -298,22 +348,24 @@ chorus::Status Engine::setup(Result& out) {
   if (o_.timelineStep > 0) timeline_.assign(t_.links.size(), {});
   linkCap_.resize(all);
   count_.assign(all, 0);
-  first_.assign(all, 0);
-  fill_.assign(all, 0);
   left_.assign(all, 0);
+  linkSeen_.assign(all, 0);
+  activeOn_.assign(all, {});
   for (size_t l = 0; l < t_.links.size(); ++l) linkCap_[l] = t_.links[l].bandwidth * 1e9;
   for (int r = 0; r < n; ++r) {
     const topo::Node& node = t_.nodes[static_cast<size_t>(t_.nodeOfRank(r))];
     linkCap_[t_.links.size() + 2 * static_cast<size_t>(r)] = node.sendCap * 1e9;
     linkCap_[t_.links.size() + 2 * static_cast<size_t>(r) + 1] = node.recvCap * 1e9;
   }
+  pruneLinks();
   size_t instances = stepsPerIter_ * iterations_;
-  keepPath_ = (o_.criticalPath || o_.trace || o_.stepTimes) && instances <= (size_t{1} << 25);
+  keepPath_ = (o_.criticalPath || o_.trace || o_.stepTimes) && instances <= kMostPathInstances;
   if (keepPath_) {
     startOf_.assign(instances, 0);
     endOf_.assign(instances, -1);
-    predOf_.assign(instances, SIZE_MAX);
+    predOf_.assign(instances, kNoStep);
     whyOf_.assign(instances, Why::kStart);
+    for (Connection& c : conns_) c.messages.resize(static_cast<size_t>(o_.slots));
   }
   return chorus::Status::ok();
 }
@@ -344,8 +396,8 @@ void Engine::advance(int t) {
       if (c.arrived <= c.consumed) return;  // woken by the arrival
       size_t seq = c.consumed++;
       if (keepPath_) {
-        satisfied(tb, c.senders[seq], c.arrivedAt[seq], Why::kData);
-        c.consumers.push_back(instance(tb));
+        satisfied(tb, c.at(seq).sender, c.at(seq).arrivedAt, Why::kData);
+        c.at(seq).consumer = instance(tb);
       }
       tb.recvDone = true;
       double cost = localCost(bytesOf(tb, s));
@@ -378,7 +430,7 @@ void Engine::startSend(int t) {
   if (c.sent - c.released >= static_cast<size_t>(o_.slots)) return;  // woken by a release
   if (keepPath_ && c.sent >= static_cast<size_t>(o_.slots)) {
     size_t k = c.sent - static_cast<size_t>(o_.slots);
-    satisfied(tb, c.consumers[k], c.freedAt[k], Why::kSlot);
+    satisfied(tb, c.at(k).consumer, c.at(k).freedAt, Why::kSlot);
   }
   ++c.sent;
   ++transfers_;
@@ -403,13 +455,10 @@ void Engine::startSend(int t) {
     flows_[static_cast<size_t>(slot)] = f;
   }
   Route& r = routes_[static_cast<size_t>(f.route)];
+  settle(r);
   r.due.emplace_back(r.served + f.bytes, slot);
   std::push_heap(r.due.begin(), r.due.end(), std::greater<>());
   ++r.flows;
-  if (!r.listed) {
-    r.listed = true;
-    active_.push_back(f.route);
-  }
   routeChanged(f.route);
 }
 
@@ -418,8 +467,8 @@ void Engine::complete(Tb& tb) {
   if (ir::receives(s.type)) {
     // Its slot is free again.
     Connection& c = conns_[static_cast<size_t>(tb.recvConn)];
+    if (keepPath_) c.at(c.released).freedAt = now_;
     ++c.released;
-    if (keepPath_) c.freedAt.push_back(now_);
     if (c.senderTb >= 0) ready_.push_back(c.senderTb);
   }
   tb.recvDone = false;
@@ -432,7 +481,7 @@ void Engine::complete(Tb& tb) {
     startOf_[i] = tb.stepStart;
     endOf_[i] = now_;
     whyOf_[i] = tb.why;
-    predOf_[i] = tb.blocker;
+    predOf_[i] = tb.blocker == SIZE_MAX ? kNoStep : static_cast<uint32_t>(tb.blocker);
   }
   if (o_.trace) {
     events_.push_back({{"name", std::string(ir::stepTypeName(s.type))},
@@ -460,7 +509,8 @@ void Engine::complete(Tb& tb) {
 // latency later (the protocol's per-step latency and the route's links).
 void Engine::finishFlow(Flow& f) {
   Connection& c = conns_[static_cast<size_t>(f.conn)];
-  if (keepPath_) c.senders.push_back(f.instance);  // only the critical path reads it
+  if (keepPath_) c.at(c.left).sender = f.instance;  // only the critical path reads it
+  ++c.left;
   addTimer(now_ + stepLatency_ + c.latency, 1, f.conn);
   Tb& tb = tbs_[static_cast<size_t>(f.tb)];
   complete(tb);
@@ -471,72 +521,155 @@ void Engine::finishFlow(Flow& f) {
 // each, one sender).
 void Engine::arrive(int conn) {
   Connection& c = conns_[static_cast<size_t>(conn)];
-  if (keepPath_) c.arrivedAt.push_back(now_);
+  if (keepPath_) c.at(c.arrived).arrivedAt = now_;
   ++c.arrived;
   if (c.receiverTb >= 0) ready_.push_back(c.receiverTb);
 }
 
+// A link can limit a route's rate only if the routes over it could, all
+// at once, ask for more than it carries. A route's flows together never
+// move faster than its slowest other link that can bind, so a link whose
+// capacity covers the sum of those minima over all its routes never fills,
+// and max-min rates are the same without it: every route keeps a full
+// link on which it has the largest rate. Leaving such links out (largest
+// first, each judged against the links still in) splits the routes into
+// small groups that share no link: an NVSwitch route inside a box is alone,
+// and on a non-blocking fat tree so is a route over the NICs.
+void Engine::pruneLinks() {
+  const size_t all = linkCap_.size();
+  std::vector<std::vector<int>> routesOn(all);
+  for (size_t r = 0; r < routes_.size(); ++r)
+    for (int l : routes_[r].links) routesOn[static_cast<size_t>(l)].push_back(static_cast<int>(r));
+  std::vector<char> out(all, 0);
+  if (o_.incrementalRates) {
+    std::vector<int> order;
+    for (size_t l = 0; l < all; ++l)
+      if (!routesOn[l].empty()) order.push_back(static_cast<int>(l));
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      return linkCap_[static_cast<size_t>(a)] > linkCap_[static_cast<size_t>(b)];
+    });
+    for (int l : order) {
+      double most = 0;  // what its routes could ask for at once
+      for (int r : routesOn[static_cast<size_t>(l)]) {
+        double least = kInf;
+        for (int other : routes_[static_cast<size_t>(r)].links)
+          if (other != l && !out[static_cast<size_t>(other)])
+            least = std::min(least, linkCap_[static_cast<size_t>(other)]);
+        most += least;  // kInf when it is the route's last link
+      }
+      if (most <= linkCap_[static_cast<size_t>(l)]) out[static_cast<size_t>(l)] = 1;
+    }
+  }
+  for (Route& route : routes_) {
+    for (int l : route.links)
+      if (!out[static_cast<size_t>(l)]) route.binding.push_back(l);
+    route.place.assign(route.binding.size(), -1);
+  }
+}
+
+void Engine::settle(Route& route) {
+  const double from = route.since, dt = now_ - from;
+  route.since = now_;
+  if (!(dt > 0) || route.flows == 0 || route.rate <= 0) return;
+  route.served += route.rate * dt;
+  const double rate = route.rate * route.flows;
+  for (int l : route.links) {
+    linkBytes_[static_cast<size_t>(l)] += rate * dt;
+    if (static_cast<size_t>(l) < timeline_.size())
+      spread(timeline_[static_cast<size_t>(l)], rate, from, now_);
+  }
+}
+
+void Engine::scheduleFinish(int r) {
+  Route& route = routes_[static_cast<size_t>(r)];
+  ++route.version;
+  if (route.flows == 0 || route.rate <= 0) return;
+  const double left = route.due.front().first - route.served;
+  finishes_.push(Finish{route.since + std::max(0.0, left) / route.rate, r, route.version});
+}
+
 // Max-min fair rates by progressive filling: the link with the smallest
 // fair share fixes the rate of its flows, which leave the others. Per
-// route, weighted by its flows (Route).
+// route, weighted by its flows (Route). Only the routes that share a
+// binding link, directly or through others, with a route whose flows
+// changed can get other rates: those are recomputed, the rest keep theirs.
 void Engine::computeRates() {
   ratesDirty_ = false;
-  // A connection's next message often starts as its last one ends: the
-  // same flows per route, the same rates.
-  bool same = true;
+  nextEpoch();
+  touched_.clear();
+  component_.clear();
+  auto reach = [&](int l) {
+    if (linkSeen_[static_cast<size_t>(l)] == epoch_) return;
+    linkSeen_[static_cast<size_t>(l)] = epoch_;
+    touched_.push_back(l);
+  };
   for (int r : changed_) {
     Route& route = routes_[static_cast<size_t>(r)];
-    same = same && route.flows == route.flowsRated;
-    route.changed = false;
+    // A connection's next message often starts as its last one ends: the
+    // same flows, the same rates.
+    if (route.flows == route.flowsRated) continue;
+    route.flowsRated = route.flows;
+    if (route.flows > 0 && !route.listed) {
+      route.listed = true;
+      for (size_t i = 0; i < route.binding.size(); ++i) {
+        auto& on = activeOn_[static_cast<size_t>(route.binding[i])];
+        route.place[i] = static_cast<int>(on.size());
+        on.push_back(r);
+      }
+    } else if (route.flows == 0 && route.listed) {
+      route.listed = false;
+      for (size_t i = 0; i < route.binding.size(); ++i) {
+        const int l = route.binding[i];
+        auto& on = activeOn_[static_cast<size_t>(l)];
+        const int last = on.back(), at = route.place[i];
+        on[static_cast<size_t>(at)] = last;
+        on.pop_back();
+        Route& moved = routes_[static_cast<size_t>(last)];
+        for (size_t j = 0; j < moved.binding.size(); ++j)
+          if (moved.binding[j] == l) moved.place[j] = at;
+        route.place[i] = -1;
+      }
+    }
+    for (int l : route.binding) reach(l);
+  }
+  if (!o_.incrementalRates && !touched_.empty()) {
+    touched_.clear();  // every link with flows
+    nextEpoch();
+    for (size_t l = 0; l < activeOn_.size(); ++l)
+      if (!activeOn_[l].empty()) reach(static_cast<int>(l));
+  }
+  // Everything the changed links reach, through routes with flows.
+  for (size_t k = 0; k < touched_.size(); ++k)
+    for (int r : activeOn_[static_cast<size_t>(touched_[k])]) {
+      Route& route = routes_[static_cast<size_t>(r)];
+      if (route.seen == epoch_) continue;
+      route.seen = epoch_;
+      component_.push_back(r);
+      for (int l : route.binding) reach(l);
+    }
+  fillRates();
+  for (int r : changed_) {
+    routes_[static_cast<size_t>(r)].changed = false;
+    scheduleFinish(r);
   }
   changed_.clear();
-  if (same) return;
-  // Routes without flows leave the active list.
-  size_t keep = 0;
-  for (int r : active_) {
-    Route& route = routes_[static_cast<size_t>(r)];
-    route.flowsRated = route.flows;
-    if (route.flows > 0) {
-      active_[keep++] = r;
-      route.fixed = false;
-    } else {
-      route.listed = false;
-    }
-  }
-  active_.resize(keep);
-  // Routes per link as one flat array (counting sort), in reused buffers;
-  // count_ is the flows on a link still to be fixed.
+}
+
+void Engine::fillRates() {
   for (int l : touched_) {
     count_[static_cast<size_t>(l)] = 0;
-    first_[static_cast<size_t>(l)] = 0;
+    left_[static_cast<size_t>(l)] = linkCap_[static_cast<size_t>(l)];
   }
-  touched_.clear();
-  for (int r : active_) {
-    const Route& route = routes_[static_cast<size_t>(r)];
-    for (int l : route.links) {
-      auto li = static_cast<size_t>(l);
-      if (count_[li] == 0) touched_.push_back(l);
-      count_[li] += route.flows;
-      ++first_[li];  // routes on it, for now
-    }
+  for (int r : component_) {
+    Route& route = routes_[static_cast<size_t>(r)];
+    route.fixed = false;
+    for (int l : route.binding) count_[static_cast<size_t>(l)] += route.flows;
   }
-  size_t total = 0;
-  for (int l : touched_) {
-    auto li = static_cast<size_t>(l);
-    size_t routes = first_[li];
-    first_[li] = total;
-    fill_[li] = total;
-    total += routes;
-    left_[li] = linkCap_[li];
-  }
-  onLink_.resize(total);
-  for (int r : active_)
-    for (int l : routes_[static_cast<size_t>(r)].links)
-      onLink_[fill_[static_cast<size_t>(l)]++] = r;
   using Entry = std::pair<double, int>;
   heap_.clear();
   for (int l : touched_)
-    heap_.push_back({left_[static_cast<size_t>(l)] / count_[static_cast<size_t>(l)], l});
+    if (count_[static_cast<size_t>(l)] > 0)
+      heap_.push_back({left_[static_cast<size_t>(l)] / count_[static_cast<size_t>(l)], l});
   std::make_heap(heap_.begin(), heap_.end(), std::greater<Entry>());
   while (!heap_.empty()) {
     std::pop_heap(heap_.begin(), heap_.end(), std::greater<Entry>());
@@ -544,12 +677,16 @@ void Engine::computeRates() {
     heap_.pop_back();
     auto li = static_cast<size_t>(l);
     if (count_[li] == 0 || share != left_[li] / count_[li]) continue;  // stale
-    for (size_t k = first_[li]; k < fill_[li]; ++k) {
-      Route& route = routes_[static_cast<size_t>(onLink_[k])];
+    for (int r : activeOn_[li]) {
+      Route& route = routes_[static_cast<size_t>(r)];
       if (route.fixed) continue;
       route.fixed = true;
-      route.rate = share;
-      for (int l2 : route.links) {
+      if (route.rate != share) {
+        settle(route);  // at the rate it had
+        route.rate = share;
+        if (!route.changed) scheduleFinish(r);  // changed ones are, after
+      }
+      for (int l2 : route.binding) {
         auto l2i = static_cast<size_t>(l2);
         left_[l2i] -= share * route.flows;
         if ((count_[l2i] -= route.flows) > 0) {
@@ -577,40 +714,32 @@ chorus::Status Engine::run(Result& out) {
     }
     if (ratesDirty_) computeRates();
     double next = timers_.empty() ? kInf : timers_.top().time;
-    for (int r : active_) {
-      const Route& route = routes_[static_cast<size_t>(r)];
-      if (route.flows > 0 && route.rate > 0)
-        next = std::min(next, now_ + (route.due.front().first - route.served) / route.rate);
-    }
+    while (!finishes_.empty() &&
+           finishes_.top().version != routes_[static_cast<size_t>(finishes_.top().route)].version)
+      finishes_.pop();  // stale
+    if (!finishes_.empty()) next = std::min(next, finishes_.top().time);
     if (next == kInf) break;
-    double dt = next - now_;
-    for (int r : active_) {
-      Route& route = routes_[static_cast<size_t>(r)];
-      if (route.flows == 0 || route.rate <= 0) continue;
-      route.served += route.rate * dt;
-      const double moved = route.rate * dt * route.flows;
-      for (int l : route.links) {
-        linkBytes_[static_cast<size_t>(l)] += moved;
-        if (static_cast<size_t>(l) < timeline_.size())
-          spread(timeline_[static_cast<size_t>(l)], route.rate * route.flows, next);
-      }
-    }
-    now_ = next;
+    now_ = std::max(now_, next);
     // Finished flows (within rounding), then every timer due now.
-    for (int r : active_) {
-      Route& route = routes_[static_cast<size_t>(r)];
-      while (!route.due.empty()) {
+    while (!finishes_.empty() && finishes_.top().time <= now_ + kSameTime) {
+      const Finish due = finishes_.top();
+      finishes_.pop();
+      Route& route = routes_[static_cast<size_t>(due.route)];
+      if (due.version != route.version) continue;
+      ++route.version;  // this entry is spent; computeRates queues the next
+      settle(route);
+      for (bool first = true; !route.due.empty(); first = false) {
         const double left = route.due.front().first - route.served;
-        if (!(left <= 1e-6 || (route.rate > 0 && left / route.rate <= kSameTime))) break;
+        if (!first && !(left <= 1e-6 || left / route.rate <= kSameTime)) break;
         const int slot = route.due.front().second;
         std::pop_heap(route.due.begin(), route.due.end(), std::greater<>());
         route.due.pop_back();
         --route.flows;
-        routeChanged(r);
         freeFlows_.push_back(slot);
         Flow done = flows_[static_cast<size_t>(slot)];
         finishFlow(done);
       }
+      routeChanged(due.route);
     }
     while (!timers_.empty() && timers_.top().time <= now_ + kSameTime) {
       Timer tm = timers_.top();
@@ -669,7 +798,7 @@ chorus::Status Engine::run(Result& out) {
                  startOf_[i],
                  endOf_[i],
                  whyName(whyOf_[i])};
-      if (size_t by = predOf_[i]; by != SIZE_MAX) {
+      if (size_t by = predOf_[i]; by != kNoStep) {
         auto [bt, bk] = where[by % stepsPerIter_];
         p.byRank = tbs_[static_cast<size_t>(bt)].rank;
         p.byTb = tbs_[static_cast<size_t>(bt)].index;
@@ -687,7 +816,8 @@ chorus::Status Engine::run(Result& out) {
           last = i;
         }
       std::vector<PathStep> path;
-      for (size_t i = last; i != SIZE_MAX && path.size() < endOf_.size(); i = predOf_[i])
+      for (size_t i = last; i != SIZE_MAX && path.size() < endOf_.size();
+           i = predOf_[i] == kNoStep ? SIZE_MAX : predOf_[i])
         path.push_back(pathStep(i));
       std::reverse(path.begin(), path.end());
       out.critical = std::move(path);

@@ -47,6 +47,11 @@ struct Options {
   bool stepTimes = false;    // fill Result::steps
   // Seconds per bucket of Result::timeline; 0: no timeline.
   double timelineStep = 0;
+  // Rates are recomputed only for the routes a change can affect (those
+  // sharing a link that can fill with a route whose flows changed); false
+  // recomputes every route's rate over every link on each change, the
+  // slow reference the tests hold the fast way to.
+  bool incrementalRates = true;
   // Past it the simulation stops with kTimeout (a search's time budget).
   std::optional<std::chrono::steady_clock::time_point> deadline;
 };

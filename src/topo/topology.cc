@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <limits>
 #include <set>
 #include <utility>
@@ -120,57 +119,67 @@ void Topology::routesFrom(int a) const {
   if (via_.empty()) via_.assign(rankNodes_.size(), {});
   std::vector<int>& via = via_[static_cast<size_t>(a)];
   via.assign(count, -1);
-  std::vector<std::vector<int>> outgoing(count);
-  for (size_t i = 0; i < links.size(); ++i)
-    outgoing[static_cast<size_t>(links[i].from)].push_back(static_cast<int>(i));
+  Search& s = search_;
+  if (s.outStart.size() != count + 1 || s.links != links.size()) {
+    s.links = links.size();
+    s.outStart.assign(count + 1, 0);
+    for (const Link& l : links) ++s.outStart[static_cast<size_t>(l.from) + 1];
+    for (size_t v = 0; v < count; ++v) s.outStart[v + 1] += s.outStart[v];
+    s.out.resize(links.size());
+    std::vector<int> fill(s.outStart.begin(), s.outStart.end() - 1);
+    for (size_t i = 0; i < links.size(); ++i)
+      s.out[static_cast<size_t>(fill[static_cast<size_t>(links[i].from)]++)] = static_cast<int>(i);
+    s.equal.resize(count);
+  }
   const int source = nodeOfRank(a);
   // Breadth first; ranks forward only in the second pass, for the targets
   // the first could not reach.
-  std::vector<bool> reached(count, false);
+  s.reached.assign(count, false);
   for (bool ranksForward : {false, true}) {
-    std::vector<int> dist(count, -1), from(count, -1);
-    std::vector<double> widest(count, 0);
+    s.dist.assign(count, -1);
+    s.from.assign(count, -1);
+    s.widest.assign(count, 0);
     // Ways into a node as short and as wide as its best: the source takes
     // the (a mod n)-th, so sources spread over equal paths (a fat tree's
     // spines) as ECMP spreads flows, each source keeping one tree.
-    std::vector<std::vector<int>> equal(count);
-    std::deque<int> queue{source};
-    dist[static_cast<size_t>(source)] = 0;
-    widest[static_cast<size_t>(source)] = std::numeric_limits<double>::infinity();
-    while (!queue.empty()) {
-      int u = queue.front();
-      queue.pop_front();
-      if (u != source && nodes[static_cast<size_t>(u)].kind == NodeKind::kRank && !ranksForward)
-        continue;
-      for (int li : outgoing[static_cast<size_t>(u)]) {
+    for (auto& e : s.equal) e.clear();
+    s.queue.assign(1, source);
+    s.dist[static_cast<size_t>(source)] = 0;
+    s.widest[static_cast<size_t>(source)] = std::numeric_limits<double>::infinity();
+    for (size_t head = 0; head < s.queue.size(); ++head) {
+      const int u = s.queue[head];
+      const auto ui = static_cast<size_t>(u);
+      if (u != source && nodes[ui].kind == NodeKind::kRank && !ranksForward) continue;
+      for (int k = s.outStart[ui]; k < s.outStart[ui + 1]; ++k) {
+        const int li = s.out[static_cast<size_t>(k)];
         const Link& l = links[static_cast<size_t>(li)];
         auto v = static_cast<size_t>(l.to);
-        double w = std::min(widest[static_cast<size_t>(u)], l.bandwidth);
-        if (dist[v] < 0) {
-          dist[v] = dist[static_cast<size_t>(u)] + 1;
-          widest[v] = w;
-          equal[v] = {li};
-          queue.push_back(l.to);
-        } else if (dist[v] == dist[static_cast<size_t>(u)] + 1 && w > widest[v]) {
-          widest[v] = w;
-          equal[v] = {li};
-        } else if (dist[v] == dist[static_cast<size_t>(u)] + 1 && w == widest[v]) {
-          equal[v].push_back(li);
+        double w = std::min(s.widest[ui], l.bandwidth);
+        if (s.dist[v] < 0) {
+          s.dist[v] = s.dist[ui] + 1;
+          s.widest[v] = w;
+          s.equal[v].assign(1, li);
+          s.queue.push_back(l.to);
+        } else if (s.dist[v] == s.dist[ui] + 1 && w > s.widest[v]) {
+          s.widest[v] = w;
+          s.equal[v].assign(1, li);
+        } else if (s.dist[v] == s.dist[ui] + 1 && w == s.widest[v]) {
+          s.equal[v].push_back(li);
         }
       }
     }
     for (size_t v = 0; v < count; ++v)
-      if (!equal[v].empty()) from[v] = equal[v][static_cast<size_t>(a) % equal[v].size()];
+      if (!s.equal[v].empty()) s.from[v] = s.equal[v][static_cast<size_t>(a) % s.equal[v].size()];
     // A rank target keeps the first pass's way; the second pass fills in
     // the ones it could not reach, and the nodes on their ways.
     for (size_t v = 0; v < count; ++v)
-      if (!reached[v] && from[v] >= 0) {
-        via[v] = from[v];
-        if (!ranksForward) reached[v] = true;
+      if (!s.reached[v] && s.from[v] >= 0) {
+        via[v] = s.from[v];
+        if (!ranksForward) s.reached[v] = true;
       }
     if (!ranksForward) {
       bool all = true;
-      for (int r : rankNodes_) all = all && (r == source || reached[static_cast<size_t>(r)]);
+      for (int r : rankNodes_) all = all && (r == source || s.reached[static_cast<size_t>(r)]);
       if (all) break;
     }
   }

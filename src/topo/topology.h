@@ -87,6 +87,17 @@ class Topology {
   // on first use); the routes asked for, built from it.
   mutable std::vector<std::vector<int>> via_;
   mutable std::map<std::pair<int, int>, std::vector<int>> routes_;
+  // routesFrom's search: each node's outgoing links (CSR, for `links` as
+  // it was), and buffers kept between sources.
+  struct Search {
+    size_t links = 0;
+    std::vector<int> outStart, out;
+    std::vector<int> dist, from, queue;
+    std::vector<double> widest;
+    std::vector<std::vector<int>> equal;
+    std::vector<bool> reached;
+  };
+  mutable Search search_;
   void routesFrom(int a) const;
 };
 

@@ -240,6 +240,76 @@ TEST(Sim, FlowsSharingALinkGetHalfEach) {
   EXPECT_NEAR(r.linkBytes[static_cast<size_t>(shared)], 2.0 * (1 << 20), 1);
 }
 
+// Rates are recomputed only where a change can reach, over the links that
+// can fill (docs/simulator.md); the reference recomputes every rate over
+// every link on each change. Both give the same prediction, link bytes and
+// timeline wherever links are shared: oversubscribed spines, NICs shared by
+// a node's rings, a receive cap, and the production files on NDv4.
+TEST(Sim, IncrementalRatesAgreeWithTheReference) {
+  struct Case {
+    std::string what;
+    ir::Algorithm algo;
+    topo::Topology topo;
+  };
+  std::vector<Case> cases;
+  auto program = [](const std::string& name, int n, int gpus) {
+    const lang::ProgramEntry* e = lang::findProgram(name);
+    EXPECT_NE(e, nullptr) << name;
+    lang::ProgramOptions given, options;
+    given.name = name;
+    given.ranks = n;
+    given.gpusPerNode = gpus;
+    std::string problem;
+    EXPECT_TRUE(lang::programOptions(*e, given, &options, &problem)) << problem;
+    compiler::Compiled c = compiler::compileByRanks(*e, options, 1);
+    EXPECT_TRUE(c.ok()) << name;
+    return c.algo;
+  };
+  for (const char* t : {"fattree:4:8:4", "fattree:4:8"}) {
+    cases.push_back({std::string("ring on ") + t, synth::ringAllReduce(32), preset(t)});
+    cases.push_back({std::string("all-pairs on ") + t, synth::pairwiseAllToAll(32), preset(t)});
+    cases.push_back(
+        {std::string("hierarchical on ") + t, program("hierarchical_allreduce", 32, 8), preset(t)});
+    cases.push_back(
+        {std::string("two-step on ") + t, program("twostep_alltoall", 32, 8), preset(t)});
+  }
+  topo::Topology capped = preset("full:6");
+  capped.nodes[static_cast<size_t>(capped.nodeOfRank(0))].recvCap = 30;
+  capped.nodes[static_cast<size_t>(capped.nodeOfRank(3))].sendCap = 40;
+  cases.push_back({"capped all-pairs", synth::pairwiseAllToAll(6), capped});
+  for (const std::string& f : testing::productionFiles())
+    cases.push_back({f, testing::mustRead(f), preset("ndv4")});
+  int compared = 0;
+  for (const Case& c : cases)
+    for (size_t bytes : {size_t{1} << 16, size_t{32} << 20}) {
+      SCOPED_TRACE(c.what + " at " + std::to_string(bytes) + " bytes");
+      sim::Options o;
+      o.bytes = bytes;
+      o.inplace = !c.algo.outofplace;
+      o.timelineStep = 2e-6;
+      o.recordOrder = true;
+      sim::Result fast = mustSimulate(c.algo, c.topo, o);
+      o.incrementalRates = false;
+      sim::Result slow = mustSimulate(c.algo, c.topo, o);
+      ASSERT_GT(slow.time, 0);
+      EXPECT_NEAR(fast.time, slow.time, slow.time * 1e-9);
+      EXPECT_EQ(fast.transfers, slow.transfers);
+      EXPECT_EQ(fast.order.size(), slow.order.size());
+      ASSERT_EQ(fast.linkBytes.size(), slow.linkBytes.size());
+      for (size_t l = 0; l < slow.linkBytes.size(); ++l)
+        EXPECT_NEAR(fast.linkBytes[l], slow.linkBytes[l], 1 + slow.linkBytes[l] * 1e-9) << l;
+      ASSERT_EQ(fast.timeline.size(), slow.timeline.size());
+      for (size_t l = 0; l < slow.timeline.size(); ++l) {
+        ASSERT_EQ(fast.timeline[l].size(), slow.timeline[l].size()) << l;
+        for (size_t b = 0; b < slow.timeline[l].size(); ++b)
+          EXPECT_NEAR(fast.timeline[l][b], slow.timeline[l][b], 1 + slow.timeline[l][b] * 1e-6);
+      }
+      ++compared;
+    }
+  EXPECT_EQ(compared, 2 * static_cast<int>(cases.size()));
+  EXPECT_GT(cases.size(), 10u);
+}
+
 // LL puts 16 bytes on the wire for 8 useful ones, LL128 128 for 120.
 TEST(Sim, ProtocolEfficiency) {
   topo::Topology ring = preset("ring:4");
