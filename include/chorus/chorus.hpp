@@ -80,6 +80,13 @@ class Comm {
                    int root) const {
     return check(chorusReduce(send, recv, count, t, op, root, c_, nullptr));
   }
+  ApiResult gather(const void* send, void* recv, size_t count, chorusDataType_t t, int root) const {
+    return check(chorusGather(send, recv, count, t, root, c_, nullptr));
+  }
+  ApiResult scatter(const void* send, void* recv, size_t count, chorusDataType_t t,
+                    int root) const {
+    return check(chorusScatter(send, recv, count, t, root, c_, nullptr));
+  }
   ApiResult send(const void* buf, size_t count, chorusDataType_t t, int peer) const {
     return check(chorusSend(buf, count, t, peer, c_, nullptr));
   }

@@ -180,6 +180,8 @@ double busBandwidthFactor(CollectiveKind k, int n) {
     case CollectiveKind::kAllGather:
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllToAll:
+    case CollectiveKind::kGather:  // nccl-tests' gather_perf and scatter_perf
+    case CollectiveKind::kScatter:
       return (dn - 1) / dn;
     default:
       return 1;

@@ -223,7 +223,8 @@ Result<CollectiveData> CollectiveData::make(const VerifiedAlgorithm& va, size_t 
 Result<CollectiveData> CollectiveData::make(CollectiveKind coll, int nranks, int root, size_t count,
                                             DataType type, ReduceOp op, bool inplace, int onlyRank,
                                             bool mappable) {
-  if (!isNcclCollective(coll) && coll != CollectiveKind::kSend)
+  if (!isNcclCollective(coll) && coll != CollectiveKind::kSend && coll != CollectiveKind::kGather &&
+      coll != CollectiveKind::kScatter)
     return Status(StatusCode::kUnsupported, "no closed-form check for collective '" +
                                                 std::string(collectiveName(coll)) + "'");
   return build(coll, nranks, root, count, type, op, inplace, onlyRank, mappable);

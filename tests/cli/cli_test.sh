@@ -70,7 +70,7 @@ check run-too-small 2 'below the smallest call' -- "$chorus" run "$msccl/ap4ll.x
 check run-rejected 2 'the verifier rejects' -- "$chorus" run "$src/tests/data/bad/e301_swapped_offsets.xml"
 
 # perf: nccl-tests-style table, checked; CSV; selection from a directory, explained.
-for coll in allreduce allgather reducescatter alltoall broadcast reduce; do
+for coll in allreduce allgather reducescatter alltoall broadcast reduce gather scatter; do
   check "perf-$coll" 0 'Out of bounds values : 0 OK' -- "$chorus" perf "$coll" --ranks 3 -b 4K -e 64K -f 4 \
     -n 2 -w 1 --check
 done

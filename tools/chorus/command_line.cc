@@ -95,8 +95,9 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
 
   PerfArgs& perf = cl->perf;
   auto* p = app.add_subcommand("perf", "nccl-tests-style sweep of one collective on thread ranks");
-  p->add_option("collective", perf.collective,
-                "allreduce allgather reducescatter alltoall broadcast reduce sendrecv")
+  p->add_option(
+       "collective", perf.collective,
+       "allreduce allgather reducescatter alltoall broadcast reduce gather scatter sendrecv")
       ->required();
   p->add_option("--minbytes,-b", perf.minBytes, "smallest size (default 4K)")
       ->transform(CLI::AsSizeValue(false));

@@ -36,9 +36,12 @@ using Clock = std::chrono::steady_clock;
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // nccl-tests' size is the total over ranks' parts: count x m x element size.
+// Gather and scatter count per rank too, as their C calls do (nccl-tests'
+// gather_perf and scatter_perf).
 size_t multiplier(CollectiveKind k, int n) {
   bool perRank = k == CollectiveKind::kAllGather || k == CollectiveKind::kReduceScatter ||
-                 k == CollectiveKind::kAllToAll;
+                 k == CollectiveKind::kAllToAll || k == CollectiveKind::kGather ||
+                 k == CollectiveKind::kScatter;
   return perRank ? static_cast<size_t>(n) : 1;
 }
 
@@ -66,9 +69,12 @@ Measure measure(const PerfArgs& a, CollectiveKind coll, const Local& local, chor
   const int n = local.nranks;
   Measure m;
   // Processes: buffers from chorusMemAlloc's allocator, which peers read in
-  // place (threads share memory anyway).
-  auto data = runtime::CollectiveData::make(coll, n, a.root, count, type, op, inplace, local.me,
-                                            local.me >= 0 && !a.heapBuffers);
+  // place (threads share memory anyway). The runtime (and an explicit
+  // algorithm) counts gather and scatter over the whole vector.
+  const bool wholeVector = coll == CollectiveKind::kGather || coll == CollectiveKind::kScatter;
+  const size_t runtimeCount = wholeVector ? count * static_cast<size_t>(n) : count;
+  auto data = runtime::CollectiveData::make(coll, n, a.root, runtimeCount, type, op, inplace,
+                                            local.me, local.me >= 0 && !a.heapBuffers);
   if (!data.isOk()) {
     m.error = data.status().message();
     return m;
@@ -79,7 +85,7 @@ Measure measure(const PerfArgs& a, CollectiveKind coll, const Local& local, chor
   auto call = [&](int r) -> ApiResult {
     const runtime::CallArgs& c = d.calls()[static_cast<size_t>(r)];
     const Comm& comm = local.comm(r);
-    if (algo > 0) return comm.runAlgo(algo, c.sendbuff, c.recvbuff, count, ct, cop, a.root);
+    if (algo > 0) return comm.runAlgo(algo, c.sendbuff, c.recvbuff, runtimeCount, ct, cop, a.root);
     switch (coll) {
       case CollectiveKind::kAllReduce:
         return comm.allReduce(c.sendbuff, c.recvbuff, count, ct, cop);
@@ -91,6 +97,10 @@ Measure measure(const PerfArgs& a, CollectiveKind coll, const Local& local, chor
         return comm.allToAll(c.sendbuff, c.recvbuff, count, ct);
       case CollectiveKind::kBroadcast:
         return comm.broadcast(c.sendbuff, c.recvbuff, count, ct, a.root);
+      case CollectiveKind::kGather:
+        return comm.gather(c.sendbuff, c.recvbuff, count, ct, a.root);
+      case CollectiveKind::kScatter:
+        return comm.scatter(c.sendbuff, c.recvbuff, count, ct, a.root);
       case CollectiveKind::kSend: {  // sendrecv: to the next rank, from the previous
         chorusGroupStart();
         ApiResult sent = comm.send(c.sendbuff, count, ct, (r + 1) % n);
@@ -294,10 +304,11 @@ int runPerf(const PerfArgs& a) {
   // ring; it goes by kSend here.
   const bool sendRecv = a.collective == "sendrecv";
   CollectiveKind coll = sendRecv ? CollectiveKind::kSend : parseCollective(a.collective);
-  if (!isNcclCollective(coll) && !sendRecv) {
+  const bool rootedOnly = coll == CollectiveKind::kGather || coll == CollectiveKind::kScatter;
+  if (!isNcclCollective(coll) && !sendRecv && !rootedOnly) {
     std::fprintf(stderr,
                  "chorus perf: unknown collective '%s' (allreduce allgather reducescatter "
-                 "alltoall broadcast reduce sendrecv)\n",
+                 "alltoall broadcast reduce gather scatter sendrecv)\n",
                  a.collective.c_str());
     return 2;
   }
@@ -324,10 +335,10 @@ int runPerf(const PerfArgs& a) {
   std::unique_ptr<Backend> backend;
   if (onDevice) {
     // Every rank in this process, its calls enqueued together.
-    if (sendRecv || a.procs > 0) {
+    if (sendRecv || rootedOnly || a.procs > 0) {
       std::fprintf(stderr,
                    "chorus perf: --device runs the collectives of one process's ranks "
-                   "(no sendrecv, no --procs)\n");
+                   "(no sendrecv, gather or scatter; no --procs)\n");
       return 2;
     }
     BackendOptions bo;
