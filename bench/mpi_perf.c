@@ -5,11 +5,21 @@
  * MPI_Sendrecv_replace),
  * same sizes, same formulas, same CSV columns, so bench/peer_compare.sh can
  * put the two side by side from one run. Float32 sum only.
- *   mpirun -np N mpi_perf COLL MINBYTES MAXBYTES ITERS WARMUP */
+ *   mpirun -np N mpi_perf COLL MINBYTES MAXBYTES ITERS WARMUP
+ *   mpirun -np N mpi_perf init   the slowest rank's MPI_Init, in ms, as
+ *                                `chorus perf` times chorusCommInitFromEnv
+ *                                (bench/init_compare.sh) */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static double nowMs(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
 
 static double busFactor(const char* coll, int n) {
   if (strcmp(coll, "allreduce") == 0) return 2.0 * (n - 1) / n;
@@ -51,10 +61,18 @@ static void call(const char* coll, int inplace, float* send, float* recv, size_t
 }
 
 int main(int argc, char** argv) {
+  const double before = nowMs();
   MPI_Init(&argc, &argv);
+  double initMs = nowMs() - before;
   int n = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (argc == 2 && strcmp(argv[1], "init") == 0) {
+    MPI_Allreduce(MPI_IN_PLACE, &initMs, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0) printf("init,%d,%.1f\n", n, initMs);
+    MPI_Finalize();
+    return 0;
+  }
   if (argc != 6) {
     if (rank == 0) fprintf(stderr, "usage: mpi_perf COLL MINBYTES MAXBYTES ITERS WARMUP\n");
     MPI_Finalize();

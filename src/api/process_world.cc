@@ -263,12 +263,16 @@ std::string ProcessWorld::heardMeanwhile(const Status& first) {
     if (h != first.message()) any = true;
     if (core != first.message() && h != first.message()) out += "\n  meanwhile: " + h;
   }
-  // Reports travel through rank 0; a failure of this rank is answered by
-  // the others' within moments, unless rank 0 passes nothing on.
-  if (!any && me_ != 0)
-    out += boot_->rootLeft()
-               ? "\n  (rank 0 has left, so the other ranks' reports do not reach this one)"
-               : "\n  meanwhile: nothing from rank 0, which passes reports on: it may have stopped";
+  // Reports reach this rank through its parent in the bootstrap (rank 0 in
+  // the star); a failure of this rank is answered by the others' within
+  // moments, unless the parent passes nothing on.
+  if (!any && me_ != 0) {
+    const std::string parent = "rank " + std::to_string(boot_->parent());
+    out += boot_->parentLeft()
+               ? "\n  (" + parent + " has left, so the other ranks' reports do not reach this one)"
+               : "\n  meanwhile: nothing from " + parent +
+                     ", which passes reports on: it may have stopped";
+  }
   return out;
 }
 

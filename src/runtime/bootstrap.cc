@@ -58,6 +58,19 @@ Result<int> parseInt(const char* name, const char* v, int lo, int hi) {
 
 }  // namespace
 
+int treeParent(int r) { return r <= 0 ? -1 : r - (r & -r); }
+
+std::pair<int, int> treeSubtree(int r, int n) {
+  return {r, r == 0 ? n : std::min(n, r + (r & -r))};
+}
+
+std::vector<int> treeChildren(int r, int n) {
+  std::vector<int> out;
+  const int end = treeSubtree(r, n).second;
+  for (int k = 1; r + k < end; k <<= 1) out.push_back(r + k);
+  return out;
+}
+
 namespace wire {
 
 std::string encodeHello(const Hello& h) {
@@ -201,6 +214,33 @@ Result<BootstrapConfig> bootstrapConfigFromEnvironment() {
   }
   // Launchers pass a secret; without one the root address is the secret
   // (every rank knows it, a stray connection does not present it).
+  // The tree's variables come from chorus launch, with CHORUS_RANK (a
+  // program that renames the launcher's variables for torchrun's or
+  // OpenMPI's conventions gets the star those launchers give).
+  const char* ports = env("CHORUS_BOOTSTRAP_PORTS");
+  if (ports != nullptr && std::string_view(rankName) == "CHORUS_RANK") {
+    const char* fd = env("CHORUS_BOOTSTRAP_FD");
+    if (fd == nullptr) return bad("CHORUS_BOOTSTRAP_PORTS is set but not CHORUS_BOOTSTRAP_FD");
+    auto f = parseInt("CHORUS_BOOTSTRAP_FD", fd, 0, 1 << 20);
+    if (!f.isOk()) return f.status();
+    int type = 0;
+    socklen_t len = sizeof type;
+    if (::getsockopt(f.value(), SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM)
+      return bad(std::string("CHORUS_BOOTSTRAP_FD=") + fd + " is not an open stream socket");
+    c.listenFd = f.value();
+    std::string_view list = ports;
+    for (size_t at = 0; at <= list.size();) {
+      size_t comma = std::min(list.find(',', at), list.size());
+      std::string one(list.substr(at, comma - at));
+      auto p = parseInt("CHORUS_BOOTSTRAP_PORTS", one.c_str(), 1, 65535);
+      if (!p.isOk()) return p.status();
+      c.treePorts.push_back(p.value());
+      at = comma + 1;
+    }
+    if (static_cast<int>(c.treePorts.size()) != c.nranks)
+      return bad("CHORUS_BOOTSTRAP_PORTS lists " + std::to_string(c.treePorts.size()) +
+                 " ports for " + std::to_string(c.nranks) + " ranks");
+  }
   const char* secret = env("CHORUS_SECRET");
   c.secret = secret != nullptr ? secret : "addr:" + c.rootHost + ":" + std::to_string(c.rootPort);
   if (const char* t = env("CHORUS_TIMEOUT_S")) {
@@ -220,9 +260,8 @@ Bootstrap::~Bootstrap() {
   }
   for (int fd : wakePipe_)
     if (fd >= 0) ::close(fd);
-  for (int fd : peerFds_)
-    if (fd >= 0) ::close(fd);
-  if (rootFd_ >= 0) ::close(rootFd_);
+  for (const Link& l : links_)
+    if (l.fd >= 0) ::close(l.fd);
   if (listenFd_ >= 0) ::close(listenFd_);
 }
 
@@ -250,7 +289,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::listen(const BootstrapConfig& conf
 Status Bootstrap::accept() {
   const int n = config_.nranks;
   auto deadline = Clock::now() + std::chrono::milliseconds(config_.timeoutMs);
-  peerFds_.assign(static_cast<size_t>(n), -1);
+  std::vector<int> fds(static_cast<size_t>(n), -1);
   hosts_.assign(static_cast<size_t>(n), "");
   hosts_[0] = hostIdentity();
   int joined = 1;
@@ -264,18 +303,21 @@ Status Bootstrap::accept() {
         if (static_cast<int>(h.nranks) != n)
           return "it says the world has " + std::to_string(h.nranks) + " ranks, not " +
                  std::to_string(n);
-        if (h.rank == 0 || peerFds_[h.rank] >= 0)
+        if (h.rank == 0 || fds[h.rank] >= 0)
           return "rank " + std::to_string(h.rank) + " is already taken";
-        peerFds_[h.rank] = a.fd;
+        fds[h.rank] = a.fd;
         hosts_[h.rank] = h.host;
         ++joined;
         return "";
       },
       [&] { return joined == n; });
+  links_.clear();
+  for (int r = 1; r < n; ++r)
+    if (fds[static_cast<size_t>(r)] >= 0) links_.push_back({r, fds[static_cast<size_t>(r)]});
   if (st.code() == StatusCode::kTimeout) {
     std::string missing;
     for (int r = 1; r < n; ++r)
-      if (peerFds_[static_cast<size_t>(r)] < 0) (missing += ' ') += std::to_string(r);
+      if (fds[static_cast<size_t>(r)] < 0) (missing += ' ') += std::to_string(r);
     st = Status(StatusCode::kTimeout, "bootstrap: ranks" + missing + " did not join within " +
                                           std::to_string(config_.timeoutMs / 1000) + " s");
   }
@@ -286,10 +328,94 @@ Status Bootstrap::accept() {
   // Everyone joined: nothing needs the listener any more (docs/security.md).
   ::close(listenFd_);
   listenFd_ = -1;
-  localAddress_ = n > 1 ? net::localAddressOf(peerFds_[1]) : config_.rootHost;
+  localAddress_ = n > 1 ? net::localAddressOf(links_[0].fd) : config_.rootHost;
   std::string table = kData + wire::encodeTable(hosts_);
-  for (int r = 1; r < n; ++r)
-    CHORUS_RETURN_IF_ERROR(sendFrame(peerFds_[static_cast<size_t>(r)], table, deadline));
+  for (const Link& l : links_) CHORUS_RETURN_IF_ERROR(sendFrame(l.fd, table, deadline));
+  return Status::ok();
+}
+
+// The tree: connect to the parent and say who we are (its listening socket
+// exists before any rank runs, so this never waits for it), then admit the
+// children as the star's root admits ranks. The table of hosts is the
+// first all-gather, which also tells a rank that every rank above it
+// joined (or why one gave up).
+Status Bootstrap::treeJoin() {
+  const int n = config_.nranks, me = config_.rank;
+  auto deadline = Clock::now() + std::chrono::milliseconds(config_.timeoutMs);
+  listenFd_ = config_.listenFd;
+  port_ = config_.treePorts[static_cast<size_t>(me)];
+  parent_ = treeParent(me);
+  const std::string who = "bootstrap: rank " + std::to_string(me) + ": ";
+  if (parent_ >= 0) {
+    const int port = config_.treePorts[static_cast<size_t>(parent_)];
+    auto addr = net::resolve(config_.rootHost, port);
+    if (!addr.isOk()) return addr.status();
+    auto fd =
+        net::connectRetrying(addr.value(), deadline,
+                             who + "its parent (rank " + std::to_string(parent_) + ") at " +
+                                 config_.rootHost + ":" + std::to_string(port) + " did not answer");
+    if (!fd.isOk()) return fd.status();
+    links_.push_back({parent_, fd.value()});
+    localAddress_ = net::localAddressOf(fd.value());
+    wire::Hello h{config_.secret, static_cast<uint32_t>(me), static_cast<uint32_t>(n),
+                  hostIdentity()};
+    // Its socket listened before it ran: it may have accepted us and died.
+    if (Status sent = sendFrame(fd.value(), wire::encodeHello(h), deadline); !sent.isOk())
+      return Status(sent.code(), who + "its parent (rank " + std::to_string(parent_) +
+                                     ") went away: " + sent.message());
+  }
+  const std::vector<int> children = treeChildren(me, n);
+  std::vector<int> fds(children.size(), -1);
+  size_t joined = 0;
+  Status st = Status::ok();
+  if (!children.empty())
+    st = net::acceptHellos(
+        listenFd_, 1, deadline, "bootstrap",
+        [&](net::Arrival& a) -> std::string {
+          Result<wire::Hello> hello = wire::decodeHello(a.frames[0]);
+          if (!hello.isOk()) return hello.status().message();
+          const wire::Hello& h = hello.value();
+          if (!net::sameSecret(h.secret, config_.secret)) return "wrong secret";
+          if (static_cast<int>(h.nranks) != n)
+            return "it says the world has " + std::to_string(h.nranks) + " ranks, not " +
+                   std::to_string(n);
+          auto at = std::find(children.begin(), children.end(), static_cast<int>(h.rank));
+          if (at == children.end())
+            return "rank " + std::to_string(h.rank) + " is not a child of rank " +
+                   std::to_string(me) + " in the bootstrap tree";
+          auto k = static_cast<size_t>(at - children.begin());
+          if (fds[k] >= 0) return "rank " + std::to_string(h.rank) + " is already taken";
+          fds[k] = a.fd;
+          ++joined;
+          return "";
+        },
+        [&] { return joined == children.size(); });
+  for (size_t k = 0; k < children.size(); ++k)
+    if (fds[k] >= 0) links_.push_back({children[k], fds[k]});
+  if (st.code() == StatusCode::kTimeout) {
+    std::string missing;
+    for (size_t k = 0; k < children.size(); ++k)
+      if (fds[k] < 0) (missing += ' ') += std::to_string(children[k]);
+    st = Status(StatusCode::kTimeout, "bootstrap: ranks" + missing + " did not join within " +
+                                          std::to_string(config_.timeoutMs / 1000) + " s");
+  }
+  if (!st.isOk()) {
+    goodbye(st.message());  // the ranks that joined learn why, not just a timeout
+    return st;
+  }
+  ::close(listenFd_);
+  listenFd_ = -1;
+  if (me == 0) localAddress_ = n > 1 ? net::localAddressOf(links_[0].fd) : config_.rootHost;
+  auto hosts = allGather(hostIdentity());
+  if (!hosts.isOk()) {
+    if (me == 0 || hosts.status().code() != StatusCode::kAborted) return hosts.status();
+    return Status(StatusCode::kAborted, who + "not admitted: " + hosts.status().message());
+  }
+  hosts_ = std::move(hosts).value();
+  if (logEnabled(LogLevel::kInfo))
+    logLine(LogLevel::kInfo, "bootstrap: rank " + std::to_string(me) + " joined the tree" +
+                                 (parent_ >= 0 ? " under rank " + std::to_string(parent_) : "") +
+                                 ", " + std::to_string(children.size()) + " children");
   return Status::ok();
 }
 
@@ -297,6 +423,14 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::connect(const BootstrapConfig& con
   if (config.nranks < 1 || config.rank < 0 || config.rank >= config.nranks)
     return bad("rank " + std::to_string(config.rank) + " of " + std::to_string(config.nranks));
   (void)failpoint("bootstrap.connect");  // fault injection (core/failpoint.h)
+  if (!config.treePorts.empty()) {
+    if (static_cast<int>(config.treePorts.size()) != config.nranks || config.listenFd < 0)
+      return bad("the bootstrap tree needs a port per rank and this rank's listening socket");
+    std::unique_ptr<Bootstrap> b(new Bootstrap());
+    b->config_ = config;
+    CHORUS_RETURN_IF_ERROR(b->treeJoin());
+    return b;
+  }
   if (config.rank == 0) {
     auto b = listen(config);
     if (!b.isOk()) return b.status();
@@ -305,6 +439,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::connect(const BootstrapConfig& con
   }
   std::unique_ptr<Bootstrap> b(new Bootstrap());
   b->config_ = config;
+  b->parent_ = 0;
   auto addr = net::resolve(config.rootHost, config.rootPort);
   if (!addr.isOk()) return addr.status();
   auto deadline = Clock::now() + std::chrono::milliseconds(config.timeoutMs);
@@ -313,14 +448,15 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::connect(const BootstrapConfig& con
       addr.value(), deadline,
       "bootstrap: rank " + std::to_string(config.rank) + ": the root (rank 0) did not answer");
   if (!fd.isOk()) return fd.status();
-  b->rootFd_ = fd.value();
-  b->localAddress_ = net::localAddressOf(b->rootFd_);
+  b->links_.push_back({0, fd.value()});
+  const int rootFd = fd.value();
+  b->localAddress_ = net::localAddressOf(rootFd);
   wire::Hello h{config.secret, static_cast<uint32_t>(config.rank),
                 static_cast<uint32_t>(config.nranks), hostIdentity()};
-  CHORUS_RETURN_IF_ERROR(sendFrame(b->rootFd_, wire::encodeHello(h), deadline));
+  CHORUS_RETURN_IF_ERROR(sendFrame(rootFd, wire::encodeHello(h), deadline));
   // The root answers by its own deadline (the table, or why it gave up)
   // unless it died; the margin lets its answer arrive.
-  auto table = recvFrame(b->rootFd_, deadline + std::chrono::seconds(2));
+  auto table = recvFrame(rootFd, deadline + std::chrono::seconds(2));
   const std::string rank = "bootstrap: rank " + std::to_string(config.rank) + ": ";
   if (!table.isOk()) {
     return Status(table.status().code(),
@@ -340,30 +476,56 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::connect(const BootstrapConfig& con
   return b;
 }
 
+// Up the tree and back down: each rank sends its parent the blobs of its
+// subtree (its own, then its children's, in rank order), and rank 0 sends
+// everything back down. In the star every subtree but rank 0's is one rank.
 Result<std::vector<std::string>> Bootstrap::allGather(std::string_view mine) {
   (void)failpoint("bootstrap.allgather");
   auto deadline = Clock::now() + std::chrono::milliseconds(config_.timeoutMs);
-  const auto n = static_cast<uint32_t>(config_.nranks);
-  if (config_.rank != 0) {
-    CHORUS_RETURN_IF_ERROR(sendData(rootFd_, mine, deadline));
-    // The root answers by its deadline (everything, or which rank failed)
+  const int n = config_.nranks, me = config_.rank;
+  auto subtree = [&](int r) {
+    return tree() ? treeSubtree(r, n) : r == 0 ? std::pair{0, n} : std::pair{r, r + 1};
+  };
+  std::vector<std::string> blobs(static_cast<size_t>(n));
+  blobs[static_cast<size_t>(me)] = std::string(mine);
+  const size_t first = parent_ >= 0 ? 1 : 0;  // links_[0] is the parent's
+  for (size_t k = first; k < links_.size(); ++k) {
+    auto [lo, hi] = subtree(links_[k].rank);
+    auto f = recvData(k, deadline);
+    auto part = f.isOk() ? wire::decodeBlobs(f.value(), static_cast<uint32_t>(hi - lo))
+                         : Result<std::vector<std::string>>(f.status());
+    if (!part.isOk()) {
+      goodbye(part.status().message());  // the others learn which rank, not just that we left
+      return part.status();
+    }
+    std::move(part.value().begin(), part.value().end(),
+              blobs.begin() + static_cast<std::ptrdiff_t>(lo));
+  }
+  if (parent_ >= 0) {
+    auto [lo, hi] = subtree(me);
+    std::vector<std::string> up(blobs.begin() + lo, blobs.begin() + hi);
+    CHORUS_RETURN_IF_ERROR(sendData(0, wire::encodeBlobs(up), deadline));
+    // The parent answers by its deadline (everything, or which rank failed)
     // unless it died; the margin lets its answer arrive.
     auto all = recvData(0, deadline + std::chrono::seconds(2));
-    if (!all.isOk()) return all.status();
-    return wire::decodeBlobs(all.value(), n);
-  }
-  std::vector<std::string> blobs(n);
-  blobs[0] = std::string(mine);
-  for (uint32_t r = 1; r < n; ++r) {
-    auto f = recvData(static_cast<int>(r), deadline);
-    if (!f.isOk()) {
-      goodbye(f.status().message());  // the others learn which rank, not just that rank 0 left
-      return f.status();
+    auto decoded = all.isOk() ? wire::decodeBlobs(all.value(), static_cast<uint32_t>(n))
+                              : Result<std::vector<std::string>>(all.status());
+    if (!decoded.isOk()) {
+      // The ranks below wait on this one: they learn why (the parent knows).
+      std::string why(1, kFailed);
+      why.append(decoded.status().message().substr(0, kMaxReason));
+      std::lock_guard<std::mutex> lock(sendMu_);
+      for (size_t k = first; k < links_.size(); ++k)
+        (void)sendFrame(links_[k].fd, why, Clock::now() + std::chrono::seconds(1));
+      return decoded.status();
     }
-    blobs[r] = std::move(f).value();
+    blobs = std::move(decoded).value();
   }
-  std::string all = wire::encodeBlobs(blobs);
-  for (uint32_t r = 1; r < n; ++r) CHORUS_RETURN_IF_ERROR(sendData(peerFds_[r], all, deadline));
+  if (links_.size() > first) {
+    std::string all = wire::encodeBlobs(blobs);
+    for (size_t k = first; k < links_.size(); ++k)
+      CHORUS_RETURN_IF_ERROR(sendData(k, all, deadline));
+  }
   return blobs;
 }
 
@@ -372,11 +534,14 @@ Status Bootstrap::barrier() {
   return r.isOk() ? Status::ok() : r.status();
 }
 
-Status Bootstrap::sendData(int fd, std::string_view payload, Clock::time_point deadline) {
+Status Bootstrap::sendData(size_t slot, std::string_view payload, Clock::time_point deadline) {
   std::string f(1, kData);
   f.append(payload);
   std::lock_guard<std::mutex> lock(sendMu_);
-  return sendFrame(fd, f, deadline);
+  Status st = sendFrame(links_[slot].fd, f, deadline);
+  if (st.isOk()) return st;
+  return Status(st.code(), "bootstrap: sending to rank " + std::to_string(links_[slot].rank) +
+                               ": " + st.message());
 }
 
 namespace {
@@ -396,10 +561,11 @@ std::string leaving(int who, const Result<std::string>& f) {
 
 }  // namespace
 
-Result<std::string> Bootstrap::recvData(int who, Clock::time_point deadline) {
+Result<std::string> Bootstrap::recvData(size_t slot, Clock::time_point deadline) {
+  const int who = links_[slot].rank;
   if (!monitor_.joinable()) {
     for (;;) {
-      auto f = recvFrame(fdOf(who), deadline);
+      auto f = recvFrame(links_[slot].fd, deadline);
       const std::string from = "bootstrap: rank " + std::to_string(who);
       if (!f.isOk()) return Status(f.status().code(), from + ": " + f.status().message());
       if (!f.value().empty() && f.value()[0] == kData) return f.value().substr(1);
@@ -409,16 +575,15 @@ Result<std::string> Bootstrap::recvData(int who, Clock::time_point deadline) {
     }
   }
   std::unique_lock<std::mutex> lock(mu_);
-  auto& q = inbox_[static_cast<size_t>(who)];
-  if (!cv_.wait_until(lock, deadline,
-                      [&] { return !q.empty() || gone_[static_cast<size_t>(who)]; }))
+  auto& q = inbox_[slot];
+  if (!cv_.wait_until(lock, deadline, [&] { return !q.empty() || gone_[slot]; }))
     return Status(StatusCode::kTimeout,
                   "bootstrap: rank " + std::to_string(who) + " did not answer");
   if (q.empty())
     return Status(StatusCode::kAborted,
-                  "bootstrap: " + (why_[static_cast<size_t>(who)].empty()
+                  "bootstrap: " + (why_[slot].empty()
                                        ? "rank " + std::to_string(who) + " closed its connection"
-                                       : why_[static_cast<size_t>(who)]));
+                                       : why_[slot]));
   std::string f = std::move(q.front());
   q.pop_front();
   return f;
@@ -431,61 +596,63 @@ void Bootstrap::goodbye(std::string_view failure) {
   std::string bye(1, failure.empty() ? kBye : kFailed);
   bye.append(failure.substr(0, kMaxReason));
   std::lock_guard<std::mutex> lock(sendMu_);
-  if (config_.rank != 0 && rootFd_ >= 0) (void)sendFrame(rootFd_, bye, deadline);
-  for (int fd : peerFds_)
-    if (fd >= 0) (void)sendFrame(fd, bye, deadline);
+  for (const Link& l : links_)
+    if (l.fd >= 0) (void)sendFrame(l.fd, bye, deadline);
 }
 
 std::string Bootstrap::newsOfPeers() {
   if (monitor_.joinable()) return "";
-  const int peers = config_.rank == 0 ? config_.nranks : 1;
   std::string news;
-  for (int w = config_.rank == 0 ? 1 : 0; w < peers; ++w) {
-    int fd = fdOf(w);
-    pollfd p{fd, POLLIN, 0};
-    if (fd < 0 || ::poll(&p, 1, 0) != 1) continue;
-    std::string why = leaving(w, recvFrame(fd, Clock::now() + std::chrono::milliseconds(100)));
+  for (const Link& l : links_) {
+    pollfd p{l.fd, POLLIN, 0};
+    if (l.fd < 0 || ::poll(&p, 1, 0) != 1) continue;
+    std::string why =
+        leaving(l.rank, recvFrame(l.fd, Clock::now() + std::chrono::milliseconds(100)));
     if (!why.empty()) news += (news.empty() ? "" : "; ") + why;
   }
   return news;
 }
 
-bool Bootstrap::rootLeft() {
+bool Bootstrap::parentLeft() {
   std::lock_guard<std::mutex> lock(mu_);
-  return config_.rank != 0 && !byeFrom_.empty() && byeFrom_[0];
+  return parent_ >= 0 && !byeFrom_.empty() && byeFrom_[0];
 }
 
 void Bootstrap::startMonitor(std::function<void(int, const std::string&)> onLost) {
   if (monitor_.joinable()) return;
   if (::pipe2(wakePipe_, O_CLOEXEC) != 0) return;  // no monitor: timeouts still apply
   onLost_ = std::move(onLost);
-  size_t slots = config_.rank == 0 ? static_cast<size_t>(config_.nranks) : 1;
-  inbox_.assign(slots, {});
-  gone_.assign(slots, false);
-  byeFrom_.assign(slots, false);
-  why_.assign(slots, "");
-  if (config_.rank == 0) gone_[0] = true;  // itself
+  inbox_.assign(links_.size(), {});
+  gone_.assign(links_.size(), false);
+  byeFrom_.assign(links_.size(), false);
+  why_.assign(links_.size(), "");
+  lost_.assign(static_cast<size_t>(config_.nranks), false);
   monitor_ = std::thread([this] { monitorMain(); });
 }
 
+// Reads every link. A link that closes without a goodbye, or a goodbye
+// after an error, is a lost rank; so is a notice (kLost) from a link. Each
+// loss is reported here once and passed on to every other link still open:
+// in the star rank 0 tells everyone, in the tree the notice floods the tree
+// (each rank hears it once, over the one path from where it was seen).
 void Bootstrap::monitorMain() {
-  const bool root = config_.rank == 0;
   for (;;) {
     std::vector<pollfd> fds{{wakePipe_[0], POLLIN, 0}};
-    std::vector<int> who;
+    std::vector<size_t> slots;
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (size_t i = 0; i < gone_.size(); ++i)
         if (!gone_[i]) {
-          fds.push_back({fdOf(static_cast<int>(i)), POLLIN, 0});
-          who.push_back(static_cast<int>(i));
+          fds.push_back({links_[i].fd, POLLIN, 0});
+          slots.push_back(i);
         }
     }
     if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) return;
     if (fds[0].revents != 0) return;  // shutting down
     for (size_t k = 1; k < fds.size(); ++k) {
       if (fds[k].revents == 0) continue;
-      int w = who[k - 1];
+      const size_t slot = slots[k - 1];
+      const int w = links_[slot].rank;
       auto f = recvFrame(fds[k].fd, Clock::now() + std::chrono::milliseconds(config_.timeoutMs));
       std::string lostWhy;
       int lostRank = -1;
@@ -493,42 +660,50 @@ void Bootstrap::monitorMain() {
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (!f.isOk() || f.value().empty()) {
-          gone_[static_cast<size_t>(w)] = true;
-          if (!byeFrom_[static_cast<size_t>(w)]) {
+          gone_[slot] = true;
+          if (!byeFrom_[slot]) {
             lostRank = w;
             lostWhy = leaving(w, f);
           }
         } else if (f.value()[0] == kData) {
-          inbox_[static_cast<size_t>(w)].push_back(f.value().substr(1));
+          inbox_[slot].push_back(f.value().substr(1));
         } else if (f.value()[0] == kBye) {
-          byeFrom_[static_cast<size_t>(w)] = true;
+          byeFrom_[slot] = true;
         } else if (f.value()[0] == kFailed) {
           // It leaves because its calls failed: ours with it cannot finish.
-          byeFrom_[static_cast<size_t>(w)] = true;
+          byeFrom_[slot] = true;
           lostRank = w;
           lostWhy = leaving(w, f);
-        } else if (f.value()[0] == kLost && !root && f.value().size() >= 5) {
+        } else if (f.value()[0] == kLost && f.value().size() >= 5) {
           uint32_t r = 0;
           Reader(std::string_view(f.value()).substr(1, 4)).u32(&r);
-          lostRank = static_cast<int>(r);
-          lostWhy = f.value().size() > 5 ? f.value().substr(5, kMaxReason)
-                                         : "rank " + std::to_string(r) +
-                                               " is gone (rank 0 lost its connection to it)";
+          if (r < lost_.size()) {
+            lostRank = static_cast<int>(r);
+            lostWhy = f.value().size() > 5 ? f.value().substr(5, kMaxReason)
+                                           : "rank " + std::to_string(r) + " is gone (rank " +
+                                                 std::to_string(w) + " lost its connection to it)";
+          }
+        }
+        if (lostRank == w) why_[slot] = lostWhy;
+        if (lostRank >= 0) {
+          if (lost_[static_cast<size_t>(lostRank)])
+            lostRank = -1;  // heard already
+          else
+            lost_[static_cast<size_t>(lostRank)] = true;
         }
         goneNow = gone_;
       }
-      if (lostRank == w) why_[static_cast<size_t>(w)] = lostWhy;
       cv_.notify_all();
       if (lostRank < 0) continue;
-      if (root) {  // tell everyone else
-        std::string notice(1, kLost);
-        putU32(notice, static_cast<uint32_t>(lostRank));
-        notice.append(lostWhy);
+      // Pass it on to every other link still open.
+      std::string notice(1, kLost);
+      putU32(notice, static_cast<uint32_t>(lostRank));
+      notice.append(lostWhy);
+      {
         std::lock_guard<std::mutex> lock(sendMu_);
-        for (int r = 1; r < config_.nranks; ++r)
-          if (r != lostRank && !goneNow[static_cast<size_t>(r)])
-            (void)sendFrame(peerFds_[static_cast<size_t>(r)], notice,
-                            Clock::now() + std::chrono::seconds(1));
+        for (size_t i = 0; i < links_.size(); ++i)
+          if (i != slot && links_[i].rank != lostRank && !goneNow[i])
+            (void)sendFrame(links_[i].fd, notice, Clock::now() + std::chrono::seconds(1));
       }
       if (onLost_) onLost_(lostRank, lostWhy);
     }

@@ -1,9 +1,19 @@
 // Bootstrap: how the ranks of a communicator that live in different
-// processes (or hosts) find each other (issue 4). Rank 0 listens at the root
-// address; every other rank connects, proves it holds the communicator's
-// secret and says who it is (rank, world size, host identity); rank 0 answers
-// with the table of all ranks. The same connections then carry small
-// collectives (all-gather of short blobs, barrier) used to set up transports.
+// processes (or hosts) find each other (issue 4). Two shapes:
+//   - the star: rank 0 listens at the root address; every other rank
+//     connects, proves it holds the communicator's secret and says who it
+//     is (rank, world size, host identity); rank 0 answers with the table
+//     of all ranks. Launchers that give each rank only the root's address
+//     (torchrun, mpirun, chorusGetUniqueId) get this one.
+//   - the tree (issue 26): when every rank's address is known in advance
+//     (chorus launch binds a listening socket per rank and hands each its
+//     own, with every rank's port), rank r connects to its parent in a
+//     binomial tree (r less its lowest set bit), which checks it as the
+//     root does. Joining then takes ceil(log2 N) rounds, and no rank
+//     handles more than ceil(log2 N) connections.
+// The same connections then carry small collectives (all-gather of short
+// blobs, barrier) used to set up transports: up the tree (the star is a
+// tree of depth 1) and back down, 2 ceil(log2 N) rounds in the tree.
 //
 // The wire format is length-prefixed frames; decoding checks every length
 // and value, so malformed bytes are an error, never a crash (fuzzed).
@@ -18,6 +28,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -32,10 +43,22 @@ struct BootstrapConfig {
   int rootPort = 0;  // rank 0: 0 = any free port (see Bootstrap::rootPort)
   std::string secret;
   int timeoutMs = 300000;
+  // The tree: every rank's bootstrap port on rootHost, by rank (empty: the
+  // star), and this rank's socket already listening on its own port
+  // (CHORUS_BOOTSTRAP_PORTS, CHORUS_BOOTSTRAP_FD; chorus launch sets both).
+  std::vector<int> treePorts;
+  int listenFd = -1;
 };
 
+// The binomial tree of `n` ranks rooted at 0: rank r's parent (-1 for 0),
+// its children (ascending), and the ranks of its subtree [first, last).
+int treeParent(int r);
+std::vector<int> treeChildren(int r, int n);
+std::pair<int, int> treeSubtree(int r, int n);
+
 // Reads the configuration from the environment: Chorus's own variables
-// (CHORUS_RANK, CHORUS_WORLD_SIZE, CHORUS_ROOT=host:port, CHORUS_SECRET),
+// (CHORUS_RANK, CHORUS_WORLD_SIZE, CHORUS_ROOT=host:port, CHORUS_SECRET, and
+// for the tree CHORUS_BOOTSTRAP_PORTS=p0,p1,... and CHORUS_BOOTSTRAP_FD),
 // else torchrun's (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), else
 // OpenMPI's (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE with the root from
 // CHORUS_ROOT or the file named by CHORUS_ROOT_FILE). kNotFound when none is
@@ -116,28 +139,37 @@ class Bootstrap {
   // error ("rank 0 closed its connection (...)"), or "" if none did. For
   // the message of a set-up step that failed because a peer went away.
   std::string newsOfPeers();
-  // Whether the root said goodbye (it left on purpose); non-root ranks only.
-  bool rootLeft();
+  // The rank that passes reports on to this one (its parent: rank 0 in the
+  // star), -1 for rank 0; and whether it said goodbye (left on purpose).
+  int parent() const { return parent_; }
+  bool parentLeft();
+  bool tree() const { return !config_.treePorts.empty(); }
 
  private:
   Bootstrap() = default;
-  Status sendData(int fd, std::string_view payload, std::chrono::steady_clock::time_point deadline);
-  Result<std::string> recvData(int who, std::chrono::steady_clock::time_point deadline);
+  Status treeJoin();
+  // To links_[slot]; a failure names its rank.
+  Status sendData(size_t slot, std::string_view payload,
+                  std::chrono::steady_clock::time_point deadline);
+  // From links_[slot].
+  Result<std::string> recvData(size_t slot, std::chrono::steady_clock::time_point deadline);
   void monitorMain();
-  int fdOf(int who) const {
-    return config_.rank == 0 ? peerFds_[static_cast<size_t>(who)] : rootFd_;
-  }
   BootstrapConfig config_;
   int port_ = 0;
   int listenFd_ = -1;
-  std::vector<int> peerFds_;  // rank 0: socket of each rank (-1 for itself)
-  int rootFd_ = -1;           // others: socket to rank 0
+  // The connections: to the parent first (none for rank 0), then to each
+  // child in rank order (the star's rank 0: every other rank).
+  struct Link {
+    int rank = -1;
+    int fd = -1;
+  };
+  std::vector<Link> links_;
+  int parent_ = -1;
   std::vector<std::string> hosts_;
   std::string localAddress_;
 
   // The monitor: it owns all reads once started. Data frames for
-  // allGather/barrier wait in `inbox_` by sender (rank 0: by rank; others:
-  // index 0 = rank 0).
+  // allGather/barrier wait in `inbox_` by link (as links_).
   std::thread monitor_;
   int wakePipe_[2] = {-1, -1};
   std::function<void(int, const std::string&)> onLost_;
@@ -147,6 +179,7 @@ class Bootstrap {
   std::vector<bool> gone_;        // connection closed (after goodbye or not)
   std::vector<bool> byeFrom_;     // the peer said goodbye before closing
   std::vector<std::string> why_;  // why each peer is gone (guarded by mu_), empty if unknown
+  std::vector<bool> lost_;        // by rank: its loss was reported here (once each)
   bool saidGoodbye_ = false;
   std::mutex sendMu_;  // the monitor forwards notices while callers send data
 };

@@ -1,7 +1,9 @@
 // A rank of a multi-process job for the `mp` tests: reads its configuration
 // from the environment (as set by `chorus launch`, torchrun or mpirun), joins
 // the bootstrap and checks an all-gather of every rank's id. Exit 0 only if
-// everything it saw is right.
+// everything it saw is right. It says how long joining, the all-gather and
+// a barrier took, and whether it joined in the tree or the star.
+#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -14,6 +16,7 @@ int main() {
     std::fprintf(stderr, "probe: %s\n", cfg.status().message().c_str());
     return 1;
   }
+  const auto t0 = std::chrono::steady_clock::now();
   auto b = Bootstrap::connect(cfg.value());
   if (!b.isOk()) {
     std::fprintf(stderr, "probe rank %d: %s\n", cfg.value().rank, b.status().message().c_str());
@@ -33,7 +36,9 @@ int main() {
     if (b.value()->hosts()[static_cast<size_t>(r)] != hostIdentity()) return 1;
   }
   if (!b.value()->barrier().isOk()) return 1;
-  std::printf("rank %d of %d: bootstrap ok, all ranks on this host\n", cfg.value().rank,
-              cfg.value().nranks);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("rank %d of %d: bootstrap ok (%s, %.1f ms), all ranks on this host\n",
+              cfg.value().rank, cfg.value().nranks, b.value()->tree() ? "tree" : "star", ms);
   return 0;
 }

@@ -10,8 +10,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -81,6 +83,164 @@ TEST(Bootstrap, TheOthersLearnWhichRankNeverJoinedOrLeft) {
   EXPECT_NE(gathered.message().find("rank 0 left after an error: bootstrap: rank 2 left"),
             std::string::npos)
       << gathered.message();
+}
+
+// The tree's shape: every rank but 0 hangs under a lower rank, the
+// subtrees partition the ranks, and neither depth nor fan-out passes
+// ceil(log2 n) (the rounds and connections issue 26 asks for).
+TEST(BootstrapTree, ShapeIsABinomialTree) {
+  for (int n = 1; n <= 130; ++n) {
+    int log2n = 0;
+    while ((1 << log2n) < n) ++log2n;
+    EXPECT_EQ(treeSubtree(0, n), (std::pair{0, n}));
+    EXPECT_EQ(treeParent(0), -1);
+    for (int r = 0; r < n; ++r) {
+      auto [lo, hi] = treeSubtree(r, n);
+      EXPECT_EQ(lo, r);
+      EXPECT_LE(hi, n);
+      std::vector<int> kids = treeChildren(r, n);
+      EXPECT_LE(static_cast<int>(kids.size()), log2n);
+      // Its children's subtrees tile the rest of its own.
+      int next = r + 1;
+      for (int c : kids) {
+        EXPECT_EQ(treeParent(c), r);
+        EXPECT_EQ(treeSubtree(c, n).first, next);
+        next = treeSubtree(c, n).second;
+      }
+      EXPECT_EQ(next, hi) << r << " of " << n;
+      int depth = 0;
+      for (int a = r; a != 0; a = treeParent(a)) ++depth;
+      EXPECT_LE(depth, log2n);
+    }
+  }
+}
+
+// What chorus launch does for the tree: a listening socket per rank, made
+// before any rank runs.
+struct TreeSockets {
+  std::vector<int> fds, ports;
+  explicit TreeSockets(int n) {
+    for (int r = 0; r < n; ++r) {
+      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      socklen_t len = sizeof a;
+      EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+      EXPECT_EQ(::listen(fd, 128), 0);
+      EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+      fds.push_back(fd);
+      ports.push_back(ntohs(a.sin_port));
+    }
+  }
+  BootstrapConfig config(int r, int timeoutMs = 20000) const {
+    BootstrapConfig c;
+    c.rank = r;
+    c.nranks = static_cast<int>(fds.size());
+    c.rootPort = ports[0];
+    c.secret = "s3cret";
+    c.timeoutMs = timeoutMs;
+    c.treePorts = ports;
+    c.listenFd = fds[static_cast<size_t>(r)];  // the bootstrap closes it once joined
+    return c;
+  }
+};
+
+TEST(BootstrapTree, RanksJoinAllGatherAndBarrier) {
+  for (int n : {1, 2, 5, 13}) {
+    TreeSockets socks(n);
+    std::vector<std::vector<std::string>> got(static_cast<size_t>(n));
+    std::vector<Status> st(static_cast<size_t>(n));
+    std::vector<std::thread> ts;
+    for (int r = 0; r < n; ++r)
+      ts.emplace_back([&, r] {
+        auto b = Bootstrap::connect(socks.config(r));
+        if (!b.isOk()) {
+          st[static_cast<size_t>(r)] = b.status();
+          return;
+        }
+        EXPECT_EQ(b.value()->hosts(),
+                  std::vector<std::string>(static_cast<size_t>(n), hostIdentity()));
+        EXPECT_EQ(b.value()->parent(), treeParent(r));
+        auto all = b.value()->allGather("blob" + std::to_string(r * r));
+        if (all.isOk()) got[static_cast<size_t>(r)] = all.value();
+        st[static_cast<size_t>(r)] = all.isOk() ? b.value()->barrier() : all.status();
+        EXPECT_FALSE(b.value()->localAddress().empty());
+      });
+    for (auto& t : ts) t.join();
+    std::vector<std::string> want;
+    for (int r = 0; r < n; ++r) want.push_back("blob" + std::to_string(r * r));
+    for (int r = 0; r < n; ++r) {
+      EXPECT_TRUE(st[static_cast<size_t>(r)].isOk())
+          << r << ": " << st[static_cast<size_t>(r)].message();
+      EXPECT_EQ(got[static_cast<size_t>(r)], want) << "rank " << r << " of " << n;
+    }
+  }
+}
+
+// Rank 4 of 6 never comes: its parent (0) names it, and every rank that
+// joined learns why from the ranks above it; rank 5 (its child) waits on
+// it and names it when its time is up.
+TEST(BootstrapTree, AMissingRankIsNamedEverywhere) {
+  const int n = 6;
+  TreeSockets socks(n);
+  std::vector<Status> st(static_cast<size_t>(n));
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r) {
+    if (r == 4) continue;
+    ts.emplace_back([&, r] {
+      auto b = Bootstrap::connect(socks.config(r, 1000));
+      st[static_cast<size_t>(r)] = b.isOk() ? Status::ok() : b.status();
+    });
+  }
+  for (auto& t : ts) t.join();
+  ::close(socks.fds[4]);
+  EXPECT_NE(st[0].message().find("ranks 4 did not join"), std::string::npos) << st[0].message();
+  for (int r : {1, 2, 3})
+    EXPECT_NE(st[static_cast<size_t>(r)].message().find("ranks 4 did not join"), std::string::npos)
+        << r << ": " << st[static_cast<size_t>(r)].message();
+  EXPECT_FALSE(st[5].isOk());
+  EXPECT_NE(st[5].message().find("rank 4"), std::string::npos) << st[5].message();
+}
+
+// After joining, rank 2 (an inner rank: 3 hangs under it) leaves after an
+// error: every other rank hears of it exactly once, through the tree.
+TEST(BootstrapTree, ALossFloodsTheTreeOnce) {
+  const int n = 5;  // 0 -> {1, 2, 4}, 2 -> {3}
+  TreeSockets socks(n);
+  std::vector<std::unique_ptr<Bootstrap>> boots(static_cast<size_t>(n));
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r)
+    ts.emplace_back([&, r] {
+      auto b = Bootstrap::connect(socks.config(r));
+      ASSERT_TRUE(b.isOk()) << b.status().message();
+      boots[static_cast<size_t>(r)] = std::move(b).value();
+    });
+  for (auto& t : ts) t.join();
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int> heard(static_cast<size_t>(n), 0);
+  std::vector<std::string> why(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r)
+    boots[static_cast<size_t>(r)]->startMonitor([&, r](int lost, const std::string& w) {
+      std::lock_guard<std::mutex> lock(mu);
+      EXPECT_EQ(lost, 2);
+      ++heard[static_cast<size_t>(r)];
+      why[static_cast<size_t>(r)] = w;
+      cv.notify_all();
+    });
+  boots[2]->goodbye("its calls failed: boom");
+  std::unique_lock<std::mutex> lock(mu);
+  EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(20),
+                          [&] { return heard[0] && heard[1] && heard[3] && heard[4]; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // no echo comes back
+  for (int r : {0, 1, 3, 4}) {
+    EXPECT_EQ(heard[static_cast<size_t>(r)], 1) << r;
+    EXPECT_NE(why[static_cast<size_t>(r)].find("boom"), std::string::npos)
+        << why[static_cast<size_t>(r)];
+  }
+  lock.unlock();
+  boots.clear();
 }
 
 TEST(Bootstrap, RanksJoinAllGatherAndBarrier) {
@@ -292,6 +452,39 @@ TEST(BootstrapEnvironment, ChorusTorchrunAndOpenMpiConventions) {
   EXPECT_EQ(c.value().nranks, 3);
   EXPECT_EQ(c.value().rootPort, 4321);
   for (const char* v : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "CHORUS_ROOT_FILE"})
+    unsetenv(v);
+
+  // The tree (chorus launch): every rank's port and this rank's socket.
+  setenv("CHORUS_RANK", "1", 1);
+  setenv("CHORUS_WORLD_SIZE", "3", 1);
+  setenv("CHORUS_ROOT", "127.0.0.1:4000", 1);
+  TreeSockets socks(1);
+  const std::string fd = std::to_string(socks.fds[0]);
+  setenv("CHORUS_BOOTSTRAP_PORTS", "4000,4001,4002", 1);
+  EXPECT_NE(bootstrapConfigFromEnvironment().status().message().find("not CHORUS_BOOTSTRAP_FD"),
+            std::string::npos);
+  setenv("CHORUS_BOOTSTRAP_FD", fd.c_str(), 1);
+  c = bootstrapConfigFromEnvironment();
+  ASSERT_TRUE(c.isOk()) << c.status().message();
+  EXPECT_EQ(c.value().treePorts, (std::vector<int>{4000, 4001, 4002}));
+  EXPECT_EQ(c.value().listenFd, socks.fds[0]);
+  setenv("CHORUS_BOOTSTRAP_PORTS", "4000,4001", 1);
+  EXPECT_NE(bootstrapConfigFromEnvironment().status().message().find("lists 2 ports for 3 ranks"),
+            std::string::npos);
+  setenv("CHORUS_BOOTSTRAP_PORTS", "4000,x,4002", 1);
+  EXPECT_NE(bootstrapConfigFromEnvironment().status().message().find("CHORUS_BOOTSTRAP_PORTS='x'"),
+            std::string::npos);
+  setenv("CHORUS_BOOTSTRAP_PORTS", "4000,4001,4002", 1);
+  int pipeFds[2];
+  ASSERT_EQ(::pipe(pipeFds), 0);
+  setenv("CHORUS_BOOTSTRAP_FD", std::to_string(pipeFds[0]).c_str(), 1);  // not a socket
+  EXPECT_NE(bootstrapConfigFromEnvironment().status().message().find("not an open stream socket"),
+            std::string::npos);
+  ::close(pipeFds[0]);
+  ::close(pipeFds[1]);
+  ::close(socks.fds[0]);
+  for (const char* v : {"CHORUS_RANK", "CHORUS_WORLD_SIZE", "CHORUS_ROOT", "CHORUS_BOOTSTRAP_PORTS",
+                        "CHORUS_BOOTSTRAP_FD"})
     unsetenv(v);
 }
 

@@ -3,7 +3,11 @@
 // CHORUS_LOCAL_RANK, CHORUS_ROOT, CHORUS_SECRET in their environment),
 // locally or on the hosts through an agent (ssh by default), forwards their
 // output line by line prefixed with the rank, and when one fails kills the
-// others and returns its exit code.
+// others and returns its exit code. Locally it also binds a listening socket
+// per rank and hands each rank its own (CHORUS_BOOTSTRAP_FD) with every
+// rank's port (CHORUS_BOOTSTRAP_PORTS): the ranks then join in a binomial
+// tree instead of all at rank 0 (runtime/bootstrap.h; CHORUS_BOOTSTRAP=star
+// keeps the star).
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -43,6 +47,24 @@ int freePort() {
     port = ntohs(a.sin_port);
   ::close(fd);
   return port;
+}
+
+// A socket listening on a free port of 127.0.0.1 (close-on-exec; a child
+// clears that on its own): its fd, and the port in *port.
+int listeningSocket(int* port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 128) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  *port = ntohs(a.sin_port);
+  return fd;
 }
 
 struct Child {
@@ -140,6 +162,23 @@ int runLaunch(const LaunchArgs& a) {
                  std::strerror(errno));
     return 2;
   }
+  // The tree's sockets: on this host only, with the root left to us.
+  std::vector<int> treeFds;
+  std::string treePorts;
+  const char* shape = std::getenv("CHORUS_BOOTSTRAP");
+  if (a.hosts.empty() && a.root.empty() && (shape == nullptr || std::string(shape) != "star")) {
+    for (int r = 0; r < a.nprocs; ++r) {
+      int p = 0;
+      int fd = listeningSocket(&p);
+      if (fd < 0) {
+        std::fprintf(stderr, "chorus launch: no listening socket on 127.0.0.1 for rank %d: %s\n", r,
+                     std::strerror(errno));
+        return 2;
+      }
+      treeFds.push_back(fd);
+      treePorts += (r == 0 ? "" : ",") + std::to_string(p);
+    }
+  }
   std::string root = "127.0.0.1:" + std::to_string(port);
   if (!a.hosts.empty()) root = a.hosts[0] + ":" + std::to_string(port);
   if (!a.root.empty())
@@ -182,8 +221,16 @@ int runLaunch(const LaunchArgs& a) {
           {"CHORUS_ROOT", root},
           {"CHORUS_SECRET", secret},
           {"CHORUS_JOB_ID", job}};
+      if (!treeFds.empty()) {
+        const int mine = treeFds[static_cast<size_t>(r)];
+        ::fcntl(mine, F_SETFD, 0);  // this one survives exec
+        env.emplace_back("CHORUS_BOOTSTRAP_FD", std::to_string(mine));
+        env.emplace_back("CHORUS_BOOTSTRAP_PORTS", treePorts);
+      }
       std::vector<std::string> command = a.command;
       if (a.hosts.empty()) {
+        ::unsetenv("CHORUS_BOOTSTRAP_FD");  // an outer launch's, when this one is a star
+        ::unsetenv("CHORUS_BOOTSTRAP_PORTS");
         for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
       } else {
         // On a host: one shell line that enters this directory and sets the
@@ -213,6 +260,7 @@ int runLaunch(const LaunchArgs& a) {
       ::_exit(127);
     }
     ::close(fds[1]);
+    if (!treeFds.empty()) ::close(treeFds[static_cast<size_t>(r)]);  // the child's now
     if (secretPipe[1] >= 0) {
       std::string line = secret + "\n";
       (void)!::write(secretPipe[1], line.data(), line.size());
