@@ -9,6 +9,8 @@
 #     launch's default) and once in the star (CHORUS_BOOTSTRAP=star);
 #   - OpenMPI: `mpirun -np N bench/mpi_perf init`, the slowest rank's
 #     MPI_Init over shared memory (btl self,vader);
+#   - the bootstrap alone: tests/mp/bootstrap_probe's slowest rank (join,
+#     one all-gather, a barrier), tree and star;
 #   - and each whole run's wall time (launch, init, one call, exit).
 # The median of each is kept. Prints CSV; mpi_over_chorus > 1: Chorus
 # joins faster.
@@ -20,6 +22,7 @@ set -euo pipefail
 build=${1:-build/release}
 chorus=$build/tools/chorus/chorus
 mpi=$build/bench/mpi_perf
+probe=$build/tests/bootstrap_probe
 [[ -x $chorus ]] || { echo "build $chorus first (cmake --preset release)" >&2; exit 2; }
 procs=${PROCS:-"2 4 8 16 32 64"}
 reps=${REPS:-3}
@@ -36,10 +39,15 @@ timed() {
   printf '%s\nwall %s\n' "$out" "$(echo "$t1 - $t0" | bc -l)"
 }
 
-echo "processes,chorus_init_ms,chorus_star_init_ms,mpi_init_ms,mpi_over_chorus,chorus_run_s,mpi_run_s"
+# The slowest rank's bootstrap time in a bootstrap_probe run.
+slowest() { grep -oE "\((tree|star), [0-9.]+ ms" | sed 's/.*, //; s/ ms//' | sort -g | tail -1; }
+
+echo "processes,boot_tree_ms,boot_star_ms,chorus_init_ms,chorus_star_init_ms,mpi_init_ms,mpi_over_chorus,chorus_run_s,mpi_run_s"
 for n in $procs; do
-  ci=() si=() mi=() cw=() mw=()
+  bt=() bs=() ci=() si=() mi=() cw=() mw=()
   for ((r = 0; r < reps; ++r)); do
+    bt+=("$("$chorus" launch -n "$n" -- "$probe" | slowest)")
+    bs+=("$(CHORUS_BOOTSTRAP=star "$chorus" launch -n "$n" -- "$probe" | slowest)")
     out=$(timed "$chorus" launch -n "$n" -- "$chorus" perf allreduce -b 1K -e 1K -n 1 -w 0 --check)
     ci+=("$(sed -n 's/.*# init: \([0-9.]*\) ms.*/\1/p' <<<"$out")")
     cw+=("$(sed -n 's/^wall //p' <<<"$out")")
@@ -54,10 +62,12 @@ for n in $procs; do
   done
   c=$(printf '%s\n' "${ci[@]}" | median)
   star=$(printf '%s\n' "${si[@]}" | median)
+  boot=$(printf '%s\n' "${bt[@]}" | median)
+  bootStar=$(printf '%s\n' "${bs[@]}" | median)
   m=$( ((${#mi[@]})) && printf '%s\n' "${mi[@]}" | median || echo "")
   ratio=$([[ -n $m && -n $c ]] && echo "scale=2; $m / $c" | bc -l || echo "")
   w1=$(printf '%s\n' "${cw[@]}" | median)
   w2=$( ((${#mw[@]})) && printf '%s\n' "${mw[@]}" | median || echo "")
-  printf '%s,%s,%s,%s,%s,%.2f,%s\n' "$n" "$c" "$star" "$m" "$ratio" "$w1" \
+  printf '%s,%s,%s,%s,%s,%s,%s,%.2f,%s\n' "$n" "$boot" "$bootStar" "$c" "$star" "$m" "$ratio" "$w1" \
     "${w2:+$(printf '%.2f' "$w2")}"
 done
