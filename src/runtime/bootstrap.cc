@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -54,6 +55,32 @@ Result<int> parseInt(const char* name, const char* v, int lo, int hi) {
     return bad(std::string(name) + "='" + v + "' is not a number in [" + std::to_string(lo) + ", " +
                std::to_string(hi) + "]");
   return static_cast<int>(x);
+}
+
+}  // namespace
+
+namespace {
+
+// A hello, decoded into *out: why it is refused ("" if it is not) for bytes
+// that do not decode, a wrong secret or a wrong world size.
+std::string readHello(const std::string& frame, const std::string& secret, int n,
+                      wire::Hello* out) {
+  Result<wire::Hello> hello = wire::decodeHello(frame);
+  if (!hello.isOk()) return hello.status().message();
+  *out = std::move(hello).value();
+  if (!net::sameSecret(out->secret, secret)) return "wrong secret";
+  if (static_cast<int>(out->nranks) != n)
+    return "it says the world has " + std::to_string(out->nranks) + " ranks, not " +
+           std::to_string(n);
+  return "";
+}
+
+// The ranks a listener waited for in vain.
+Status didNotJoin(const std::vector<int>& missing, int timeoutMs) {
+  std::string list;
+  for (int r : missing) (list += ' ') += std::to_string(r);
+  return Status(StatusCode::kTimeout, "bootstrap: ranks" + list + " did not join within " +
+                                          std::to_string(timeoutMs / 1000) + " s");
 }
 
 }  // namespace
@@ -286,41 +313,43 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::listen(const BootstrapConfig& conf
   return b;
 }
 
-Status Bootstrap::accept() {
+// Admits `ranks` (ascending) on the listener as the star's root admits every
+// rank: a hello with the secret, the world size and one of those ranks,
+// once; anything else is refused and logged. Their links follow links_'s,
+// in rank order; their host identities go to (*hosts)[rank] if given.
+// Then the listener closes (docs/security.md), or, if some rank did not
+// come, the ranks that did learn why.
+Status Bootstrap::admit(const std::vector<int>& ranks, Clock::time_point deadline,
+                        std::vector<std::string>* hosts) {
   const int n = config_.nranks;
-  auto deadline = Clock::now() + std::chrono::milliseconds(config_.timeoutMs);
-  std::vector<int> fds(static_cast<size_t>(n), -1);
-  hosts_.assign(static_cast<size_t>(n), "");
-  hosts_[0] = hostIdentity();
-  int joined = 1;
-  Status st = net::acceptHellos(
-      listenFd_, 1, deadline, "bootstrap",
-      [&](net::Arrival& a) -> std::string {
-        Result<wire::Hello> hello = wire::decodeHello(a.frames[0]);
-        if (!hello.isOk()) return hello.status().message();
-        const wire::Hello& h = hello.value();
-        if (!net::sameSecret(h.secret, config_.secret)) return "wrong secret";
-        if (static_cast<int>(h.nranks) != n)
-          return "it says the world has " + std::to_string(h.nranks) + " ranks, not " +
-                 std::to_string(n);
-        if (h.rank == 0 || fds[h.rank] >= 0)
-          return "rank " + std::to_string(h.rank) + " is already taken";
-        fds[h.rank] = a.fd;
-        hosts_[h.rank] = h.host;
-        ++joined;
-        return "";
-      },
-      [&] { return joined == n; });
-  links_.clear();
-  for (int r = 1; r < n; ++r)
-    if (fds[static_cast<size_t>(r)] >= 0) links_.push_back({r, fds[static_cast<size_t>(r)]});
-  if (st.code() == StatusCode::kTimeout) {
-    std::string missing;
-    for (int r = 1; r < n; ++r)
-      if (fds[static_cast<size_t>(r)] < 0) (missing += ' ') += std::to_string(r);
-    st = Status(StatusCode::kTimeout, "bootstrap: ranks" + missing + " did not join within " +
-                                          std::to_string(config_.timeoutMs / 1000) + " s");
+  std::vector<int> fds(ranks.size(), -1);
+  size_t joined = 0;
+  Status st = Status::ok();
+  if (!ranks.empty())
+    st = net::acceptHellos(
+        listenFd_, 1, deadline, "bootstrap",
+        [&](net::Arrival& a) -> std::string {
+          wire::Hello h;
+          if (std::string why = readHello(a.frames[0], config_.secret, n, &h); !why.empty())
+            return why;
+          auto at = std::lower_bound(ranks.begin(), ranks.end(), static_cast<int>(h.rank));
+          if (at == ranks.end() || *at != static_cast<int>(h.rank))
+            return "rank " + std::to_string(h.rank) + " does not join rank " +
+                   std::to_string(config_.rank) + (tree() ? " in the bootstrap tree" : "");
+          auto k = static_cast<size_t>(at - ranks.begin());
+          if (fds[k] >= 0) return "rank " + std::to_string(h.rank) + " is already taken";
+          fds[k] = a.fd;
+          if (hosts != nullptr) (*hosts)[h.rank] = h.host;
+          ++joined;
+          return "";
+        },
+        [&] { return joined == ranks.size(); });
+  std::vector<int> missing;
+  for (size_t k = 0; k < ranks.size(); ++k) {
+    if (fds[k] >= 0) links_.push_back({ranks[k], fds[k]});
+    if (fds[k] < 0) missing.push_back(ranks[k]);
   }
+  if (st.code() == StatusCode::kTimeout) st = didNotJoin(missing, config_.timeoutMs);
   if (!st.isOk()) {
     goodbye(st.message());  // the ranks that joined learn why, not just a timeout
     return st;
@@ -328,6 +357,17 @@ Status Bootstrap::accept() {
   // Everyone joined: nothing needs the listener any more (docs/security.md).
   ::close(listenFd_);
   listenFd_ = -1;
+  return Status::ok();
+}
+
+Status Bootstrap::accept() {
+  const int n = config_.nranks;
+  auto deadline = Clock::now() + std::chrono::milliseconds(config_.timeoutMs);
+  hosts_.assign(static_cast<size_t>(n), "");
+  hosts_[0] = hostIdentity();
+  std::vector<int> ranks;
+  for (int r = 1; r < n; ++r) ranks.push_back(r);
+  CHORUS_RETURN_IF_ERROR(admit(ranks, deadline, &hosts_));
   localAddress_ = n > 1 ? net::localAddressOf(links_[0].fd) : config_.rootHost;
   std::string table = kData + wire::encodeTable(hosts_);
   for (const Link& l : links_) CHORUS_RETURN_IF_ERROR(sendFrame(l.fd, table, deadline));
@@ -365,46 +405,7 @@ Status Bootstrap::treeJoin() {
                                      ") went away: " + sent.message());
   }
   const std::vector<int> children = treeChildren(me, n);
-  std::vector<int> fds(children.size(), -1);
-  size_t joined = 0;
-  Status st = Status::ok();
-  if (!children.empty())
-    st = net::acceptHellos(
-        listenFd_, 1, deadline, "bootstrap",
-        [&](net::Arrival& a) -> std::string {
-          Result<wire::Hello> hello = wire::decodeHello(a.frames[0]);
-          if (!hello.isOk()) return hello.status().message();
-          const wire::Hello& h = hello.value();
-          if (!net::sameSecret(h.secret, config_.secret)) return "wrong secret";
-          if (static_cast<int>(h.nranks) != n)
-            return "it says the world has " + std::to_string(h.nranks) + " ranks, not " +
-                   std::to_string(n);
-          auto at = std::find(children.begin(), children.end(), static_cast<int>(h.rank));
-          if (at == children.end())
-            return "rank " + std::to_string(h.rank) + " is not a child of rank " +
-                   std::to_string(me) + " in the bootstrap tree";
-          auto k = static_cast<size_t>(at - children.begin());
-          if (fds[k] >= 0) return "rank " + std::to_string(h.rank) + " is already taken";
-          fds[k] = a.fd;
-          ++joined;
-          return "";
-        },
-        [&] { return joined == children.size(); });
-  for (size_t k = 0; k < children.size(); ++k)
-    if (fds[k] >= 0) links_.push_back({children[k], fds[k]});
-  if (st.code() == StatusCode::kTimeout) {
-    std::string missing;
-    for (size_t k = 0; k < children.size(); ++k)
-      if (fds[k] < 0) (missing += ' ') += std::to_string(children[k]);
-    st = Status(StatusCode::kTimeout, "bootstrap: ranks" + missing + " did not join within " +
-                                          std::to_string(config_.timeoutMs / 1000) + " s");
-  }
-  if (!st.isOk()) {
-    goodbye(st.message());  // the ranks that joined learn why, not just a timeout
-    return st;
-  }
-  ::close(listenFd_);
-  listenFd_ = -1;
+  CHORUS_RETURN_IF_ERROR(admit(children, deadline, nullptr));
   if (me == 0) localAddress_ = n > 1 ? net::localAddressOf(links_[0].fd) : config_.rootHost;
   auto hosts = allGather(hostIdentity());
   if (!hosts.isOk()) {

@@ -148,6 +148,8 @@ class Bootstrap {
  private:
   Bootstrap() = default;
   Status treeJoin();
+  Status admit(const std::vector<int>& ranks, std::chrono::steady_clock::time_point deadline,
+               std::vector<std::string>* hosts);
   // To links_[slot]; a failure names its rank.
   Status sendData(size_t slot, std::string_view payload,
                   std::chrono::steady_clock::time_point deadline);
