@@ -12,6 +12,12 @@
 // expanded), timed, with the peak heap:
 //   read,file,ranks,steps,read_ms,peak_heap_mib
 //   compile_bench --read r1024c.xml
+// With --builtin, what one process of an N-process world does before its
+// first call of a built-in (api/plan.h): rank R's part, verified whole
+// (`proven`, N <= CHORUS_PROVE_RANKS) or built alone (`family`), best of
+// `runs`, with the peak heap:
+//   builtin,name,ranks,rank,mode,rank_steps,best_ms,peak_heap_mib
+//   compile_bench --builtin ring_allreduce 16384 5 family [runs]
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -23,6 +29,7 @@
 #include <new>
 #include <string>
 
+#include "api/plan.h"
 #include "compiler/compiler.h"
 #include "compiler/program_file.h"
 #include "ir/json_io.h"
@@ -74,6 +81,30 @@ int main(int argc, char** argv) {
     std::printf("read,%s,%d,%zu,%.1f,%.1f\n", argv[2], rr.algorithm->ngpus,
                 rr.algorithm->totalSteps(), ms,
                 static_cast<double>(gPeak.load() - before) / (1024.0 * 1024.0));
+    return 0;
+  }
+  if (argc >= 6 && std::strcmp(argv[1], "--builtin") == 0) {
+    const int n = std::atoi(argv[3]), rank = std::atoi(argv[4]);
+    const bool family = std::strcmp(argv[5], "family") == 0;
+    const int runs = argc > 6 ? std::max(1, std::atoi(argv[6])) : 10;
+    double best = 1e300;
+    size_t peak = 0, steps = 0;
+    for (int i = 0; i < runs; ++i) {
+      const size_t before = gLive.load();
+      gPeak.store(before);
+      auto t0 = std::chrono::steady_clock::now();
+      chorus::api::BuiltinCache cache(n, rank, family ? 0 : n);
+      auto va = cache.get(argv[2], -1);
+      best = std::min(best, since(t0));
+      if (!va.isOk()) {
+        std::fprintf(stderr, "%s\n", va.status().message().c_str());
+        return 1;
+      }
+      steps = va.value()->algo().totalSteps();
+      peak = std::max(peak, gPeak.load() - before);
+    }
+    std::printf("builtin,%s,%d,%d,%s,%zu,%.2f,%.2f\n", argv[2], n, rank, argv[5], steps, best,
+                static_cast<double>(peak) / (1024.0 * 1024.0));
     return 0;
   }
   if (argc < 4) {

@@ -22,17 +22,30 @@ constexpr size_t kSmallAllGatherBytes = 1 << 20;
 
 }  // namespace
 
+const char* const kBuiltinFamilyBasis =
+    "the built-in's family, verified at 1-9, 12, 16, 31-33, 64, 100 and 128 ranks, and each rank's "
+    "part equal to its whole at 1-64 (tests/synth/classic_test.cc)";
+
 Result<std::shared_ptr<const VerifiedAlgorithm>> BuiltinCache::get(const std::string& name,
                                                                    int root) {
   auto key = std::make_pair(name, root);
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
-  auto algo = synth::makeClassic(name, n_, std::max(root, 0));
-  if (!algo.isOk()) return algo.status();
-  auto va = VerifiedAlgorithm::make(std::move(algo).value());
-  CHORUS_CHECK(va.isOk(), "a built-in algorithm fails verification");
-  cache_[key] = va.value();
-  return va.value();
+  std::shared_ptr<const VerifiedAlgorithm> made;
+  if (focus_ >= 0 && n_ > proveUpTo_) {
+    auto part = synth::makeClassic(name, n_, std::max(root, 0), focus_);
+    if (!part.isOk()) return part.status();
+    made = VerifiedAlgorithm::fromFamily(std::move(part).value(), focus_, std::max(root, 0),
+                                         kBuiltinFamilyBasis);
+  } else {
+    auto algo = synth::makeClassic(name, n_, std::max(root, 0));
+    if (!algo.isOk()) return algo.status();
+    auto va = VerifiedAlgorithm::make(std::move(algo).value());
+    CHORUS_CHECK(va.isOk(), "a built-in algorithm fails verification");
+    made = focus_ >= 0 ? va.value()->part(focus_) : va.value();
+  }
+  cache_[key] = made;
+  return made;
 }
 
 Result<std::vector<PlanPart>> planParts(runtime::SelectionRequest req,
@@ -101,8 +114,15 @@ Result<std::vector<PlanPart>> planParts(runtime::SelectionRequest req,
   // chosen algorithm, the rest on the one-chunk chain.
   size_t tail = req.count % runtime::countQuantum(b.value()->algo());
   if (why) {
+    const VerifiedAlgorithm& v = *b.value();
+    std::string part = v.partRank() < 0 ? ""
+                       : v.basis().empty()
+                           ? ", rank " + std::to_string(v.partRank()) + "'s part, verified whole"
+                           : ", rank " + std::to_string(v.partRank()) +
+                                 "'s part, not verified whole at " + std::to_string(req.nranks) +
+                                 " ranks: it rests on " + v.basis();
     why->push_back("built-in " + name + " (" + std::to_string(runtime::requestBytes(req)) +
-                   " bytes)" +
+                   " bytes)" + part +
                    (tail ? ", last " + std::to_string(tail) + " elements on chain_allreduce" : ""));
   }
   std::vector<PlanPart> parts;

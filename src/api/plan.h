@@ -17,15 +17,28 @@
 namespace chorus::api {
 
 // Built-in algorithms for one world size, generated and verified once.
+//
+// With a `focus` rank (a process of a multi-process world), each is that
+// rank's part only (docs/scale.md): where the world has at most `proveUpTo`
+// ranks, the whole algorithm is generated, verified and dropped but for the
+// part; beyond, the part is generated alone (synth::makeClassic with a
+// focus), in time and memory proportional to its own steps, and rests on
+// the family's proof (kBuiltinFamilyBasis).
 class BuiltinCache {
  public:
-  explicit BuiltinCache(int nranks) : n_(nranks) {}
+  static constexpr int kProveUpTo = 1024;
+  explicit BuiltinCache(int nranks, int focus = -1, int proveUpTo = kProveUpTo)
+      : n_(nranks), focus_(focus), proveUpTo_(proveUpTo) {}
   Result<std::shared_ptr<const runtime::VerifiedAlgorithm>> get(const std::string& name, int root);
 
  private:
-  int n_;
+  int n_, focus_, proveUpTo_;
   std::map<std::pair<std::string, int>, std::shared_ptr<const runtime::VerifiedAlgorithm>> cache_;
 };
+
+// What proves a built-in part that was never verified whole: what CI
+// proves of every built-in family (tests/synth/classic_test.cc).
+extern const char* const kBuiltinFamilyBasis;
 
 struct PlanPart {
   std::shared_ptr<const runtime::VerifiedAlgorithm> va;

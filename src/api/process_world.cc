@@ -152,7 +152,7 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
   // Sends and receives get connections between every pair now: a pair may
   // start talking at any time, without the other ranks.
   auto p2p = runtime::ProcessFabric::create(
-      runtime::ProcessFabric::allPairs(w->n_), w->me_, kPointToPointPiece, options.slots,
+      runtime::ProcessFabric::allPairs(w->n_, w->me_), w->me_, kPointToPointPiece, options.slots,
       w->prefix_ + "-p2p", kPointToPointFabric, *w->boot_, *w->bells_, w->remote_, w->tcp_.get());
   if (!p2p.isOk()) return setupFailed(p2p.status());
   w->p2p_ = std::move(p2p).value();
@@ -292,19 +292,30 @@ Result<runtime::RankCall*> ProcessWorld::rankCall(
     return it->second.call.get();
   }
   auto& fabric = fabrics_[va.get()];
-  // The slice: as asked, else the protocol's, cut so that no rank's inbound
-  // rings of this algorithm take more than ringBudget() (a direct alltoall on
-  // 64 processes would otherwise touch 63 x 8 x 2 MiB per rank).
-  size_t unit = options_.sliceBytes;
-  if (unit == 0)
-    unit = runtime::ProcessFabric::unitWithin(
-        runtime::Fabric::largestMessages(va->algo()), n_, options_.slots,
-        runtime::defaultSliceBytes(va->algo().protocol), ringBudget(n_));
   if (fabric == nullptr) {
     // Collective: every rank gets here for the same algorithm at the same
-    // point of the same call sequence.
+    // point of the same call sequence. The connections are this rank's own
+    // (a part knows no others).
+    runtime::ProcessFabric::Links links = runtime::Fabric::rankMessages(va->algo(), me_);
+    // The slice: as asked, else the protocol's, cut so that no rank's
+    // inbound rings of this algorithm take more than ringBudget() (a direct
+    // alltoall on 64 processes would otherwise touch 63 x 8 x 2 MiB per
+    // rank). Each rank knows its own rings: they agree on the largest.
+    size_t unit = options_.sliceBytes;
+    if (unit == 0) {
+      auto inbound = boot_->allGather(
+          std::to_string(runtime::ProcessFabric::inboundUnits(links, me_, options_.slots)));
+      if (!inbound.isOk()) {
+        fabrics_.erase(va.get());
+        return inbound.status();
+      }
+      size_t most = 0;
+      for (const std::string& u : inbound.value()) most = std::max<size_t>(most, std::stoull(u));
+      unit = runtime::ProcessFabric::unitWithin(
+          most, runtime::defaultSliceBytes(va->algo().protocol), ringBudget(n_));
+    }
     auto id = static_cast<uint32_t>(fabrics_.size());
-    auto f = runtime::ProcessFabric::create(va->algo(), me_, unit, options_.slots,
+    auto f = runtime::ProcessFabric::create(links, me_, unit, options_.slots,
                                             prefix_ + "-f" + std::to_string(id), id, *boot_,
                                             *bells_, remote_, tcp_.get());
     if (!f.isOk()) {
@@ -313,6 +324,7 @@ Result<runtime::RankCall*> ProcessWorld::rankCall(
     }
     fabric = f.value();
   }
+  const size_t unit = fabric->unitBytes();
   auto rc = runtime::RankCall::make(*va, me_, args, unit, fabric);
   if (!rc.isOk()) return rc.status();
   makeRoom(calls_, rc.value()->bytes(), &cachedBytes_);

@@ -49,7 +49,8 @@ class ProcessWorld {
   Status asyncError() const;
 
  private:
-  ProcessWorld(int n, int me, WorldOptions o) : n_(n), me_(me), options_(o), builtins_(n) {}
+  ProcessWorld(int n, int me, WorldOptions o)
+      : n_(n), me_(me), options_(o), builtins_(n, me, o.proveRanks) {}
   // A call that ended with `st`: aborts the communicator and returns what to
   // report (a peer's failure that ended it, or its own).
   Status failed(Status st);

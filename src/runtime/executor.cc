@@ -35,23 +35,174 @@ Result<std::shared_ptr<const VerifiedAlgorithm>> VerifiedAlgorithm::make(ir::Alg
   return std::shared_ptr<const VerifiedAlgorithm>(std::move(va));
 }
 
-bool VerifiedAlgorithm::provenBefore(verify::NodeId a, verify::NodeId b, size_t budget) const {
-  if (a == b) return true;
-  std::vector<verify::NodeId> stack{b};
-  std::vector<uint8_t> seen(graph_->size(), 0);
-  seen[static_cast<size_t>(b)] = 1;
-  while (!stack.empty()) {
-    verify::NodeId n = stack.back();
-    stack.pop_back();
-    if (budget-- == 0) return false;
-    for (verify::NodeId p : graph_->preds(n)) {
-      if (p == a) return true;
-      if (p == verify::kNoNode || seen[static_cast<size_t>(p)]) continue;
-      seen[static_cast<size_t>(p)] = 1;
-      stack.push_back(p);
+std::shared_ptr<const VerifiedAlgorithm> VerifiedAlgorithm::part(int rank) const {
+  CHORUS_CHECK(part_ < 0 && graph_ != nullptr, "part() of a part");
+  CHORUS_CHECK(rank >= 0 && rank < algo_.ngpus, "part() of a rank the algorithm does not have");
+  auto p = std::make_shared<VerifiedAlgorithm>();
+  // The header and every rank's id and chunk counts; one rank's threadblocks.
+  p->algo_ = algo_;
+  for (ir::Rank& r : p->algo_.ranks)
+    if (r.id != rank) r.tbs = {};
+  p->root_ = root_;
+  p->part_ = rank;
+  for (bool inplace : {false, true})
+    p->plans_[{rank, inplace}] = std::make_unique<RefPlan>(refPlan(rank, inplace));
+  return p;
+}
+
+std::shared_ptr<const VerifiedAlgorithm> VerifiedAlgorithm::fromFamily(ir::Algorithm part, int rank,
+                                                                       int root,
+                                                                       std::string basis) {
+  CHORUS_CHECK(rank >= 0 && rank < part.ngpus && !basis.empty(), "fromFamily: bad arguments");
+  for (const ir::Rank& r : part.ranks)
+    CHORUS_CHECK(r.id == rank || r.tbs.empty(), "fromFamily: not one rank's part");
+  auto p = std::make_shared<VerifiedAlgorithm>();
+  p->algo_ = std::move(part);
+  p->root_ = isRooted(p->algo_.collective) ? root : -1;
+  p->part_ = rank;
+  p->basis_ = std::move(basis);
+  // The rank's own happens-before order only: its sends and receives match
+  // nothing here, so no path leaves the rank.
+  DiagnosticList ignored;
+  verify::StepGraph local(p->algo_, ignored);
+  for (bool inplace : {false, true})
+    p->plans_[{rank, inplace}] =
+        std::make_unique<RefPlan>(planReferences(p->algo_, local, rank, inplace));
+  return p;
+}
+
+const RefPlan& VerifiedAlgorithm::refPlan(int rank, bool inplace) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = plans_.find({rank, inplace});
+  if (it != plans_.end()) return *it->second;
+  CHORUS_CHECK(part_ < 0, "a part's plan asked for another rank");
+  auto plan = std::make_unique<RefPlan>(planReferences(algo_, *graph_, rank, inplace));
+  return *(plans_[{rank, inplace}] = std::move(plan));
+}
+
+namespace {
+
+// Happens-before searches over one graph, back from the later step through
+// at most `budget` steps; false when not shown within it. The visited marks
+// are stamped, so a plan's many searches share one array.
+class BeforeSearch {
+ public:
+  explicit BeforeSearch(const verify::StepGraph& g) : g_(g), stamp_(g.size(), 0) {}
+  bool proven(verify::NodeId a, verify::NodeId b, size_t budget = 1 << 14) {
+    if (a == b) return true;
+    if (++now_ == 0) {  // wrapped: clear the marks
+      std::fill(stamp_.begin(), stamp_.end(), 0);
+      now_ = 1;
+    }
+    stack_.assign(1, b);
+    stamp_[static_cast<size_t>(b)] = now_;
+    while (!stack_.empty()) {
+      verify::NodeId n = stack_.back();
+      stack_.pop_back();
+      if (budget-- == 0) return false;
+      for (verify::NodeId p : g_.preds(n)) {
+        if (p == a) return true;
+        if (p == verify::kNoNode || stamp_[static_cast<size_t>(p)] == now_) continue;
+        stamp_[static_cast<size_t>(p)] = now_;
+        stack_.push_back(p);
+      }
+    }
+    return false;
+  }
+
+ private:
+  const verify::StepGraph& g_;
+  std::vector<uint32_t> stamp_;
+  uint32_t now_ = 0;
+  std::vector<verify::NodeId> stack_;
+};
+
+// Where a buffer's chunks lie in one address space, in units of 1/n chunk
+// (n = ranks): out of place the three buffers are far apart; in place input
+// and output overlap as NCCL's rule puts them (isInPlaceCall), shifted by
+// rank x count elements = rank x nchunks/n chunks for allgather and
+// reduce-scatter (gather and scatter: rank x a share, the same). Overlap in
+// these units is overlap in bytes for every chunk size.
+struct Layout {
+  int64_t base[ir::kNumBuffers] = {0, 0, 0};
+  int64_t unit = 1;  // units per chunk
+  Layout(const ir::Algorithm& a, int rank, bool inplace) : unit(std::max(a.ngpus, 1)) {
+    constexpr int64_t kApart = int64_t{1} << 58;
+    const int in = static_cast<int>(Buffer::kInput), out = static_cast<int>(Buffer::kOutput);
+    base[static_cast<int>(Buffer::kScratch)] = 2 * kApart;
+    base[out] = kApart;
+    if (!inplace) return;
+    const int64_t shift = int64_t{rank} * a.nchunksPerLoop;
+    switch (a.collective) {
+      case CollectiveKind::kAllGather:
+      case CollectiveKind::kGather:
+        base[in] = base[out] + shift;
+        break;
+      case CollectiveKind::kReduceScatter:
+      case CollectiveKind::kScatter:
+        base[in] = base[out] - shift;
+        break;
+      default:
+        base[in] = base[out];
     }
   }
-  return false;
+  struct Range {
+    int64_t lo, hi;
+    bool overlaps(const Range& o) const { return lo < o.hi && o.lo < hi; }
+  };
+  Range of(Buffer b, int off, int cnt) const {
+    int64_t lo = base[static_cast<int>(b)] + int64_t{off} * unit;
+    return {lo, lo + int64_t{cnt} * unit};
+  }
+};
+
+}  // namespace
+
+RefPlan planReferences(const ir::Algorithm& algo, const verify::StepGraph& g, int rank,
+                       bool inplace) {
+  const ir::Rank& me = algo.ranks[static_cast<size_t>(rank)];
+  const Layout layout(algo, rank, inplace);
+  BeforeSearch search(g);
+  RefPlan plan;
+  plan.kinds.resize(me.tbs.size());
+  for (size_t t = 0; t < me.tbs.size(); ++t) {
+    const auto& steps = me.tbs[t].steps;
+    plan.kinds[t].assign(steps.size(), kRefNever);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const ir::Step& s = steps[i];
+      // The message is the step's src (s) or its freshly written dst (rcs,
+      // rrcs); rrs computes into the slot.
+      bool fromSrc = s.type == StepType::kSend;
+      if (!fromSrc && s.type != StepType::kRecvCopySend && s.type != StepType::kRecvReduceCopySend)
+        continue;
+      const Layout::Range msg =
+          fromSrc ? layout.of(s.srcBuf, s.srcOff, s.count) : layout.of(s.dstBuf, s.dstOff, s.count);
+      const verify::NodeId send = g.node(rank, static_cast<int>(t), static_cast<int>(i));
+      const verify::NodeId consumer = g.matchedRecv(send);
+      bool stable = true;
+      for (size_t u = 0; u < me.tbs.size() && stable; ++u) {
+        const auto& other = me.tbs[u].steps;
+        for (size_t j = 0; j < other.size() && stable; ++j) {
+          const ir::Step& w = other[j];
+          if (!ir::writesDst(w.type) || (u == t && j == i)) continue;
+          if (!layout.of(w.dstBuf, w.dstOff, w.count).overlaps(msg)) continue;
+          // Safe if the write comes before the send, or after the peer has
+          // consumed the message (its receive happens before the write).
+          verify::NodeId write = g.node(rank, static_cast<int>(u), static_cast<int>(j));
+          stable = u == t ? j < i : search.proven(write, send);
+          stable = stable || (consumer != verify::kNoNode && search.proven(consumer, write));
+        }
+      }
+      if (!stable) continue;
+      // Whether it is also a plain send's message to a receiver that copies
+      // it: the only references worth a system call across processes
+      // where the memory is not mappable (SendPort::refsForCopiesOnly).
+      StepType rt = consumer == verify::kNoNode ? StepType::kNop : g.step(consumer).type;
+      bool toCopier = fromSrc && (rt == StepType::kRecv || rt == StepType::kRecvCopySend);
+      plan.kinds[t][i] = toCopier ? kRefToCopier : kRefStable;
+    }
+  }
+  return plan;
 }
 
 std::pair<size_t, size_t> bufferElems(const ir::Algorithm& a, size_t count) {
@@ -224,67 +375,12 @@ bool RankExecutor::sendsByRef(int t, int i, size_t msgBytes) const {
   return msgBytes >= port.minRefBytes() && msgBytes <= port.maxRefBytes();
 }
 
-namespace {
-
-// The bytes a chunk range occupies at iteration 0 (other iterations shift
-// every range alike, so overlap at iteration 0 is overlap at every one).
-struct Region {
-  uintptr_t lo = 0, hi = 0;
-  bool overlaps(const Region& o) const { return lo < o.hi && o.lo < hi; }
-};
-
-}  // namespace
-
 void RankExecutor::planRefs() {
-  byRef_.assign(rank_.tbs.size(), {});
-  size_t chunkBytes = g_.chunkElems * g_.elemSize;
-  auto region = [&](Buffer b, int off, int cnt) {
-    auto lo = reinterpret_cast<uintptr_t>(base_[static_cast<int>(b)]) +
-              static_cast<size_t>(off) * chunkBytes;
-    return Region{lo, lo + static_cast<size_t>(cnt) * chunkBytes};
-  };
-  for (size_t t = 0; t < rank_.tbs.size(); ++t) {
-    const auto& steps = rank_.tbs[t].steps;
-    byRef_[t].assign(steps.size(), 0);
-    for (size_t i = 0; i < steps.size(); ++i) {
-      const ir::Step& s = steps[i];
-      // The message is the step's src (s) or its freshly written dst (rcs,
-      // rrcs); rrs computes into the slot.
-      bool fromSrc = s.type == StepType::kSend;
-      if (!fromSrc && s.type != StepType::kRecvCopySend && s.type != StepType::kRecvReduceCopySend)
-        continue;
-      if (chunkBytes == 0 || sendPorts_[t] == nullptr || !sendPorts_[t]->supportsRefs()) continue;
-      Region msg =
-          fromSrc ? region(s.srcBuf, s.srcOff, s.count) : region(s.dstBuf, s.dstOff, s.count);
-      bool stable = true;
-      for (size_t u = 0; u < rank_.tbs.size() && stable; ++u) {
-        const auto& other = rank_.tbs[u].steps;
-        for (size_t j = 0; j < other.size() && stable; ++j) {
-          const ir::Step& w = other[j];
-          if (!ir::writesDst(w.type) || (u == t && j == i)) continue;
-          if (!region(w.dstBuf, w.dstOff, w.count).overlaps(msg)) continue;
-          // Safe if the write comes before the send, or after the peer has
-          // consumed the message (its receive happens before the write).
-          const verify::StepGraph& g = va_.graph();
-          verify::NodeId send = g.node(rank_.id, static_cast<int>(t), static_cast<int>(i));
-          verify::NodeId write = g.node(rank_.id, static_cast<int>(u), static_cast<int>(j));
-          verify::NodeId consumer = g.matchedRecv(send);
-          stable = u == t ? j < i : va_.provenBefore(write, send);
-          stable = stable || (consumer != verify::kNoNode && va_.provenBefore(consumer, write));
-        }
-      }
-      if (!stable) continue;
-      // Whether it is also a plain send's message to a receiver that copies
-      // it: the only references worth a system call across processes
-      // where the memory is not mappable (SendPort::refsForCopiesOnly).
-      const verify::StepGraph& g = va_.graph();
-      verify::NodeId consumer =
-          g.matchedRecv(g.node(rank_.id, static_cast<int>(t), static_cast<int>(i)));
-      StepType rt = consumer == verify::kNoNode ? StepType::kNop : g.step(consumer).type;
-      bool toCopier = fromSrc && (rt == StepType::kRecv || rt == StepType::kRecvCopySend);
-      byRef_[t][i] = toCopier ? kRefToCopier : kRefStable;
-    }
-  }
+  byRef_ = va_.refPlan(rank_.id, g_.inplace).kinds;
+  const bool empty = g_.chunkElems * g_.elemSize == 0;
+  for (size_t t = 0; t < byRef_.size(); ++t)
+    if (empty || sendPorts_[t] == nullptr || !sendPorts_[t]->supportsRefs())
+      std::fill(byRef_[t].begin(), byRef_[t].end(), kRefNever);
 }
 
 bool RankExecutor::sendsDrained() const {

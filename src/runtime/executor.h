@@ -10,7 +10,9 @@
 // same executors on worker threads.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -27,24 +29,70 @@
 
 namespace chorus::runtime {
 
-// An algorithm the verifier has proven; the runtime runs nothing else.
+// Which of one rank's sends may travel by reference (RankExecutor), per
+// threadblock and step, for one call form. A message sent by reference is
+// read from the sender's memory after the send, so nothing may write that
+// memory until the receiver has consumed it.
+enum RefKind : uint8_t {
+  kRefNever = 0,
+  // Nothing on the rank writes the message's memory after the step during
+  // the call until the receiver has consumed it.
+  kRefStable = 1,
+  // And it is a plain send's message to a receiver that copies it.
+  kRefToCopier = 2,
+};
+struct RefPlan {
+  std::vector<std::vector<uint8_t>> kinds;  // [tb][step]: a RefKind
+};
+
+// An algorithm the runtime may run: proven by the verifier, or one rank's
+// part of a family member that the family's proof covers (fromFamily). The
+// runtime runs nothing else.
+//
+// A whole algorithm holds every rank's steps; a part (docs/scale.md) holds
+// one rank's threadblocks (the other ranks keep their ids and chunk counts)
+// and that rank's by-reference plans, which need the cross-rank
+// happens-before graph the part no longer has.
 class VerifiedAlgorithm {
  public:
   // kInvalidArgument quoting the verifier's first error if it is rejected.
   static Result<std::shared_ptr<const VerifiedAlgorithm>> make(ir::Algorithm algo);
+  // Rank `rank`'s part of this whole algorithm, proven with it: its
+  // threadblocks and its by-reference plans from the whole graph.
+  std::shared_ptr<const VerifiedAlgorithm> part(int rank) const;
+  // Rank `rank`'s part built alone (e.g. synth::makeClassic with a focus),
+  // never seen whole: `basis` says what proves the family it belongs to.
+  // Its sends go by reference only where the rank's own order shows the
+  // message's memory stable (no cross-rank path is known).
+  static std::shared_ptr<const VerifiedAlgorithm> fromFamily(ir::Algorithm part, int rank, int root,
+                                                             std::string basis);
+
   const ir::Algorithm& algo() const { return algo_; }
   int root() const { return root_; }  // rooted collectives; -1 otherwise
-  // The cross-rank happens-before graph of one slice iteration.
-  const verify::StepGraph& graph() const { return *graph_; }
-  // True when `a` happens before `b` (or is `b`), searching back from b
-  // through at most `budget` steps; false when not shown within it.
-  bool provenBefore(verify::NodeId a, verify::NodeId b, size_t budget = 1 << 14) const;
+  // The rank a part holds; -1 for a whole algorithm.
+  int partRank() const { return part_; }
+  // Empty when the verifier proved this algorithm (or the whole it is a
+  // part of); else what proves its family (fromFamily).
+  const std::string& basis() const { return basis_; }
+  // Rank `rank`'s by-reference plan for in-place or out-of-place calls
+  // (a part: its own rank only). Computed once, thread-safe.
+  const RefPlan& refPlan(int rank, bool inplace) const;
 
  private:
   ir::Algorithm algo_;
   int root_ = -1;
-  std::unique_ptr<verify::StepGraph> graph_;  // refers to algo_
+  int part_ = -1;
+  std::string basis_;
+  std::unique_ptr<verify::StepGraph> graph_;  // refers to algo_; a whole algorithm's
+  mutable std::mutex mu_;
+  mutable std::map<std::pair<int, bool>, std::unique_ptr<RefPlan>> plans_;
 };
+
+// Rank `rank`'s by-reference plan in `algo` from the happens-before graph
+// `g` of `algo` (which may hold only some ranks: paths through the missing
+// ones are not seen, so the plan only gets more cautious).
+RefPlan planReferences(const ir::Algorithm& algo, const verify::StepGraph& g, int rank,
+                       bool inplace);
 
 // One rank's arguments, as in NCCL: element count per the collective's
 // convention (allgather: send count; reducescatter: receive count; alltoall:
@@ -186,15 +234,8 @@ class RankExecutor final : public Steppable {
   std::vector<RecvPort*> recvPorts_;
   unsigned char* base_[ir::kNumBuffers];
   std::vector<TbState> tbs_;
-  // byRef_[t][i]: whether step i of tb t may send its message by reference.
-  enum : uint8_t {
-    kRefNever = 0,
-    // Nothing on this rank writes that memory after the step during the
-    // call until the receiver has consumed it.
-    kRefStable = 1,
-    // And it is a plain send's message to a receiver that copies it.
-    kRefToCopier = 2,
-  };
+  // byRef_[t][i]: whether step i of tb t may send its message by reference
+  // (a RefKind: the algorithm's plan, less the ports that take none).
   std::vector<std::vector<uint8_t>> byRef_;
   // Whether step i of tb t sends this run's `msgBytes` message by reference
   // (byRef_, the port's sizes, mappable memory).

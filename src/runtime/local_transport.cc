@@ -212,6 +212,22 @@ std::map<std::tuple<int, int, int>, int> Fabric::largestMessages(const ir::Algor
   return largest;
 }
 
+std::map<std::tuple<int, int, int>, int> Fabric::rankMessages(const ir::Algorithm& a, int rank) {
+  std::map<std::tuple<int, int, int>, int> largest;
+  for (const ir::Threadblock& tb : a.ranks[static_cast<size_t>(rank)].tbs)
+    for (const ir::Step& st : tb.steps) {
+      if (ir::sends(st.type)) {
+        int& l = largest[{tb.channel, rank, tb.sendPeer}];
+        l = std::max(l, st.count);
+      }
+      if (ir::receives(st.type)) {
+        int& l = largest[{tb.channel, tb.recvPeer, rank}];
+        l = std::max(l, st.count);
+      }
+    }
+  return largest;
+}
+
 LocalFabric::LocalFabric(const ir::Algorithm& a, size_t unitBytes, int slots)
     : unitBytes_(unitBytes), slots_(slots) {
   for (int r = 0; r < a.ngpus; ++r) bells_.push_back(std::make_unique<Doorbell>());

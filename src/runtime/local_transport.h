@@ -164,6 +164,11 @@ class Fabric {
 
   // The largest `cnt` any step sends on each (channel, sender, receiver).
   static std::map<std::tuple<int, int, int>, int> largestMessages(const ir::Algorithm& a);
+  // The same for rank `rank`'s connections alone (it sends or receives on
+  // them), from its own steps: what a part (VerifiedAlgorithm::part) knows.
+  // A receive's cnt is its send's (the verifier's E203), so each entry is
+  // largestMessages' for that connection.
+  static std::map<std::tuple<int, int, int>, int> rankMessages(const ir::Algorithm& a, int rank);
 };
 
 // All ranks in this process: connections on the heap, references allowed.

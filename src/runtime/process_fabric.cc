@@ -81,29 +81,27 @@ Result<std::shared_ptr<ProcessFabric>> ProcessFabric::create(const ir::Algorithm
                                                              Bootstrap& boot, RankBells& bells,
                                                              const std::vector<bool>& remote,
                                                              TcpLinks* tcp) {
-  return create(largestMessages(a), me, unitBytes, slots, prefix, id, boot, bells, remote, tcp);
+  return create(rankMessages(a, me), me, unitBytes, slots, prefix, id, boot, bells, remote, tcp);
 }
 
-size_t ProcessFabric::unitWithin(const Links& links, int ranks, int slots, size_t unitBytes,
-                                 size_t budget) {
-  std::vector<size_t> inbound(static_cast<size_t>(std::max(ranks, 1)), 0);  // units per rank
-  for (const auto& [key, cnt] : links) {
-    const int to = std::get<2>(key);
-    if (to >= 0 && to < ranks)
-      inbound[static_cast<size_t>(to)] += static_cast<size_t>(slots) * static_cast<size_t>(cnt);
-  }
-  const size_t most = *std::max_element(inbound.begin(), inbound.end());
-  if (most == 0 || most * unitBytes <= budget) return unitBytes;
+size_t ProcessFabric::inboundUnits(const Links& links, int rank, int slots) {
+  size_t units = 0;
+  for (const auto& [key, cnt] : links)
+    if (std::get<2>(key) == rank) units += static_cast<size_t>(slots) * static_cast<size_t>(cnt);
+  return units;
+}
+
+size_t ProcessFabric::unitWithin(size_t mostInbound, size_t unitBytes, size_t budget) {
+  if (mostInbound == 0 || mostInbound * unitBytes <= budget) return unitBytes;
   size_t unit = kMinUnit;
-  while (unit * 2 <= unitBytes && most * unit * 2 <= budget) unit *= 2;
+  while (unit * 2 <= unitBytes && mostInbound * unit * 2 <= budget) unit *= 2;
   return unit;
 }
 
-ProcessFabric::Links ProcessFabric::allPairs(int n) {
+ProcessFabric::Links ProcessFabric::allPairs(int n, int me) {
   Links links;
-  for (int a = 0; a < n; ++a)
-    for (int b = 0; b < n; ++b)
-      if (a != b) links[{0, a, b}] = 1;
+  for (int b = 0; b < n; ++b)
+    if (b != me) links[{0, me, b}] = links[{0, b, me}] = 1;
   return links;
 }
 

@@ -71,16 +71,19 @@ class ProcessFabric final : public Fabric {
                                                        RankBells& bells,
                                                        const std::vector<bool>& remote,
                                                        TcpLinks* tcp);
-  // Every ordered pair of `n` ranks on channel 0, one unit per slot (sends
-  // and receives).
-  static Links allPairs(int n);
-  // The unit (slice) that keeps every rank's inbound rings of `links` within
-  // `budget` bytes: `unitBytes` itself when they fit, else the largest power
-  // of two that does (at least kMinUnit). The same on every rank (it reads
-  // the whole algorithm's connections), so both ends of a ring agree.
+  // Every ordered pair of `n` ranks with `me` at one end, on channel 0, one
+  // unit per slot (sends and receives).
+  static Links allPairs(int n, int me);
+  // Slots x cnt summed over `links`' connections into `rank`: its inbound
+  // rings' size in units.
+  static size_t inboundUnits(const Links& links, int rank, int slots);
+  // The unit (slice) that keeps every rank's inbound rings within `budget`
+  // bytes, given the most units any rank receives into (inboundUnits, the
+  // largest over the ranks): `unitBytes` itself when they fit, else the
+  // largest power of two that does (at least kMinUnit). Both ends of a ring
+  // must agree on it: every rank passes the same `mostInbound`.
   static constexpr size_t kMinUnit = size_t{4} << 10;
-  static size_t unitWithin(const Links& links, int ranks, int slots, size_t unitBytes,
-                           size_t budget);
+  static size_t unitWithin(size_t mostInbound, size_t unitBytes, size_t budget);
   size_t unitBytes() const override { return unitBytes_; }
   int slots() const override { return slots_; }
   Connection* find(int channel, int from, int to) const override;

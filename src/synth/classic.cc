@@ -26,8 +26,11 @@ struct Ref {
 // msccl-tools writes them.
 class Builder {
  public:
-  Builder(std::string name, CollectiveKind coll, int n, int nchunks, int inChunks, int outChunks,
-          int scratchChunks = 0) {
+  // `focus` >= 0: only that rank's threadblocks are built (ranks() is just
+  // it); the other ranks keep their ids and chunk counts, with no threadblocks.
+  Builder(std::string name, CollectiveKind coll, int n, int focus, int nchunks, int inChunks,
+          int outChunks, int scratchChunks = 0)
+      : n_(n), focus_(focus) {
     a_.name = std::move(name);
     a_.collective = coll;
     a_.collectiveName = std::string(collectiveName(coll));
@@ -81,6 +84,14 @@ class Builder {
     return step(rank, tb, StepType::kRecv, dst, dst, cnt, dep);
   }
 
+  // The ranks whose threadblocks the generator builds: all, or the focus.
+  std::vector<int> ranks() const {
+    if (focus_ >= 0) return {focus_};
+    std::vector<int> all(static_cast<size_t>(n_));
+    for (int r = 0; r < n_; ++r) all[static_cast<size_t>(r)] = r;
+    return all;
+  }
+
   // Out-of-place calls only (e.g. no scratch to stage an in-place exchange).
   void outOfPlaceOnly() { a_.inplace = false; }
 
@@ -95,12 +106,14 @@ class Builder {
   }
 
  private:
+  int n_;
+  int focus_;
   ir::Algorithm a_;
 };
 
 // A rank alone: out-of-place calls copy input to output.
 ir::Algorithm single(std::string name, CollectiveKind coll) {
-  Builder b(std::move(name), coll, 1, 1, 1, 1);
+  Builder b(std::move(name), coll, 1, -1, 1, 1, 1);
   int t = b.tb(0, -1, -1);
   b.step(0, t, StepType::kCopy, {kI, 0}, {kO, 0});
   return std::move(b).finish();
@@ -108,10 +121,10 @@ ir::Algorithm single(std::string name, CollectiveKind coll) {
 
 }  // namespace
 
-ir::Algorithm ringAllReduce(int n) {
+ir::Algorithm ringAllReduce(int n, int focus) {
   if (n == 1) return single("ring_allreduce", CollectiveKind::kAllReduce);
-  Builder b("ring_allreduce", CollectiveKind::kAllReduce, n, n, n, n);
-  for (int r = 0; r < n; ++r) {
+  Builder b("ring_allreduce", CollectiveKind::kAllReduce, n, focus, n, n, n);
+  for (int r : b.ranks()) {
     int t = b.tb(r, mod(r + 1, n), mod(r - 1, n));
     // Reduce-scatter: at step k rank r passes on chunk r-k; it finishes
     // chunk r+1 at step n-1.
@@ -134,10 +147,10 @@ ir::Algorithm ringAllReduce(int n) {
   return std::move(b).finish();
 }
 
-ir::Algorithm chainAllReduce(int n) {
+ir::Algorithm chainAllReduce(int n, int focus) {
   if (n == 1) return single("chain_allreduce", CollectiveKind::kAllReduce);
-  Builder b("chain_allreduce", CollectiveKind::kAllReduce, n, 1, 1, 1);
-  for (int r = 0; r < n; ++r) {
+  Builder b("chain_allreduce", CollectiveKind::kAllReduce, n, focus, 1, 1, 1);
+  for (int r : b.ranks()) {
     int t = b.tb(r, r + 1 < n ? r + 1 : r - 1, r > 0 ? r - 1 : r + 1);
     if (r == 0) {
       b.send(r, t, {kI, 0});
@@ -154,12 +167,12 @@ ir::Algorithm chainAllReduce(int n) {
   return std::move(b).finish();
 }
 
-ir::Algorithm halvingDoublingAllReduce(int n) {
+ir::Algorithm halvingDoublingAllReduce(int n, int focus) {
   if (n == 1) return single("halving_doubling_allreduce", CollectiveKind::kAllReduce);
   int p = 1;
   while (p * 2 <= n) p *= 2;
-  Builder b("halving_doubling_allreduce", CollectiveKind::kAllReduce, n, p, p, p);
-  for (int r = 0; r < n; ++r) {
+  Builder b("halving_doubling_allreduce", CollectiveKind::kAllReduce, n, focus, p, p, p);
+  for (int r : b.ranks()) {
     if (r >= p) {
       // An extra rank: its data goes to partner r-p, the result comes back.
       int t = b.tb(r, r - p, r - p);
@@ -213,12 +226,12 @@ ir::Algorithm halvingDoublingAllReduce(int n) {
   return std::move(b).finish();
 }
 
-ir::Algorithm recursiveDoublingAllReduce(int n) {
+ir::Algorithm recursiveDoublingAllReduce(int n, int focus) {
   if (n == 1) return single("recursive_doubling_allreduce", CollectiveKind::kAllReduce);
   int p = 1;
   while (p * 2 <= n) p *= 2;
-  Builder b("recursive_doubling_allreduce", CollectiveKind::kAllReduce, n, 1, 1, 1);
-  for (int r = 0; r < n; ++r) {
+  Builder b("recursive_doubling_allreduce", CollectiveKind::kAllReduce, n, focus, 1, 1, 1);
+  for (int r : b.ranks()) {
     if (r >= p) {
       // An extra rank: its data goes to partner r-p, the result comes back.
       int t = b.tb(r, r - p, r - p);
@@ -246,10 +259,10 @@ ir::Algorithm recursiveDoublingAllReduce(int n) {
   return std::move(b).finish();
 }
 
-ir::Algorithm ringAllGather(int n) {
+ir::Algorithm ringAllGather(int n, int focus) {
   if (n == 1) return single("ring_allgather", CollectiveKind::kAllGather);
-  Builder b("ring_allgather", CollectiveKind::kAllGather, n, n, 1, n);
-  for (int r = 0; r < n; ++r) {
+  Builder b("ring_allgather", CollectiveKind::kAllGather, n, focus, n, 1, n);
+  for (int r : b.ranks()) {
     int t = b.tb(r, mod(r + 1, n), mod(r - 1, n));
     b.step(r, t, StepType::kCopy, {kI, 0}, {kO, r});
     b.send(r, t, {kI, 0});
@@ -264,10 +277,10 @@ ir::Algorithm ringAllGather(int n) {
   return std::move(b).finish();
 }
 
-ir::Algorithm ringReduceScatter(int n) {
+ir::Algorithm ringReduceScatter(int n, int focus) {
   if (n == 1) return single("ring_reducescatter", CollectiveKind::kReduceScatter);
-  Builder b("ring_reducescatter", CollectiveKind::kReduceScatter, n, n, n, 1);
-  for (int r = 0; r < n; ++r) {
+  Builder b("ring_reducescatter", CollectiveKind::kReduceScatter, n, focus, n, n, 1);
+  for (int r : b.ranks()) {
     int t = b.tb(r, mod(r + 1, n), mod(r - 1, n));
     // At step k rank r passes on chunk r-1-k; chunk r ends here last.
     b.send(r, t, {kI, mod(r - 1, n)});
@@ -280,12 +293,12 @@ ir::Algorithm ringReduceScatter(int n) {
   return std::move(b).finish();
 }
 
-ir::Algorithm pairwiseAllToAll(int n) {
+ir::Algorithm pairwiseAllToAll(int n, int focus) {
   if (n == 1) return single("pairwise_alltoall", CollectiveKind::kAllToAll);
   // In place, chunk c of the buffer is both what goes to rank c and where
   // rank c's data lands: receive into scratch, copy after chunk c has left.
-  Builder b("pairwise_alltoall", CollectiveKind::kAllToAll, n, n, n, n, n);
-  for (int r = 0; r < n; ++r) {
+  Builder b("pairwise_alltoall", CollectiveKind::kAllToAll, n, focus, n, n, n, n);
+  for (int r : b.ranks()) {
     std::vector<int> tbs(static_cast<size_t>(n), -1);
     for (int k = 1; k < n; ++k) tbs[static_cast<size_t>(k)] = b.tb(r, mod(r + k, n), mod(r - k, n));
     b.step(r, tbs[1], StepType::kCopy, {kI, r}, {kO, r});
@@ -309,10 +322,10 @@ ir::Algorithm pairwiseAllToAll(int n) {
 // r+k and receives from r-k. Every message is a plain send of the input
 // (one copy per byte where the receiver reads the sender's memory) and every
 // block travels one hop (one round of latency instead of the ring's n-1).
-ir::Algorithm directAllGather(int n) {
+ir::Algorithm directAllGather(int n, int focus) {
   if (n == 1) return single("direct_allgather", CollectiveKind::kAllGather);
-  Builder b("direct_allgather", CollectiveKind::kAllGather, n, n, 1, n);
-  for (int r = 0; r < n; ++r) {
+  Builder b("direct_allgather", CollectiveKind::kAllGather, n, focus, n, 1, n);
+  for (int r : b.ranks()) {
     std::vector<int> tbs(static_cast<size_t>(n), -1);
     for (int k = 1; k < n; ++k) tbs[static_cast<size_t>(k)] = b.tb(r, mod(r + k, n), mod(r - k, n));
     b.step(r, tbs[1], StepType::kCopy, {kI, 0}, {kO, r});
@@ -329,11 +342,11 @@ ir::Algorithm directAllGather(int n) {
 
 // pairwise_alltoall without the scratch: out of place, each block goes from
 // the sender's input straight to the receiver's output.
-ir::Algorithm directAllToAll(int n) {
+ir::Algorithm directAllToAll(int n, int focus) {
   if (n == 1) return single("direct_alltoall", CollectiveKind::kAllToAll);
-  Builder b("direct_alltoall", CollectiveKind::kAllToAll, n, n, n, n);
+  Builder b("direct_alltoall", CollectiveKind::kAllToAll, n, focus, n, n, n);
   b.outOfPlaceOnly();
-  for (int r = 0; r < n; ++r) {
+  for (int r : b.ranks()) {
     std::vector<int> tbs(static_cast<size_t>(n), -1);
     for (int k = 1; k < n; ++k) tbs[static_cast<size_t>(k)] = b.tb(r, mod(r + k, n), mod(r - k, n));
     b.step(r, tbs[1], StepType::kCopy, {kI, r}, {kO, r});
@@ -345,11 +358,11 @@ ir::Algorithm directAllToAll(int n) {
   return std::move(b).finish();
 }
 
-ir::Algorithm chainBroadcast(int n, int root) {
+ir::Algorithm chainBroadcast(int n, int root, int focus) {
   if (n == 1) return single("chain_broadcast", CollectiveKind::kBroadcast);
-  Builder b("chain_broadcast", CollectiveKind::kBroadcast, n, 1, 1, 1);
-  for (int k = 0; k < n; ++k) {
-    int r = mod(root + k, n);
+  Builder b("chain_broadcast", CollectiveKind::kBroadcast, n, focus, 1, 1, 1);
+  for (int r : b.ranks()) {
+    int k = mod(r - root, n);  // r's place down the chain
     int next = k + 1 < n ? mod(r + 1, n) : -1;
     int t = b.tb(r, next, k > 0 ? mod(r - 1, n) : -1);
     if (k == 0) {
@@ -364,12 +377,12 @@ ir::Algorithm chainBroadcast(int n, int root) {
   return std::move(b).finish();
 }
 
-ir::Algorithm chainReduce(int n, int root) {
+ir::Algorithm chainReduce(int n, int root, int focus) {
   if (n == 1) return single("chain_reduce", CollectiveKind::kReduce);
-  Builder b("chain_reduce", CollectiveKind::kReduce, n, 1, 1, 1);
+  Builder b("chain_reduce", CollectiveKind::kReduce, n, focus, 1, 1, 1);
   // Partial sums flow root+1 -> root+2 -> ... -> root.
-  for (int k = 1; k <= n; ++k) {
-    int r = mod(root + k, n);
+  for (int r : b.ranks()) {
+    int k = mod(r - root - 1, n) + 1;  // r's place up the chain: root+1 is 1, the root n
     int prev = k > 1 ? mod(r - 1, n) : -1;
     int t = b.tb(r, r == root ? -1 : mod(r + 1, n), prev);
     if (k == 1)
@@ -382,12 +395,12 @@ ir::Algorithm chainReduce(int n, int root) {
   return std::move(b).finish();
 }
 
-ir::Algorithm directGather(int n, int root) {
+ir::Algorithm directGather(int n, int root, int focus) {
   if (n == 1) return single("direct_gather", CollectiveKind::kGather);
   // Every rank sends its chunk straight to the root, which receives each on
   // a threadblock of its own.
-  Builder b("direct_gather", CollectiveKind::kGather, n, n, 1, n);
-  for (int r = 0; r < n; ++r) {
+  Builder b("direct_gather", CollectiveKind::kGather, n, focus, n, 1, n);
+  for (int r : b.ranks()) {
     if (r != root) {
       b.send(r, b.tb(r, root, -1), {kI, 0});
       continue;
@@ -400,10 +413,10 @@ ir::Algorithm directGather(int n, int root) {
   return std::move(b).finish();
 }
 
-ir::Algorithm directScatter(int n, int root) {
+ir::Algorithm directScatter(int n, int root, int focus) {
   if (n == 1) return single("direct_scatter", CollectiveKind::kScatter);
-  Builder b("direct_scatter", CollectiveKind::kScatter, n, n, n, 1);
-  for (int r = 0; r < n; ++r) {
+  Builder b("direct_scatter", CollectiveKind::kScatter, n, focus, n, n, 1);
+  for (int r : b.ranks()) {
     if (r != root) {
       b.recv(r, b.tb(r, -1, root), {kO, 0});
       continue;
@@ -442,24 +455,27 @@ const std::vector<ClassicInfo>& classicAlgorithms() {
   return all;
 }
 
-Result<ir::Algorithm> makeClassic(std::string_view name, int n, int root) {
+Result<ir::Algorithm> makeClassic(std::string_view name, int n, int root, int focus) {
   if (n < 1) return Status(StatusCode::kInvalidArgument, "world size must be >= 1");
   if (root < 0 || root >= n)
     return Status(StatusCode::kInvalidArgument,
                   "root " + std::to_string(root) + " is not a rank of " + std::to_string(n));
-  if (name == "ring_allreduce") return ringAllReduce(n);
-  if (name == "halving_doubling_allreduce") return halvingDoublingAllReduce(n);
-  if (name == "recursive_doubling_allreduce") return recursiveDoublingAllReduce(n);
-  if (name == "chain_allreduce") return chainAllReduce(n);
-  if (name == "ring_allgather") return ringAllGather(n);
-  if (name == "ring_reducescatter") return ringReduceScatter(n);
-  if (name == "pairwise_alltoall") return pairwiseAllToAll(n);
-  if (name == "direct_allgather") return directAllGather(n);
-  if (name == "direct_alltoall") return directAllToAll(n);
-  if (name == "chain_broadcast") return chainBroadcast(n, root);
-  if (name == "chain_reduce") return chainReduce(n, root);
-  if (name == "direct_gather") return directGather(n, root);
-  if (name == "direct_scatter") return directScatter(n, root);
+  if (focus < -1 || focus >= n)
+    return Status(StatusCode::kInvalidArgument,
+                  "rank " + std::to_string(focus) + " is not a rank of " + std::to_string(n));
+  if (name == "ring_allreduce") return ringAllReduce(n, focus);
+  if (name == "halving_doubling_allreduce") return halvingDoublingAllReduce(n, focus);
+  if (name == "recursive_doubling_allreduce") return recursiveDoublingAllReduce(n, focus);
+  if (name == "chain_allreduce") return chainAllReduce(n, focus);
+  if (name == "ring_allgather") return ringAllGather(n, focus);
+  if (name == "ring_reducescatter") return ringReduceScatter(n, focus);
+  if (name == "pairwise_alltoall") return pairwiseAllToAll(n, focus);
+  if (name == "direct_allgather") return directAllGather(n, focus);
+  if (name == "direct_alltoall") return directAllToAll(n, focus);
+  if (name == "chain_broadcast") return chainBroadcast(n, root, focus);
+  if (name == "chain_reduce") return chainReduce(n, root, focus);
+  if (name == "direct_gather") return directGather(n, root, focus);
+  if (name == "direct_scatter") return directScatter(n, root, focus);
   return Status(StatusCode::kNotFound, "no built-in algorithm named '" + std::string(name) + "'");
 }
 

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include "runtime/check.h"
+#include "runtime/local_transport.h"
 #include "tests/support/collective_check.h"
+#include "tests/support/files.h"
 
 namespace chorus::synth {
 namespace {
@@ -99,6 +101,163 @@ TEST(Classic, RingAllReduceSendsByReference) {
     EXPECT_EQ(pc.value()->refSteps(), n * n) << (inplace ? "in place" : "out of place");
     ASSERT_TRUE(pc.value()->runThreaded().isOk());
     EXPECT_EQ(data.value().countWrong(), 0u);
+  }
+}
+
+}  // namespace
+}  // namespace chorus::synth
+
+// Parts (docs/scale.md): a process of a large world builds and runs its own
+// rank's part of a built-in (api/plan.h).
+namespace chorus::synth {
+namespace {
+
+std::vector<int> rootsOf(CollectiveKind k, int n) {
+  if (!isRooted(k)) return {0};
+  std::vector<int> roots{0, n / 2, n - 1};
+  std::sort(roots.begin(), roots.end());
+  roots.erase(std::unique(roots.begin(), roots.end()), roots.end());
+  return roots;
+}
+
+// Each rank's part, built alone, is that rank of the whole algorithm:
+// header, every rank's id and chunk counts, and the rank's threadblocks
+// step for step (ir::Rank's ==); the other ranks have no threadblocks.
+TEST(ClassicParts, EachRanksPartIsItsRankOfTheWhole) {
+  int compared = 0;
+  for (const ClassicInfo& info : classicAlgorithms()) {
+    for (int n = 1; n <= 64; ++n) {
+      for (int root : rootsOf(info.collective, n)) {
+        SCOPED_TRACE(info.name + " n=" + std::to_string(n) + " root=" + std::to_string(root));
+        const ir::Algorithm whole = makeClassic(info.name, n, root).value();
+        for (int r = 0; r < n; ++r) {
+          auto part = makeClassic(info.name, n, root, r);
+          ASSERT_TRUE(part.isOk()) << part.status().message();
+          const ir::Algorithm& p = part.value();
+          ASSERT_EQ(p.ranks.size(), whole.ranks.size());
+          EXPECT_EQ(p.name, whole.name);
+          EXPECT_EQ(p.collective, whole.collective);
+          EXPECT_EQ(p.ngpus, whole.ngpus);
+          EXPECT_EQ(p.nchunksPerLoop, whole.nchunksPerLoop);
+          EXPECT_EQ(p.inplace, whole.inplace);
+          EXPECT_EQ(p.outofplace, whole.outofplace);
+          for (int q = 0; q < n; ++q) {
+            const ir::Rank& got = p.ranks[static_cast<size_t>(q)];
+            const ir::Rank& want = whole.ranks[static_cast<size_t>(q)];
+            EXPECT_EQ(got.id, want.id);
+            EXPECT_EQ(got.inputChunks, want.inputChunks);
+            EXPECT_EQ(got.outputChunks, want.outputChunks);
+            EXPECT_EQ(got.scratchChunks, want.scratchChunks);
+            if (q == r) {
+              ASSERT_TRUE(got == want) << "rank " << r << "'s part differs from the whole's";
+              ++compared;
+            } else {
+              // n = 1 has no other rank.
+              EXPECT_TRUE(got.tbs.empty()) << "rank " << r << "'s part builds rank " << q;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 13 * 2000);
+  EXPECT_EQ(makeClassic("ring_allreduce", 4, 0, 4).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(makeClassic("ring_allreduce", 4, 0, -2).status().code(), StatusCode::kInvalidArgument);
+}
+
+// What the runtime relies on past CHORUS_PROVE_RANKS (api/plan.h's
+// kBuiltinFamilyBasis): every family verified at sampled rank counts past
+// the ones above, primes and non-powers of two included, with the first,
+// middle and last root.
+TEST(ClassicParts, FamiliesVerifyAtSampledRankCounts) {
+  for (const ClassicInfo& info : classicAlgorithms()) {
+    for (int n : {12, 16, 31, 32, 33, 64, 100, 128}) {
+      for (int root : rootsOf(info.collective, n)) {
+        SCOPED_TRACE(info.name + " n=" + std::to_string(n) + " root=" + std::to_string(root));
+        verify::Report rep = verify::verifyAlgorithm(makeClassic(info.name, n, root).value());
+        ASSERT_TRUE(rep.correct());
+        if (isRooted(info.collective)) {
+          EXPECT_EQ(rep.root, root);
+        }
+      }
+    }
+  }
+}
+
+bool samePlans(const runtime::RefPlan& a, const runtime::RefPlan& b) { return a.kinds == b.kinds; }
+
+// A part proven with its whole keeps the whole's by-reference plans; a part
+// from the family alone may send fewer messages by reference (it sees no
+// path through other ranks), never more, and never claims a copying
+// receiver it cannot see.
+TEST(ClassicParts, PlansOfPartsAreTheWholesOrMoreCautious) {
+  int cautious = 0, kept = 0;
+  for (const ClassicInfo& info : classicAlgorithms()) {
+    for (int n : {2, 3, 4, 5, 8, 9}) {
+      for (int root : rootsOf(info.collective, n)) {
+        SCOPED_TRACE(info.name + " n=" + std::to_string(n) + " root=" + std::to_string(root));
+        auto whole = runtime::VerifiedAlgorithm::make(makeClassic(info.name, n, root).value());
+        ASSERT_TRUE(whole.isOk());
+        for (int r = 0; r < n; ++r) {
+          auto part = whole.value()->part(r);
+          EXPECT_EQ(part->partRank(), r);
+          EXPECT_TRUE(part->basis().empty());
+          EXPECT_EQ(part->root(), whole.value()->root());
+          auto family = runtime::VerifiedAlgorithm::fromFamily(
+              makeClassic(info.name, n, root, r).value(), r, root, "test");
+          EXPECT_EQ(family->basis(), "test");
+          for (bool inplace : {false, true}) {
+            const runtime::RefPlan& w = whole.value()->refPlan(r, inplace);
+            EXPECT_TRUE(samePlans(part->refPlan(r, inplace), w));
+            const runtime::RefPlan& f = family->refPlan(r, inplace);
+            ASSERT_EQ(f.kinds.size(), w.kinds.size());
+            for (size_t t = 0; t < w.kinds.size(); ++t) {
+              ASSERT_EQ(f.kinds[t].size(), w.kinds[t].size());
+              for (size_t i = 0; i < w.kinds[t].size(); ++i) {
+                EXPECT_NE(f.kinds[t][i], runtime::kRefToCopier);
+                if (f.kinds[t][i] != runtime::kRefNever) {
+                  EXPECT_NE(w.kinds[t][i], runtime::kRefNever) << "tb " << t << " step " << i;
+                  ++kept;
+                } else if (w.kinds[t][i] != runtime::kRefNever) {
+                  ++cautious;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  // Both happen: the ring allreduce's reduce-scatter sends need the path
+  // around the ring; its allgather's sends do not.
+  EXPECT_GT(cautious, 0);
+  EXPECT_GT(kept, 0);
+}
+
+// A part's connections are its rank's connections of the whole, sized the
+// same (the fabric of a process is made from them).
+TEST(ClassicParts, RankMessagesAreTheRanksLargestMessages) {
+  std::vector<ir::Algorithm> algos;
+  for (const ClassicInfo& info : classicAlgorithms())
+    for (int n : {1, 2, 5, 8}) algos.push_back(makeClassic(info.name, n, n - 1).value());
+  for (const std::string& path : chorus::testing::productionFiles()) {
+    auto va = chorus::testing::load(path);
+    ASSERT_TRUE(va);
+    algos.push_back(va->algo());
+  }
+  for (const ir::Algorithm& a : algos) {
+    SCOPED_TRACE(a.name + " n=" + std::to_string(a.ngpus));
+    auto all = runtime::Fabric::largestMessages(a);
+    auto whole = runtime::VerifiedAlgorithm::make(a);
+    ASSERT_TRUE(whole.isOk());
+    for (int r = 0; r < a.ngpus; ++r) {
+      decltype(all) mine;
+      for (const auto& [key, cnt] : all)
+        if (std::get<1>(key) == r || std::get<2>(key) == r) mine[key] = cnt;
+      EXPECT_EQ(runtime::Fabric::rankMessages(a, r), mine) << "rank " << r;
+      auto part = whole.value()->part(r);
+      EXPECT_EQ(runtime::Fabric::rankMessages(part->algo(), r), mine) << "rank " << r;
+    }
   }
 }
 
