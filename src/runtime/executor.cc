@@ -163,6 +163,24 @@ RefPlan planReferences(const ir::Algorithm& algo, const verify::StepGraph& g, in
   const ir::Rank& me = algo.ranks[static_cast<size_t>(rank)];
   const Layout layout(algo, rank, inplace);
   BeforeSearch search(g);
+  // Every step that writes, by where its range starts: the writes that may
+  // overlap a message start less than the longest write before it.
+  struct Write {
+    Layout::Range range;
+    int tb, step;
+  };
+  std::vector<Write> writes;
+  int64_t longest = 0;
+  for (size_t u = 0; u < me.tbs.size(); ++u)
+    for (size_t j = 0; j < me.tbs[u].steps.size(); ++j) {
+      const ir::Step& w = me.tbs[u].steps[j];
+      if (!ir::writesDst(w.type)) continue;
+      Write wr{layout.of(w.dstBuf, w.dstOff, w.count), static_cast<int>(u), static_cast<int>(j)};
+      longest = std::max(longest, wr.range.hi - wr.range.lo);
+      writes.push_back(wr);
+    }
+  std::sort(writes.begin(), writes.end(),
+            [](const Write& a, const Write& b) { return a.range.lo < b.range.lo; });
   RefPlan plan;
   plan.kinds.resize(me.tbs.size());
   for (size_t t = 0; t < me.tbs.size(); ++t) {
@@ -180,18 +198,18 @@ RefPlan planReferences(const ir::Algorithm& algo, const verify::StepGraph& g, in
       const verify::NodeId send = g.node(rank, static_cast<int>(t), static_cast<int>(i));
       const verify::NodeId consumer = g.matchedRecv(send);
       bool stable = true;
-      for (size_t u = 0; u < me.tbs.size() && stable; ++u) {
-        const auto& other = me.tbs[u].steps;
-        for (size_t j = 0; j < other.size() && stable; ++j) {
-          const ir::Step& w = other[j];
-          if (!ir::writesDst(w.type) || (u == t && j == i)) continue;
-          if (!layout.of(w.dstBuf, w.dstOff, w.count).overlaps(msg)) continue;
-          // Safe if the write comes before the send, or after the peer has
-          // consumed the message (its receive happens before the write).
-          verify::NodeId write = g.node(rank, static_cast<int>(u), static_cast<int>(j));
-          stable = u == t ? j < i : search.proven(write, send);
-          stable = stable || (consumer != verify::kNoNode && search.proven(consumer, write));
-        }
+      auto w = std::lower_bound(writes.begin(), writes.end(), msg.lo - longest,
+                                [](const Write& a, int64_t lo) { return a.range.lo < lo; });
+      for (; w != writes.end() && w->range.lo < msg.hi && stable; ++w) {
+        if (!w->range.overlaps(msg) ||
+            (w->tb == static_cast<int>(t) && w->step == static_cast<int>(i)))
+          continue;
+        // Safe if the write comes before the send, or after the peer has
+        // consumed the message (its receive happens before the write).
+        verify::NodeId write = g.node(rank, w->tb, w->step);
+        stable = w->tb == static_cast<int>(t) ? w->step < static_cast<int>(i)
+                                              : search.proven(write, send);
+        stable = stable || (consumer != verify::kNoNode && search.proven(consumer, write));
       }
       if (!stable) continue;
       // Whether it is also a plain send's message to a receiver that copies

@@ -234,6 +234,127 @@ TEST(ClassicParts, PlansOfPartsAreTheWholesOrMoreCautious) {
   EXPECT_GT(kept, 0);
 }
 
+// planReferences against its definition, checked the slow way: every
+// write of the rank whose bytes overlap the message (actual buffers, in
+// place or not) comes before the send or after the message's receive, by
+// an unbounded search of the whole graph.
+bool reaches(const verify::StepGraph& g, verify::NodeId a, verify::NodeId b) {
+  std::vector<verify::NodeId> stack{b};
+  std::vector<bool> seen(g.size(), false);
+  while (!stack.empty()) {
+    verify::NodeId n = stack.back();
+    stack.pop_back();
+    if (n == a) return true;
+    for (verify::NodeId p : g.preds(n))
+      if (p != verify::kNoNode && !seen[static_cast<size_t>(p)]) {
+        seen[static_cast<size_t>(p)] = true;
+        stack.push_back(p);
+      }
+  }
+  return false;
+}
+
+TEST(ClassicParts, PlansFollowTheirDefinition) {
+  std::vector<std::shared_ptr<const runtime::VerifiedAlgorithm>> algos;
+  for (const ClassicInfo& info : classicAlgorithms())
+    for (int n : {2, 3, 4, 6}) {
+      algos.push_back(
+          runtime::VerifiedAlgorithm::make(makeClassic(info.name, n, 1).value()).value());
+    }
+  for (const std::string& path : chorus::testing::productionFiles()) {
+    if (chorus::testing::load(path)->algo().ngpus > 16) continue;  // the slow way is slow
+    algos.push_back(chorus::testing::load(path));
+  }
+  int byRef = 0;
+  for (const auto& va : algos) {
+    const ir::Algorithm& a = va->algo();
+    SCOPED_TRACE(a.name + " n=" + std::to_string(a.ngpus));
+    DiagnosticList ignored;
+    verify::StepGraph g(a, ignored);
+    const size_t chunk = 1000;  // bytes per chunk
+    for (int r = 0; r < a.ngpus; ++r) {
+      for (bool inplace : {false, true}) {
+        if (inplace ? !a.inplace : !a.outofplace) continue;
+        // Real buffers (bytes) for a call of `count`, placed as NCCL's
+        // in-place rule puts them (isInPlaceCall), or apart.
+        runtime::CallArgs c;
+        c.type = DataType::kUint8;
+        c.count = a.nchunksPerLoop * chunk / runtime::countMultiplier(a);
+        const auto [inElems, outElems] = runtime::bufferElems(a, c.count);
+        std::vector<unsigned char> mem(2 * (inElems + outElems) + 1);
+        unsigned char* out = mem.data() + inElems;
+        unsigned char* in = out + outElems + 1;
+        if (inplace) {
+          const size_t share =
+              isRooted(a.collective) ? c.count / static_cast<size_t>(a.ngpus) : c.count;
+          const size_t shift = static_cast<size_t>(r) * share;
+          switch (a.collective) {
+            case CollectiveKind::kAllGather:
+            case CollectiveKind::kGather:
+              in = out + shift;
+              break;
+            case CollectiveKind::kReduceScatter:
+            case CollectiveKind::kScatter:
+              in = out;
+              out = in + shift;
+              break;
+            default:
+              in = out;
+          }
+          c.sendbuff = in;
+          c.recvbuff = out;
+          ASSERT_TRUE(runtime::isInPlaceCall(a.collective, c, r, a.ngpus));
+        }
+        const uintptr_t scratch = reinterpret_cast<uintptr_t>(mem.data()) + (uintptr_t{1} << 40);
+        auto base = [&](ir::Buffer b) {
+          return b == ir::Buffer::kInput    ? reinterpret_cast<uintptr_t>(in)
+                 : b == ir::Buffer::kOutput ? reinterpret_cast<uintptr_t>(out)
+                                            : scratch;
+        };
+        auto lo = [&](ir::Buffer b, int off) { return base(b) + static_cast<size_t>(off) * chunk; };
+        const runtime::RefPlan& plan = va->refPlan(r, inplace);
+        const ir::Rank& me = a.ranks[static_cast<size_t>(r)];
+        for (size_t t = 0; t < me.tbs.size(); ++t)
+          for (size_t i = 0; i < me.tbs[t].steps.size(); ++i) {
+            const ir::Step& s = me.tbs[t].steps[i];
+            bool fromSrc = s.type == ir::StepType::kSend;
+            uint8_t want = runtime::kRefNever;
+            if (fromSrc || s.type == ir::StepType::kRecvCopySend ||
+                s.type == ir::StepType::kRecvReduceCopySend) {
+              uintptr_t m0 = fromSrc ? lo(s.srcBuf, s.srcOff) : lo(s.dstBuf, s.dstOff);
+              uintptr_t m1 = m0 + static_cast<size_t>(s.count) * chunk;
+              auto send = g.node(r, static_cast<int>(t), static_cast<int>(i));
+              auto consumer = g.matchedRecv(send);
+              bool stable = true;
+              for (size_t u = 0; u < me.tbs.size(); ++u)
+                for (size_t j = 0; j < me.tbs[u].steps.size(); ++j) {
+                  const ir::Step& w = me.tbs[u].steps[j];
+                  if (!ir::writesDst(w.type) || (u == t && j == i)) continue;
+                  uintptr_t w0 = lo(w.dstBuf, w.dstOff);
+                  uintptr_t w1 = w0 + static_cast<size_t>(w.count) * chunk;
+                  if (!(w0 < m1 && m0 < w1)) continue;
+                  auto write = g.node(r, static_cast<int>(u), static_cast<int>(j));
+                  stable = stable && (reaches(g, write, send) ||
+                                      (consumer != verify::kNoNode && reaches(g, consumer, write)));
+                }
+              if (stable) {
+                auto rt = consumer == verify::kNoNode ? ir::StepType::kNop : g.step(consumer).type;
+                want = fromSrc && (rt == ir::StepType::kRecv || rt == ir::StepType::kRecvCopySend)
+                           ? runtime::kRefToCopier
+                           : runtime::kRefStable;
+              }
+            }
+            EXPECT_EQ(plan.kinds[t][i], want)
+                << "rank " << r << (inplace ? " in place" : " out of place") << " tb " << t
+                << " step " << i;
+            byRef += want != runtime::kRefNever;
+          }
+      }
+    }
+  }
+  EXPECT_GT(byRef, 1000);
+}
+
 // A part's connections are its rank's connections of the whole, sized the
 // same (the fabric of a process is made from them).
 TEST(ClassicParts, RankMessagesAreTheRanksLargestMessages) {
