@@ -26,10 +26,9 @@ probe=$build/tests/bootstrap_probe
 [[ -x $chorus ]] || { echo "build $chorus first (cmake --preset release)" >&2; exit 2; }
 procs=${PROCS:-"2 4 8 16 32 64"}
 reps=${REPS:-3}
-mpirun=(mpirun --oversubscribe --mca btl self,vader)
-[[ $(id -u) -eq 0 ]] && mpirun=("${mpirun[0]}" --allow-run-as-root "${mpirun[@]:1}")
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+mpirun_with --mca btl self,vader
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else print v[int((NR + 1) / 2)] }'; }
 # Wall seconds of a command, its output on stdout.
 timed() {
   local t0 t1 out

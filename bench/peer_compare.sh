@@ -49,10 +49,9 @@ case $transport in
   *) echo "TRANSPORT is shm or tcp, not $transport" >&2; exit 2 ;;
 esac
 stream=$build/bench/tcp_stream
-mpirun=(mpirun --oversubscribe --mca btl "$btl" -x GLIBC_TUNABLES)
-[[ $(id -u) -eq 0 ]] && mpirun=("${mpirun[0]}" --allow-run-as-root "${mpirun[@]:1}")
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+mpirun_with --mca btl "$btl" -x GLIBC_TUNABLES
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else print v[int((NR + 1) / 2)] }'; }
 
 echo "collective,ranks,size_bytes,chorus_us,mpi_us,gloo_us,vs_mpi,vs_gloo,chorus_busbw,mpi_busbw,gloo_busbw,chorus_frac_memcpy,memcpy_gbs,socket_gbs,chorus_frac_socket"
 for n in $ranks; do

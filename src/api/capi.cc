@@ -500,9 +500,7 @@ Status rootedCall(chorusComm_t comm, CollectiveKind k, const void* send, void* r
   if (!t.isOk()) return t.status();
   const int n = cs.value()->size();
   // The runtime counts gather and scatter in elements of the whole vector.
-  const size_t whole = k == CollectiveKind::kGather || k == CollectiveKind::kScatter
-                           ? count * static_cast<size_t>(n)
-                           : count;
+  const size_t whole = countsWholeVector(k) ? count * static_cast<size_t>(n) : count;
   Op o = collective(k, send, recv, whole);
   o.root = root;
   if (k == CollectiveKind::kReduce) CHORUS_RETURN_IF_ERROR(withOp(redop, o));

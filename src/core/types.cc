@@ -167,6 +167,10 @@ CollectiveKind parseCollective(std::string_view name) {
   return CollectiveKind::kCustom;
 }
 
+bool countsWholeVector(CollectiveKind k) {
+  return k == CollectiveKind::kGather || k == CollectiveKind::kScatter;
+}
+
 bool isRooted(CollectiveKind k) {
   return k == CollectiveKind::kBroadcast || k == CollectiveKind::kReduce ||
          k == CollectiveKind::kGather || k == CollectiveKind::kScatter;

@@ -186,7 +186,7 @@ Result<CollectiveData> CollectiveData::make(const VerifiedAlgorithm& va, size_t 
                                             DataType type, ReduceOp op, bool inplace,
                                             const verify::PostCondition* spec) {
   const ir::Algorithm& a = va.algo();
-  if (a.collective == CollectiveKind::kGather || a.collective == CollectiveKind::kScatter)
+  if (countsWholeVector(a.collective))
     return build(a.collective, a.ngpus, va.root(), count, type, op, inplace, -1, false);
   if (a.collective != CollectiveKind::kCustom)
     return make(a.collective, a.ngpus, va.root(), count, type, op, inplace);
@@ -259,8 +259,7 @@ Result<CollectiveData> CollectiveData::build(CollectiveKind coll, int nranks, in
       // NCCL's in-place conventions: the input is a view of the output
       // (allgather) or the output a view of the input (reducescatter).
       // Gather and scatter: the rank's share is count / n (m = 1).
-      size_t share =
-          coll == CollectiveKind::kGather || coll == CollectiveKind::kScatter ? count / n : count;
+      size_t share = countsWholeVector(coll) ? count / n : count;
       bool gathers = coll == CollectiveKind::kAllGather || coll == CollectiveKind::kGather;
       bool scatters = coll == CollectiveKind::kReduceScatter || coll == CollectiveKind::kScatter;
       c.sendbuff = rb + (gathers ? r * share : 0) * esz;

@@ -297,6 +297,8 @@ check perf-engine 0 'Out of bounds values : 0 OK' -- "$chorus" perf allreduce --
 check perf-engine-file 0 'Out of bounds values : 0 OK' -- "$chorus" perf allgather --device engine \
   --ranks 8 --algo "$msccl/ag-1m.xml" -b 1M -e 1M -n 1 -w 0 --check
 check perf-engine-sendrecv 2 'no sendrecv' -- "$chorus" perf sendrecv --device engine
+check perf-engine-gather 2 'gather or scatter' -- "$chorus" perf gather --device engine
+check perf-engine-scatter 2 'gather or scatter' -- "$chorus" perf scatter --device engine
 check run-engine-procs 2 'excludes --device' -- "$chorus" run "$msccl/ap4ll.xml" --device engine \
   --procs 8
 check run-bad-device 2 'not in' -- "$chorus" run "$msccl/ap4ll.xml" --device tpu

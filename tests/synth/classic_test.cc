@@ -286,7 +286,7 @@ TEST(ClassicParts, PlansFollowTheirDefinition) {
         unsigned char* in = out + outElems + 1;
         if (inplace) {
           const size_t share =
-              isRooted(a.collective) ? c.count / static_cast<size_t>(a.ngpus) : c.count;
+              countsWholeVector(a.collective) ? c.count / static_cast<size_t>(a.ngpus) : c.count;
           const size_t shift = static_cast<size_t>(r) * share;
           switch (a.collective) {
             case CollectiveKind::kAllGather:

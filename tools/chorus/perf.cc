@@ -71,8 +71,7 @@ Measure measure(const PerfArgs& a, CollectiveKind coll, const Local& local, chor
   // Processes: buffers from chorusMemAlloc's allocator, which peers read in
   // place (threads share memory anyway). The runtime (and an explicit
   // algorithm) counts gather and scatter over the whole vector.
-  const bool wholeVector = coll == CollectiveKind::kGather || coll == CollectiveKind::kScatter;
-  const size_t runtimeCount = wholeVector ? count * static_cast<size_t>(n) : count;
+  const size_t runtimeCount = countsWholeVector(coll) ? count * static_cast<size_t>(n) : count;
   auto data = runtime::CollectiveData::make(coll, n, a.root, runtimeCount, type, op, inplace,
                                             local.me, local.me >= 0 && !a.heapBuffers);
   if (!data.isOk()) {
@@ -304,7 +303,7 @@ int runPerf(const PerfArgs& a) {
   // ring; it goes by kSend here.
   const bool sendRecv = a.collective == "sendrecv";
   CollectiveKind coll = sendRecv ? CollectiveKind::kSend : parseCollective(a.collective);
-  const bool rootedOnly = coll == CollectiveKind::kGather || coll == CollectiveKind::kScatter;
+  const bool rootedOnly = countsWholeVector(coll);  // not NCCL's, only Chorus's C API
   if (!isNcclCollective(coll) && !sendRecv && !rootedOnly) {
     std::fprintf(stderr,
                  "chorus perf: unknown collective '%s' (allreduce allgather reducescatter "
