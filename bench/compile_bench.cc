@@ -9,9 +9,10 @@
 //   rank,program,ranks,instances,rank_steps,rank_form,best_ms,peak_heap_mib
 //   compile_bench ring_allreduce 16384 1 --rank 5 [--gpus-per-node 8]
 // With --read FILE, reading one algorithm file (a compact program file is
-// expanded), timed, with the peak heap:
+// expanded; with RANK, only that rank's part is built), timed, with the
+// peak heap:
 //   read,file,ranks,steps,read_ms,peak_heap_mib
-//   compile_bench --read r1024c.xml
+//   compile_bench --read r1024c.xml [RANK]
 // With --builtin, what one process of an N-process world does before its
 // first call of a built-in (api/plan.h): rank R's part, verified whole
 // (`proven`, N <= CHORUS_PROVE_RANKS) or built alone (`family`), best of
@@ -67,12 +68,13 @@ double since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 3 && std::strcmp(argv[1], "--read") == 0) {
+  if ((argc == 3 || argc == 4) && std::strcmp(argv[1], "--read") == 0) {
     chorus::compiler::installProgramFiles();
     const size_t before = gLive.load();
     gPeak.store(before);
     auto t0 = std::chrono::steady_clock::now();
-    chorus::ir::ReadResult rr = chorus::ir::readAlgorithmFile(argv[2]);
+    chorus::ir::ReadResult rr =
+        chorus::ir::readAlgorithmFile(argv[2], argc == 4 ? std::atoi(argv[3]) : -1);
     const double ms = since(t0);
     if (!rr.algorithm) {
       for (const auto& d : rr.diagnostics.items()) std::fprintf(stderr, "%s\n", d.format().c_str());

@@ -26,8 +26,7 @@ namespace chorus::api {
 // the family's proof (kBuiltinFamilyBasis).
 class BuiltinCache {
  public:
-  static constexpr int kProveUpTo = 256;
-  explicit BuiltinCache(int nranks, int focus = -1, int proveUpTo = kProveUpTo)
+  explicit BuiltinCache(int nranks, int focus = -1, int proveUpTo = runtime::kProveRanks)
       : n_(nranks), focus_(focus), proveUpTo_(proveUpTo) {}
   Result<std::shared_ptr<const runtime::VerifiedAlgorithm>> get(const std::string& name, int root);
 

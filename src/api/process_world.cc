@@ -338,7 +338,7 @@ namespace {
 bool sameRequest(const runtime::SelectionRequest& a, const runtime::SelectionRequest& b) {
   return a.collective == b.collective && a.nranks == b.nranks && a.inplace == b.inplace &&
          a.count == b.count && a.type == b.type && a.op == b.op && a.root == b.root &&
-         a.sharedMemory == b.sharedMemory && a.gpu == b.gpu;
+         a.sharedMemory == b.sharedMemory && a.gpu == b.gpu && a.focus == b.focus;
 }
 
 }  // namespace
@@ -355,6 +355,7 @@ Status ProcessWorld::collective(const Op& op) {
   req.op = op.args.op;
   req.root = op.root;
   req.sharedMemory = sharedMemory_;
+  req.focus = me_;  // a program file past CHORUS_PROVE_RANKS: this rank's part
   bool info = logEnabled(LogLevel::kInfo);
   // The same call as the last one (a training loop's): the same plan, without
   // selection (its candidates change only when a file is registered).

@@ -51,8 +51,7 @@ WorldOptions WorldOptions::fromEnvironment() {
   o.tcpSockets = text("CHORUS_TCP_SOCKETS");
   if (!text("CHORUS_SPIN_US").empty())
     o.spinUs = static_cast<int>(std::min<long>(envLong("CHORUS_SPIN_US", -1), 1000000));
-  o.proveRanks =
-      static_cast<int>(std::clamp<long>(envLong("CHORUS_PROVE_RANKS", o.proveRanks), 0, 1 << 30));
+  o.proveRanks = runtime::proveRanksFromEnvironment();
   return o;
 }
 

@@ -64,7 +64,7 @@ struct WorldOptions {
   // CHORUS_PROVE_RANKS: processes run their rank's part of a built-in; up
   // to this many ranks each verifies the whole algorithm first, beyond it
   // the part rests on the family's proof (api/plan.h, docs/scale.md).
-  int proveRanks = BuiltinCache::kProveUpTo;
+  int proveRanks = runtime::kProveRanks;
   // GPU worlds (chorusCommInitAll with a devlist): rank r on GPU devices[r],
   // device buffers, calls enqueued on the ranks' streams (docs/cuda.md).
   // Empty: host ranks, host buffers.

@@ -14,6 +14,11 @@ namespace {
 // 33 million steps (several GB). Past that, per-rank lowering is the way.
 constexpr int kMostRanks = kMostProgramFileRanks;
 constexpr int64_t kMostChunks = int64_t{kMostRanks} * kMostRanks;
+// One rank's part is about its share of the chunks (a ring's rank touches
+// each chunk): up to 65536 ranks (chorus gen --rank's bound), and as many
+// chunks a rank as a 65536-rank ring allreduce.
+constexpr int kMostPartRanks = 1 << 16;
+constexpr int64_t kMostPartChunksPerRank = kMostPartRanks;
 
 // The attributes, as `chorus gen` spells the options.
 constexpr std::string_view kAttributes[] = {
@@ -23,7 +28,8 @@ constexpr std::string_view kAttributes[] = {
 
 class Expansion {
  public:
-  explicit Expansion(const ir::ProgramReference& ref) : ref_(ref) {}
+  // `focus` >= 0: that rank's part only (at any rank count).
+  Expansion(const ir::ProgramReference& ref, int focus) : ref_(ref), focus_(focus) {}
 
   ir::ReadResult run() {
     for (const auto& a : ref_.attributes) {
@@ -42,8 +48,8 @@ class Expansion {
       error(name->pos, "no program named '" + name->value + "' (chorus gen --list)");
     lang::ProgramOptions given;
     if (find("ranks") == nullptr) error(ref_.pos, "<program> needs ranks=");
-    given.ranks = number("ranks", 1, 1 << 20).value_or(1);
-    if (given.ranks > kMostRanks)
+    given.ranks = number("ranks", 1, focus_ >= 0 ? kMostPartRanks : 1 << 20).value_or(1);
+    if (given.ranks > kMostRanks && focus_ < 0)
       error(find("ranks")->pos, "ranks=\"" + std::to_string(given.ranks) +
                                     "\": a program file expands whole up to " +
                                     std::to_string(kMostRanks) +
@@ -75,10 +81,25 @@ class Expansion {
       out.diagnostics = std::move(diags_);
       return out;
     }
+    if (focus_ >= o.ranks) {
+      error(ref_.pos, "rank " + std::to_string(focus_) + " is not a rank of this " +
+                          std::to_string(o.ranks) + "-rank program");
+      out.diagnostics = std::move(diags_);
+      return out;
+    }
     // The whole algorithm is every rank's chunks' steps: bound them before
-    // building (a file of 60 bytes must not ask for billions of steps).
+    // building (a file of 60 bytes must not ask for billions of steps; a
+    // rank's part of a ring touches every chunk too).
     const int64_t chunks = int64_t{o.ranks} * o.chunkFactor * o.instances;
-    if (chunks > kMostChunks) {
+    if (focus_ >= 0 && chunks > kMostPartChunksPerRank * o.ranks) {
+      error(ref_.pos, "program '" + e->name + "' with these options has " +
+                          std::to_string(chunks / o.ranks) + " chunks a rank (chunk factor x " +
+                          "instances); a rank's part builds up to " +
+                          std::to_string(kMostPartChunksPerRank));
+      out.diagnostics = std::move(diags_);
+      return out;
+    }
+    if (focus_ < 0 && chunks > kMostChunks) {
       error(ref_.pos, "program '" + e->name + "' with these options expands to " +
                           std::to_string(chunks) + " chunks (ranks x chunk factor x instances); " +
                           "a program file expands whole up to " + std::to_string(kMostChunks) +
@@ -90,7 +111,13 @@ class Expansion {
     // assembled from the ranks' parts (the same steps, in a fraction of the
     // memory, on every core).
     Compiled c;
-    if (e->buildRank) {
+    if (focus_ >= 0) {
+      lang::ProgramOptions mine = o;
+      mine.focus = focus_;
+      c = compileRank(*e, mine);
+      if (c.ok()) c.algo.ranks = allRanks(std::move(c.algo.ranks.front()), o.ranks);
+      out.part = focus_;
+    } else if (e->buildRank) {
       c = compileByRanks(*e, o);
     } else {
       lang::Program p(o);
@@ -103,6 +130,7 @@ class Expansion {
     } else {
       c.algo.minBytes = minBytes;
       c.algo.maxBytes = maxBytes;
+      out.root = isRooted(c.algo.collective) ? o.root : -1;
       // Sites are this file's element (the steps are the compiler's, not lines of it).
       c.algo.sourceFile = ref_.file;
       c.algo.pos = ref_.pos;
@@ -120,6 +148,20 @@ class Expansion {
   }
 
  private:
+  // Rank `mine`'s part among `n` ranks: the others keep their ids and chunk
+  // counts (a program's are every rank's), without threadblocks or scratch.
+  static std::vector<ir::Rank> allRanks(ir::Rank mine, int n) {
+    std::vector<ir::Rank> ranks(static_cast<size_t>(n));
+    for (int q = 0; q < n; ++q) {
+      ir::Rank& r = ranks[static_cast<size_t>(q)];
+      r.id = q;
+      r.inputChunks = mine.inputChunks;
+      r.outputChunks = mine.outputChunks;
+    }
+    const int id = mine.id;
+    ranks[static_cast<size_t>(id)] = std::move(mine);
+    return ranks;
+  }
   const ir::ProgramReference::Attribute* find(std::string_view name) const {
     for (const auto& a : ref_.attributes)
       if (a.name == name) return &a;
@@ -147,14 +189,24 @@ class Expansion {
   }
 
   const ir::ProgramReference& ref_;
+  const int focus_;
   DiagnosticList diags_;
 };
 
 }  // namespace
 
-ir::ReadResult expandProgramFile(const ir::ProgramReference& ref) { return Expansion(ref).run(); }
+ir::ReadResult expandProgramFile(const ir::ProgramReference& ref) {
+  return Expansion(ref, -1).run();
+}
 
-void installProgramFiles() { ir::setProgramExpander(&expandProgramFile); }
+ir::ReadResult expandProgramPart(const ir::ProgramReference& ref, int rank) {
+  return Expansion(ref, rank).run();
+}
+
+void installProgramFiles() {
+  ir::setProgramExpander(&expandProgramFile);
+  ir::setProgramPartBuilder(&expandProgramPart);
+}
 
 std::string writeProgramFile(const lang::ProgramEntry& entry, const lang::ProgramOptions& given,
                              uint64_t minBytes, uint64_t maxBytes) {

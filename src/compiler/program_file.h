@@ -21,6 +21,9 @@ inline constexpr int kMostProgramFileRanks = 4096;
 // file:line:column), records the program and compiles it. The result is
 // the whole algorithm, not yet verified (readers never verify).
 ir::ReadResult expandProgramFile(const ir::ProgramReference& ref);
+// The same checks, then rank `rank`'s part only (compileRank), at any rank
+// count: ReadResult::part is `rank`, every other rank has no threadblocks.
+ir::ReadResult expandProgramPart(const ir::ProgramReference& ref, int rank);
 
 // Lets every reader of algorithm files (ir::readXml, readAlgorithmFile)
 // expand program files. Idempotent.

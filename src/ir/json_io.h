@@ -22,6 +22,8 @@ Status writeJsonFile(const Algorithm& algo, const std::string& path);
 ReadResult readJson(std::string_view text, const std::string& fileName);
 
 // Reads XML or JSON, chosen by the first non-blank character ('{' = JSON).
-ReadResult readAlgorithmFile(const std::string& path);
+// `focus` >= 0: a compact program file is built for that rank only
+// (readXml); other files are read whole.
+ReadResult readAlgorithmFile(const std::string& path, int focus = -1);
 
 }  // namespace chorus::ir

@@ -30,7 +30,8 @@ namespace {
 // line map, and where diagnostics go.
 class Reader {
  public:
-  Reader(std::string_view text, const std::string& file) : text_(text), lines_(text), file_(file) {}
+  Reader(std::string_view text, const std::string& file, int focus)
+      : text_(text), lines_(text), file_(file), focus_(focus) {}
 
   ReadResult run();
   ReadResult program(const pugi::xml_node& n);
@@ -151,6 +152,7 @@ class Reader {
   std::string_view text_;
   LineMap lines_;
   std::string file_;
+  int focus_;
   DiagnosticList diags_;
 };
 
@@ -192,6 +194,7 @@ ReadResult Reader::run() {
 }
 
 std::atomic<ProgramExpander> gExpander{nullptr};
+std::atomic<ProgramPartBuilder> gPartBuilder{nullptr};
 
 ReadResult Reader::program(const pugi::xml_node& n) {
   ProgramReference ref;
@@ -202,7 +205,9 @@ ReadResult Reader::program(const pugi::xml_node& n) {
   if (n.first_child()) {
     error(DiagCode::kBadStructure, nodePos(n.first_child()),
           "<program> takes attributes only (the program and its options)");
-  } else if (ProgramExpander expand = gExpander.load(); expand != nullptr) {
+  } else if (ProgramPartBuilder part = gPartBuilder.load(); focus_ >= 0 && part != nullptr) {
+    return part(ref, focus_);
+  } else if (ProgramExpander expand = gExpander.load(); expand != nullptr && focus_ < 0) {
     return expand(ref);
   } else {
     error(DiagCode::kBadStructure, ref.pos,
@@ -317,9 +322,10 @@ int Reader::readStep(const pugi::xml_node& n, Step& s) {
 }  // namespace
 
 void setProgramExpander(ProgramExpander expander) { gExpander.store(expander); }
+void setProgramPartBuilder(ProgramPartBuilder builder) { gPartBuilder.store(builder); }
 
-ReadResult readXml(std::string_view text, const std::string& fileName) {
-  return Reader(text, fileName).run();
+ReadResult readXml(std::string_view text, const std::string& fileName, int focus) {
+  return Reader(text, fileName, focus).run();
 }
 
 }  // namespace chorus::ir

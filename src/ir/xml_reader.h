@@ -21,11 +21,19 @@ namespace chorus::ir {
 struct ReadResult {
   std::optional<Algorithm> algorithm;  // set iff no error was found
   DiagnosticList diagnostics;
+  // A program file read for one rank (readXml's `focus`): that rank, whose
+  // threadblocks alone `algorithm` holds (every rank keeps its id and chunk
+  // counts), and the program's root (rooted collectives; else -1). -1: the
+  // whole algorithm.
+  int part = -1;
+  int root = -1;
 };
 
 // Parses `text`; `fileName` is used in locations only. A compact program
-// file (below) is handed to the installed expander.
-ReadResult readXml(std::string_view text, const std::string& fileName);
+// file (below) is handed to the installed expander; with `focus` >= 0, to
+// the part builder, for rank `focus`'s part only (an <algo> file is read
+// whole regardless: check ReadResult::part).
+ReadResult readXml(std::string_view text, const std::string& fileName, int focus = -1);
 
 // A compact program file (docs/scale.md): one element,
 //   <program name="ring_allreduce" ranks="1024" instances="2" .../>,
@@ -46,6 +54,9 @@ struct ProgramReference {
 };
 using ProgramExpander = ReadResult (*)(const ProgramReference&);
 void setProgramExpander(ProgramExpander expander);
+// Builds one rank's part of a program file (ReadResult::part is the rank).
+using ProgramPartBuilder = ReadResult (*)(const ProgramReference&, int rank);
+void setProgramPartBuilder(ProgramPartBuilder builder);
 
 // Maps byte offsets in a text to 1-based line:column.
 class LineMap {

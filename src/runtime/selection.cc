@@ -9,6 +9,41 @@
 
 namespace chorus::runtime {
 
+namespace {
+
+// What proves a program file's part that was never verified whole.
+constexpr const char* kProgramFamilyBasis =
+    "the program's family, verified at 1-9, 12, 16, 24, 31, 32, 48, 63, 64, 96, 100 and 128 "
+    "ranks (tests/lang/family_test.cc), and each rank's part equal to its rank of the whole "
+    "compile at 1-64 (tests/lang/per_rank_test.cc)";
+
+std::string firstError(const ir::ReadResult& read, const std::string& path) {
+  for (const auto& d : read.diagnostics.items())
+    if (d.severity == Severity::kError) return d.format();
+  return path + ": cannot be read";
+}
+
+// Rank `rank`'s part of program file `path`, or the reason it has none.
+Result<std::shared_ptr<const VerifiedAlgorithm>> readPart(const std::string& path, int rank) {
+  ir::ReadResult read = ir::readAlgorithmFile(path, rank);
+  if (!read.algorithm) return Status(StatusCode::kInvalidArgument, firstError(read, path));
+  if (read.part != rank)
+    return Status(StatusCode::kInternal, path + ": not a program file, but read as one");
+  return VerifiedAlgorithm::fromFamily(std::move(*read.algorithm), rank, std::max(read.root, 0),
+                                       kProgramFamilyBasis);
+}
+
+}  // namespace
+
+int proveRanksFromEnvironment() {
+  const char* v = std::getenv("CHORUS_PROVE_RANKS");
+  if (v == nullptr || *v == '\0') return kProveRanks;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0' || n < 0) return kProveRanks;
+  return static_cast<int>(std::min<long>(n, 1 << 30));
+}
+
 Result<std::shared_ptr<const VerifiedAlgorithm>> loadVerifiedFile(const std::string& path) {
   ir::ReadResult read = ir::readAlgorithmFile(path);
   if (!read.algorithm) {
@@ -107,7 +142,19 @@ std::vector<std::string> AlgorithmRegistry::loadFromEnvironment() {
   return errors;
 }
 
-Status AlgorithmRegistry::addFile(const std::string& path) {
+Status AlgorithmRegistry::addFile(const std::string& path, int proveRanks) {
+  // A program file past proveRanks: rank 0's part, for its header (and to
+  // find a bad file now, not at its first call); no whole expansion.
+  ir::ReadResult head = ir::readAlgorithmFile(path, 0);
+  if (head.algorithm && head.part == 0 && head.algorithm->ngpus > proveRanks) {
+    auto va = readPart(path, 0);
+    if (!va.isOk()) return va.status();
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry e{path, va.value(), true, {}};
+    e.byRank[0] = va.value();
+    entries_.push_back(std::move(e));
+    return Status::ok();
+  }
   auto va = loadVerifiedFile(path);
   if (!va.isOk()) return va.status();
   add(path, std::move(va).value());
@@ -116,7 +163,7 @@ Status AlgorithmRegistry::addFile(const std::string& path) {
 
 void AlgorithmRegistry::add(std::string source, std::shared_ptr<const VerifiedAlgorithm> va) {
   std::lock_guard<std::mutex> lock(mu_);
-  entries_.push_back({std::move(source), std::move(va)});
+  entries_.push_back({std::move(source), std::move(va), false, {}});
 }
 
 size_t AlgorithmRegistry::size() const {
@@ -128,13 +175,34 @@ std::shared_ptr<const VerifiedAlgorithm> AlgorithmRegistry::select(
     const SelectionRequest& r, std::vector<std::string>* why) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::shared_ptr<const VerifiedAlgorithm> chosen;
-  for (const Entry& e : entries_) {
+  for (Entry& e : entries_) {
     if (chosen != nullptr) {
       if (why != nullptr)
         why->push_back(e.source + ": not considered (an earlier file was chosen)");
       continue;
     }
     std::string no = ineligibility(*e.va, r);
+    if (no.empty() && e.parts && r.focus < 0)
+      no = "its " + std::to_string(e.va->algo().ngpus) +
+           " ranks are past CHORUS_PROVE_RANKS: only processes run it, each its own part";
+    if (no.empty() && e.parts) {
+      auto& part = e.byRank[r.focus];
+      if (part == nullptr) {
+        auto made = readPart(e.source, r.focus);
+        if (made.isOk())
+          part = made.value();
+        else
+          no = made.status().message();
+      }
+      if (part != nullptr) {
+        chosen = part;
+        if (why != nullptr)
+          why->push_back(e.source + ": chosen, rank " + std::to_string(r.focus) +
+                         "'s part, not verified whole: it rests on " + part->basis());
+        continue;
+      }
+      e.byRank.erase(r.focus);
+    }
     if (no.empty()) chosen = e.va;
     if (why != nullptr)
       why->push_back(e.source + (no.empty() ? ": chosen" : ": not eligible: " + no));

@@ -6,6 +6,7 @@
 // or was not eligible (logged per call with CHORUS_DEBUG=INFO).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -16,6 +17,12 @@
 #include "runtime/executor.h"
 
 namespace chorus::runtime {
+
+// Past this many ranks a process does not verify a built-in or a program
+// file whole: it builds its own rank's part alone, which rests on the
+// family's proof (docs/scale.md). CHORUS_PROVE_RANKS sets it.
+inline constexpr int kProveRanks = 256;
+int proveRanksFromEnvironment();
 
 // Reads and verifies one algorithm file. Errors name the file (and line for
 // parse errors) and quote the verifier.
@@ -35,6 +42,9 @@ struct SelectionRequest {
   // there; across hosts the ring's fewer, longer messages do, except for
   // small calls on CPU ranks (below).
   bool sharedMemory = true;
+  // The rank this process runs alone (a process of a multi-process world),
+  // or -1: every rank of the call runs here.
+  int focus = -1;
   // The ranks are GPUs (the CUDA executor), not CPU threads or processes.
   // Across hosts CPU ranks pay a system call and often a wake-up per message
   // round, so one round beats the ring's n - 1 for small calls.
@@ -55,12 +65,15 @@ class AlgorithmRegistry {
   // Loads the files named by the environment; each failure is logged (WARN)
   // with its reason and skipped. Returns the failures' messages.
   std::vector<std::string> loadFromEnvironment();
-  // Loads one file and appends it to the candidates.
-  Status addFile(const std::string& path);
+  // Loads one file and appends it to the candidates. A compact program file
+  // of more than `proveRanks` ranks is not expanded: it serves processes,
+  // each building and caching its own rank's part when first selected.
+  Status addFile(const std::string& path, int proveRanks = proveRanksFromEnvironment());
   void add(std::string source, std::shared_ptr<const VerifiedAlgorithm> va);
 
-  // The first eligible candidate, or nullptr. `why` (optional) receives one
-  // line per candidate: "FILE: chosen" or "FILE: not eligible: REASON".
+  // The first eligible candidate, or nullptr (for a program file run as
+  // parts, r.focus's part). `why` (optional) receives one line per
+  // candidate: "FILE: chosen" or "FILE: not eligible: REASON".
   std::shared_ptr<const VerifiedAlgorithm> select(const SelectionRequest& r,
                                                   std::vector<std::string>* why) const;
   size_t size() const;
@@ -68,10 +81,14 @@ class AlgorithmRegistry {
  private:
   struct Entry {
     std::string source;
+    // The whole algorithm; for a program file run as parts, rank 0's part
+    // (its header is what selection reads).
     std::shared_ptr<const VerifiedAlgorithm> va;
+    bool parts = false;
+    std::map<int, std::shared_ptr<const VerifiedAlgorithm>> byRank;  // built parts
   };
   mutable std::mutex mu_;
-  std::vector<Entry> entries_;
+  mutable std::vector<Entry> entries_;  // select() builds parts
 };
 
 }  // namespace chorus::runtime
