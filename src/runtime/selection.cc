@@ -23,9 +23,10 @@ std::string firstError(const ir::ReadResult& read, const std::string& path) {
   return path + ": cannot be read";
 }
 
-// Rank `rank`'s part of program file `path`, or the reason it has none.
-Result<std::shared_ptr<const VerifiedAlgorithm>> readPart(const std::string& path, int rank) {
-  ir::ReadResult read = ir::readAlgorithmFile(path, rank);
+// Rank `rank`'s part from `read` (program file `path` read for it), or the
+// reason it has none.
+Result<std::shared_ptr<const VerifiedAlgorithm>> partOf(ir::ReadResult read,
+                                                        const std::string& path, int rank) {
   if (!read.algorithm) return Status(StatusCode::kInvalidArgument, firstError(read, path));
   if (read.part != rank)
     return Status(StatusCode::kInternal, path + ": not a program file, but read as one");
@@ -46,17 +47,7 @@ int proveRanksFromEnvironment() {
 
 Result<std::shared_ptr<const VerifiedAlgorithm>> loadVerifiedFile(const std::string& path) {
   ir::ReadResult read = ir::readAlgorithmFile(path);
-  if (!read.algorithm) {
-    std::string first;
-    for (const auto& d : read.diagnostics.items()) {
-      if (d.severity == Severity::kError) {
-        first = d.format();
-        break;
-      }
-    }
-    if (first.empty()) first = path + ": cannot be read";
-    return Status(StatusCode::kInvalidArgument, first);
-  }
+  if (!read.algorithm) return Status(StatusCode::kInvalidArgument, firstError(read, path));
   return VerifiedAlgorithm::make(std::move(*read.algorithm));
 }
 
@@ -143,11 +134,19 @@ std::vector<std::string> AlgorithmRegistry::loadFromEnvironment() {
 }
 
 Status AlgorithmRegistry::addFile(const std::string& path, int proveRanks) {
-  // A program file past proveRanks: rank 0's part, for its header (and to
-  // find a bad file now, not at its first call); no whole expansion.
+  // A program file is read for rank 0 first: past proveRanks, that part is
+  // its header (and shows a bad file now, not at its first call), and no
+  // whole expansion is made. Any other file is read whole, once.
   ir::ReadResult head = ir::readAlgorithmFile(path, 0);
-  if (head.algorithm && head.part == 0 && head.algorithm->ngpus > proveRanks) {
-    auto va = readPart(path, 0);
+  if (!head.algorithm) return Status(StatusCode::kInvalidArgument, firstError(head, path));
+  if (head.part < 0) {
+    auto va = VerifiedAlgorithm::make(std::move(*head.algorithm));
+    if (!va.isOk()) return va.status();
+    add(path, std::move(va).value());
+    return Status::ok();
+  }
+  if (head.algorithm->ngpus > proveRanks) {
+    auto va = partOf(std::move(head), path, 0);
     if (!va.isOk()) return va.status();
     std::lock_guard<std::mutex> lock(mu_);
     Entry e{path, va.value(), true, {}};
@@ -188,7 +187,7 @@ std::shared_ptr<const VerifiedAlgorithm> AlgorithmRegistry::select(
     if (no.empty() && e.parts) {
       auto& part = e.byRank[r.focus];
       if (part == nullptr) {
-        auto made = readPart(e.source, r.focus);
+        auto made = partOf(ir::readAlgorithmFile(e.source, r.focus), e.source, r.focus);
         if (made.isOk())
           part = made.value();
         else
