@@ -13,6 +13,7 @@
 #include "ir/json_io.h"
 #include "ir/xml_reader.h"
 #include "runtime/selection.h"
+#include "tests/support/parts.h"
 
 namespace chorus {
 namespace {
@@ -43,26 +44,8 @@ TEST_F(ProgramParts, EachRanksPartIsItsRankOfTheExpansion) {
       ASSERT_TRUE(part.algorithm.has_value()) << "rank " << r;
       EXPECT_EQ(part.part, r);
       EXPECT_EQ(part.root, isRooted(w.collective) ? whole.root : -1);
-      const ir::Algorithm& p = *part.algorithm;
-      EXPECT_EQ(p.name, w.name);
-      EXPECT_EQ(p.collective, w.collective);
-      EXPECT_EQ(p.nchunksPerLoop, w.nchunksPerLoop);
-      EXPECT_EQ(p.inplace, w.inplace);
-      EXPECT_EQ(p.outofplace, w.outofplace);
-      EXPECT_EQ(p.minBytes, w.minBytes);
-      EXPECT_EQ(p.maxBytes, w.maxBytes);
-      ASSERT_EQ(p.ranks.size(), w.ranks.size());
-      for (size_t q = 0; q < w.ranks.size(); ++q) {
-        EXPECT_EQ(p.ranks[q].id, w.ranks[q].id);
-        EXPECT_EQ(p.ranks[q].inputChunks, w.ranks[q].inputChunks);
-        EXPECT_EQ(p.ranks[q].outputChunks, w.ranks[q].outputChunks);
-        if (static_cast<int>(q) == r) {
-          EXPECT_TRUE(p.ranks[q] == w.ranks[q]) << "rank " << r << "'s part differs";
-          ++compared;
-        } else {
-          EXPECT_TRUE(p.ranks[q].tbs.empty());
-        }
-      }
+      EXPECT_TRUE(chorus::testing::isRanksPart(*part.algorithm, w, r, /*otherScratch=*/false));
+      ++compared;
     }
   }
   EXPECT_EQ(compared, 12 + 12 + 7 + 5 + 6 + 8);

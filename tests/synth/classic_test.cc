@@ -9,6 +9,7 @@
 #include "runtime/local_transport.h"
 #include "tests/support/collective_check.h"
 #include "tests/support/files.h"
+#include "tests/support/parts.h"
 
 namespace chorus::synth {
 namespace {
@@ -133,29 +134,8 @@ TEST(ClassicParts, EachRanksPartIsItsRankOfTheWhole) {
         for (int r = 0; r < n; ++r) {
           auto part = makeClassic(info.name, n, root, r);
           ASSERT_TRUE(part.isOk()) << part.status().message();
-          const ir::Algorithm& p = part.value();
-          ASSERT_EQ(p.ranks.size(), whole.ranks.size());
-          EXPECT_EQ(p.name, whole.name);
-          EXPECT_EQ(p.collective, whole.collective);
-          EXPECT_EQ(p.ngpus, whole.ngpus);
-          EXPECT_EQ(p.nchunksPerLoop, whole.nchunksPerLoop);
-          EXPECT_EQ(p.inplace, whole.inplace);
-          EXPECT_EQ(p.outofplace, whole.outofplace);
-          for (int q = 0; q < n; ++q) {
-            const ir::Rank& got = p.ranks[static_cast<size_t>(q)];
-            const ir::Rank& want = whole.ranks[static_cast<size_t>(q)];
-            EXPECT_EQ(got.id, want.id);
-            EXPECT_EQ(got.inputChunks, want.inputChunks);
-            EXPECT_EQ(got.outputChunks, want.outputChunks);
-            EXPECT_EQ(got.scratchChunks, want.scratchChunks);
-            if (q == r) {
-              ASSERT_TRUE(got == want) << "rank " << r << "'s part differs from the whole's";
-              ++compared;
-            } else {
-              // n = 1 has no other rank.
-              EXPECT_TRUE(got.tbs.empty()) << "rank " << r << "'s part builds rank " << q;
-            }
-          }
+          ASSERT_TRUE(chorus::testing::isRanksPart(part.value(), whole, r));
+          ++compared;
         }
       }
     }
