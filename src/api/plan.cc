@@ -65,7 +65,9 @@ Result<std::vector<PlanPart>> planParts(runtime::SelectionRequest req,
     if (why) why->push_back("explicit algorithm '" + va->algo().name + "'");
     return std::vector<PlanPart>{{va, 0, req.count}};
   }
-  va = globalRegistry().select(req, why);
+  auto selected = globalRegistry().select(req, why);
+  if (!selected.isOk()) return selected.status();
+  va = selected.value();
   if (va != nullptr) return std::vector<PlanPart>{{va, 0, req.count}};
 
   std::string name;

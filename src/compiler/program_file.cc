@@ -16,7 +16,8 @@ constexpr int kMostRanks = kMostProgramFileRanks;
 constexpr int64_t kMostChunks = int64_t{kMostRanks} * kMostRanks;
 // One rank's part is about its share of the chunks (a ring's rank touches
 // each chunk): up to 65536 ranks (chorus gen --rank's bound), and as many
-// chunks a rank as a 65536-rank ring allreduce.
+// chunks a rank as a 65536-rank ring allreduce, or as many chunks as a
+// whole expansion may have (any file that expands whole has parts).
 constexpr int kMostPartRanks = 1 << 16;
 constexpr int64_t kMostPartChunksPerRank = kMostPartRanks;
 
@@ -91,7 +92,7 @@ class Expansion {
     // building (a file of 60 bytes must not ask for billions of steps; a
     // rank's part of a ring touches every chunk too).
     const int64_t chunks = int64_t{o.ranks} * o.chunkFactor * o.instances;
-    if (focus_ >= 0 && chunks > kMostPartChunksPerRank * o.ranks) {
+    if (focus_ >= 0 && chunks > std::max(kMostChunks, kMostPartChunksPerRank * o.ranks)) {
       error(ref_.pos, "program '" + e->name + "' with these options has " +
                           std::to_string(chunks / o.ranks) + " chunks a rank (chunk factor x " +
                           "instances); a rank's part builds up to " +

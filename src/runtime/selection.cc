@@ -34,6 +34,17 @@ Result<std::shared_ptr<const VerifiedAlgorithm>> partOf(ir::ReadResult read,
                                        kProgramFamilyBasis);
 }
 
+// "" when `a`'s header is `b`'s (a part read later against the one read at
+// registration: the file may have changed since).
+std::string sameHeader(const ir::Algorithm& a, const ir::Algorithm& b) {
+  if (a.name != b.name || a.collective != b.collective || a.ngpus != b.ngpus ||
+      a.nchunksPerLoop != b.nchunksPerLoop || a.inplace != b.inplace ||
+      a.outofplace != b.outofplace || a.minBytes != b.minBytes || a.maxBytes != b.maxBytes ||
+      a.protocol != b.protocol)
+    return "the file changed since it was registered";
+  return "";
+}
+
 }  // namespace
 
 int proveRanksFromEnvironment() {
@@ -136,7 +147,8 @@ std::vector<std::string> AlgorithmRegistry::loadFromEnvironment() {
 Status AlgorithmRegistry::addFile(const std::string& path, int proveRanks) {
   // A program file is read for rank 0 first: past proveRanks, that part is
   // its header (and shows a bad file now, not at its first call), and no
-  // whole expansion is made. Any other file is read whole, once.
+  // whole expansion is made; within, the file is then expanded whole. Any
+  // other file is read whole, once.
   ir::ReadResult head = ir::readAlgorithmFile(path, 0);
   if (!head.algorithm) return Status(StatusCode::kInvalidArgument, firstError(head, path));
   if (head.part < 0) {
@@ -170,7 +182,7 @@ size_t AlgorithmRegistry::size() const {
   return entries_.size();
 }
 
-std::shared_ptr<const VerifiedAlgorithm> AlgorithmRegistry::select(
+Result<std::shared_ptr<const VerifiedAlgorithm>> AlgorithmRegistry::select(
     const SelectionRequest& r, std::vector<std::string>* why) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::shared_ptr<const VerifiedAlgorithm> chosen;
@@ -187,20 +199,26 @@ std::shared_ptr<const VerifiedAlgorithm> AlgorithmRegistry::select(
     if (no.empty() && e.parts) {
       auto& part = e.byRank[r.focus];
       if (part == nullptr) {
+        // Every other rank chose this file (the same files, the same header):
+        // a rank whose part cannot be built, or differs, fails the call
+        // rather than run something else.
         auto made = partOf(ir::readAlgorithmFile(e.source, r.focus), e.source, r.focus);
-        if (made.isOk())
-          part = made.value();
-        else
-          no = made.status().message();
+        std::string differs =
+            made.isOk() ? sameHeader(made.value()->algo(), e.va->algo()) : std::string();
+        if (!made.isOk() || !differs.empty()) {
+          e.byRank.erase(r.focus);
+          return Status(
+              StatusCode::kInvalidArgument,
+              "rank " + std::to_string(r.focus) + " cannot build its part of " + e.source +
+                  ", which the ranks chose: " + (made.isOk() ? differs : made.status().message()));
+        }
+        part = made.value();
       }
-      if (part != nullptr) {
-        chosen = part;
-        if (why != nullptr)
-          why->push_back(e.source + ": chosen, rank " + std::to_string(r.focus) +
-                         "'s part, not verified whole: it rests on " + part->basis());
-        continue;
-      }
-      e.byRank.erase(r.focus);
+      chosen = part;
+      if (why != nullptr)
+        why->push_back(e.source + ": chosen, rank " + std::to_string(r.focus) +
+                       "'s part, not verified whole: it rests on " + part->basis());
+      continue;
     }
     if (no.empty()) chosen = e.va;
     if (why != nullptr)

@@ -73,9 +73,11 @@ class AlgorithmRegistry {
 
   // The first eligible candidate, or nullptr (for a program file run as
   // parts, r.focus's part). `why` (optional) receives one line per
-  // candidate: "FILE: chosen" or "FILE: not eligible: REASON".
-  std::shared_ptr<const VerifiedAlgorithm> select(const SelectionRequest& r,
-                                                  std::vector<std::string>* why) const;
+  // candidate: "FILE: chosen" or "FILE: not eligible: REASON". An error
+  // when the chosen file's part cannot be built for r.focus (the other
+  // ranks chose it: this one must not run anything else).
+  Result<std::shared_ptr<const VerifiedAlgorithm>> select(const SelectionRequest& r,
+                                                          std::vector<std::string>* why) const;
   size_t size() const;
 
  private:

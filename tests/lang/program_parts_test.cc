@@ -84,25 +84,37 @@ TEST_F(ProgramParts, TheRegistryServesProcessesParts) {
   req.nranks = 6;
   req.count = 6 * 16;
   std::vector<std::string> why;
-  EXPECT_EQ(reg.select(req, &why), nullptr);
+  EXPECT_EQ(reg.select(req, &why).value(), nullptr);
   ASSERT_EQ(why.size(), 1u);
   EXPECT_NE(why[0].find("past CHORUS_PROVE_RANKS"), std::string::npos) << why[0];
   for (int r : {0, 5, 3}) {
     req.focus = r;
     why.clear();
-    auto va = reg.select(req, &why);
+    auto va = reg.select(req, &why).value();
     ASSERT_NE(va, nullptr);
     EXPECT_EQ(va->partRank(), r);
     EXPECT_NE(va->basis().find("family_test"), std::string::npos);
     EXPECT_EQ(va->algo().ranks[static_cast<size_t>(r)].tbs.size(), 1u);
-    EXPECT_EQ(reg.select(req, nullptr), va);  // built once
+    EXPECT_EQ(reg.select(req, nullptr).value(), va);  // built once
     EXPECT_NE(why[0].find("chosen, rank " + std::to_string(r) + "'s part"), std::string::npos);
   }
+  // A rank whose part cannot be built (the file changed since it was
+  // registered) fails the call: the others chose the file.
+  std::ofstream(path) << R"(<program name="ring_allgather" ranks="6"/>)"
+                      << "\n";
+  req.focus = 2;
+  auto changed = reg.select(req, nullptr);
+  ASSERT_FALSE(changed.isOk());
+  EXPECT_NE(changed.status().message().find("rank 2 cannot build its part of"), std::string::npos)
+      << changed.status().message();
+  EXPECT_NE(changed.status().message().find("changed since it was registered"), std::string::npos);
+  std::ofstream(path) << R"(<program name="ring_allreduce" ranks="6"/>)"
+                      << "\n";
   // At or under the bound the file is read and verified whole, as any file.
   runtime::AlgorithmRegistry whole;
   ASSERT_TRUE(whole.addFile(path, /*proveRanks=*/6).isOk());
   req.focus = -1;
-  auto va = whole.select(req, nullptr);
+  auto va = whole.select(req, nullptr).value();
   ASSERT_NE(va, nullptr);
   EXPECT_EQ(va->partRank(), -1);
   std::filesystem::remove_all(dir);

@@ -38,7 +38,7 @@ TEST(Selection, ProductionTableChoosesBySize) {
   for (Want w : {Want{4096, "ap-1pass.xml"}, Want{40960, "ap4ll.xml"}, Want{1 << 20, "r48ll.xml"},
                  Want{8 << 20, "r48ll128.xml"}, Want{64 << 20, nullptr}}) {
     std::vector<std::string> why;
-    auto va = reg.select(allreduce8(w.bytes), &why);
+    auto va = reg.select(allreduce8(w.bytes), &why).value();
     ASSERT_EQ(why.size(), 5u);
     if (w.file == nullptr) {
       EXPECT_EQ(va, nullptr);
@@ -99,7 +99,7 @@ TEST(Selection, EnvironmentLoadsDirectoriesAndListsAndSkipsBrokenFiles) {
   EXPECT_NE(errors[0].find("a_broken.xml"), std::string::npos) << errors[0];
   EXPECT_EQ(reg.size(), 3u);
   std::vector<std::string> why;
-  EXPECT_NE(reg.select(allreduce8(1 << 20), &why), nullptr);
+  EXPECT_NE(reg.select(allreduce8(1 << 20), &why).value(), nullptr);
   ASSERT_EQ(why.size(), 3u);
   EXPECT_NE(why[0].find("b_ap4ll.xml: not eligible"), std::string::npos) << why[0];
   EXPECT_NE(why[1].find("r48ll.xml: chosen"), std::string::npos) << why[1];

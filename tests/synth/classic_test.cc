@@ -164,10 +164,8 @@ TEST(ClassicParts, FamiliesVerifyAtSampledRankCounts) {
   }
 }
 
-bool samePlans(const runtime::RefPlan& a, const runtime::RefPlan& b) { return a.kinds == b.kinds; }
-
-// A part proven with its whole keeps the whole's by-reference plans; a part
-// from the family alone may send fewer messages by reference (it sees no
+// A part of a proven whole is its rank of the whole; a part from the family
+// alone may send fewer messages by reference than the whole (it sees no
 // path through other ranks), never more, and never claims a copying
 // receiver it cannot see.
 TEST(ClassicParts, PlansOfPartsAreTheWholesOrMoreCautious) {
@@ -181,6 +179,7 @@ TEST(ClassicParts, PlansOfPartsAreTheWholesOrMoreCautious) {
         for (int r = 0; r < n; ++r) {
           auto part = whole.value()->part(r);
           EXPECT_EQ(part->partRank(), r);
+          EXPECT_TRUE(chorus::testing::isRanksPart(part->algo(), whole.value()->algo(), r));
           EXPECT_TRUE(part->basis().empty());
           EXPECT_EQ(part->root(), whole.value()->root());
           auto family = runtime::VerifiedAlgorithm::fromFamily(
@@ -188,7 +187,6 @@ TEST(ClassicParts, PlansOfPartsAreTheWholesOrMoreCautious) {
           EXPECT_EQ(family->basis(), "test");
           for (bool inplace : {false, true}) {
             const runtime::RefPlan& w = whole.value()->refPlan(r, inplace);
-            EXPECT_TRUE(samePlans(part->refPlan(r, inplace), w));
             const runtime::RefPlan& f = family->refPlan(r, inplace);
             ASSERT_EQ(f.kinds.size(), w.kinds.size());
             for (size_t t = 0; t < w.kinds.size(); ++t) {
@@ -349,15 +347,11 @@ TEST(ClassicParts, RankMessagesAreTheRanksLargestMessages) {
   for (const ir::Algorithm& a : algos) {
     SCOPED_TRACE(a.name + " n=" + std::to_string(a.ngpus));
     auto all = runtime::Fabric::largestMessages(a);
-    auto whole = runtime::VerifiedAlgorithm::make(a);
-    ASSERT_TRUE(whole.isOk());
     for (int r = 0; r < a.ngpus; ++r) {
       decltype(all) mine;
       for (const auto& [key, cnt] : all)
         if (std::get<1>(key) == r || std::get<2>(key) == r) mine[key] = cnt;
       EXPECT_EQ(runtime::Fabric::rankMessages(a, r), mine) << "rank " << r;
-      auto part = whole.value()->part(r);
-      EXPECT_EQ(runtime::Fabric::rankMessages(part->algo(), r), mine) << "rank " << r;
     }
   }
 }
