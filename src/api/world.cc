@@ -9,6 +9,7 @@
 #include "api/call_cache.h"
 #include "compiler/program_file.h"
 #include "core/check.h"
+#include "core/env.h"
 #include "core/log.h"
 
 #if defined(CHORUS_WITH_CUDA)
@@ -20,22 +21,6 @@ namespace chorus::api {
 using runtime::CallArgs;
 using runtime::PreparedCall;
 using runtime::VerifiedAlgorithm;
-
-namespace {
-
-long envLong(const char* name, long fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  if (end == v || *end != '\0' || x < 0) {
-    logLine(LogLevel::kWarn, std::string("ignoring ") + name + "=" + v + ": not a number");
-    return fallback;
-  }
-  return x;
-}
-
-}  // namespace
 
 WorldOptions WorldOptions::fromEnvironment() {
   WorldOptions o;

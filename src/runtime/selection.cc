@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/env.h"
 #include "core/log.h"
 #include "ir/json_io.h"
 
@@ -48,12 +49,7 @@ std::string sameHeader(const ir::Algorithm& a, const ir::Algorithm& b) {
 }  // namespace
 
 int proveRanksFromEnvironment() {
-  const char* v = std::getenv("CHORUS_PROVE_RANKS");
-  if (v == nullptr || *v == '\0') return kProveRanks;
-  char* end = nullptr;
-  long n = std::strtol(v, &end, 10);
-  if (end == v || *end != '\0' || n < 0) return kProveRanks;
-  return static_cast<int>(std::min<long>(n, 1 << 30));
+  return static_cast<int>(std::min<long>(envLong("CHORUS_PROVE_RANKS", kProveRanks), 1 << 30));
 }
 
 Result<std::shared_ptr<const VerifiedAlgorithm>> loadVerifiedFile(const std::string& path) {
