@@ -19,14 +19,11 @@
 # Needs openmpi-bin + libopenmpi-dev (CMake builds bench/mpi_perf when it
 # finds them); without them the MPI columns are empty.
 set -euo pipefail
-build=${1:-build/release}
-chorus=$build/tools/chorus/chorus
-mpi=$build/bench/mpi_perf
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+use_build "${1:-}"
 probe=$build/tests/bootstrap_probe
-[[ -x $chorus ]] || { echo "build $chorus first (cmake --preset release)" >&2; exit 2; }
 procs=${PROCS:-"2 4 8 16 32 64"}
 reps=${REPS:-3}
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 mpirun_with --mca btl self,vader
 
 # Wall seconds of a command, its output on stdout.

@@ -29,11 +29,9 @@
 # bench/mpi_perf and bench/gloo_perf when it finds them); a missing peer's
 # columns are empty.
 set -euo pipefail
-build=${1:-build/release}
-chorus=$build/tools/chorus/chorus
-mpi=$build/bench/mpi_perf
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+use_build "${1:-}"
 gloo=$build/bench/gloo_perf
-[[ -x $chorus ]] || { echo "build $chorus first (cmake --preset release)" >&2; exit 2; }
 colls=${COLLS:-"allreduce allgather reducescatter alltoall broadcast"}
 ranks=${RANKS:-"2 4 8"}
 sizes=${SIZES:-"4096 16384 65536 262144 1048576 4194304 16777216 67108864 134217728"}
@@ -49,7 +47,6 @@ case $transport in
   *) echo "TRANSPORT is shm or tcp, not $transport" >&2; exit 2 ;;
 esac
 stream=$build/bench/tcp_stream
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 mpirun_with --mca btl "$btl" -x GLIBC_TUNABLES
 
 
