@@ -15,7 +15,8 @@
 // The points: bootstrap.connect, bootstrap.allgather, fabric.create,
 // step (every executor step), peer.read (a direct read of a peer's
 // memory), tcp.send (the TCP transport's sends), shutdown (communicator
-// destruction). A malformed setting is reported once and ignored.
+// destruction), staged.ready (a staged GPU call just made visible to its
+// stream). A malformed setting is reported once and ignored.
 // Unarmed, a point costs one relaxed atomic load.
 #pragma once
 

@@ -10,6 +10,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/failpoint.h"
 #include "cuda/staged.h"
 
 namespace chorus::cuda {
@@ -359,9 +360,30 @@ Status StagedRank::enqueue(const std::vector<void*>& streams, std::vector<Staged
     std::lock_guard<std::mutex> lock(st.mu);
     st.live[job.get()] = job;
   }
+  // An eager call is counted before its stream can reach it: once the
+  // ready function is enqueued the worker may run the call and count it
+  // down at any moment, before this thread goes on (counted after, a call
+  // run first left `unrun` one too high for good, and every later split or
+  // shrink timed out). `ends`: whether its end function was enqueued (it
+  // counts `outstanding` down).
+  bool ends = false;
+  if (!job->captured) {
+    std::lock_guard<std::mutex> lock(st.mu);
+    ++st.outstanding;
+    ++st.unrun;
+    job->counted = true;
+  }
+  bool readied = false;  // the ready function was enqueued
   auto broken = [&](cudaError_t e, const char* what) {
     Status s = cudaFailure(e, what);
     std::lock_guard<std::mutex> lock(st.mu);
+    // What the stream will never do for this call, undone here.
+    if (job->counted && !readied) {
+      --st.unrun;
+      job->counted = false;
+    }
+    if (!job->captured && !ends) --st.outstanding;
+    st.cv.notify_all();
     __atomic_store_n(&job->words[1], kLetThrough, __ATOMIC_RELEASE);
     if (st.error.isOk()) {
       Status copy = s;
@@ -377,6 +399,8 @@ Status StagedRank::enqueue(const std::vector<void*>& streams, std::vector<Staged
         return broken(e, "cudaMemcpyAsync (device to host)");
   if (cudaError_t e = cudaLaunchHostFunc(primary, readyFn, job.get()); e != cudaSuccess)
     return broken(e, "cudaLaunchHostFunc");
+  readied = true;
+  (void)failpoint("staged.ready");  // tests: the worker runs the call before we go on
   void* args[] = {&deviceWords};
   if (cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(waitDone), dim3(1), dim3(1),
                                        args, 0, primary);
@@ -391,10 +415,7 @@ Status StagedRank::enqueue(const std::vector<void*>& streams, std::vector<Staged
   if (!job->captured) {
     if (cudaError_t e = cudaLaunchHostFunc(primary, endFn, job.get()); e != cudaSuccess)
       return broken(e, "cudaLaunchHostFunc");
-    std::lock_guard<std::mutex> lock(st.mu);
-    ++st.outstanding;  // endFn will count it down
-    ++st.unrun;        // the worker will, once the stream has made it ready
-    job->counted = true;
+    ends = true;
   }
   // The other streams' later work waits for the call.
   for (size_t i = 1; i < streams.size(); ++i) {

@@ -117,11 +117,14 @@ Status allocOn(int device, T** p, size_t count) {
   return Status::ok();
 }
 
+// On the world's own setup stream (never the legacy one, which would wait
+// for other communicators' kernels); syncAll() waits for it.
 template <typename T>
-Status upload(int device, T** p, const std::vector<T>& v) {
+Status upload(int device, T** p, const std::vector<T>& v, cudaStream_t setup) {
   if (Status st = allocOn(device, p, v.size()); !st.isOk()) return st;
   if (!v.empty())
-    CHORUS_CUDA_TRY(cudaMemcpy(*p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    CHORUS_CUDA_TRY(
+        cudaMemcpyAsync(*p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, setup));
   return Status::ok();
 }
 
@@ -195,6 +198,9 @@ struct CudaWorld::Impl {
   std::vector<int> rankDevice;
   std::vector<Group> groups;
   std::map<int, size_t> groupOf;  // device -> group
+  // Per device of the world: a non-blocking stream for its uploads and
+  // zeroing, so that waiting for them never waits for other work there.
+  std::map<int, cudaStream_t> setup;
   // Connections: counters and slots in the receiving rank's memory.
   std::vector<engine::ConnCounters*> counters;
   std::vector<unsigned char*> slots;
@@ -222,6 +228,9 @@ struct CudaWorld::Impl {
   // planCall, the pointer checks and the growth every enqueue does first.
   Result<runtime::Geometry> prepare(const std::vector<CallArgs>& calls);
   Status growScratch(int rank, size_t bytes);
+  // Waits for this world's own work (its last launch on each GPU, its
+  // uploads), never the whole device: other communicators' kernels, a
+  // staged rank's wait for a remote peer among them, are not ours to wait for.
   Status syncAll();
   void release();
 };
@@ -258,6 +267,11 @@ void CudaWorld::Impl::release() {
   if (fork != nullptr) cudaEventDestroy(fork);
   for (cudaEvent_t e : before) cudaEventDestroy(e);
   before.clear();
+  for (auto& [d, s] : setup) {
+    cudaSetDevice(d);
+    cudaStreamDestroy(s);
+  }
+  setup.clear();
   ctl = nullptr;
   positions = nullptr;
 }
@@ -265,7 +279,11 @@ void CudaWorld::Impl::release() {
 Status CudaWorld::Impl::syncAll() {
   for (const Group& g : groups) {
     CHORUS_CUDA_TRY(cudaSetDevice(g.device));
-    CHORUS_CUDA_TRY(cudaDeviceSynchronize());
+    if (g.done != nullptr) CHORUS_CUDA_TRY(cudaEventSynchronize(g.done));
+  }
+  for (const auto& [d, s] : setup) {
+    CHORUS_CUDA_TRY(cudaSetDevice(d));
+    CHORUS_CUDA_TRY(cudaStreamSynchronize(s));
   }
   return Status::ok();
 }
@@ -369,12 +387,21 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
   CHORUS_CUDA_TRY(
       cudaHostGetDevicePointer(reinterpret_cast<void**>(&m.dPositions), m.positions, 0));
   CHORUS_CUDA_TRY(cudaEventCreateWithFlags(&m.fork, cudaEventDisableTiming));
+  for (int d : m.rankDevice) {
+    if (m.setup.count(d) != 0) continue;
+    CHORUS_CUDA_TRY(cudaSetDevice(d));
+    cudaStream_t s = nullptr;
+    CHORUS_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    m.setup[d] = s;
+  }
   for (size_t i = 0; i < m.groups.size(); ++i) {
     Group& g = m.groups[i];
-    if (Status st = upload(g.device, &g.dBlockMap, g.blockMap); !st.isOk()) return st;
-    if (Status st = upload(g.device, &g.dSteps, m.plan.steps); !st.isOk()) return st;
-    if (Status st = upload(g.device, &g.dBlocks, m.plan.blocks); !st.isOk()) return st;
-    if (Status st = upload(g.device, &g.dRankFirst, m.plan.rankFirstBlock); !st.isOk()) return st;
+    cudaStream_t su = m.setup.at(g.device);
+    if (Status st = upload(g.device, &g.dBlockMap, g.blockMap, su); !st.isOk()) return st;
+    if (Status st = upload(g.device, &g.dSteps, m.plan.steps, su); !st.isOk()) return st;
+    if (Status st = upload(g.device, &g.dBlocks, m.plan.blocks, su); !st.isOk()) return st;
+    if (Status st = upload(g.device, &g.dRankFirst, m.plan.rankFirstBlock, su); !st.isOk())
+      return st;
     if (Status st = allocOn(g.device, &g.dCompleted, nblocks); !st.isOk()) return st;
     if (Status st = allocOn(g.device, &g.dFinished, static_cast<size_t>(a.ngpus)); !st.isOk())
       return st;
@@ -394,8 +421,7 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
   m.slots.assign(m.plan.conns.size(), nullptr);
   m.scratch.assign(static_cast<size_t>(a.ngpus), nullptr);
   m.scratchBytes.assign(static_cast<size_t>(a.ngpus), 0);
-  // The uploads above may still be in flight on the legacy stream, which a
-  // non-blocking stream does not wait for.
+  // The uploads above may still be in flight on the setup streams.
   if (Status st = m.syncAll(); !st.isOk()) return st;
   return Result<std::unique_ptr<CudaWorld>>(std::move(w));
 }
@@ -407,7 +433,7 @@ Status CudaWorld::Impl::growConnections(size_t bytes) {
   // Half-made connections are never used: the next call starts afresh.
   allocated = false;
   if (Status st = reallocateConnections(std::max(bytes, msgBytes)); !st.isOk()) return st;
-  // The zeroing and uploads may still be in flight on the legacy stream.
+  // The zeroing and uploads may still be in flight on the setup streams.
   if (Status st = syncAll(); !st.isOk()) return st;
   allocated = true;
   return Status::ok();
@@ -429,8 +455,9 @@ Status CudaWorld::Impl::reallocateConnections(size_t bytes) {
     if (Status st = allocOn(d, &counters[c], 1); !st.isOk()) return st;
     if (Status st = allocOn(d, &slots[c], slotBytes * static_cast<size_t>(o.slots)); !st.isOk())
       return st;
-    CHORUS_CUDA_TRY(cudaMemset(counters[c], 0, sizeof(engine::ConnCounters)));
-    CHORUS_CUDA_TRY(cudaMemset(slots[c], 0, slotBytes * static_cast<size_t>(o.slots)));
+    CHORUS_CUDA_TRY(cudaMemsetAsync(counters[c], 0, sizeof(engine::ConnCounters), setup.at(d)));
+    CHORUS_CUDA_TRY(
+        cudaMemsetAsync(slots[c], 0, slotBytes * static_cast<size_t>(o.slots), setup.at(d)));
     views[c] = engine::ConnView{counters[c], slots[c], slotBytes};
   }
   for (Group& g : groups) {
@@ -440,8 +467,9 @@ Status CudaWorld::Impl::reallocateConnections(size_t bytes) {
     if (Status st = allocOn(g.device, &g.dStage, plan.blocks.size() * stageBytes); !st.isOk())
       return st;
     if (!views.empty())
-      CHORUS_CUDA_TRY(cudaMemcpy(g.dConns, views.data(), views.size() * sizeof(engine::ConnView),
-                                 cudaMemcpyHostToDevice));
+      CHORUS_CUDA_TRY(cudaMemcpyAsync(g.dConns, views.data(),
+                                      views.size() * sizeof(engine::ConnView),
+                                      cudaMemcpyHostToDevice, setup.at(g.device)));
   }
   return Status::ok();
 }
