@@ -816,7 +816,7 @@ ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, vo
 
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
   return guarded("ncclCommDeregister", [&]() -> ncclResult_t {
-    if (ncclResult_t r = commCheck(comm, "ncclCommRegister"); r != ncclSuccess) return r;
+    if (ncclResult_t r = commCheck(comm, "ncclCommDeregister"); r != ncclSuccess) return r;
     if (handle == nullptr) return ncclSuccess;
     std::lock_guard<std::mutex> lock(comm->mu);
     if (comm->registrations.erase(handle) == 0)

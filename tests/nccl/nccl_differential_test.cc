@@ -273,6 +273,21 @@ TEST(NcclDifferential, LastErrorSaysWhy) {
   int v;
   EXPECT_EQ(SYM(ours(), ncclGetVersion)(&v), ncclSuccess);
   EXPECT_EQ(why, SYM(ours(), ncclGetLastError)(nullptr));
+  // Each call names itself, not a neighbour (ncclCommDeregister said
+  // "ncclCommRegister").
+  int dummy = 0;
+  const std::vector<std::pair<std::string, std::function<ncclResult_t()>>> calls = {
+      {"ncclCommRegister",
+       [&] { return SYM(ours(), ncclCommRegister)(nullptr, &dummy, 4, nullptr); }},
+      {"ncclCommDeregister", [&] { return SYM(ours(), ncclCommDeregister)(nullptr, &dummy); }},
+      {"ncclCommWindowDeregister",
+       [&] { return SYM(ours(), ncclCommWindowDeregister)(nullptr, nullptr); }},
+  };
+  for (const auto& [name, call] : calls) {
+    EXPECT_EQ(call(), ncclInvalidArgument) << name;
+    why = SYM(ours(), ncclGetLastError)(nullptr);
+    EXPECT_EQ(why.rfind(name + " : ", 0), 0u) << why;
+  }
   if (!gpuUsable()) {
     ncclComm_t c;
     ncclUniqueId id{};
