@@ -11,8 +11,10 @@
 #include <new>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "api/backends.h"
 #include "api/convert.h"
 #include "api/process_world.h"
 #include "api/staging.h"
@@ -24,15 +26,6 @@
 #include "runtime/selection.h"
 #include "runtime/shared_buffers.h"
 #include "synth/classic.h"
-
-#if defined(CHORUS_WITH_CUDA)
-#include "cuda/staged.h"
-#include "cuda/world.h"
-#endif
-
-namespace chorus::cuda {
-class StagedRank;
-}
 
 namespace chorus::api {
 namespace {
@@ -90,17 +83,15 @@ struct CommState {
   int rank = 0;
   std::shared_ptr<ProcessWorld> proc;
   // A process rank on a GPU: its calls staged through host memory
-  // (cuda/staged.h); chorusCommDestroy waits for them first.
-  std::shared_ptr<cuda::StagedRank> staged;
+  // (runtime/device_backend.h); chorusCommDestroy waits for them first.
+  std::shared_ptr<runtime::StagedQueue> staged;
   uint64_t splits = 0;   // chorusCommSplit calls so far (they pair up by number)
   uint64_t shrinks = 0;  // chorusCommShrink calls so far (the survivors' pair up)
   int size() const { return proc ? proc->size() : world->size(); }
   bool onGpu() const { return staged != nullptr || (world != nullptr && world->onGpu()); }
   Status asyncError() const {
-#if defined(CHORUS_WITH_CUDA)
     if (staged != nullptr)
       if (Status st = staged->asyncError(); !st.isOk()) return st;
-#endif
     return proc ? proc->asyncError() : world->asyncError();
   }
   void abort(Status why) const {
@@ -145,12 +136,13 @@ Status initProcessComm(chorusComm_t* comm, Result<std::shared_ptr<ProcessWorld>>
   CommState cs;
   cs.rank = rank;
   cs.proc = std::move(pw).value();
-#if defined(CHORUS_WITH_CUDA)
-  if (device >= 0)
-    cs.staged = std::make_shared<cuda::StagedRank>(device, cs.proc->options().timeoutMs);
-#else
-  (void)device;
-#endif
+  if (device >= 0) {
+    const runtime::DeviceBackend* gpu = deviceBackend();
+    if (gpu == nullptr) return noDeviceBackend("a device was given");
+    auto q = gpu->makeStagedQueue(device, cs.proc->options().timeoutMs);
+    if (!q.isOk()) return q.status();
+    cs.staged = std::move(q).value();
+  }
   *comm = newComm(std::move(cs));
   return Status::ok();
 }
@@ -184,11 +176,7 @@ Status destroyComm(chorusComm_t comm, bool flush) {
     cs = std::move(it->second);
     h.comms.erase(it);
   }
-#if defined(CHORUS_WITH_CUDA)
   if (flush && cs->staged != nullptr) (void)cs->staged->synchronize();
-#else
-  (void)flush;
-#endif
   return Status::ok();
 }
 
@@ -199,6 +187,24 @@ struct Group {
   Status firstError;  // a call rejected while grouping
 };
 thread_local Group group;
+
+// apiCall for the calls a group holds (collectives, send/recv): one refused
+// while grouping is remembered, and chorusGroupEnd then drops the whole
+// group and returns it, as NCCL's does (the others would wait for a call
+// that never comes).
+template <class F>
+chorusResult_t groupedCall(const char* fn, F&& f) noexcept {
+  const bool grouping = group.depth > 0;
+  Status refused;
+  chorusResult_t r = apiCall(fn, [&]() -> Status {
+    Status st = f();
+    refused = st;
+    return st;
+  });
+  if (r != chorusSuccess && grouping && group.firstError.isOk())
+    group.firstError = Status(refused.isOk() ? StatusCode::kInternal : refused.code(), lastError);
+  return r;
+}
 
 // A process rank's part of a group: its collectives in order, then its
 // sends and receives together.
@@ -217,7 +223,6 @@ Status runProcessOps(ProcessWorld* w, const std::vector<const Op*>& mine) {
   return st;
 }
 
-#if defined(CHORUS_WITH_CUDA)
 // Enqueues one staged rank's ops of a group as one call: every buffer
 // staged through host memory (api/staging.h), the group run by the process
 // world on the rank's worker, the ops' streams joined around it (as NCCL's
@@ -248,7 +253,6 @@ Status enqueueStaged(const CommState& cs, std::vector<Op> ops) {
   };
   return cs.staged->enqueue(streams, std::move(plan.regions), std::move(run));
 }
-#endif
 
 // Posts every op, runs the collectives (on this thread if there is one,
 // else on the ranks' helper threads), waits for sends and receives.
@@ -298,9 +302,7 @@ Status runOps(std::vector<std::pair<std::shared_ptr<CommState>, Op>> ops) {
     for (const Status& s : results) keep(s);
   }
   for (auto& [w, t] : p2p) keep(w->complete(t));
-#if defined(CHORUS_WITH_CUDA)
   for (auto& [cs, mine] : staged) keep(enqueueStaged(*cs, std::move(mine)));
-#endif
   const auto runProc = runProcessOps;
   if (procs.size() == 1) {
     keep(runProc(procs[0].first, procs[0].second));
@@ -326,13 +328,13 @@ Status issue(chorusComm_t comm, Op op, chorusDataType_t type, chorusStream_t str
                   "streams need a GPU communicator (chorusCommInitAll with a devlist); pass NULL "
                   "on host");
   op.stream = stream;
-#if defined(CHORUS_WITH_CUDA)
   // Device memory given to host ranks would be read by the CPU: refuse it.
-  if (!gpu && (cuda::isDeviceMemory(op.args.sendbuff) || cuda::isDeviceMemory(op.args.recvbuff)))
+  const runtime::DeviceBackend* backend = deviceBackend();
+  if (!gpu && backend != nullptr &&
+      (backend->isDeviceMemory(op.args.sendbuff) || backend->isDeviceMemory(op.args.recvbuff)))
     return bad("rank " + std::to_string(cs.value()->rank) + ": " + op.describe() +
                ": a buffer is GPU device memory, but this communicator's ranks are on the host "
                "(chorusCommInitAll with a devlist makes a GPU communicator)");
-#endif
   auto t = fromC(type);
   if (!t.isOk()) return t.status();
   op.args.type = t.value();
@@ -406,16 +408,13 @@ Status initRank(chorusComm_t* comm, int nranks, const chorusUniqueId& commId, in
   if (rank < 0 || rank >= nranks)
     return bad("rank " + std::to_string(rank) + " is not in [0, " + std::to_string(nranks) + ")");
   if (device >= 0) {
-#if defined(CHORUS_WITH_CUDA)
-    Result<int> gpus = cuda::deviceCount();
+    const runtime::DeviceBackend* gpu = deviceBackend();
+    if (gpu == nullptr) return noDeviceBackend("a device was given");
+    Result<int> gpus = gpu->deviceCount();
     if (!gpus.isOk()) return gpus.status();
     if (device >= gpus.value())
       return bad("rank " + std::to_string(rank) + ": device " + std::to_string(device) +
                  " is not a GPU of this process (it sees " + std::to_string(gpus.value()) + ")");
-#else
-    return Status(StatusCode::kUnsupported,
-                  "a device was given, but this Chorus was built without CUDA");
-#endif
   }
   std::string id(commId.internal, strnlen(commId.internal, sizeof(commId.internal)));
   if (id.rfind("chorus-tcp:", 0) == 0) {  // ranks in several processes
@@ -583,10 +582,17 @@ Status splitInProcess(CommState& cs, int color, int key, chorusComm_t* newcomm, 
     pendingCv.notify_all();
   }
   int timeoutMs = parent.options().timeoutMs;
-  if (!pendingCv.wait_for(lock, std::chrono::milliseconds(timeoutMs), [&] { return call->done; }))
-    return Status(StatusCode::kTimeout, "rank " + std::to_string(cs.rank) + ": split: only " +
-                                            std::to_string(call->arrived) + " of " +
-                                            std::to_string(expected) + " ranks called in time");
+  if (!pendingCv.wait_for(lock, std::chrono::milliseconds(timeoutMs), [&] { return call->done; })) {
+    // Withdrawn, as if it never called: late ranks must not complete the
+    // split without it, and its next split meets theirs (same number).
+    Status st(StatusCode::kTimeout, "rank " + std::to_string(cs.rank) + ": split: only " +
+                                        std::to_string(call->arrived) + " of " +
+                                        std::to_string(expected) + " ranks called in time");
+    call->colorKey[static_cast<size_t>(cs.rank)] = {CHORUS_SPLIT_NOCOLOR, 0};
+    if (--call->arrived == 0) splitCalls().erase({&parent, seq});
+    (shrinking ? cs.shrinks : cs.splits) = seq & ~(uint64_t{1} << 63);
+    return st;
+  }
   lock.unlock();
   auto w = call->worlds[static_cast<size_t>(cs.rank)];
   if (w != nullptr) *newcomm = newComm(w, call->newRank[static_cast<size_t>(cs.rank)]);
@@ -631,7 +637,6 @@ Status splitProcessesOnHost(CommState& cs, int color, int key, chorusComm_t* new
 }
 
 Status splitProcesses(CommState& cs, int color, int key, chorusComm_t* newcomm) {
-#if defined(CHORUS_WITH_CUDA)
   // A staged rank's process world is its worker's: the exchanges run there,
   // after the calls enqueued before them; the new ranks stay on the GPU.
   if (cs.staged != nullptr) {
@@ -639,7 +644,6 @@ Status splitProcesses(CommState& cs, int color, int key, chorusComm_t* newcomm) 
     return cs.staged->runInOrder(
         [&] { return splitProcessesOnHost(cs, color, key, newcomm, device); });
   }
-#endif
   return splitProcessesOnHost(cs, color, key, newcomm, -1);
 }
 
@@ -697,13 +701,11 @@ Status shrink(CommState& cs, const std::vector<int>& survivors, bool abortFirst,
     return Status(StatusCode::kUnsupported,
                   "shrink with abort on ranks in several processes: the new communicator's id "
                   "travels over the parent's links, which the abort ends; shrink without it");
-#if defined(CHORUS_WITH_CUDA)
   if (cs.staged != nullptr) {
     int device = cs.staged->device();
     return cs.staged->runInOrder(
         [&] { return shrinkProcessesOnHost(cs, survivors, newcomm, device); });
   }
-#endif
   return shrinkProcessesOnHost(cs, survivors, newcomm, -1);
 }
 }  // namespace
@@ -806,8 +808,12 @@ chorusResult_t chorusCommInitAll(chorusComm_t* comm, int ndev, const int* devlis
     if (ndev < 1) return bad("ndev must be >= 1, got " + std::to_string(ndev));
     WorldOptions options = WorldOptions::fromEnvironment();
     if (devlist != nullptr) {
-#if defined(CHORUS_WITH_CUDA)
-      Result<int> gpus = cuda::deviceCount();
+      const runtime::DeviceBackend* gpu = deviceBackend();
+      if (gpu == nullptr) {
+        Status why = noDeviceBackend("devlist names GPUs");
+        return Status(why.code(), why.message() + "; pass NULL for ranks on the host");
+      }
+      Result<int> gpus = gpu->deviceCount();
       if (!gpus.isOk()) return gpus.status();
       for (int r = 0; r < ndev; ++r) {
         if (devlist[r] < 0 || devlist[r] >= gpus.value())
@@ -816,11 +822,6 @@ chorusResult_t chorusCommInitAll(chorusComm_t* comm, int ndev, const int* devlis
                      ")");
         options.devices.push_back(devlist[r]);
       }
-#else
-      return Status(StatusCode::kUnsupported,
-                    "devlist names GPUs, but this Chorus was built without CUDA; pass NULL for "
-                    "ranks on the host");
-#endif
     }
     logSharedGpus(options.devices);
     auto world = std::make_shared<World>(ndev, options);
@@ -887,7 +888,7 @@ chorusResult_t chorusCommUserRank(const chorusComm_t comm, int* rank) {
 chorusResult_t chorusAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                chorusDataType_t datatype, chorusRedOp_t op, chorusComm_t comm,
                                chorusStream_t stream) {
-  return apiCall("chorusAllReduce", [&] {
+  return groupedCall("chorusAllReduce", [&] {
     Op o = collective(CollectiveKind::kAllReduce, sendbuff, recvbuff, count);
     if (Status st = withOp(op, o); !st.isOk()) return st;
     return issue(comm, std::move(o), datatype, stream);
@@ -897,7 +898,7 @@ chorusResult_t chorusAllReduce(const void* sendbuff, void* recvbuff, size_t coun
 chorusResult_t chorusBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                chorusDataType_t datatype, int root, chorusComm_t comm,
                                chorusStream_t stream) {
-  return apiCall("chorusBroadcast", [&] {
+  return groupedCall("chorusBroadcast", [&] {
     return rootedCall(comm, CollectiveKind::kBroadcast, sendbuff, recvbuff, count, datatype,
                       chorusSum, root, stream);
   });
@@ -906,7 +907,7 @@ chorusResult_t chorusBroadcast(const void* sendbuff, void* recvbuff, size_t coun
 chorusResult_t chorusReduce(const void* sendbuff, void* recvbuff, size_t count,
                             chorusDataType_t datatype, chorusRedOp_t op, int root,
                             chorusComm_t comm, chorusStream_t stream) {
-  return apiCall("chorusReduce", [&] {
+  return groupedCall("chorusReduce", [&] {
     return rootedCall(comm, CollectiveKind::kReduce, sendbuff, recvbuff, count, datatype, op, root,
                       stream);
   });
@@ -915,7 +916,7 @@ chorusResult_t chorusReduce(const void* sendbuff, void* recvbuff, size_t count,
 chorusResult_t chorusAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                chorusDataType_t datatype, chorusComm_t comm,
                                chorusStream_t stream) {
-  return apiCall("chorusAllGather", [&] {
+  return groupedCall("chorusAllGather", [&] {
     return issue(comm, collective(CollectiveKind::kAllGather, sendbuff, recvbuff, sendcount),
                  datatype, stream);
   });
@@ -924,7 +925,7 @@ chorusResult_t chorusAllGather(const void* sendbuff, void* recvbuff, size_t send
 chorusResult_t chorusReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                    chorusDataType_t datatype, chorusRedOp_t op, chorusComm_t comm,
                                    chorusStream_t stream) {
-  return apiCall("chorusReduceScatter", [&] {
+  return groupedCall("chorusReduceScatter", [&] {
     Op o = collective(CollectiveKind::kReduceScatter, sendbuff, recvbuff, recvcount);
     if (Status st = withOp(op, o); !st.isOk()) return st;
     return issue(comm, std::move(o), datatype, stream);
@@ -933,7 +934,7 @@ chorusResult_t chorusReduceScatter(const void* sendbuff, void* recvbuff, size_t 
 
 chorusResult_t chorusAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                               chorusDataType_t datatype, chorusComm_t comm, chorusStream_t stream) {
-  return apiCall("chorusAllToAll", [&] {
+  return groupedCall("chorusAllToAll", [&] {
     return issue(comm, collective(CollectiveKind::kAllToAll, sendbuff, recvbuff, count), datatype,
                  stream);
   });
@@ -942,7 +943,7 @@ chorusResult_t chorusAllToAll(const void* sendbuff, void* recvbuff, size_t count
 chorusResult_t chorusGather(const void* sendbuff, void* recvbuff, size_t count,
                             chorusDataType_t datatype, int root, chorusComm_t comm,
                             chorusStream_t stream) {
-  return apiCall("chorusGather", [&] {
+  return groupedCall("chorusGather", [&] {
     return rootedCall(comm, CollectiveKind::kGather, sendbuff, recvbuff, count, datatype, chorusSum,
                       root, stream);
   });
@@ -951,7 +952,7 @@ chorusResult_t chorusGather(const void* sendbuff, void* recvbuff, size_t count,
 chorusResult_t chorusScatter(const void* sendbuff, void* recvbuff, size_t count,
                              chorusDataType_t datatype, int root, chorusComm_t comm,
                              chorusStream_t stream) {
-  return apiCall("chorusScatter", [&] {
+  return groupedCall("chorusScatter", [&] {
     return rootedCall(comm, CollectiveKind::kScatter, sendbuff, recvbuff, count, datatype,
                       chorusSum, root, stream);
   });
@@ -1007,9 +1008,7 @@ chorusResult_t chorusCommCuDevice(const chorusComm_t comm, int* device) {
     *device = c.world != nullptr && c.world->onGpu()
                   ? c.world->options().devices[static_cast<size_t>(c.rank)]
                   : -1;
-#if defined(CHORUS_WITH_CUDA)
     if (c.staged != nullptr) *device = c.staged->device();
-#endif
     return Status::ok();
   });
 }
@@ -1019,16 +1018,14 @@ chorusResult_t chorusCommFinalize(chorusComm_t comm) {
     auto cs = lookup(comm);
     if (!cs.isOk()) return cs.status();
     if (cs.value()->world != nullptr) return cs.value()->world->synchronize();
-#if defined(CHORUS_WITH_CUDA)
     if (cs.value()->staged != nullptr) CHORUS_RETURN_IF_ERROR(cs.value()->staged->synchronize());
-#endif
     return cs.value()->asyncError();
   });
 }
 
 chorusResult_t chorusSend(const void* sendbuff, size_t count, chorusDataType_t datatype, int peer,
                           chorusComm_t comm, chorusStream_t stream) {
-  return apiCall("chorusSend", [&] {
+  return groupedCall("chorusSend", [&] {
     Op o;
     o.kind = Op::Kind::kSend;
     o.args.sendbuff = sendbuff;
@@ -1040,7 +1037,7 @@ chorusResult_t chorusSend(const void* sendbuff, size_t count, chorusDataType_t d
 
 chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataType_t datatype, int peer,
                           chorusComm_t comm, chorusStream_t stream) {
-  return apiCall("chorusRecv", [&] {
+  return groupedCall("chorusRecv", [&] {
     Op o;
     o.kind = Op::Kind::kRecv;
     o.args.recvbuff = recvbuff;
@@ -1064,6 +1061,11 @@ chorusResult_t chorusGroupEnd(void) {
     if (--group.depth > 0) return Status::ok();
     auto ops = std::move(group.ops);
     group.ops.clear();
+    Status refused = std::exchange(group.firstError, Status::ok());
+    if (!refused.isOk())
+      return Status(refused.code(), "a call of the group was refused, so none of its " +
+                                        std::to_string(ops.size()) +
+                                        " other calls ran: " + refused.message());
     return runOps(std::move(ops));
   });
 }
@@ -1101,7 +1103,7 @@ chorusResult_t chorusLoadBuiltinAlgo(const char* name, int nranks, int root,
 chorusResult_t chorusRunAlgo(const void* sendbuff, void* recvbuff, size_t count,
                              chorusDataType_t datatype, chorusRedOp_t op, int root,
                              chorusAlgoHandle_t handle, chorusComm_t comm, chorusStream_t stream) {
-  return apiCall("chorusRunAlgo", [&]() -> Status {
+  return groupedCall("chorusRunAlgo", [&]() -> Status {
     std::shared_ptr<const runtime::VerifiedAlgorithm> va;
     {
       Handles& h = handles();

@@ -1,4 +1,4 @@
-// How a staged GPU rank (cuda/staged.h: a rank whose peers are in other
+// How a staged GPU rank (runtime/device_backend.h: a rank whose peers are in other
 // processes) moves one group of its calls through host memory: which device
 // buffers are copied to the host before the run, which are copied back
 // after it, and where each call's buffers sit in them. Pure (no CUDA), so it
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "api/world.h"
-#include "cuda/staged.h"
+#include "runtime/device_backend.h"
 
 namespace chorus::api {
 
@@ -25,7 +25,7 @@ struct StagingPlan {
   // Buffers that overlap (in-place calls; one call of the group reading what
   // an earlier one wrote) are one region; a region merged from several is
   // copied in whole, so bytes no call writes come back as they were.
-  std::vector<cuda::StagedRegion> regions;
+  std::vector<runtime::StagedRegion> regions;
   struct Where {
     int sendRegion = -1, recvRegion = -1;  // -1: none (NULL, or nothing to move)
     size_t sendOff = 0, recvOff = 0;       // bytes into the region

@@ -6,15 +6,12 @@
 #include <cstring>
 #include <tuple>
 
+#include "api/backends.h"
 #include "api/call_cache.h"
 #include "compiler/program_file.h"
 #include "core/check.h"
 #include "core/env.h"
 #include "core/log.h"
-
-#if defined(CHORUS_WITH_CUDA)
-#include "cuda/world.h"
-#endif
 
 namespace chorus::api {
 
@@ -38,6 +35,15 @@ WorldOptions WorldOptions::fromEnvironment() {
     o.spinUs = static_cast<int>(std::min<long>(envLong("CHORUS_SPIN_US", -1), 1000000));
   o.proveRanks = runtime::proveRanksFromEnvironment();
   return o;
+}
+
+runtime::DeviceOptions deviceOptions(const WorldOptions& o) {
+  runtime::DeviceOptions d;
+  d.rankDevices = o.devices;
+  d.sliceBytes = o.sliceBytes;
+  d.slots = o.slots;
+  d.timeoutMs = o.timeoutMs;
+  return d;
 }
 
 std::string Op::describe() const {
@@ -93,16 +99,22 @@ struct World::Helper {
   bool stop = false;
 };
 
-#if defined(CHORUS_WITH_CUDA)
+// GPU worlds: one device executor per algorithm, only ever added to, under
+// its own lock: abort and asyncError reach running kernels without waiting
+// for mu_, which a call being enqueued may hold for a while.
 struct World::Gpu {
+  std::mutex mu;
   std::map<const runtime::VerifiedAlgorithm*,
            std::pair<std::shared_ptr<const runtime::VerifiedAlgorithm>,
-                     std::unique_ptr<cuda::CudaWorld>>>
-      worlds;
+                     std::unique_ptr<runtime::DeviceExecutor>>>
+      executors;
+  std::vector<runtime::DeviceExecutor*> all() {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<runtime::DeviceExecutor*> v;
+    for (auto& [va, e] : executors) v.push_back(e.second.get());
+    return v;
+  }
 };
-#else
-struct World::Gpu {};
-#endif
 
 World::World(int nranks, WorldOptions options)
     : n_(nranks),
@@ -130,48 +142,47 @@ bool World::CacheKey::operator<(const CacheKey& o) const {
 }
 
 Status World::asyncError() const {
-  std::lock_guard<std::mutex> lock(mu_);
-#if defined(CHORUS_WITH_CUDA)
+  {
+    std::lock_guard<std::mutex> lock(errorMu_);
+    if (!error_.isOk()) return error_;
+  }
   // A kernel that stalled or was aborted ends the world as a host error does.
-  for (const auto& [va, w] : gpu_->worlds)
-    if (Status st = w.second->asyncError(); !st.isOk() && error_.isOk()) return st;
-#endif
-  return error_;
+  for (runtime::DeviceExecutor* e : gpu_->all())
+    if (Status st = e->asyncError(); !st.isOk()) return st;
+  return Status::ok();
 }
 
 Status World::synchronize() {
-#if defined(CHORUS_WITH_CUDA)
   // Waited for without mu_: an abort or an async-error query from another
-  // thread must not queue behind a wait. (Worlds are only ever added.)
-  std::vector<cuda::CudaWorld*> worlds;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [va, w] : gpu_->worlds) worlds.push_back(w.second.get());
-  }
-  for (cuda::CudaWorld* w : worlds) CHORUS_RETURN_IF_ERROR(w->waitLaunches());
+  // thread must not queue behind a wait. (Executors are only ever added.)
+  std::vector<runtime::DeviceExecutor*> executors = gpu_->all();
+  for (runtime::DeviceExecutor* w : executors) CHORUS_RETURN_IF_ERROR(w->waitLaunches());
   std::lock_guard<std::mutex> lock(mu_);  // wait() reads what enqueue() writes
-  for (cuda::CudaWorld* w : worlds) {
+  for (runtime::DeviceExecutor* w : executors) {
     if (Status st = w->wait(); !st.isOk()) {
       // A stalled or aborted call ends the world for every rank, as its
       // asyncError says (wait() took the kernel's error word).
+      std::lock_guard<std::mutex> el(errorMu_);
       if (error_.isOk()) error_ = st;
       aborted_.store(true, std::memory_order_release);
       return st;
     }
   }
-#endif
   return Status::ok();
 }
 
 void World::abort(Status why) {
+  // The error and the kernels first, without mu_: a call being enqueued may
+  // hold it while it waits for this world's own last launch (issue 39, B2).
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> el(errorMu_);
     if (error_.isOk()) error_ = why;
     aborted_.store(true, std::memory_order_release);
+  }
+  for (runtime::DeviceExecutor* e : gpu_->all()) e->abort();  // running kernels give up
+  {
+    std::lock_guard<std::mutex> lock(mu_);
     for (auto& [va, f] : fabrics_) f->ringAll();
-#if defined(CHORUS_WITH_CUDA)
-    for (auto& [va, w] : gpu_->worlds) w.second->abort();  // running kernels give up
-#endif
   }
   cv_.notify_all();
   { std::lock_guard<std::mutex> lock(p2pMu_); }
@@ -241,20 +252,19 @@ void World::matchP2p(Ticket& send, Ticket& recv) {
     st = Status(StatusCode::kInvalidArgument, "send/recv with a null buffer");
   } else if (onGpu()) {
     // Device buffers: a copy on the receiver's stream, the sender's stream
-    // ordered around it.
-#if defined(CHORUS_WITH_CUDA)
+    // ordered around it. (A GPU world exists only where a backend does.)
+    const runtime::DeviceBackend& gpu = *deviceBackend();
     if (s.args.count > 0 &&
-        (!cuda::isDeviceMemory(s.args.sendbuff) || !cuda::isDeviceMemory(r.args.recvbuff)))
+        (!gpu.isDeviceMemory(s.args.sendbuff) || !gpu.isDeviceMemory(r.args.recvbuff)))
       st = Status(StatusCode::kInvalidArgument,
                   "rank " + std::to_string(send.rank) + " " + s.describe() + " to rank " +
                       std::to_string(recv.rank) +
                       ": a buffer is not device memory, on a GPU communicator");
     else
-      st = cuda::copyBetweenStreams(
-          r.args.recvbuff, options_.devices[static_cast<size_t>(recv.rank)], r.stream,
-          s.args.sendbuff, options_.devices[static_cast<size_t>(send.rank)], s.stream,
-          s.args.count * dataTypeSize(s.args.type));
-#endif
+      st = gpu.copyBetweenStreams(r.args.recvbuff, options_.devices[static_cast<size_t>(recv.rank)],
+                                  r.stream, s.args.sendbuff,
+                                  options_.devices[static_cast<size_t>(send.rank)], s.stream,
+                                  s.args.count * dataTypeSize(s.args.type));
   } else if (s.args.count > 0) {
     std::memmove(r.args.recvbuff, s.args.sendbuff, s.args.count * dataTypeSize(s.args.type));
   }
@@ -345,27 +355,27 @@ Status World::plan(Assembly& a, std::vector<std::string>* why) {
 
 Status World::enqueueOnGpu(const std::vector<PlanPart>& parts, const std::vector<CallArgs>& calls,
                            const std::vector<void*>& streams) {
-#if defined(CHORUS_WITH_CUDA)
+  const runtime::DeviceBackend* gpu = deviceBackend();
+  if (gpu == nullptr) return noDeviceBackend("a GPU communicator was called");
   for (const PlanPart& p : parts) {
-    auto it = gpu_->worlds.find(p.va.get());
-    if (it == gpu_->worlds.end()) {
-      cuda::CudaOptions o;
-      o.rankDevices = options_.devices;
-      o.sliceBytes = options_.sliceBytes;
-      o.slots = options_.slots;
-      auto w = cuda::CudaWorld::make(*p.va, o);
-      if (!w.isOk()) return w.status();
-      it = gpu_->worlds.emplace(p.va.get(), std::make_pair(p.va, std::move(w).value())).first;
+    runtime::DeviceExecutor* executor = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(gpu_->mu);
+      auto it = gpu_->executors.find(p.va.get());
+      if (it != gpu_->executors.end()) executor = it->second.second.get();
+    }
+    if (executor == nullptr) {
+      auto made = gpu->makeExecutor(*p.va, deviceOptions(options_));
+      if (!made.isOk()) return made.status();
+      executor = made.value().get();
+      std::lock_guard<std::mutex> lock(gpu_->mu);
+      gpu_->executors.emplace(p.va.get(), std::make_pair(p.va, std::move(made).value()));
     }
     std::vector<CallArgs> mine = calls;
     for (CallArgs& c : mine) c = partArgs(c, p);
-    if (Status st = it->second.second->enqueue(mine, streams); !st.isOk()) return st;
+    if (Status st = executor->enqueue(mine, streams); !st.isOk()) return st;
   }
   return Status::ok();
-#else
-  (void)parts, (void)calls, (void)streams;
-  return Status(StatusCode::kUnsupported, "this Chorus was built without CUDA");
-#endif
 }
 
 void World::resolve(Assembly& a) {
@@ -389,7 +399,7 @@ Status World::runCollective(Ticket& t) {
     auto deadline =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.timeoutMs);
     while (!a.resolved.load(std::memory_order_relaxed)) {
-      if (!error_.isOk()) return error_;
+      if (Status e = asyncError(); !e.isOk()) return e;
       if (cv_.wait_until(lock, deadline) == std::cv_status::timeout &&
           !a.resolved.load(std::memory_order_relaxed)) {
         std::string missing;

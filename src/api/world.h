@@ -24,6 +24,7 @@
 
 #include "api/plan.h"
 #include "core/status.h"
+#include "runtime/device_backend.h"
 #include "runtime/driver.h"
 #include "runtime/selection.h"
 
@@ -73,6 +74,10 @@ struct WorldOptions {
 };
 
 class World;
+
+// What a GPU world's device executors are made with: its devices, slices,
+// slots and CHORUS_TIMEOUT_S (issue 39, B3: the timeout was left out).
+runtime::DeviceOptions deviceOptions(const WorldOptions& o);
 
 // The global candidates for automatic selection: the environment's files
 // (loaded once, on first use) and files registered through the API.
@@ -147,8 +152,9 @@ class World : public std::enable_shared_from_this<World> {
   const runtime::WaitPolicy wait_;  // how a blocked rank waits (from the rank count)
   std::atomic<bool> aborted_{false};
 
-  mutable std::mutex mu_;  // assemblies, caches, error
+  mutable std::mutex mu_;  // assemblies, caches
   std::condition_variable cv_;
+  mutable std::mutex errorMu_;  // error_ alone (taken under mu_ or alone, never the other way)
   Status error_;
   std::vector<uint64_t> nextSeq_;
   std::map<uint64_t, std::shared_ptr<Assembly>> assemblies_;
@@ -158,7 +164,7 @@ class World : public std::enable_shared_from_this<World> {
   uint64_t useClock_ = 0;
   size_t cachedBytes_ = 0;  // scratch of the cached calls (call_cache.h)
 
-  // GPU worlds: one CUDA executor per algorithm (opaque here: src/cuda).
+  // GPU worlds: one device executor per algorithm (runtime/device_backend.h).
   struct Gpu;
   std::unique_ptr<Gpu> gpu_;
 

@@ -27,20 +27,14 @@
 #include <vector>
 
 #include "core/status.h"
+#include "runtime/device_backend.h"
 
 namespace chorus::cuda {
 
-// One buffer of a call. Device memory is staged: copied to the host before
-// the run if `in`, back after it if `out`. Host memory (a buffer the API
-// made itself) is used where it is.
-struct StagedRegion {
-  void* data = nullptr;
-  size_t bytes = 0;
-  bool in = false;
-  bool out = false;
-};
+using runtime::StagedRegion;
 
-class StagedRank {
+// The CUDA backend's StagedQueue (runtime/device_backend.h).
+class StagedRank final : public runtime::StagedQueue {
  public:
   StagedRank(int device, int timeoutMs);
   // Returns at once: calls not run yet are let through without running
@@ -48,11 +42,11 @@ class StagedRank {
   // first) and the worker ends when the last enqueued call has passed
   // through its stream. A graph that captured a call must not be replayed,
   // nor be running, after this.
-  ~StagedRank();
+  ~StagedRank() override;
   StagedRank(const StagedRank&) = delete;
   StagedRank& operator=(const StagedRank&) = delete;
 
-  int device() const { return device_; }
+  int device() const override { return device_; }
   // Enqueues one call: `regions` staged, `run` called on the worker with
   // each region's host address (in order), outputs copied back. `streams`
   // are the streams of the call's parts (a group may span several): the
@@ -60,17 +54,17 @@ class StagedRank {
   // Errors (nothing enqueued): an earlier call's failure (the communicator
   // is broken), kUnsupported naming the CUDA call that failed.
   Status enqueue(const std::vector<void*>& streams, std::vector<StagedRegion> regions,
-                 std::function<Status(const std::vector<void*>&)> run);
+                 std::function<Status(const std::vector<void*>&)> run) override;
   // Runs `work` on the worker once every call enqueued before it has run,
   // and waits for it: how communicator-level exchanges (split, shrink) stay
   // in order with the calls. kTimeout when those calls' streams do not reach
   // them in time.
-  Status runInOrder(std::function<Status()> work);
+  Status runInOrder(std::function<Status()> work) override;
   // The first failure of a run; ok while none.
-  Status asyncError() const;
+  Status asyncError() const override;
   // Waits until every call enqueued so far (not captured) has passed
   // through its stream, or the timeout.
-  Status synchronize();
+  Status synchronize() override;
 
   struct State;  // shared with the host functions and the worker (staged.cu)
 

@@ -502,5 +502,59 @@ TEST(CApi, ShrinkLeavesOutRanksThatDoNotCall) {
   for (chorusComm_t c : comms) chorusCommDestroy(c);
 }
 
+// A call refused inside a group drops the whole group at chorusGroupEnd,
+// with the refusal's code and reason; the group's other calls do not run
+// (NCCL's rule: the other ranks would wait for the refused one).
+TEST(CApi, ARefusedCallDropsItsGroup) {
+  auto comms = initAll(1);
+  float in[4] = {1, 2, 3, 4};
+  float out[4] = {-1, -1, -1, -1};
+  ASSERT_EQ(chorusGroupStart(), chorusSuccess);
+  EXPECT_EQ(
+      chorusAllReduce(in, out, 4, static_cast<chorusDataType_t>(99), chorusSum, comms[0], nullptr),
+      chorusInvalidArgument);
+  EXPECT_EQ(chorusAllReduce(in, out, 4, chorusFloat, chorusSum, comms[0], nullptr), chorusSuccess);
+  EXPECT_EQ(chorusGroupEnd(), chorusInvalidArgument);
+  std::string why = chorusGetLastError(nullptr);
+  EXPECT_NE(why.find("chorusGroupEnd: a call of the group was refused"), std::string::npos) << why;
+  EXPECT_NE(why.find("chorusAllReduce"), std::string::npos) << why;
+  for (float v : out) EXPECT_EQ(v, -1.0f);
+  // The next group starts clean and runs.
+  ASSERT_EQ(chorusGroupStart(), chorusSuccess);
+  EXPECT_EQ(chorusAllReduce(in, out, 4, chorusFloat, chorusSum, comms[0], nullptr), chorusSuccess);
+  EXPECT_EQ(chorusGroupEnd(), chorusSuccess) << chorusGetLastError(nullptr);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], in[i]);
+  destroyAll(comms);
+}
+
+// A split that timed out is withdrawn: a late rank does not complete it
+// alone, and the timed-out rank's next split meets the others'.
+TEST(CApi, ATimedOutSplitIsWithdrawn) {
+  setenv("CHORUS_TIMEOUT_S", "1", 1);
+  auto comms = initAll(2);
+  unsetenv("CHORUS_TIMEOUT_S");
+  chorusComm_t lone = nullptr;
+  EXPECT_EQ(chorusCommSplit(comms[0], 0, 0, &lone), chorusTimeout);
+  EXPECT_EQ(lone, nullptr);
+  // Now both call: one split of two ranks, the same world for both.
+  std::vector<chorusComm_t> halves(2, nullptr);
+  auto res = runThreads(comms, [&](int r) {
+    return chorusCommSplit(comms[static_cast<size_t>(r)], 0, r, &halves[static_cast<size_t>(r)]);
+  });
+  EXPECT_EQ(res, (std::vector<chorusResult_t>{chorusSuccess, chorusSuccess})) << messages[0];
+  ASSERT_NE(halves[0], nullptr);
+  ASSERT_NE(halves[1], nullptr);
+  std::vector<int32_t> sum(2, -1);
+  res = runThreads(halves, [&](int r) {
+    int32_t v = 10 + r;
+    return chorusAllReduce(&v, &sum[static_cast<size_t>(r)], 1, chorusInt32, chorusSum,
+                           halves[static_cast<size_t>(r)], nullptr);
+  });
+  EXPECT_EQ(res, (std::vector<chorusResult_t>{chorusSuccess, chorusSuccess})) << messages[0];
+  EXPECT_EQ(sum, (std::vector<int32_t>{21, 21}));
+  destroyAll(halves);
+  destroyAll(comms);
+}
+
 }  // namespace
 }  // namespace chorus::api

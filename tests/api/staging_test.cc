@@ -22,7 +22,7 @@ Op call(CollectiveKind k, size_t sendAt, size_t recvAt, size_t count, int root =
   return op;
 }
 
-void expectRegion(const cuda::StagedRegion& r, size_t at, size_t bytes, bool in, bool out) {
+void expectRegion(const runtime::StagedRegion& r, size_t at, size_t bytes, bool in, bool out) {
   EXPECT_EQ(r.data, arena + at);
   EXPECT_EQ(r.bytes, bytes);
   EXPECT_EQ(r.in, in);

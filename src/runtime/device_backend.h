@@ -1,0 +1,111 @@
+// The device seam: what a communicator whose ranks sit on accelerators
+// asks of the code that drives them. A backend (src/cuda today; another
+// vendor's next) lives in its own folder and registers itself by name
+// (registerDeviceBackend, called from the one generated registration list
+// that src/api/CMakeLists.txt writes from chorus_device_backend() lines);
+// the API asks deviceBackend() and never names a vendor, nor tests for one
+// with the preprocessor. docs/architecture.md says how to add one.
+//
+// Two ways a rank runs on a device:
+//   - DeviceExecutor: every rank of a world in this process, one verified
+//     algorithm's calls launched on the devices (the fast path);
+//   - StagedQueue: a rank whose peers are in other processes, each call's
+//     buffers staged through host memory around a host run (the fallback).
+//
+// No device headers here: streams are void* (cudaStream_t for CUDA).
+// Nothing throws; everything returns a Status.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "runtime/executor.h"
+
+namespace chorus::runtime {
+
+struct DeviceOptions {
+  std::vector<int> rankDevices;  // rank r on device rankDevices[r]
+  size_t sliceBytes = 0;         // 0: the protocol's default
+  int slots = 8;                 // messages in flight per connection
+  int timeoutMs = 300000;        // a call that makes no progress this long fails (kTimeout)
+};
+
+// One verified algorithm on the devices of a world whose ranks all live in
+// this process.
+class DeviceExecutor {
+ public:
+  virtual ~DeviceExecutor() = default;
+  // Enqueues one call of every rank, rank r's on streams[r], and returns.
+  virtual Status enqueue(const std::vector<CallArgs>& calls, const std::vector<void*>& streams) = 0;
+  // A call's failure (stalled past the timeout, aborted) without waiting.
+  virtual Status asyncError() const = 0;
+  // Waits for this executor's launches so far, not for their outcome (safe
+  // beside enqueue() on another thread).
+  virtual Status waitLaunches() const = 0;
+  // Waits for the calls so far and reports (then clears) a failure.
+  virtual Status wait() = 0;
+  // Ends the running call: its blocks give up at their next wait. Safe from
+  // any thread.
+  virtual void abort() = 0;
+};
+
+// One buffer of a staged call: device memory is copied to the host before
+// the run if `in`, back after it if `out`; host memory is used in place.
+struct StagedRegion {
+  void* data = nullptr;
+  size_t bytes = 0;
+  bool in = false;
+  bool out = false;
+};
+
+// A device rank whose peers are in other processes (cuda/staged.h says how
+// the CUDA one orders its calls with its streams).
+class StagedQueue {
+ public:
+  virtual ~StagedQueue() = default;
+  virtual int device() const = 0;
+  // Enqueues one call: `regions` staged, `run` called on the queue's worker
+  // with each region's host address (in order), outputs copied back; the
+  // first stream carries it, the others are joined to it around it.
+  virtual Status enqueue(const std::vector<void*>& streams, std::vector<StagedRegion> regions,
+                         std::function<Status(const std::vector<void*>&)> run) = 0;
+  // Runs `work` on the worker after every call enqueued before it, and
+  // waits for it (split and shrink exchanges stay in order with the calls).
+  virtual Status runInOrder(std::function<Status()> work) = 0;
+  virtual Status asyncError() const = 0;
+  // Waits until every call enqueued so far has passed its stream.
+  virtual Status synchronize() = 0;
+};
+
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  virtual std::string_view name() const = 0;  // "cuda"
+  // Devices this process can use; kUnsupported naming why when none.
+  virtual Result<int> deviceCount() const = 0;
+  // Whether `p` is memory of one of its devices (what host ranks refuse).
+  virtual bool isDeviceMemory(const void* p) const = 0;
+  virtual Result<std::unique_ptr<DeviceExecutor>> makeExecutor(
+      const VerifiedAlgorithm& va, const DeviceOptions& options) const = 0;
+  virtual Result<std::unique_ptr<StagedQueue>> makeStagedQueue(int device, int timeoutMs) const = 0;
+  // A send matched with its receive between two ranks' streams: `bytes`
+  // from src to dst once srcStream's earlier work is done; srcStream's later
+  // work waits for the copy. Enqueued, not waited for.
+  virtual Status copyBetweenStreams(void* dst, int dstDevice, void* dstStream, const void* src,
+                                    int srcDevice, void* srcStream, size_t bytes) const = 0;
+};
+
+// Adds a backend (a second one of the same name is refused: kInvalidArgument).
+Status registerDeviceBackend(std::unique_ptr<DeviceBackend> backend);
+// The backend device communicators use: the first registered; nullptr when
+// this build registered none.
+const DeviceBackend* deviceBackend();
+// Every registered backend's name, in registration order.
+std::vector<std::string> deviceBackendNames();
+
+}  // namespace chorus::runtime
