@@ -1,0 +1,143 @@
+// The device seam (runtime/device_backend.h) seen from the C API, with a
+// backend of the test's own registered before any other: what a GPU
+// communicator hands its backend (devices, CHORUS_TIMEOUT_S, slots, the
+// ranks' calls and streams), and that aborting reaches its executors. A
+// separate executable, so that this backend is the first registered.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "api/backends.h"
+#include "chorus/chorus.h"
+#include "runtime/device_backend.h"
+
+namespace chorus {
+namespace {
+
+// What the fake backend saw. Its "device memory" is the addresses in `device`.
+struct Seen {
+  std::mutex mu;
+  std::set<const void*> device;
+  std::vector<runtime::DeviceOptions> options;
+  std::vector<std::vector<runtime::CallArgs>> calls;
+  std::vector<std::vector<void*>> streams;
+  std::atomic<int> aborts{0};
+};
+Seen& seen() {
+  static auto* s = new Seen();
+  return *s;
+}
+
+class FakeExecutor final : public runtime::DeviceExecutor {
+ public:
+  Status enqueue(const std::vector<runtime::CallArgs>& calls,
+                 const std::vector<void*>& streams) override {
+    std::lock_guard<std::mutex> lock(seen().mu);
+    seen().calls.push_back(calls);
+    seen().streams.push_back(streams);
+    return Status::ok();
+  }
+  Status asyncError() const override { return Status::ok(); }
+  Status waitLaunches() const override { return Status::ok(); }
+  Status wait() override { return Status::ok(); }
+  void abort() override { ++seen().aborts; }
+};
+
+class FakeBackend final : public runtime::DeviceBackend {
+ public:
+  std::string_view name() const override { return "fake"; }
+  Result<int> deviceCount() const override { return 2; }
+  bool isDeviceMemory(const void* p) const override {
+    std::lock_guard<std::mutex> lock(seen().mu);
+    return seen().device.count(p) != 0;
+  }
+  Result<std::unique_ptr<runtime::DeviceExecutor>> makeExecutor(
+      const runtime::VerifiedAlgorithm&, const runtime::DeviceOptions& o) const override {
+    std::lock_guard<std::mutex> lock(seen().mu);
+    seen().options.push_back(o);
+    return std::unique_ptr<runtime::DeviceExecutor>(std::make_unique<FakeExecutor>());
+  }
+  Result<std::unique_ptr<runtime::StagedQueue>> makeStagedQueue(int, int) const override {
+    return Status(StatusCode::kUnsupported, "the fake backend stages nothing");
+  }
+  Status copyBetweenStreams(void*, int, void*, const void*, int, void*, size_t) const override {
+    return Status::ok();
+  }
+};
+
+TEST(DeviceSeam, GpuWorldsHandTheirBackendItsDevicesTimeoutAndCalls) {
+  ASSERT_TRUE(runtime::registerDeviceBackend(std::make_unique<FakeBackend>()).isOk());
+  ASSERT_NE(api::deviceBackend(), nullptr);
+  EXPECT_EQ(api::deviceBackend()->name(), "fake");
+  EXPECT_EQ(runtime::registerDeviceBackend(std::make_unique<FakeBackend>()).code(),
+            StatusCode::kInvalidArgument);
+
+  setenv("CHORUS_TIMEOUT_S", "7", 1);
+  std::vector<chorusComm_t> comms(2);
+  const int devlist[2] = {1, 0};
+  ASSERT_EQ(chorusCommInitAll(comms.data(), 2, devlist), chorusSuccess)
+      << chorusGetLastError(nullptr);
+  unsetenv("CHORUS_TIMEOUT_S");
+  const int beyond[1] = {2};  // the fake has devices 0 and 1
+  chorusComm_t refused = nullptr;
+  EXPECT_EQ(chorusCommInitAll(&refused, 1, beyond), chorusInvalidArgument);
+
+  std::vector<float> buf(8 * 4, 0.0f);  // "device" buffers, never touched by the fake
+  {
+    std::lock_guard<std::mutex> lock(seen().mu);
+    for (int r = 0; r < 2; ++r) seen().device.insert(&buf[static_cast<size_t>(r) * 16]);
+    for (int r = 0; r < 2; ++r) seen().device.insert(&buf[static_cast<size_t>(r) * 16 + 8]);
+  }
+  int s0 = 0, s1 = 0;  // stand-ins for the ranks' streams
+  std::vector<chorusResult_t> res(2, chorusInternalError);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      float* mine = &buf[static_cast<size_t>(r) * 16];
+      res[static_cast<size_t>(r)] =
+          chorusAllReduce(mine, mine + 8, 8, chorusFloat, chorusSum, comms[static_cast<size_t>(r)],
+                          r == 0 ? static_cast<void*>(&s0) : static_cast<void*>(&s1));
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(res, (std::vector<chorusResult_t>{chorusSuccess, chorusSuccess}))
+      << chorusGetLastError(nullptr);
+  {
+    std::lock_guard<std::mutex> lock(seen().mu);
+    ASSERT_EQ(seen().options.size(), 1u);
+    const runtime::DeviceOptions& o = seen().options[0];
+    EXPECT_EQ(o.rankDevices, (std::vector<int>{1, 0}));
+    EXPECT_EQ(o.timeoutMs, 7000);  // B3: the world's CHORUS_TIMEOUT_S
+    EXPECT_EQ(o.slots, 8);
+    ASSERT_EQ(seen().calls.size(), 1u);
+    ASSERT_EQ(seen().calls[0].size(), 2u);
+    for (size_t r = 0; r < 2; ++r) {
+      EXPECT_EQ(seen().calls[0][r].sendbuff, &buf[r * 16]);
+      EXPECT_EQ(seen().calls[0][r].recvbuff, &buf[r * 16 + 8]);
+      EXPECT_EQ(seen().calls[0][r].count, 8u);
+    }
+    EXPECT_EQ(seen().streams[0], (std::vector<void*>{&s0, &s1}));
+  }
+  // A host buffer on a GPU communicator is the backend's to refuse; a
+  // device buffer on a host communicator is the API's.
+  std::vector<chorusComm_t> host(1);
+  ASSERT_EQ(chorusCommInitAll(host.data(), 1, nullptr), chorusSuccess);
+  EXPECT_EQ(chorusAllReduce(&buf[0], &buf[8], 8, chorusFloat, chorusSum, host[0], nullptr),
+            chorusInvalidArgument);
+  EXPECT_NE(std::string(chorusGetLastError(nullptr)).find("GPU device memory"), std::string::npos)
+      << chorusGetLastError(nullptr);
+  EXPECT_EQ(chorusCommDestroy(host[0]), chorusSuccess);
+
+  // Abort reaches the executors.
+  EXPECT_EQ(chorusCommAbort(comms[0]), chorusSuccess);
+  EXPECT_EQ(seen().aborts.load(), 1);
+  EXPECT_EQ(chorusCommDestroy(comms[1]), chorusSuccess);
+}
+
+}  // namespace
+}  // namespace chorus
