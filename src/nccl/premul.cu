@@ -17,7 +17,7 @@ __global__ void scaleKernel(DataType t, void* out, const void* in, size_t count,
   const void* scalar = deviceScalar != nullptr ? deviceScalar : value.bytes;
   size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   size_t step = static_cast<size_t>(gridDim.x) * blockDim.x;
-  runtime::elem::withCodec(t, ScaleRange{out, in, scalar, first, count, step});
+  elem::withCodec(t, ScaleRange{out, in, scalar, first, count, step});
 }
 
 }  // namespace

@@ -1,14 +1,14 @@
 // ncclRedOpCreatePreMulSum's first half: out[i] = in[i] * scalar in the
-// data type's own arithmetic (runtime/elementwise.h: narrow floats multiply
+// data type's own arithmetic (core/elementwise.h: narrow floats multiply
 // in float and round once, integers wrap), on the host or in a CUDA kernel.
 // The sum that follows is an ordinary Chorus sum over the scaled copy.
 #pragma once
 
 #include <cstddef>
 
+#include "core/elementwise.h"
 #include "core/status.h"
 #include "core/types.h"
-#include "runtime/elementwise.h"
 
 namespace chorus::nccl {
 
@@ -27,12 +27,12 @@ struct ScaleRange {
     S* y = static_cast<S*>(out);
     C k = Codec::load(*static_cast<const S*>(scalar));
     for (size_t i = begin; i < end; i += step)
-      y[i] = Codec::store(runtime::elem::combine<ReduceOp::kProd, C>(Codec::load(x[i]), k));
+      y[i] = Codec::store(elem::combine<ReduceOp::kProd, C>(Codec::load(x[i]), k));
   }
 };
 
 inline void scaleOnHost(DataType t, void* out, const void* in, size_t count, const void* scalar) {
-  runtime::elem::withCodec(t, ScaleRange{out, in, scalar, 0, count, 1});
+  elem::withCodec(t, ScaleRange{out, in, scalar, 0, count, 1});
 }
 
 // The same on the GPU, enqueued on `stream` (a cudaStream_t). The scalar is

@@ -43,7 +43,7 @@
 #include "core/hd.h"
 #include "core/types.h"
 #include "ir/slicing.h"
-#include "runtime/elementwise.h"
+#include "core/elementwise.h"
 #include "runtime/flat_plan.h"
 
 namespace chorus::runtime::engine {

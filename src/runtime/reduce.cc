@@ -9,7 +9,7 @@
 #include <type_traits>
 
 #include "core/check.h"
-#include "runtime/elementwise.h"
+#include "core/elementwise.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>

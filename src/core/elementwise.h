@@ -13,7 +13,7 @@
 #include "core/hd.h"
 #include "core/types.h"
 
-namespace chorus::runtime::elem {
+namespace chorus::elem {
 
 CHORUS_HD_INLINE uint32_t floatBits(float f) {
 #if defined(__CUDA_ARCH__)
@@ -296,4 +296,4 @@ CHORUS_HD_INLINE void divideRange(DataType t, void* buf, int divisor, size_t beg
   withCodec(t, DivideApply{buf, divisor, begin, end, step});
 }
 
-}  // namespace chorus::runtime::elem
+}  // namespace chorus::elem
