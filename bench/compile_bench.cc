@@ -14,7 +14,7 @@
 //   read,file,ranks,steps,read_ms,peak_heap_mib
 //   compile_bench --read r1024c.xml [RANK]
 // With --builtin, what one process of an N-process world does before its
-// first call of a built-in (api/plan.h): rank R's part, verified whole
+// first call of a built-in (runtime/planner.h): rank R's part, verified whole
 // (`proven`, N <= CHORUS_PROVE_RANKS) or built alone (`family`), best of
 // `runs`, with the peak heap:
 //   builtin,name,ranks,rank,mode,rank_steps,best_ms,peak_heap_mib
@@ -30,11 +30,11 @@
 #include <new>
 #include <string>
 
-#include "api/plan.h"
 #include "compiler/compiler.h"
 #include "compiler/program_file.h"
 #include "ir/json_io.h"
 #include "lang/registry.h"
+#include "runtime/planner.h"
 #include "verify/verifier.h"
 
 // Live and peak heap bytes (each block carries its size in front).
@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
       const size_t before = gLive.load();
       gPeak.store(before);
       auto t0 = std::chrono::steady_clock::now();
-      chorus::api::BuiltinCache cache(n, rank, family ? 0 : n);
+      chorus::runtime::BuiltinCache cache(n, rank, family ? 0 : n);
       auto va = cache.get(argv[2], -1);
       best = std::min(best, since(t0));
       if (!va.isOk()) {

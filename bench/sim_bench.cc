@@ -9,7 +9,7 @@
 #include <cstdlib>
 
 #include "sim/simulator.h"
-#include "synth/classic.h"
+#include "algorithms/classic.h"
 #include "topo/presets.h"
 
 int main(int argc, char** argv) {
@@ -19,10 +19,10 @@ int main(int argc, char** argv) {
     chorus::ir::Algorithm algo;
     const char* topo;
   };
-  Case cases[] = {{"ring_allreduce_1024", chorus::synth::ringAllReduce(1024), "ring:1024"},
-                  {"ring_allreduce_1024", chorus::synth::ringAllReduce(1024), "fattree:128:8"},
-                  {"pairwise_alltoall_256", chorus::synth::pairwiseAllToAll(256), "fattree:32:8"},
-                  {"pairwise_alltoall_256", chorus::synth::pairwiseAllToAll(256), "full:256"}};
+  Case cases[] = {{"ring_allreduce_1024", chorus::algorithms::ringAllReduce(1024), "ring:1024"},
+                  {"ring_allreduce_1024", chorus::algorithms::ringAllReduce(1024), "fattree:128:8"},
+                  {"pairwise_alltoall_256", chorus::algorithms::pairwiseAllToAll(256), "fattree:32:8"},
+                  {"pairwise_alltoall_256", chorus::algorithms::pairwiseAllToAll(256), "full:256"}};
   std::printf(
       "case,topology,bytes,steps,transfers,iterations,sim_ms,reference_ms,predicted_us,busbw\n");
   for (const Case& c : cases) {

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "algorithms/classic.h"
 #include "api/backends.h"
 #include "api/convert.h"
 #include "api/process_world.h"
@@ -25,7 +26,6 @@
 #include "runtime/rendezvous.h"
 #include "runtime/selection.h"
 #include "runtime/shared_buffers.h"
-#include "synth/classic.h"
 
 namespace chorus::api {
 namespace {
@@ -1088,7 +1088,7 @@ chorusResult_t chorusLoadBuiltinAlgo(const char* name, int nranks, int root,
                                      chorusAlgoHandle_t* handle) {
   return apiCall("chorusLoadBuiltinAlgo", [&]() -> Status {
     if (name == nullptr || handle == nullptr) return bad("name or handle is NULL");
-    auto algo = synth::makeClassic(name, nranks, root);
+    auto algo = algorithms::makeClassic(name, nranks, root);
     if (!algo.isOk()) return algo.status();
     auto va = runtime::VerifiedAlgorithm::make(std::move(algo).value());
     if (!va.isOk()) return va.status();

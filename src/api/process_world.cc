@@ -52,15 +52,10 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
                                                            WorldOptions options) {
   std::shared_ptr<ProcessWorld> w(new ProcessWorld(boot->nranks(), boot->rank(), options));
   w->boot_ = std::move(boot);
-  // How to reach each peer: shared memory on this host, TCP elsewhere, or
-  // as CHORUS_TRANSPORT says. Every rank must say the same.
-  const std::string& mode = options.transport;
-  if (mode != "auto" && mode != "shm" && mode != "tcp")
-    return Status(StatusCode::kInvalidArgument,
-                  "CHORUS_TRANSPORT='" + mode + "' is not auto, shm or tcp");
-  // The settings that shape connections must agree too (a ring mapped with
-  // another slot size would be nonsense).
-  std::string mine = "CHORUS_TRANSPORT=" + mode;
+  // The settings that shape connections must agree (a ring mapped with
+  // another slot size would be nonsense; a peer forced onto TCP must say so
+  // too).
+  std::string mine = "CHORUS_TRANSPORT=" + options.transport;
   mine.append(" CHORUS_SLICE_BYTES=").append(std::to_string(options.sliceBytes));
   auto theirs = w->boot_->allGather(mine);
   if (!theirs.isOk()) return theirs.status();
@@ -71,22 +66,6 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
                                                       ", rank " + std::to_string(w->me_) + " has " +
                                                       mine + "; all ranks must agree");
   const auto& hosts = w->boot_->hosts();
-  w->remote_.assign(static_cast<size_t>(w->n_), false);
-  bool anyTcp = false;
-  for (int a = 0; a < w->n_; ++a)
-    for (int b = 0; b < w->n_; ++b) {
-      bool sameHost = hosts[static_cast<size_t>(a)] == hosts[static_cast<size_t>(b)];
-      if (a == b || (sameHost && mode != "tcp")) continue;
-      if (mode == "shm")
-        return Status(StatusCode::kInvalidArgument,
-                      "CHORUS_TRANSPORT=shm, but ranks " + std::to_string(a) + " and " +
-                          std::to_string(b) + " run on different hosts (" +
-                          hosts[static_cast<size_t>(a)] + ", " + hosts[static_cast<size_t>(b)] +
-                          ")");
-      anyTcp = true;
-      if (a == w->me_) w->remote_[static_cast<size_t>(b)] = true;
-    }
-  w->sharedMemory_ = !anyTcp;
   // Ranks that share this host's cores decide how a blocked rank waits.
   w->wait_ = runtime::WaitPolicy::forRanks(
       static_cast<int>(std::count(hosts.begin(), hosts.end(), hosts[static_cast<size_t>(w->me_)])),
@@ -104,10 +83,6 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
   auto names = w->boot_->allGather(name);
   if (!names.isOk()) return names.status();
   w->prefix_ = names.value()[0];
-  // Single copies between processes of a host (cross-memory attach) unless
-  // CHORUS_CMA=0 says otherwise or some rank cannot read its peers.
-  bool tryCma = options.crossMemoryAttach;
-  auto bells = runtime::RankBells::create(w->prefix_, w->me_, w->n_, *w->boot_, w->remote_, tryCma);
   // A set-up step that fails because a peer went away says which, and the
   // others hear of it now (found by bench/fault_inject.sh: "cannot open
   // shared-memory segment ...-bell-1" when rank 0 had died).
@@ -117,43 +92,31 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
     w->boot_->goodbye(out.message());
     return out;
   };
-  if (!bells.isOk()) return setupFailed(bells.status());
-  w->bells_ = std::move(bells).value();
-  if (logEnabled(LogLevel::kInfo)) {
-    std::string shm, tcp;
-    for (int r = 0; r < w->n_; ++r)
-      if (r != w->me_)
-        ((w->remote_[static_cast<size_t>(r)] ? tcp : shm) += ' ') += std::to_string(r);
-    logLine(LogLevel::kInfo,
-            "rank " + std::to_string(w->me_) + " (" + hosts[static_cast<size_t>(w->me_)] +
-                "): shared memory with ranks" + (shm.empty() ? " -" : shm) + "; TCP to ranks" +
-                (tcp.empty() ? " -" : tcp) +
-                (w->bells_->crossMemoryAttach() ? "; single copies by cross-memory attach"
-                                                : "; copies through rings"));
-  }
-  // A peer that dies ends the communicator at once (not after the timeout).
+  // How to reach each peer (runtime/network.h): shared memory on this host,
+  // TCP elsewhere, or as CHORUS_TRANSPORT says. A peer that dies ends the
+  // communicator at once (not after the timeout).
   ProcessWorld* raw = w.get();
-  if (anyTcp) {  // collective: every rank takes part
-    runtime::TcpOptions to;
-    to.timeoutMs = options.timeoutMs;
-    if (const std::string& k = options.tcpSockets; !k.empty()) {
-      to.socketsPerPeer = std::atoi(k.c_str());
-      if (to.socketsPerPeer < 1 || to.socketsPerPeer > 16)
-        return Status(StatusCode::kInvalidArgument,
-                      "CHORUS_TCP_SOCKETS='" + k + "' is not a number in [1, 16]");
-    }
-    auto tcp = runtime::TcpLinks::create(
-        *w->boot_, w->boot_->secret(), w->remote_, w->bells_->bell(w->me_), to,
-        [raw](int, const std::string& why) { raw->abort(Status(StatusCode::kAborted, why)); });
-    if (!tcp.isOk()) return setupFailed(tcp.status());
-    w->tcp_ = std::move(tcp).value();
-    w->tcpAwake_.store(w->tcp_.get(), std::memory_order_release);
-  }
+  runtime::NetworkOptions no;
+  no.transport = options.transport;
+  no.crossMemoryAttach = options.crossMemoryAttach;
+  no.tcpSockets = options.tcpSockets;
+  no.timeoutMs = options.timeoutMs;
+  auto net = runtime::Network::create(
+      *w->boot_, w->prefix_, no,
+      [raw](int, const std::string& why) { raw->abort(Status(StatusCode::kAborted, why)); });
+  if (!net.isOk())
+    return net.status().code() == StatusCode::kInvalidArgument ? net.status()
+                                                               : setupFailed(net.status());
+  w->net_ = std::move(net).value();
+  w->netAwake_.store(w->net_.get(), std::memory_order_release);
+  w->sharedMemory_ = w->net_->allSharedMemory();
+  if (logEnabled(LogLevel::kInfo))
+    logLine(LogLevel::kInfo, w->net_->describe(hosts[static_cast<size_t>(w->me_)]));
   // Sends and receives get connections between every pair now: a pair may
   // start talking at any time, without the other ranks.
-  auto p2p = runtime::ProcessFabric::create(
-      runtime::ProcessFabric::allPairs(w->n_, w->me_), w->me_, kPointToPointPiece, options.slots,
-      w->prefix_ + "-p2p", kPointToPointFabric, *w->boot_, *w->bells_, w->remote_, w->tcp_.get());
+  auto p2p = runtime::ProcessFabric::create(runtime::ProcessFabric::allPairs(w->n_, w->me_), w->me_,
+                                            kPointToPointPiece, options.slots, w->prefix_ + "-p2p",
+                                            kPointToPointFabric, *w->boot_, *w->net_);
   if (!p2p.isOk()) return setupFailed(p2p.status());
   w->p2p_ = std::move(p2p).value();
   w->boot_->startMonitor([raw](int rank, const std::string& why) {
@@ -168,7 +131,7 @@ ProcessWorld::~ProcessWorld() {
   // First the TCP progress thread and the bootstrap: they say goodbye and
   // stop the threads that may otherwise still call abort() on members being
   // destroyed. Connections go before the links they are enrolled in.
-  if (tcp_ != nullptr) tcp_->shutdown();
+  if (net_ != nullptr) net_->shutdown();
   // A rank whose communicator failed says so as it leaves: peers still in a
   // call with it fail now, not after the timeout.
   Status e = asyncError();
@@ -177,8 +140,8 @@ ProcessWorld::~ProcessWorld() {
   calls_.clear();
   fabrics_.clear();
   p2p_.reset();
-  tcpAwake_.store(nullptr, std::memory_order_release);
-  tcp_.reset();
+  netAwake_.store(nullptr, std::memory_order_release);
+  net_.reset();
 }
 
 Status ProcessWorld::asyncError() const {
@@ -196,10 +159,10 @@ void ProcessWorld::abort(Status why) {
       reports_.push_back(why.message());
   }
   aborted_.store(true, std::memory_order_release);
-  if (bells_ != nullptr) bells_->bell(me_).ring();
-  // A rank asleep in its sockets. (Not tcp_: the transport may report a loss
-  // while it is being created and assigned.)
-  if (runtime::TcpLinks* t = tcpAwake_.load(std::memory_order_acquire)) t->interrupt();
+  // Wake the rank wherever it sleeps: its doorbell, its sockets. (Not net_:
+  // a transport may report a loss while the network is being created and
+  // assigned.)
+  if (runtime::Network* n = netAwake_.load(std::memory_order_acquire)) n->interrupt();
 }
 
 namespace {
@@ -316,8 +279,7 @@ Result<runtime::RankCall*> ProcessWorld::rankCall(
     }
     auto id = static_cast<uint32_t>(fabrics_.size());
     auto f = runtime::ProcessFabric::create(links, me_, unit, options_.slots,
-                                            prefix_ + "-f" + std::to_string(id), id, *boot_,
-                                            *bells_, remote_, tcp_.get());
+                                            prefix_ + "-f" + std::to_string(id), id, *boot_, *net_);
     if (!f.isOk()) {
       fabrics_.erase(va.get());
       return f.status();
@@ -363,9 +325,9 @@ Status ProcessWorld::collective(const Op& op) {
   const bool again = !info && last_.has_value() && sameRequest(last_->req, req) &&
                      last_->algo == op.algo.get() && last_->candidates == candidates;
   std::vector<std::string> why;
-  Result<std::vector<PlanPart>> parts =
-      again ? Result<std::vector<PlanPart>>(last_->parts)
-            : planParts(req, op.algo, builtins_, info ? &why : nullptr);
+  Result<std::vector<runtime::PlanPart>> parts =
+      again ? Result<std::vector<runtime::PlanPart>>(last_->parts)
+            : runtime::planParts(req, op.algo, globalRegistry(), builtins_, info ? &why : nullptr);
   if (!again && parts.isOk()) last_ = LastPlan{req, op.algo.get(), candidates, parts.value()};
   if (info) {
     std::string line = "rank " + std::to_string(me_) + " collective #" + std::to_string(seq_) +
@@ -377,8 +339,8 @@ Status ProcessWorld::collective(const Op& op) {
   ++seq_;
   if (!parts.isOk()) return parts.status();
   const runtime::RankRunOptions ro = runOptions();
-  for (const PlanPart& p : parts.value()) {
-    auto rc = rankCall(p.va, partArgs(op.args, p));
+  for (const runtime::PlanPart& p : parts.value()) {
+    auto rc = rankCall(p.va, runtime::partArgs(op.args, p));
     if (!rc.isOk()) {
       // Making a fabric is collective: failing in it (a peer gone, silent
       // or unreachable) ends the communicator, as a failed step does.
@@ -400,7 +362,7 @@ runtime::RankRunOptions ProcessWorld::runOptions() {
   ro.wait = wait_;
   ro.timeoutMs = options_.timeoutMs;
   ro.abort = &aborted_;
-  ro.poller = tcp_.get();  // the rank drives its sockets while it waits
+  ro.poller = net_->poller();  // the rank drives its sockets while it waits
   return ro;
 }
 
@@ -438,7 +400,7 @@ Status ProcessWorld::pointToPoint(const std::vector<const Op*>& ops) {
     if (s != 0) std::memmove(selfRecvs[i]->args.recvbuff, selfSends[i]->args.sendbuff, s);
   }
   const runtime::RankRunOptions ro = runOptions();
-  Status st = runtime::runRankLoop(x, bells_->bell(me_), me_, ro);
+  Status st = runtime::runRankLoop(x, net_->bells().bell(me_), me_, ro);
   // Messages half moved stay in the rings: the communicator cannot go on.
   return failed(st);
 }

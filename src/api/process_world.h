@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "api/plan.h"
 #include "api/world.h"
 #include "runtime/bootstrap.h"
 #include "runtime/driver.h"
+#include "runtime/network.h"
+#include "runtime/planner.h"
 #include "runtime/process_fabric.h"
-#include "runtime/tcp_transport.h"
 
 namespace chorus::api {
 
@@ -78,14 +78,13 @@ class ProcessWorld {
   const int n_, me_;
   const WorldOptions options_;
   std::unique_ptr<runtime::Bootstrap> boot_;
-  std::unique_ptr<runtime::RankBells> bells_;
   std::string prefix_;
-  BuiltinCache builtins_;
-  std::vector<bool> remote_;  // by rank: reached over TCP
+  runtime::BuiltinCache builtins_;
   runtime::WaitPolicy wait_;  // spin only if this host's ranks fit its cores
-  bool sharedMemory_ = true;  // no rank is reached over TCP (selection)
-  std::unique_ptr<runtime::TcpLinks> tcp_;
-  std::atomic<runtime::TcpLinks*> tcpAwake_{nullptr};  // tcp_, for abort() from other threads
+  bool sharedMemory_ = true;  // no pair talks anything but shared memory (selection)
+  // How each peer is reached (doorbells, TCP links); outlives the fabrics.
+  std::unique_ptr<runtime::Network> net_;
+  std::atomic<runtime::Network*> netAwake_{nullptr};  // net_, for abort() from other threads
   std::map<const runtime::VerifiedAlgorithm*, std::shared_ptr<runtime::ProcessFabric>> fabrics_;
   std::shared_ptr<runtime::ProcessFabric> p2p_;  // every ordered pair, for send/recv
   std::map<Key, Entry> calls_;
@@ -94,7 +93,7 @@ class ProcessWorld {
     runtime::SelectionRequest req;
     const runtime::VerifiedAlgorithm* algo = nullptr;  // the explicit one, if any
     size_t candidates = 0;                             // globalRegistry().size() then
-    std::vector<PlanPart> parts;
+    std::vector<runtime::PlanPart> parts;
   };
   std::optional<LastPlan> last_;
   uint64_t useClock_ = 0, seq_ = 0;

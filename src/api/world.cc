@@ -331,21 +331,19 @@ Status World::plan(Assembly& a, std::vector<std::string>* why) {
   req.type = op0.args.type;
   req.op = op0.args.op;
   req.root = op0.root;
-  // GPU worlds keep the ring for allgather: the direct exchange's
-  // (n-1) blocks per rank are unmeasured on a GPU, where every block of the
-  // world must be resident at once (docs/cuda.md).
+  // (What GPU worlds choose differently: runtime/planner.cc's rules.)
   req.sharedMemory = !onGpu();
   req.gpu = onGpu();
-  auto parts = planParts(req, op0.algo, builtins_, why);
+  auto parts = runtime::planParts(req, op0.algo, globalRegistry(), builtins_, why);
   if (!parts.isOk()) return parts.status();
   if (onGpu()) {
     std::vector<void*> streams;
     for (const auto& o : a.ops) streams.push_back(o->stream);
     return enqueueOnGpu(parts.value(), calls, streams);
   }
-  for (const PlanPart& p : parts.value()) {
+  for (const runtime::PlanPart& p : parts.value()) {
     std::vector<CallArgs> mine = calls;
-    for (CallArgs& c : mine) c = partArgs(c, p);
+    for (CallArgs& c : mine) c = runtime::partArgs(c, p);
     auto pc = prepared(p.va, mine);
     if (!pc.isOk()) return pc.status();
     a.parts.push_back(pc.value());
@@ -353,11 +351,11 @@ Status World::plan(Assembly& a, std::vector<std::string>* why) {
   return Status::ok();
 }
 
-Status World::enqueueOnGpu(const std::vector<PlanPart>& parts, const std::vector<CallArgs>& calls,
-                           const std::vector<void*>& streams) {
+Status World::enqueueOnGpu(const std::vector<runtime::PlanPart>& parts,
+                           const std::vector<CallArgs>& calls, const std::vector<void*>& streams) {
   const runtime::DeviceBackend* gpu = deviceBackend();
   if (gpu == nullptr) return noDeviceBackend("a GPU communicator was called");
-  for (const PlanPart& p : parts) {
+  for (const runtime::PlanPart& p : parts) {
     runtime::DeviceExecutor* executor = nullptr;
     {
       std::lock_guard<std::mutex> lock(gpu_->mu);
@@ -372,7 +370,7 @@ Status World::enqueueOnGpu(const std::vector<PlanPart>& parts, const std::vector
       gpu_->executors.emplace(p.va.get(), std::make_pair(p.va, std::move(made).value()));
     }
     std::vector<CallArgs> mine = calls;
-    for (CallArgs& c : mine) c = partArgs(c, p);
+    for (CallArgs& c : mine) c = runtime::partArgs(c, p);
     if (Status st = executor->enqueue(mine, streams); !st.isOk()) return st;
   }
   return Status::ok();

@@ -22,10 +22,10 @@
 #include <thread>
 #include <vector>
 
-#include "api/plan.h"
 #include "core/status.h"
 #include "runtime/device_backend.h"
 #include "runtime/driver.h"
+#include "runtime/planner.h"
 #include "runtime/selection.h"
 
 namespace chorus::api {
@@ -64,7 +64,7 @@ struct WorldOptions {
   int spinUs = -1;
   // CHORUS_PROVE_RANKS: processes run their rank's part of a built-in; up
   // to this many ranks each verifies the whole algorithm first, beyond it
-  // the part rests on the family's proof (api/plan.h, docs/scale.md).
+  // the part rests on the family's proof (runtime/planner.h, docs/scale.md).
   int proveRanks = runtime::kProveRanks;
   // GPU worlds (chorusCommInitAll with a devlist): rank r on GPU devices[r],
   // device buffers, calls enqueued on the ranks' streams (docs/cuda.md).
@@ -141,7 +141,7 @@ class World : public std::enable_shared_from_this<World> {
   Status runCollective(Ticket& t);
   // GPU worlds: enqueues every part of a resolved collective on the ranks'
   // streams (mu_ held).
-  Status enqueueOnGpu(const std::vector<PlanPart>& parts,
+  Status enqueueOnGpu(const std::vector<runtime::PlanPart>& parts,
                       const std::vector<runtime::CallArgs>& calls,
                       const std::vector<void*>& streams);
   Status waitP2p(Ticket& t);
@@ -158,7 +158,7 @@ class World : public std::enable_shared_from_this<World> {
   Status error_;
   std::vector<uint64_t> nextSeq_;
   std::map<uint64_t, std::shared_ptr<Assembly>> assemblies_;
-  BuiltinCache builtins_;
+  runtime::BuiltinCache builtins_;
   std::map<const runtime::VerifiedAlgorithm*, std::shared_ptr<runtime::LocalFabric>> fabrics_;
   std::map<CacheKey, CacheEntry> calls_;
   uint64_t useClock_ = 0;

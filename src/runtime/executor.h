@@ -60,7 +60,7 @@ class VerifiedAlgorithm {
   // Rank `rank`'s part of this whole algorithm, proven with it: its
   // threadblocks and its by-reference plans from the whole graph.
   std::shared_ptr<const VerifiedAlgorithm> part(int rank) const;
-  // Rank `rank`'s part built alone (e.g. synth::makeClassic with a focus),
+  // Rank `rank`'s part built alone (e.g. algorithms::makeClassic with a focus),
   // never seen whole: `basis` says what proves the family it belongs to.
   // Its sends go by reference only where the rank's own order shows the
   // message's memory stable (no cross-rank path is known).

@@ -8,6 +8,7 @@
 
 #include "core/failpoint.h"
 #include "core/log.h"
+#include "runtime/network.h"
 
 namespace chorus::runtime {
 
@@ -78,10 +79,8 @@ Result<std::unique_ptr<RankBells>> RankBells::create(const std::string& prefix, 
 Result<std::shared_ptr<ProcessFabric>> ProcessFabric::create(const ir::Algorithm& a, int me,
                                                              size_t unitBytes, int slots,
                                                              const std::string& prefix, uint32_t id,
-                                                             Bootstrap& boot, RankBells& bells,
-                                                             const std::vector<bool>& remote,
-                                                             TcpLinks* tcp) {
-  return create(rankMessages(a, me), me, unitBytes, slots, prefix, id, boot, bells, remote, tcp);
+                                                             Bootstrap& boot, Network& net) {
+  return create(rankMessages(a, me), me, unitBytes, slots, prefix, id, boot, net);
 }
 
 size_t ProcessFabric::inboundUnits(const Links& links, int rank, int slots) {
@@ -108,21 +107,21 @@ ProcessFabric::Links ProcessFabric::allPairs(int n, int me) {
 Result<std::shared_ptr<ProcessFabric>> ProcessFabric::create(const Links& largest, int me,
                                                              size_t unitBytes, int slots,
                                                              const std::string& prefix, uint32_t id,
-                                                             Bootstrap& boot, RankBells& bells,
-                                                             const std::vector<bool>& remote,
-                                                             TcpLinks* tcp) {
+                                                             Bootstrap& boot, Network& net) {
   (void)failpoint("fabric.create");  // fault injection (core/failpoint.h)
   auto f = std::make_shared<ProcessFabric>();
   f->unitBytes_ = unitBytes;
   f->slots_ = slots;
-  f->bells_ = &bells;
+  f->bells_ = &net.bells();
   auto name = [&](const std::tuple<int, int, int>& k) {
     return prefix + "-c" + std::to_string(std::get<0>(k)) + "-" + std::to_string(std::get<1>(k)) +
            "-" + std::to_string(std::get<2>(k));
   };
+  RankBells& bells = net.bells();
+  TcpLinks* tcp = net.tcp();
   auto viaTcp = [&](const std::tuple<int, int, int>& k) {
     int other = std::get<1>(k) == me ? std::get<2>(k) : std::get<1>(k);
-    return remote[static_cast<size_t>(other)];
+    return net.kind(other) == LinkKind::kTcp;
   };
   // Receivers create their inbound rings (TCP connections: both ends make
   // their side now)...

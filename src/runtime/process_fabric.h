@@ -23,6 +23,8 @@
 
 namespace chorus::runtime {
 
+class Network;  // runtime/network.h
+
 class RankBells {
  public:
   // Collective: `prefix` is the communicator's segment name prefix. Only
@@ -55,22 +57,17 @@ class ProcessFabric final : public Fabric {
  public:
   // Collective over every rank of `boot`, called at the same point by all
   // (same algorithm, unitBytes, slots, prefix and id). Only connections
-  // that touch rank `me` exist here; those with a rank r where `remote[r]`
-  // go over `tcp` (which must then exist).
+  // that touch rank `me` exist here; each goes over the link `net` has to
+  // its other end (a shared-memory ring, or a TCP stream).
   static Result<std::shared_ptr<ProcessFabric>> create(const ir::Algorithm& a, int me,
                                                        size_t unitBytes, int slots,
                                                        const std::string& prefix, uint32_t id,
-                                                       Bootstrap& boot, RankBells& bells,
-                                                       const std::vector<bool>& remote,
-                                                       TcpLinks* tcp);
+                                                       Bootstrap& boot, Network& net);
   // The same for given connections: (channel, from, to) -> slot size in units.
   using Links = std::map<std::tuple<int, int, int>, int>;
   static Result<std::shared_ptr<ProcessFabric>> create(const Links& links, int me, size_t unitBytes,
                                                        int slots, const std::string& prefix,
-                                                       uint32_t id, Bootstrap& boot,
-                                                       RankBells& bells,
-                                                       const std::vector<bool>& remote,
-                                                       TcpLinks* tcp);
+                                                       uint32_t id, Bootstrap& boot, Network& net);
   // Every ordered pair of `n` ranks with `me` at one end, on channel 0, one
   // unit per slot (sends and receives).
   static Links allPairs(int n, int me);

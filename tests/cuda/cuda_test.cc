@@ -17,7 +17,7 @@
 #include "cuda/world.h"
 #include "lang/registry.h"
 #include "runtime/check.h"
-#include "synth/classic.h"
+#include "algorithms/classic.h"
 #include "tests/support/collective_check.h"
 #include "tests/support/files.h"
 #include "tests/support/programs.h"
@@ -195,7 +195,7 @@ TEST(Cuda, WorldsThatCannotBeResidentAreRefused) {
   ASSERT_TRUE(w.isOk()) << w.status().toString();
   int resident = w.value()->maxResident();
   // A ring allreduce with more ranks than the GPU holds blocks.
-  auto algo = synth::makeClassic("ring_allreduce", resident + 1, 0);
+  auto algo = algorithms::makeClassic("ring_allreduce", resident + 1, 0);
   ASSERT_TRUE(algo.isOk());
   auto va = VerifiedAlgorithm::make(std::move(algo).value());
   ASSERT_TRUE(va.isOk());

@@ -9,7 +9,7 @@
 #include <set>
 
 #include "ir/json_io.h"
-#include "synth/classic.h"
+#include "algorithms/classic.h"
 #include "topo/presets.h"
 
 namespace chorus {
@@ -176,7 +176,7 @@ TEST(ReportData, LargeAlgorithmsAreAggregated) {
   o.detailRanks = {0, 5};
   std::vector<report::AlgorithmInput> in(1);
   in[0].label = "ring";
-  in[0].algorithm = synth::ringAllReduce(n);
+  in[0].algorithm = algorithms::ringAllReduce(n);
   const ir::Algorithm& a = *in[0].algorithm;
   json d = report::reportData(in, {}, o);
   const json& f = d["algorithms"][0]["flow"];

@@ -10,7 +10,7 @@
 #include "runtime/check.h"
 #include "runtime/driver.h"
 #include "sim/simulator.h"
-#include "synth/classic.h"
+#include "algorithms/classic.h"
 #include "tests/support/files.h"
 #include "topo/json.h"
 #include "topo/nccl_xml.h"
@@ -54,10 +54,10 @@ TEST(Sim, RingsMatchTheirClosedForms) {
                      " bytes=" + std::to_string(bytes));
         topo::Topology ring = preset("ring:" + std::to_string(n) + ":" + std::to_string(bw));
         const double a = 1e-6, m = static_cast<double>(bytes), b = bw * kGB;
-        sim::Result r = mustSimulate(synth::ringAllReduce(n), ring, plain(bytes));
+        sim::Result r = mustSimulate(algorithms::ringAllReduce(n), ring, plain(bytes));
         double want = 2 * (n - 1) * a + 2.0 * (n - 1) / n * m / b;
         EXPECT_NEAR(r.time, want, want * 0.01);
-        sim::Result g = mustSimulate(synth::ringAllGather(n), ring, plain(bytes));
+        sim::Result g = mustSimulate(algorithms::ringAllGather(n), ring, plain(bytes));
         want = (n - 1) * a + (n - 1.0) / n * m / b;
         EXPECT_NEAR(g.time, want, want * 0.01);
         // busbw of a ring on a ring is the link's bandwidth, less latency.
@@ -71,7 +71,7 @@ TEST(Sim, RingAtScaleMatchesItsClosedForm) {
   const int n = 1024;
   topo::Topology ring = preset("ring:" + std::to_string(n));
   const double a = 1e-6, m = double{1 << 30}, b = 25 * kGB;
-  sim::Result r = mustSimulate(synth::ringAllReduce(n), ring, plain(size_t{1} << 30));
+  sim::Result r = mustSimulate(algorithms::ringAllReduce(n), ring, plain(size_t{1} << 30));
   const double want = 2 * (n - 1) * a + 2.0 * (n - 1) / n * m / b;
   EXPECT_NEAR(r.time, want, want * 0.01);
 }
@@ -90,16 +90,16 @@ TEST(Sim, ChainsPipelineSlicesAndParts) {
   };
   sim::Options slices = plain(bytes);
   slices.sliceBytes = size_t{1} << 20;  // 8 slices, whole
-  sim::Result r = mustSimulate(synth::chainBroadcast(n, 0), ring, slices);
+  sim::Result r = mustSimulate(algorithms::chainBroadcast(n, 0), ring, slices);
   EXPECT_EQ(r.iterations, 8u);
   EXPECT_NEAR(r.time, want(1 << 20, 8), want(1 << 20, 8) * 1e-6);
   sim::Options parts = plain(bytes);  // 1 slice of 8 MiB, in 4 parts
   parts.partsPerSlice = 4;
-  r = mustSimulate(synth::chainBroadcast(n, 0), ring, parts);
+  r = mustSimulate(algorithms::chainBroadcast(n, 0), ring, parts);
   EXPECT_EQ(r.iterations, 1u);
   EXPECT_NEAR(r.time, want(2 << 20, 4), want(2 << 20, 4) * 1e-6);
   // Store and forward, as the closed forms above: (n-1)(a + M/B).
-  r = mustSimulate(synth::chainBroadcast(n, 0), ring, plain(bytes));
+  r = mustSimulate(algorithms::chainBroadcast(n, 0), ring, plain(bytes));
   EXPECT_NEAR(r.time, want(8 << 20, 1), want(8 << 20, 1) * 1e-6);
 }
 
@@ -112,7 +112,7 @@ TEST(Sim, StepTimesSayWhenEachStepRanAndWhatItWaitedFor) {
   const double a = 1e-6, b = 25 * kGB;
   topo::Topology ring = preset("ring:" + std::to_string(n) + ":25");
   const size_t bytes = size_t{1} << 20;
-  ir::Algorithm chain = synth::chainBroadcast(n, 0);
+  ir::Algorithm chain = algorithms::chainBroadcast(n, 0);
   sim::Options o = plain(bytes);
   o.stepTimes = true;
   sim::Result r = mustSimulate(chain, ring, o);
@@ -155,9 +155,9 @@ TEST(Sim, TimelineShowsWhenEachLinkWasBusy) {
   const int n = 4;
   topo::Topology ring = preset("ring:" + std::to_string(n) + ":25");
   sim::Options o = plain(size_t{8} << 20);
-  sim::Result whole = mustSimulate(synth::chainBroadcast(n, 0), ring, o);
+  sim::Result whole = mustSimulate(algorithms::chainBroadcast(n, 0), ring, o);
   o.timelineStep = whole.time / (n - 1);  // one hop each
-  sim::Result r = mustSimulate(synth::chainBroadcast(n, 0), ring, o);
+  sim::Result r = mustSimulate(algorithms::chainBroadcast(n, 0), ring, o);
   EXPECT_DOUBLE_EQ(r.time, whole.time);
   ASSERT_EQ(r.timeline.size(), ring.links.size());
   int hops = 0;
@@ -180,7 +180,7 @@ TEST(Sim, TimelineShowsWhenEachLinkWasBusy) {
   }
   EXPECT_EQ(hops, n - 1);
   o.timelineStep = -1;
-  EXPECT_FALSE(sim::simulate(synth::chainBroadcast(n, 0), ring, o).isOk());
+  EXPECT_FALSE(sim::simulate(algorithms::chainBroadcast(n, 0), ring, o).isOk());
 }
 
 // All-pairs alltoall on a fully connected graph: every block crosses its
@@ -189,7 +189,7 @@ TEST(Sim, AllPairsOnFullyConnected) {
   for (int n : {3, 4, 8}) {
     topo::Topology full = preset("full:" + std::to_string(n));
     size_t bytes = size_t{1} << 22;
-    sim::Result r = mustSimulate(synth::pairwiseAllToAll(n), full, plain(bytes));
+    sim::Result r = mustSimulate(algorithms::pairwiseAllToAll(n), full, plain(bytes));
     double want = 1e-6 + static_cast<double>(bytes) / n / (25 * kGB);
     EXPECT_NEAR(r.time, want, want * 0.01) << n;
   }
@@ -207,7 +207,7 @@ TEST(Sim, SendAndReceiveCapsBoundARank) {
     topo::Node& capped = full.nodes[static_cast<size_t>(full.nodeOfRank(send ? 1 : 0))];
     (send ? capped.sendCap : capped.recvCap) = 30;  // GB/s, below 3 x 25
     ASSERT_TRUE(full.validate().isOk());
-    sim::Result r = mustSimulate(synth::pairwiseAllToAll(n), full, plain(bytes));
+    sim::Result r = mustSimulate(algorithms::pairwiseAllToAll(n), full, plain(bytes));
     double want = 1e-6 + (n - 1) * block / (30 * kGB);
     EXPECT_NEAR(r.time, want, want * 0.01) << (send ? "send" : "receive");
   }
@@ -266,8 +266,8 @@ TEST(Sim, IncrementalRatesAgreeWithTheReference) {
     return c.algo;
   };
   for (const char* t : {"fattree:4:8:4", "fattree:4:8"}) {
-    cases.push_back({std::string("ring on ") + t, synth::ringAllReduce(32), preset(t)});
-    cases.push_back({std::string("all-pairs on ") + t, synth::pairwiseAllToAll(32), preset(t)});
+    cases.push_back({std::string("ring on ") + t, algorithms::ringAllReduce(32), preset(t)});
+    cases.push_back({std::string("all-pairs on ") + t, algorithms::pairwiseAllToAll(32), preset(t)});
     cases.push_back(
         {std::string("hierarchical on ") + t, program("hierarchical_allreduce", 32, 8), preset(t)});
     cases.push_back(
@@ -276,7 +276,7 @@ TEST(Sim, IncrementalRatesAgreeWithTheReference) {
   topo::Topology capped = preset("full:6");
   capped.nodes[static_cast<size_t>(capped.nodeOfRank(0))].recvCap = 30;
   capped.nodes[static_cast<size_t>(capped.nodeOfRank(3))].sendCap = 40;
-  cases.push_back({"capped all-pairs", synth::pairwiseAllToAll(6), capped});
+  cases.push_back({"capped all-pairs", algorithms::pairwiseAllToAll(6), capped});
   for (const std::string& f : testing::productionFiles())
     cases.push_back({f, testing::mustRead(f), preset("ndv4")});
   int compared = 0;
@@ -313,7 +313,7 @@ TEST(Sim, IncrementalRatesAgreeWithTheReference) {
 // LL puts 16 bytes on the wire for 8 useful ones, LL128 128 for 120.
 TEST(Sim, ProtocolEfficiency) {
   topo::Topology ring = preset("ring:4");
-  ir::Algorithm simple = synth::ringAllReduce(4);
+  ir::Algorithm simple = algorithms::ringAllReduce(4);
   ir::Algorithm ll = simple, ll128 = simple;
   ll.protocol = ir::Protocol::kLL;
   ll128.protocol = ir::Protocol::kLL128;
@@ -405,9 +405,9 @@ TEST(Sim, TheRuntimeRunsTheSimulatedOrder) {
   std::vector<Case> cases;
   for (const std::string& f : testing::productionFiles())
     cases.push_back({testing::mustRead(f), "ndv4"});
-  cases.push_back({synth::ringAllReduce(4), "ring:4"});
-  cases.push_back({synth::ringAllGather(5), "fattree:2:3"});
-  cases.push_back({synth::pairwiseAllToAll(6), "dgx1@0,1,2,3,4,5"});
+  cases.push_back({algorithms::ringAllReduce(4), "ring:4"});
+  cases.push_back({algorithms::ringAllGather(5), "fattree:2:3"});
+  cases.push_back({algorithms::pairwiseAllToAll(6), "dgx1@0,1,2,3,4,5"});
   for (const Case& c : cases)
     for (int slots : {1, 2, 8})
       for (size_t parts : {1, 2}) {
@@ -576,7 +576,7 @@ TEST(Topo, NcclTopologyXml) {
   EXPECT_TRUE(viaNetwork);
   sim::Options o;
   o.bytes = 1 << 24;
-  sim::Result r = mustSimulate(synth::ringAllReduce(8), two.value(), o);
+  sim::Result r = mustSimulate(algorithms::ringAllReduce(8), two.value(), o);
   EXPECT_GT(r.busbw, 0);
   EXPECT_LT(r.busbw, 25);  // the ring crosses 25 GB/s NICs
   for (const char* bad : {"<system", "<other/>", "<system version=\"1\"><cpu/></system>"}) {
@@ -629,17 +629,17 @@ TEST(TopologyJson, LatenciesReadBackExactly) {
 
 TEST(Sim, BadInputIsAnError) {
   topo::Topology ring4 = preset("ring:4");
-  auto big = sim::simulate(synth::ringAllReduce(8), ring4, sim::Options{});
+  auto big = sim::simulate(algorithms::ringAllReduce(8), ring4, sim::Options{});
   ASSERT_FALSE(big.isOk());
   EXPECT_NE(big.status().message().find("has 4"), std::string::npos);
   sim::Options tiny;
   tiny.bytes = 4;
-  EXPECT_FALSE(sim::simulate(synth::ringAllReduce(4), ring4, tiny).isOk());
+  EXPECT_FALSE(sim::simulate(algorithms::ringAllReduce(4), ring4, tiny).isOk());
   // Two islands: rank 0 cannot reach rank 1.
   topo::Topology split;
   split.addRank();
   split.addRank();
-  auto r = sim::simulate(synth::ringAllReduce(2), split, sim::Options{});
+  auto r = sim::simulate(algorithms::ringAllReduce(2), split, sim::Options{});
   ASSERT_FALSE(r.isOk());
   EXPECT_NE(r.status().message().find("cannot reach"), std::string::npos);
 }

@@ -12,7 +12,7 @@
 #include "sim/simulator.h"
 #include "synth/alltoall.h"
 #include "synth/bound.h"
-#include "synth/classic.h"
+#include "algorithms/classic.h"
 #include "topo/presets.h"
 #include "verify/verifier.h"
 
@@ -196,7 +196,7 @@ TEST(AllToAllSchedule, PathsCarryEveryPairAndLowerToVerifiedIr) {
   EXPECT_GE(r.value().algbw, 0.9 * b.algbw);
   EXPECT_LE(r.value().algbw, b.algbw * (1 + 1e-9));
   // All-pairs sends every block over the ring's own routes, one way only.
-  auto direct = sim::simulate(directAllToAll(t.ranks()), t, so);
+  auto direct = sim::simulate(algorithms::directAllToAll(t.ranks()), t, so);
   ASSERT_TRUE(direct.isOk());
   EXPECT_GT(r.value().algbw, direct.value().algbw);
 }

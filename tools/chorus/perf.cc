@@ -18,11 +18,12 @@
 #include <vector>
 
 #include "api/convert.h"
-#include "api/plan.h"
+#include "api/world.h"
 #include "chorus/chorus.hpp"
 #include "runtime/bootstrap.h"
 #include "runtime/check.h"
 #include "runtime/flat_plan.h"
+#include "runtime/planner.h"
 #include "runtime/selection.h"
 #include "tools/chorus/commands.h"
 #include "tools/chorus/device.h"
@@ -169,7 +170,7 @@ Measure measure(const PerfArgs& a, CollectiveKind coll, const Local& local, chor
 struct DeviceRun {
   Backend* backend = nullptr;
   std::shared_ptr<const runtime::VerifiedAlgorithm> algo;
-  std::unique_ptr<api::BuiltinCache> builtins;
+  std::unique_ptr<runtime::BuiltinCache> builtins;
   std::map<const runtime::VerifiedAlgorithm*, runtime::FlatPlan> plans;
 };
 
@@ -196,7 +197,7 @@ Measure measureOnDevice(const PerfArgs& a, CollectiveKind coll, int n, DeviceRun
   req.root = isRooted(coll) ? a.root : -1;
   req.sharedMemory = false;  // as GPU worlds choose (api/world.cc)
   req.gpu = true;
-  auto parts = api::planParts(req, dev.algo, *dev.builtins, nullptr);
+  auto parts = runtime::planParts(req, dev.algo, api::globalRegistry(), *dev.builtins, nullptr);
   auto failed = [&](const Status& st) {
     m.error = st.message();
     return m;
@@ -206,9 +207,9 @@ Measure measureOnDevice(const PerfArgs& a, CollectiveKind coll, int n, DeviceRun
   if (Status st = b.upload(); !st.isOk()) return failed(st);
   double moved = 0;
   std::vector<std::vector<runtime::CallArgs>> partCalls;
-  for (const api::PlanPart& p : parts.value()) {
+  for (const runtime::PlanPart& p : parts.value()) {
     std::vector<runtime::CallArgs> calls;
-    for (const runtime::CallArgs& c : b.calls()) calls.push_back(api::partArgs(c, p));
+    for (const runtime::CallArgs& c : b.calls()) calls.push_back(runtime::partArgs(c, p));
     auto g = runtime::planCall(*p.va, calls, 0);
     if (!g.isOk()) return failed(g.status());
     auto it = dev.plans.find(p.va.get());
@@ -349,7 +350,7 @@ int runPerf(const PerfArgs& a) {
     }
     backend = std::move(made).value();
     dev.backend = backend.get();
-    dev.builtins = std::make_unique<api::BuiltinCache>(a.ranks);
+    dev.builtins = std::make_unique<runtime::BuiltinCache>(a.ranks);
     local.nranks = a.ranks;
   } else if (auto env = runtime::bootstrapConfigFromEnvironment(); env.isOk()) {
     // One rank of a multi-process job (chorus launch, torchrun, mpirun).

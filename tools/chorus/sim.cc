@@ -11,7 +11,7 @@
 #include "core/io.h"
 #include "ir/json_io.h"
 #include "sim/simulator.h"
-#include "synth/classic.h"
+#include "algorithms/classic.h"
 #include "tools/chorus/commands.h"
 #include "topo/json.h"
 #include "topo/presets.h"
@@ -130,7 +130,7 @@ int simulateSet(const topo::Topology& t, const std::vector<std::string>& files,
   // Broadcast and reduce: the chain from rank 0 (a file does not name its
   // root; the simulated time does not depend on which rank it is on a
   // symmetric topology).
-  const ir::Algorithm ring = synth::classicRing(first.collective, first.ngpus, 0);
+  const ir::Algorithm ring = algorithms::classicRing(first.collective, first.ngpus, 0);
   nlohmann::ordered_json doc = nlohmann::ordered_json::array();
   if (!args.json) {
     fmt::print(

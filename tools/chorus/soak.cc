@@ -28,10 +28,10 @@
 #include <vector>
 
 #include "api/convert.h"
-#include "api/plan.h"
 #include "chorus/chorus.hpp"
 #include "runtime/bootstrap.h"
 #include "runtime/check.h"
+#include "runtime/planner.h"
 #include "runtime/selection.h"
 #include "tools/chorus/commands.h"
 
@@ -164,7 +164,7 @@ Result<std::vector<Way>> ways(const SoakArgs& a, int n) {
     out.push_back(w);
   };
   if (a.builtins) {
-    api::BuiltinCache cache(n);
+    runtime::BuiltinCache cache(n);
     for (const char* name :
          {"ring_allreduce", "halving_doubling_allreduce", "recursive_doubling_allreduce",
           "chain_allreduce", "ring_allgather", "ring_reducescatter", "pairwise_alltoall",

@@ -20,7 +20,7 @@
 #include "synth/alltoall.h"
 #include "synth/blink.h"
 #include "synth/bound.h"
-#include "synth/classic.h"
+#include "algorithms/classic.h"
 #include "synth/forest.h"
 #include "synth/lower.h"
 #include "synth/search.h"
@@ -205,7 +205,7 @@ int synthSizes(const topo::Topology& t, CollectiveKind coll, const SynthArgs& ar
     double ringAlgbw = 0;
   };
   std::vector<Pick> picks;
-  const ir::Algorithm ring = synth::classicRing(coll, t.ranks(), args.root);
+  const ir::Algorithm ring = algorithms::classicRing(coll, t.ranks(), args.root);
   for (size_t bytes : sizes) {
     std::optional<Pick> best;
     std::string problem;
@@ -365,7 +365,7 @@ std::string buildAllToAll(const topo::Topology& t, const SynthArgs& args,
       !problem.empty())
     return problem;
   // The programs it is compared with.
-  out.allPairs = simulatedAlgbw(synth::directAllToAll(n), t, args.size, false);
+  out.allPairs = simulatedAlgbw(algorithms::directAllToAll(n), t, args.size, false);
   std::map<int, int> perBox;
   for (int r = 0; r < n; ++r) ++perBox[t.nodes[static_cast<size_t>(t.nodeOfRank(r))].box];
   if (perBox.size() > 1) {

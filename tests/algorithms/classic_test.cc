@@ -1,7 +1,7 @@
 // Every built-in generator, for world sizes 1..9 (powers of two and not) and
 // every root, is proven by the verifier and runs with real data in both call
 // forms, with one slice per chunk and with one element per slice.
-#include "synth/classic.h"
+#include "algorithms/classic.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include "tests/support/files.h"
 #include "tests/support/parts.h"
 
-namespace chorus::synth {
+namespace chorus::algorithms {
 namespace {
 
 using chorus::testing::Case;
@@ -79,9 +79,9 @@ TEST(Classic, BadArguments) {
 }
 
 }  // namespace
-}  // namespace chorus::synth
+}  // namespace chorus::algorithms
 
-namespace chorus::synth {
+namespace chorus::algorithms {
 namespace {
 
 // One copy per hop: every message of a ring allreduce travels by reference
@@ -106,11 +106,11 @@ TEST(Classic, RingAllReduceSendsByReference) {
 }
 
 }  // namespace
-}  // namespace chorus::synth
+}  // namespace chorus::algorithms
 
 // Parts (docs/scale.md): a process of a large world builds and runs its own
-// rank's part of a built-in (api/plan.h).
-namespace chorus::synth {
+// rank's part of a built-in (runtime/planner.h).
+namespace chorus::algorithms {
 namespace {
 
 std::vector<int> rootsOf(CollectiveKind k, int n) {
@@ -145,7 +145,7 @@ TEST(ClassicParts, EachRanksPartIsItsRankOfTheWhole) {
   EXPECT_EQ(makeClassic("ring_allreduce", 4, 0, -2).status().code(), StatusCode::kInvalidArgument);
 }
 
-// What the runtime relies on past CHORUS_PROVE_RANKS (api/plan.h's
+// What the runtime relies on past CHORUS_PROVE_RANKS (runtime/planner.h's
 // kBuiltinFamilyBasis): every family verified at sampled rank counts past
 // the ones above, primes and non-powers of two included, with the first,
 // middle and last root.
@@ -357,4 +357,4 @@ TEST(ClassicParts, RankMessagesAreTheRanksLargestMessages) {
 }
 
 }  // namespace
-}  // namespace chorus::synth
+}  // namespace chorus::algorithms

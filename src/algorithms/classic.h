@@ -20,7 +20,7 @@
 #include "core/types.h"
 #include "ir/ir.h"
 
-namespace chorus::synth {
+namespace chorus::algorithms {
 
 // Ring allreduce: reduce-scatter then allgather around r -> r+1, n chunks,
 // 2(n-1) steps. Bandwidth-optimal; the large-message choice.
@@ -73,4 +73,4 @@ const std::vector<ClassicInfo>& classicAlgorithms();
 // a bad focus.
 Result<ir::Algorithm> makeClassic(std::string_view name, int n, int root = 0, int focus = -1);
 
-}  // namespace chorus::synth
+}  // namespace chorus::algorithms

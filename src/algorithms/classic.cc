@@ -1,8 +1,8 @@
-#include "synth/classic.h"
+#include "algorithms/classic.h"
 
 #include <utility>
 
-namespace chorus::synth {
+namespace chorus::algorithms {
 
 using ir::Buffer;
 using ir::StepType;
@@ -496,4 +496,4 @@ ir::Algorithm classicRing(CollectiveKind collective, int n, int root) {
   }
 }
 
-}  // namespace chorus::synth
+}  // namespace chorus::algorithms

@@ -1,0 +1,99 @@
+// Which built-in serves a call (runtime/planner.h): the choices that depend on the
+// ranks' reach — shared memory, a network, GPUs — and on size, each with its reason.
+#include "runtime/planner.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "algorithms/classic.h"
+
+namespace chorus::runtime {
+namespace {
+
+std::string chosen(CollectiveKind c, int n, size_t bytes, bool sharedMemory, bool gpu) {
+  SelectionRequest req;
+  req.collective = c;
+  req.nranks = n;
+  req.count = bytes / 4 / (c == CollectiveKind::kAllGather ? static_cast<size_t>(n) : 1);
+  req.type = DataType::kFloat32;
+  req.sharedMemory = sharedMemory;
+  req.gpu = gpu;
+  BuiltinCache builtins(n);
+  AlgorithmRegistry none;
+  auto parts = planParts(req, nullptr, none, builtins, nullptr);
+  if (!parts.isOk()) return "error: " + parts.status().message();
+  return parts.value().front().va->algo().name;
+}
+
+TEST(Plan, AllGatherGoesDirectWhereEveryMessageCostsARound) {
+  constexpr auto kAg = CollectiveKind::kAllGather;
+  // Shared memory: one hop per block at every size.
+  EXPECT_EQ(chosen(kAg, 4, 4096, true, false), "direct_allgather");
+  EXPECT_EQ(chosen(kAg, 4, 64 << 20, true, false), "direct_allgather");
+  // CPU ranks across hosts: one round for small calls, the ring for large.
+  EXPECT_EQ(chosen(kAg, 4, 4096, false, false), "direct_allgather");
+  EXPECT_EQ(chosen(kAg, 4, 1 << 20, false, false), "direct_allgather");
+  EXPECT_EQ(chosen(kAg, 4, 4 << 20, false, false), "ring_allgather");
+  // GPUs keep the ring.
+  EXPECT_EQ(chosen(kAg, 4, 4096, false, true), "ring_allgather");
+}
+
+// Every collective with a built-in ends its rules with one that always
+// applies, every rule names a built-in that exists, and the reason given
+// for a choice is its rule's.
+TEST(Plan, EveryRuleNamesABuiltinAndSaysWhy) {
+  std::set<std::string> builtins;
+  for (const auto& info : algorithms::classicAlgorithms()) builtins.insert(info.name);
+  // Requests of every kind the rules look at: size, rank count, in place,
+  // shared memory, GPU.
+  std::vector<SelectionRequest> samples;
+  for (size_t count : {size_t{1}, size_t{1024}, size_t{1} << 20, size_t{1} << 28})
+    for (int n : {2, 8})
+      for (int flags = 0; flags < 8; ++flags) {
+        SelectionRequest q;
+        q.count = count;
+        q.nranks = n;
+        q.type = DataType::kFloat32;
+        q.inplace = flags & 1;
+        q.sharedMemory = flags & 2;
+        q.gpu = flags & 4;
+        samples.push_back(q);
+      }
+  std::map<CollectiveKind, bool> ends;  // the collective's last rule applies to every sample
+  for (const BuiltinRule& r : builtinRules()) {
+    EXPECT_EQ(builtins.count(r.builtin), 1u) << r.builtin;
+    EXPECT_GT(std::string(r.why).size(), 10u) << r.builtin;
+    bool all = true;
+    for (SelectionRequest q : samples) {
+      q.collective = r.collective;
+      all = all && r.applies(q);
+    }
+    ends[r.collective] = all;
+  }
+  for (CollectiveKind c :
+       {CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
+        CollectiveKind::kAllToAll, CollectiveKind::kBroadcast, CollectiveKind::kReduce,
+        CollectiveKind::kGather, CollectiveKind::kScatter})
+    EXPECT_TRUE(ends[c]) << collectiveName(c) << " has no rule that always applies";
+
+  SelectionRequest req;
+  req.collective = CollectiveKind::kAllReduce;
+  req.nranks = 4;
+  req.count = 1024;
+  req.type = DataType::kFloat32;
+  BuiltinCache cache(4);
+  AlgorithmRegistry none;
+  std::vector<std::string> why;
+  auto parts = planParts(req, nullptr, none, cache, &why);
+  ASSERT_TRUE(parts.isOk()) << parts.status().toString();
+  ASSERT_FALSE(why.empty());
+  EXPECT_NE(why.back().find("built-in recursive_doubling_allreduce (4096 bytes: at most 16 KiB"),
+            std::string::npos)
+      << why.back();
+}
+
+}  // namespace
+}  // namespace chorus::runtime
