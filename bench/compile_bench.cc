@@ -69,12 +69,11 @@ double since(std::chrono::steady_clock::time_point t0) {
 
 int main(int argc, char** argv) {
   if ((argc == 3 || argc == 4) && std::strcmp(argv[1], "--read") == 0) {
-    chorus::compiler::installProgramFiles();
     const size_t before = gLive.load();
     gPeak.store(before);
     auto t0 = std::chrono::steady_clock::now();
-    chorus::ir::ReadResult rr =
-        chorus::ir::readAlgorithmFile(argv[2], argc == 4 ? std::atoi(argv[3]) : -1);
+    chorus::ir::ReadResult rr = chorus::ir::readAlgorithmFile(
+        argv[2], chorus::compiler::readOptions(argc == 4 ? std::atoi(argv[3]) : -1));
     const double ms = since(t0);
     if (!rr.algorithm) {
       for (const auto& d : rr.diagnostics.items()) std::fprintf(stderr, "%s\n", d.format().c_str());

@@ -438,7 +438,7 @@ std::string reportHtml(const cli::ReportArgs& args, const py::list& items,
       ++next;
     } else {
       std::string path = py::str(item);
-      ir::ReadResult rr = ir::readAlgorithmFile(path);
+      ir::ReadResult rr = ir::readAlgorithmFile(path, compiler::readOptions());
       inputs.push_back(
           report::AlgorithmInput{path, std::move(rr.algorithm), std::move(rr.diagnostics)});
     }
@@ -827,7 +827,6 @@ void bindComm(py::module_& m) {
 }  // namespace chorus::python
 
 PYBIND11_MODULE(_chorus, m) {
-  chorus::compiler::installProgramFiles();  // chorus.read() and friends take compact program files
   using namespace chorus;
   using namespace chorus::python;
   m.doc() = "Chorus's C++ library (use the chorus package, which wraps it).";
@@ -883,12 +882,14 @@ PYBIND11_MODULE(_chorus, m) {
            py::arg("inplace"), py::arg("slice_bytes"), py::arg("slots"), py::arg("trace"),
            py::arg("timeline_step"));
 
-  m.def("load",
-        [](const std::string& path) { return fromRead(ir::readAlgorithmFile(path), path); });
+  m.def("load", [](const std::string& path) {
+    return fromRead(ir::readAlgorithmFile(path, compiler::readOptions()), path);
+  });
   m.def("loads", [](const std::string& text, const std::string& name) {
     auto first = text.find_first_not_of(" \t\r\n");
     bool json = first != std::string::npos && text[first] == '{';
-    return fromRead(json ? ir::readJson(text, name) : ir::readXml(text, name), name);
+    return fromRead(
+        json ? ir::readJson(text, name) : ir::readXml(text, name, compiler::readOptions()), name);
   });
   m.def("topology", &topology);
   m.def("presets", [] {

@@ -1073,8 +1073,7 @@ chorusResult_t chorusGroupEnd(void) {
 chorusResult_t chorusLoadAlgo(const char* algoFilePath, chorusAlgoHandle_t* handle, int) {
   return apiCall("chorusLoadAlgo", [&]() -> Status {
     if (algoFilePath == nullptr || handle == nullptr) return bad("path or handle is NULL");
-    compiler::installProgramFiles();
-    auto va = runtime::loadVerifiedFile(algoFilePath);
+    auto va = runtime::loadVerifiedFile(algoFilePath, &compiler::programFiles());
     if (!va.isOk()) return va.status();
     Handles& h = handles();
     std::lock_guard<std::mutex> lock(h.mu);
@@ -1134,7 +1133,6 @@ chorusResult_t chorusUnloadAlgo(chorusAlgoHandle_t handle) {
 chorusResult_t chorusRegisterAlgoFile(const char* algoFilePath) {
   return apiCall("chorusRegisterAlgoFile", [&]() -> Status {
     if (algoFilePath == nullptr) return bad("path is NULL");
-    compiler::installProgramFiles();
     return globalRegistry().addFile(algoFilePath);
   });
 }

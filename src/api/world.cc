@@ -63,8 +63,8 @@ std::string Op::describe() const {
 
 runtime::AlgorithmRegistry& globalRegistry() {
   static runtime::AlgorithmRegistry* r = [] {
-    auto* reg = new runtime::AlgorithmRegistry();  // lives for the process
-    compiler::installProgramFiles();               // CHORUS_ALGO_DIR may hold compact program files
+    // Lives for the process; CHORUS_ALGO_DIR may hold compact program files.
+    auto* reg = new runtime::AlgorithmRegistry(&compiler::programFiles());
     reg->loadFromEnvironment();
     return reg;
   }();

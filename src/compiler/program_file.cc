@@ -204,9 +204,16 @@ ir::ReadResult expandProgramPart(const ir::ProgramReference& ref, int rank) {
   return Expansion(ref, rank).run();
 }
 
-void installProgramFiles() {
-  ir::setProgramExpander(&expandProgramFile);
-  ir::setProgramPartBuilder(&expandProgramPart);
+const ir::ProgramFiles& programFiles() {
+  static const ir::ProgramFiles files{&expandProgramFile, &expandProgramPart};
+  return files;
+}
+
+ir::ReadOptions readOptions(int focus) {
+  ir::ReadOptions o;
+  o.focus = focus;
+  o.programs = &programFiles();
+  return o;
 }
 
 std::string writeProgramFile(const lang::ProgramEntry& entry, const lang::ProgramOptions& given,

@@ -25,9 +25,12 @@ ir::ReadResult expandProgramFile(const ir::ProgramReference& ref);
 // count: ReadResult::part is `rank`, every other rank has no threadblocks.
 ir::ReadResult expandProgramPart(const ir::ProgramReference& ref, int rank);
 
-// Lets every reader of algorithm files (ir::readXml, readAlgorithmFile)
-// expand program files. Idempotent.
-void installProgramFiles();
+// What a reader needs to expand program files (ir::ReadOptions::programs),
+// and read options with them (and `focus`, a rank's part) for callers that
+// take compact program files: the chorus command, the C API's registry and
+// loaded files, the Python package.
+const ir::ProgramFiles& programFiles();
+ir::ReadOptions readOptions(int focus = -1);
 
 // The compact file for `entry` with the options as a user gives them
 // (chorus gen's: chunk-factor a multiple of the program's own) and a size

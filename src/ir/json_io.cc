@@ -258,7 +258,7 @@ ReadResult readJson(std::string_view text, const std::string& fileName) {
   return out;
 }
 
-ReadResult readAlgorithmFile(const std::string& path, int focus) {
+ReadResult readAlgorithmFile(const std::string& path, const ReadOptions& options) {
   Result<std::string> text = readTextFile(path);
   if (!text.isOk()) {
     ReadResult r;
@@ -270,7 +270,7 @@ ReadResult readAlgorithmFile(const std::string& path, int focus) {
   const std::string& t = text.value();
   size_t first = t.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && t[first] == '{') return readJson(t, path);
-  return readXml(t, path, focus);
+  return readXml(t, path, options);
 }
 
 }  // namespace chorus::ir

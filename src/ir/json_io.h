@@ -22,8 +22,7 @@ Status writeJsonFile(const Algorithm& algo, const std::string& path);
 ReadResult readJson(std::string_view text, const std::string& fileName);
 
 // Reads XML or JSON, chosen by the first non-blank character ('{' = JSON).
-// `focus` >= 0: a compact program file is built for that rank only
-// (readXml); other files are read whole.
-ReadResult readAlgorithmFile(const std::string& path, int focus = -1);
+// `options` as readXml's (compact program files, a rank's part).
+ReadResult readAlgorithmFile(const std::string& path, const ReadOptions& options = {});
 
 }  // namespace chorus::ir

@@ -1,7 +1,6 @@
 #include "ir/xml_reader.h"
 
 #include <algorithm>
-#include <atomic>
 #include <charconv>
 #include <limits>
 #include <pugixml.hpp>
@@ -30,8 +29,8 @@ namespace {
 // line map, and where diagnostics go.
 class Reader {
  public:
-  Reader(std::string_view text, const std::string& file, int focus)
-      : text_(text), lines_(text), file_(file), focus_(focus) {}
+  Reader(std::string_view text, const std::string& file, const ReadOptions& o)
+      : text_(text), lines_(text), file_(file), focus_(o.focus), programs_(o.programs) {}
 
   ReadResult run();
   ReadResult program(const pugi::xml_node& n);
@@ -153,6 +152,7 @@ class Reader {
   LineMap lines_;
   std::string file_;
   int focus_;
+  const ProgramFiles* programs_;
   DiagnosticList diags_;
 };
 
@@ -193,9 +193,6 @@ ReadResult Reader::run() {
   return out;
 }
 
-std::atomic<ProgramExpander> gExpander{nullptr};
-std::atomic<ProgramPartBuilder> gPartBuilder{nullptr};
-
 ReadResult Reader::program(const pugi::xml_node& n) {
   ProgramReference ref;
   ref.file = file_;
@@ -205,10 +202,10 @@ ReadResult Reader::program(const pugi::xml_node& n) {
   if (n.first_child()) {
     error(DiagCode::kBadStructure, nodePos(n.first_child()),
           "<program> takes attributes only (the program and its options)");
-  } else if (ProgramPartBuilder part = gPartBuilder.load(); focus_ >= 0 && part != nullptr) {
-    return part(ref, focus_);
-  } else if (ProgramExpander expand = gExpander.load(); expand != nullptr && focus_ < 0) {
-    return expand(ref);
+  } else if (programs_ != nullptr && focus_ >= 0 && programs_->part != nullptr) {
+    return programs_->part(ref, focus_);
+  } else if (programs_ != nullptr && focus_ < 0 && programs_->whole != nullptr) {
+    return programs_->whole(ref);
   } else {
     error(DiagCode::kBadStructure, ref.pos,
           "a compact program file (<program>, docs/scale.md): expanding it needs the Chorus "
@@ -321,11 +318,8 @@ int Reader::readStep(const pugi::xml_node& n, Step& s) {
 
 }  // namespace
 
-void setProgramExpander(ProgramExpander expander) { gExpander.store(expander); }
-void setProgramPartBuilder(ProgramPartBuilder builder) { gPartBuilder.store(builder); }
-
-ReadResult readXml(std::string_view text, const std::string& fileName, int focus) {
-  return Reader(text, fileName, focus).run();
+ReadResult readXml(std::string_view text, const std::string& fileName, const ReadOptions& options) {
+  return Reader(text, fileName, options).run();
 }
 
 }  // namespace chorus::ir

@@ -29,20 +29,15 @@ struct ReadResult {
   int root = -1;
 };
 
-// Parses `text`; `fileName` is used in locations only. A compact program
-// file (below) is handed to the installed expander; with `focus` >= 0, to
-// the part builder, for rank `focus`'s part only (an <algo> file is read
-// whole regardless: check ReadResult::part).
-ReadResult readXml(std::string_view text, const std::string& fileName, int focus = -1);
-
 // A compact program file (docs/scale.md): one element,
 //   <program name="ring_allreduce" ranks="1024" instances="2" .../>,
 // names a registered program of the Chorus language and its options
 // instead of listing every step, so its size does not grow with the rank
 // count. This layer reads the element; expanding it needs the compiler,
-// which is above it: the compiler installs the expander
-// (compiler::installProgramFiles(), done by the chorus command, the C API
-// and the Python package). Without one, reading it is an error that says so.
+// which is above it, so a caller that can expand passes the compiler's
+// ProgramFiles in its ReadOptions (compiler::readOptions(): the chorus
+// command, the C API, the Python package do). Without them, reading one is
+// an error that says so.
 struct ProgramReference {
   std::string file;
   SourcePos pos;
@@ -52,11 +47,24 @@ struct ProgramReference {
   };
   std::vector<Attribute> attributes;  // in file order
 };
-using ProgramExpander = ReadResult (*)(const ProgramReference&);
-void setProgramExpander(ProgramExpander expander);
-// Builds one rank's part of a program file (ReadResult::part is the rank).
-using ProgramPartBuilder = ReadResult (*)(const ProgramReference&, int rank);
-void setProgramPartBuilder(ProgramPartBuilder builder);
+// Expands a program file whole, or builds one rank's part of it
+// (ReadResult::part is the rank).
+struct ProgramFiles {
+  ReadResult (*whole)(const ProgramReference&) = nullptr;
+  ReadResult (*part)(const ProgramReference&, int rank) = nullptr;
+};
+
+struct ReadOptions {
+  // >= 0: a compact program file is built for this rank only (an <algo>
+  // file is read whole regardless: check ReadResult::part).
+  int focus = -1;
+  // How to expand compact program files; null: they are refused.
+  const ProgramFiles* programs = nullptr;
+};
+
+// Parses `text`; `fileName` is used in locations only.
+ReadResult readXml(std::string_view text, const std::string& fileName,
+                   const ReadOptions& options = {});
 
 // Maps byte offsets in a text to 1-based line:column.
 class LineMap {

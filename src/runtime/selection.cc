@@ -52,8 +52,9 @@ int proveRanksFromEnvironment() {
   return static_cast<int>(std::min<long>(envLong("CHORUS_PROVE_RANKS", kProveRanks), 1 << 30));
 }
 
-Result<std::shared_ptr<const VerifiedAlgorithm>> loadVerifiedFile(const std::string& path) {
-  ir::ReadResult read = ir::readAlgorithmFile(path);
+Result<std::shared_ptr<const VerifiedAlgorithm>> loadVerifiedFile(
+    const std::string& path, const ir::ProgramFiles* programs) {
+  ir::ReadResult read = ir::readAlgorithmFile(path, {-1, programs});
   if (!read.algorithm) return Status(StatusCode::kInvalidArgument, firstError(read, path));
   return VerifiedAlgorithm::make(std::move(*read.algorithm));
 }
@@ -145,7 +146,7 @@ Status AlgorithmRegistry::addFile(const std::string& path, int proveRanks) {
   // its header (and shows a bad file now, not at its first call), and no
   // whole expansion is made; within, the file is then expanded whole. Any
   // other file is read whole, once.
-  ir::ReadResult head = ir::readAlgorithmFile(path, 0);
+  ir::ReadResult head = ir::readAlgorithmFile(path, readOptions(0));
   if (!head.algorithm) return Status(StatusCode::kInvalidArgument, firstError(head, path));
   if (head.part < 0) {
     auto va = VerifiedAlgorithm::make(std::move(*head.algorithm));
@@ -162,7 +163,7 @@ Status AlgorithmRegistry::addFile(const std::string& path, int proveRanks) {
     entries_.push_back(std::move(e));
     return Status::ok();
   }
-  auto va = loadVerifiedFile(path);
+  auto va = loadVerifiedFile(path, programs_);
   if (!va.isOk()) return va.status();
   add(path, std::move(va).value());
   return Status::ok();
@@ -198,7 +199,8 @@ Result<std::shared_ptr<const VerifiedAlgorithm>> AlgorithmRegistry::select(
         // Every other rank chose this file (the same files, the same header):
         // a rank whose part cannot be built, or differs, fails the call
         // rather than run something else.
-        auto made = partOf(ir::readAlgorithmFile(e.source, r.focus), e.source, r.focus);
+        auto made =
+            partOf(ir::readAlgorithmFile(e.source, readOptions(r.focus)), e.source, r.focus);
         std::string differs =
             made.isOk() ? sameHeader(made.value()->algo(), e.va->algo()) : std::string();
         if (!made.isOk() || !differs.empty()) {

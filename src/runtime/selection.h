@@ -14,6 +14,7 @@
 
 #include "core/status.h"
 #include "core/types.h"
+#include "ir/xml_reader.h"
 #include "runtime/executor.h"
 
 namespace chorus::runtime {
@@ -25,8 +26,10 @@ inline constexpr int kProveRanks = 256;
 int proveRanksFromEnvironment();
 
 // Reads and verifies one algorithm file. Errors name the file (and line for
-// parse errors) and quote the verifier.
-Result<std::shared_ptr<const VerifiedAlgorithm>> loadVerifiedFile(const std::string& path);
+// parse errors) and quote the verifier. `programs`: how to expand a compact
+// program file (compiler::programFiles(); null: such a file is refused).
+Result<std::shared_ptr<const VerifiedAlgorithm>> loadVerifiedFile(
+    const std::string& path, const ir::ProgramFiles* programs = nullptr);
 
 // One call as selection sees it.
 struct SelectionRequest {
@@ -62,6 +65,9 @@ std::string ineligibility(const VerifiedAlgorithm& va, const SelectionRequest& r
 
 class AlgorithmRegistry {
  public:
+  // `programs`: how to expand compact program files among the candidates
+  // (compiler::programFiles(), given by the API; null: they are refused).
+  explicit AlgorithmRegistry(const ir::ProgramFiles* programs = nullptr) : programs_(programs) {}
   // Loads the files named by the environment; each failure is logged (WARN)
   // with its reason and skipped. Returns the failures' messages.
   std::vector<std::string> loadFromEnvironment();
@@ -89,6 +95,8 @@ class AlgorithmRegistry {
     bool parts = false;
     std::map<int, std::shared_ptr<const VerifiedAlgorithm>> byRank;  // built parts
   };
+  ir::ReadOptions readOptions(int focus) const { return {focus, programs_}; }
+  const ir::ProgramFiles* const programs_;
   mutable std::mutex mu_;
   mutable std::vector<Entry> entries_;  // select() builds parts
 };

@@ -18,10 +18,19 @@
 namespace chorus {
 namespace {
 
-class ProgramParts : public ::testing::Test {
- protected:
-  void SetUp() override { compiler::installProgramFiles(); }
-};
+// Readers expand program files only when told how (compiler::readOptions).
+class ProgramParts : public ::testing::Test {};
+
+TEST_F(ProgramParts, AReaderNotGivenTheCompilerRefusesProgramFiles) {
+  ir::ReadResult r = ir::readXml(R"(<program name="ring_allreduce" ranks="4"/>)", "p.xml");
+  ASSERT_FALSE(r.algorithm.has_value());
+  EXPECT_NE(r.diagnostics.items().front().format().find("expanding it needs the Chorus compiler"),
+            std::string::npos)
+      << r.diagnostics.items().front().format();
+  EXPECT_TRUE(
+      ir::readXml(R"(<program name="ring_allreduce" ranks="4"/>)", "p.xml", compiler::readOptions())
+          .algorithm.has_value());
+}
 
 TEST_F(ProgramParts, EachRanksPartIsItsRankOfTheExpansion) {
   const std::vector<std::string> files = {
@@ -35,12 +44,12 @@ TEST_F(ProgramParts, EachRanksPartIsItsRankOfTheExpansion) {
   int compared = 0;
   for (const std::string& text : files) {
     SCOPED_TRACE(text);
-    ir::ReadResult whole = ir::readXml(text, "f.xml");
+    ir::ReadResult whole = ir::readXml(text, "f.xml", compiler::readOptions());
     ASSERT_TRUE(whole.algorithm.has_value());
     EXPECT_EQ(whole.part, -1);
     const ir::Algorithm& w = *whole.algorithm;
     for (int r = 0; r < w.ngpus; ++r) {
-      ir::ReadResult part = ir::readXml(text, "f.xml", r);
+      ir::ReadResult part = ir::readXml(text, "f.xml", compiler::readOptions(r));
       ASSERT_TRUE(part.algorithm.has_value()) << "rank " << r;
       EXPECT_EQ(part.part, r);
       EXPECT_EQ(part.root, isRooted(w.collective) ? whole.root : -1);
@@ -49,20 +58,22 @@ TEST_F(ProgramParts, EachRanksPartIsItsRankOfTheExpansion) {
     }
   }
   EXPECT_EQ(compared, 12 + 12 + 7 + 5 + 6 + 8);
-  ir::ReadResult root = ir::readXml(R"(<program name="binomial_gather" ranks="7" root="3"/>)", "f");
+  ir::ReadResult root = ir::readXml(R"(<program name="binomial_gather" ranks="7" root="3"/>)", "f",
+                                    compiler::readOptions());
   EXPECT_EQ(root.root, 3);
 }
 
 TEST_F(ProgramParts, APartBuildsPastWholeExpansionsAndBadRanksAreRefused) {
   const std::string big = R"(<program name="ring_allreduce" ranks="16384"/>)";
-  ir::ReadResult whole = ir::readXml(big, "big.xml");
+  ir::ReadResult whole = ir::readXml(big, "big.xml", compiler::readOptions());
   EXPECT_FALSE(whole.algorithm.has_value());  // 4096 ranks at most, whole
-  ir::ReadResult part = ir::readXml(big, "big.xml", 16383);
+  ir::ReadResult part = ir::readXml(big, "big.xml", compiler::readOptions(16383));
   ASSERT_TRUE(part.algorithm.has_value()) << part.diagnostics.items().front().format();
   EXPECT_EQ(part.algorithm->ngpus, 16384);
   EXPECT_EQ(part.algorithm->ranks[16383].tbs.size(), 1u);
   EXPECT_EQ(part.algorithm->ranks[16383].tbs[0].steps.size(), 2u * 16384 - 1);
-  ir::ReadResult bad = ir::readXml(R"(<program name="ring_allreduce" ranks="4"/>)", "b.xml", 4);
+  ir::ReadResult bad = ir::readXml(R"(<program name="ring_allreduce" ranks="4"/>)", "b.xml",
+                                   compiler::readOptions(4));
   ASSERT_FALSE(bad.algorithm.has_value());
   EXPECT_NE(bad.diagnostics.items().front().format().find(
                 "b.xml:1:1: error[E004]: rank 4 is not a rank of this 4-rank program"),
@@ -78,7 +89,7 @@ TEST_F(ProgramParts, TheRegistryServesProcessesParts) {
   const std::string path = (dir / "ring6.xml").string();
   std::ofstream(path) << R"(<program name="ring_allreduce" ranks="6"/>)"
                       << "\n";
-  runtime::AlgorithmRegistry reg;
+  runtime::AlgorithmRegistry reg(&compiler::programFiles());
   ASSERT_TRUE(reg.addFile(path, /*proveRanks=*/0).isOk());
   runtime::SelectionRequest req;
   req.nranks = 6;
@@ -111,7 +122,7 @@ TEST_F(ProgramParts, TheRegistryServesProcessesParts) {
   std::ofstream(path) << R"(<program name="ring_allreduce" ranks="6"/>)"
                       << "\n";
   // At or under the bound the file is read and verified whole, as any file.
-  runtime::AlgorithmRegistry whole;
+  runtime::AlgorithmRegistry whole(&compiler::programFiles());
   ASSERT_TRUE(whole.addFile(path, /*proveRanks=*/6).isOk());
   req.focus = -1;
   auto va = whole.select(req, nullptr).value();

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "compiler/program_file.h"
 #include "core/diagnostic.h"
 #include "core/diagnostic_json.h"
 #include "core/io.h"
@@ -63,7 +64,7 @@ std::string formsText(const ir::Algorithm& a) {
 FileResult verifyFile(const std::string& file, const verify::Options& opts) {
   FileResult fr;
   fr.file = file;
-  ir::ReadResult rr = ir::readAlgorithmFile(file);
+  ir::ReadResult rr = ir::readAlgorithmFile(file, compiler::readOptions());
   fr.diagnostics = rr.diagnostics;
   if (!rr.algorithm) {
     fr.diagnostics.sort();
@@ -198,7 +199,7 @@ int runVerify(const VerifyArgs& args) {
 }
 
 int runShow(const std::string& file) {
-  ir::ReadResult rr = ir::readAlgorithmFile(file);
+  ir::ReadResult rr = ir::readAlgorithmFile(file, compiler::readOptions());
   if (!rr.algorithm) {
     rr.diagnostics.sort();
     for (const auto& d : rr.diagnostics.items()) std::fprintf(stderr, "%s\n", d.format().c_str());
@@ -291,7 +292,7 @@ int runConvert(const ConvertArgs& args) {
       return 2;
     }
   }
-  ir::ReadResult rr = ir::readAlgorithmFile(args.input);
+  ir::ReadResult rr = ir::readAlgorithmFile(args.input, compiler::readOptions());
   rr.diagnostics.sort();
   for (const auto& d : rr.diagnostics.items()) std::fprintf(stderr, "%s\n", d.format().c_str());
   if (!rr.algorithm) return 2;
@@ -414,7 +415,7 @@ int runRun(const RunArgs& args) {
   if (!type) return fail("unknown data type '" + args.dtype + "'");
   auto op = parseReduceOp(args.op);
   if (!op) return fail("unknown reduction op '" + args.op + "'");
-  ir::ReadResult rr = ir::readAlgorithmFile(args.file);
+  ir::ReadResult rr = ir::readAlgorithmFile(args.file, compiler::readOptions());
   if (!rr.algorithm) {
     rr.diagnostics.sort();
     for (const auto& d : rr.diagnostics.items()) std::fprintf(stderr, "%s\n", d.format().c_str());

@@ -1,9 +1,7 @@
 // The `chorus` command: one binary, one subcommand per job (command_line.cc).
-#include "compiler/program_file.h"
 #include "tools/chorus/command_line.h"
 
 int main(int argc, char** argv) {
-  chorus::compiler::installProgramFiles();  // every command reads compact program files
   chorus::cli::CommandLine cl;
   int rc = chorus::cli::parseCommandLine(argc, argv, &cl);
   return rc >= 0 ? rc : chorus::cli::runCommandLine(cl);

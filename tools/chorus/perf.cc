@@ -20,6 +20,7 @@
 #include "api/convert.h"
 #include "api/world.h"
 #include "chorus/chorus.hpp"
+#include "compiler/program_file.h"
 #include "runtime/bootstrap.h"
 #include "runtime/check.h"
 #include "runtime/flat_plan.h"
@@ -391,14 +392,15 @@ int runPerf(const PerfArgs& a) {
   if (!a.algo.empty() &&
       (a.algo.find('.') != std::string::npos || a.algo.find('/') != std::string::npos)) {
     // A file may serve one call form only: measure the forms it serves.
-    if (auto va = runtime::loadVerifiedFile(a.algo); va.isOk()) {
+    if (auto va = runtime::loadVerifiedFile(a.algo, &compiler::programFiles()); va.isOk()) {
       served[0] = va.value()->algo().outofplace;
       served[1] = va.value()->algo().inplace;
     }
   }
   if (!a.algo.empty() && onDevice) {
     bool file = a.algo.find('.') != std::string::npos || a.algo.find('/') != std::string::npos;
-    auto va = file ? runtime::loadVerifiedFile(a.algo) : dev.builtins->get(a.algo, a.root);
+    auto va = file ? runtime::loadVerifiedFile(a.algo, &compiler::programFiles())
+                   : dev.builtins->get(a.algo, a.root);
     if (!va.isOk()) {
       std::fprintf(stderr, "chorus perf: --algo %s: %s\n", a.algo.c_str(),
                    va.status().message().c_str());

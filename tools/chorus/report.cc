@@ -3,6 +3,7 @@
 
 #include <fmt/core.h>
 
+#include "compiler/program_file.h"
 #include "core/io.h"
 #include "ir/json_io.h"
 #include "ir/xml_reader.h"
@@ -58,7 +59,7 @@ int reportPage(const ReportArgs& args, std::vector<report::AlgorithmInput> more,
   }
   std::vector<report::AlgorithmInput> algos;
   for (const std::string& file : args.files) {
-    ir::ReadResult rr = ir::readAlgorithmFile(file);
+    ir::ReadResult rr = ir::readAlgorithmFile(file, compiler::readOptions());
     algos.push_back(
         report::AlgorithmInput{file, std::move(rr.algorithm), std::move(rr.diagnostics)});
   }
@@ -109,7 +110,7 @@ int writeSynthReport(const SynthArgs& args, const nlohmann::ordered_json& json,
     return 2;
   }
   const std::string label = args.output.empty() ? "the synthesized schedule" : args.output;
-  ir::ReadResult rr = ir::readXml(xml, label);
+  ir::ReadResult rr = ir::readXml(xml, label, compiler::readOptions());
   std::vector<report::AlgorithmInput> algos;
   algos.push_back(
       report::AlgorithmInput{label, std::move(rr.algorithm), std::move(rr.diagnostics)});

@@ -8,10 +8,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "algorithms/classic.h"
+#include "compiler/program_file.h"
 #include "core/io.h"
 #include "ir/json_io.h"
 #include "sim/simulator.h"
-#include "algorithms/classic.h"
 #include "tools/chorus/commands.h"
 #include "topo/json.h"
 #include "topo/presets.h"
@@ -207,7 +208,7 @@ int runSim(const SimArgs& args) {
   }
   std::vector<ir::Algorithm> algos;
   for (const std::string& f : files) {
-    ir::ReadResult rr = ir::readAlgorithmFile(f);
+    ir::ReadResult rr = ir::readAlgorithmFile(f, compiler::readOptions());
     if (!rr.algorithm) {
       rr.diagnostics.sort();
       for (const auto& d : rr.diagnostics.items()) fmt::print(stderr, "{}\n", d.format());

@@ -29,6 +29,7 @@
 
 #include "api/convert.h"
 #include "chorus/chorus.hpp"
+#include "compiler/program_file.h"
 #include "runtime/bootstrap.h"
 #include "runtime/check.h"
 #include "runtime/planner.h"
@@ -182,7 +183,7 @@ Result<std::vector<Way>> ways(const SoakArgs& a, int n) {
     }
   }
   for (const std::string& f : algorithmFiles(a.algos)) {
-    auto va = runtime::loadVerifiedFile(f);
+    auto va = runtime::loadVerifiedFile(f, &compiler::programFiles());
     if (!va.isOk()) return Status(va.status().code(), f + ": " + va.status().message());
     const ir::Algorithm& al = va.value()->algo();
     if (al.ngpus != n ||

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "algorithms/classic.h"
+#include "compiler/program_file.h"
 #include "core/io.h"
 #include "ir/validate.h"
 #include "ir/xml_reader.h"
@@ -20,7 +22,6 @@
 #include "synth/alltoall.h"
 #include "synth/blink.h"
 #include "synth/bound.h"
-#include "algorithms/classic.h"
 #include "synth/forest.h"
 #include "synth/lower.h"
 #include "synth/search.h"
@@ -115,7 +116,7 @@ std::string proveProgram(const lang::Program& program, const topo::Topology& t, 
   Generated gen = generate(program);
   if (!gen.ok)
     return "the lowered schedule does not compile or verify (a bug):\n" + gen.diagnostics;
-  ir::ReadResult back = ir::readXml(gen.xml, program.options().name);
+  ir::ReadResult back = ir::readXml(gen.xml, program.options().name, compiler::readOptions());
   if (!back.algorithm) return "the written XML does not read back (a bug)";
   if (minBytes != 0 || maxBytes != 0) {
     back.algorithm->minBytes = minBytes;
