@@ -5,6 +5,9 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <functional>
+#include <memory>
+#include <vector>
 
 #include "compiler/compiler.h"
 
@@ -59,14 +62,21 @@ bool parseSizeRange(const std::string& text, size_t* from, size_t* to) {
          one(text.substr(colon + 1), to) && *from <= *to;
 }
 
-}  // namespace
+// Each subcommand: its options, bound to its part of the CommandLine, and
+// what to check once it is the one given (returns -1 when fine, 2 after a
+// line on stderr when not).
+struct Subcommand {
+  CLI::App* app;
+  std::function<int()> finish;
+};
+using Command = CommandLine::Command;
 
-int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
-  using Command = CommandLine::Command;
-  CLI::App app{"Chorus: programmable collective communication"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "chorus 0.1.0");
+int chosen(CommandLine* cl, Command c) {
+  cl->command = c;
+  return -1;
+}
 
+Subcommand addVerify(CLI::App& app, CommandLine* cl) {
   VerifyArgs& verify = cl->verify;
   auto* v =
       app.add_subcommand("verify", "prove algorithm files correct, or say where they are wrong");
@@ -78,21 +88,34 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
       ->check(CLI::ExistingFile);
   v->add_option("--max-diagnostics", verify.maxDiagnostics, "diagnostics shown per file (text)")
       ->check(CLI::NonNegativeNumber);
-  std::string target;
-  v->add_option("--target", target, "compatibility target: 'msccl' = the MSCCL executor")
+  auto target = std::make_shared<std::string>();
+  v->add_option("--target", *target, "compatibility target: 'msccl' = the MSCCL executor")
       ->check(CLI::IsMember({"msccl", "chorus"}));
+  return {v, [cl, target] {
+            cl->verify.targetMsccl = cl->verify.targetMsccl || *target == "msccl";
+            cl->command = Command::kVerify;
+            return -1;
+          }};
+}
 
+Subcommand addShow(CLI::App& app, CommandLine* cl) {
   std::string& showFile = cl->showFile;
   auto* s = app.add_subcommand("show", "summarize an algorithm: threadblocks, steps, peers, links");
   s->add_option("file", showFile, "algorithm file")->required();
+  return {s, [cl] { return chosen(cl, Command::kShow); }};
+}
 
+Subcommand addConvert(CLI::App& app, CommandLine* cl) {
   ConvertArgs& convert = cl->convert;
   auto* c = app.add_subcommand("convert", "convert XML <-> JSON, or XML -> normalized XML");
   c->add_option("input", convert.input, "algorithm file")->required();
   c->add_option("-o,--output", convert.output, "output file ('-' = stdout)")->required();
   c->add_option("--to", convert.to, "output format (default: from the output's extension)")
       ->check(CLI::IsMember({"xml", "json"}));
+  return {c, [cl] { return chosen(cl, Command::kConvert); }};
+}
 
+Subcommand addPerf(CLI::App& app, CommandLine* cl) {
   PerfArgs& perf = cl->perf;
   auto* p = app.add_subcommand("perf", "nccl-tests-style sweep of one collective on thread ranks");
   p->add_option(
@@ -121,7 +144,10 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
   p->add_flag("--heap-buffers", perf.heapBuffers,
               "processes: buffers from the heap, not chorusMemAlloc (peers then cannot read "
               "them in place)");
+  return {p, [cl] { return chosen(cl, Command::kPerf); }};
+}
 
+Subcommand addSoak(CLI::App& app, CommandLine* cl) {
   SoakArgs& soak = cl->soak;
   auto* so = app.add_subcommand(
       "soak", "a seeded mix of collectives, sizes, types and algorithms, every call checked");
@@ -136,7 +162,10 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
   so->add_option("--algo", soak.algos,
                  "algorithm files or directories to mix in (those for this rank count)");
   so->add_flag("!--no-builtins", soak.builtins, "leave out the built-ins by name");
+  return {so, [cl] { return chosen(cl, Command::kSoak); }};
+}
 
+Subcommand addLaunch(CLI::App& app, CommandLine* cl) {
   LaunchArgs& launch = cl->launch;
   auto* l = app.add_subcommand(
       "launch", "start N processes (local, or on --hosts) as the ranks of one communicator");
@@ -155,7 +184,10 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
                 "HOST[:PORT] where rank 0 listens, as the other hosts reach it (default: the "
                 "first host, a free port)");
   l->add_option("command", launch.command, "-- PROGRAM ARGS")->required();
+  return {l, [cl] { return chosen(cl, Command::kLaunch); }};
+}
 
+Subcommand addRun(CLI::App& app, CommandLine* cl) {
   RunArgs& run = cl->run;
   auto* r = app.add_subcommand("run", "run an algorithm file on CPU ranks (threads) and time it");
   r->add_option("file", run.file, "algorithm file (MSCCL XML or Chorus JSON)")->required();
@@ -188,7 +220,10 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
   r->add_option("--procs", run.procs,
                 "run the ranks as N processes (N = the file's ranks; via chorus perf --algo)")
       ->check(CLI::PositiveNumber);
+  return {r, [cl] { return chosen(cl, Command::kRun); }};
+}
 
+Subcommand addGen(CLI::App& app, CommandLine* cl) {
   GenArgs& gen = cl->gen;
   auto* g = app.add_subcommand(
       "gen", "compile a registered program of the Chorus language to verified MSCCL XML");
@@ -225,7 +260,16 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
                 "build only this rank's part, from the program's per-rank form (docs/scale.md); "
                 "-o writes it (its <gpu> alone: for reading, not a runnable file)")
       ->check(CLI::NonNegativeNumber);
+  return {g, [cl] {
+            if (!cl->gen.list && cl->gen.name.empty()) {
+              std::fprintf(stderr, "chorus gen: name a program (chorus gen --list)\n");
+              return 2;
+            }
+            return chosen(cl, Command::kGen);
+          }};
+}
 
+Subcommand addTopo(CLI::App& app, CommandLine* cl) {
   TopoArgs& topoArgs = cl->topo;
   auto* tp = app.add_subcommand("topo", "topology presets: list them, show one");
   auto* tpList = tp->add_subcommand("list", "the presets and their arguments");
@@ -235,7 +279,13 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
   tpShow->add_flag("--dot", topoArgs.dot, "Graphviz");
   tpShow->add_flag("--json", topoArgs.json, "the JSON topology format");
   tp->require_subcommand(1);
+  return {tp, [cl, tpList] {
+            cl->topo.list = tpList->parsed();
+            return chosen(cl, Command::kTopo);
+          }};
+}
 
+Subcommand addSim(CLI::App& app, CommandLine* cl) {
   SimArgs& simArgs = cl->sim;
   auto* sm = app.add_subcommand("sim", "predict how fast algorithms run on a topology");
   sm->add_option("files", simArgs.files,
@@ -271,9 +321,21 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
                  "instead of the 8 busiest")
       ->needs("--timeline");
   sm->add_flag("--json", simArgs.json, "machine-readable results");
+  return {sm, [cl] {
+            SimArgs& args = cl->sim;
+            if (!args.files.empty() && args.files.front() == "compare")
+              args.files.erase(args.files.begin());
+            if (args.files.empty()) {
+              std::fprintf(stderr, "chorus sim: name at least one algorithm file\n");
+              return 2;
+            }
+            return chosen(cl, Command::kSim);
+          }};
+}
 
+Subcommand addSynth(CLI::App& app, CommandLine* cl) {
   SynthArgs& synthArgs = cl->synth;
-  std::string sizesRange;
+  auto sizesRange = std::make_shared<std::string>();
   auto* sy = app.add_subcommand("synth", "the optimal schedule of a collective on a topology");
   sy->add_option("collective", synthArgs.collective,
                  "allgather, reducescatter, allreduce, broadcast, reduce or alltoall (its bound)")
@@ -317,7 +379,7 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
                  "lowering found by then is kept")
       ->check(CLI::NonNegativeNumber);
   sy->add_flag("--candidates", synthArgs.candidates, "list every lowering simulated");
-  sy->add_option("--sizes", sizesRange,
+  sy->add_option("--sizes", *sizesRange,
                  "FROM:TO (e.g. 1K:1G): a verified schedule per size range, each with its "
                  "minBytes / maxBytes, into the directory -o names (for CHORUS_ALGO_DIR)");
   sy->add_flag("--json", synthArgs.json, "machine-readable results");
@@ -325,7 +387,38 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
   sy->add_option("--report", synthArgs.report,
                  "write an HTML report: the schedule's flow, its trees and the binding cut on the "
                  "topology, its predicted busbw against the optimum (docs/report.md)");
+  return {
+      sy, [cl, treesOpt, sizesRange] {
+        SynthArgs& args = cl->synth;
+        if (treesOpt->count() > 0 && args.method != "blink") {
+          std::fprintf(stderr,
+                       "chorus synth: --trees needs --method blink (the exact forest has as "
+                       "many trees as the optimum needs)\n");
+          return 2;
+        }
+        if (!sizesRange->empty() && !parseSizeRange(*sizesRange, &args.sizesFrom, &args.sizesTo)) {
+          std::fprintf(stderr,
+                       "chorus synth: --sizes takes FROM:TO, each bytes with K, M or G (e.g. "
+                       "1K:1G), FROM <= TO; got '%s'\n",
+                       sizesRange->c_str());
+          return 2;
+        }
+        if (!args.report.empty() && (args.boundOnly || args.sizesTo > 0)) {
+          std::fprintf(stderr,
+                       "chorus synth: --report draws one schedule (not with --bound-only or "
+                       "--sizes)\n");
+          return 2;
+        }
+        if (args.headroom > 0 && args.method == "blink") {
+          std::fprintf(stderr,
+                       "chorus synth: --headroom applies to the exact forest (--method optimal)\n");
+          return 2;
+        }
+        return chosen(cl, Command::kSynth);
+      }};
+}
 
+Subcommand addReport(CLI::App& app, CommandLine* cl) {
   ReportArgs& reportArgs = cl->report;
   auto* rp = app.add_subcommand(
       "report", "one HTML page: an algorithm's flow, proof, timeline on a topology, curves");
@@ -355,91 +448,46 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
   rp->add_option("--detail-ranks", reportArgs.detailRanks,
                  "aggregated: these ranks' lanes are drawn step by step (default 0-7)")
       ->delimiter(',');
+  return {rp, [cl] {
+            const ReportArgs& args = cl->report;
+            if (args.files.empty() && args.perf.empty()) {
+              std::fprintf(stderr, "chorus report: name an algorithm file or a --perf CSV\n");
+              return 2;
+            }
+            if (args.minBytes > args.maxBytes) {
+              std::fprintf(stderr, "chorus report: --minbytes exceeds --maxbytes\n");
+              return 2;
+            }
+            return chosen(cl, Command::kReport);
+          }};
+}
 
+Subcommand addExplain(CLI::App& app, CommandLine* cl) {
   std::string& code = cl->code;
   auto* e = app.add_subcommand("explain", "list diagnostic codes, or explain one");
   e->add_option("code", code, "a code such as E110 or its name (offset-range)");
+  return {e, [cl] { return chosen(cl, Command::kExplain); }};
+}
 
+}  // namespace
+
+int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
+  CLI::App app{"Chorus: programmable collective communication"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "chorus 0.1.0");
+  const std::vector<Subcommand> subcommands = {
+      addVerify(app, cl), addShow(app, cl),   addConvert(app, cl), addPerf(app, cl),
+      addSoak(app, cl),   addLaunch(app, cl), addRun(app, cl),     addGen(app, cl),
+      addTopo(app, cl),   addSim(app, cl),    addSynth(app, cl),   addReport(app, cl),
+      addExplain(app, cl)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& err) {
     return app.exit(err) == 0 ? 0 : 2;
   }
-  if (*v) {
-    verify.targetMsccl = verify.targetMsccl || target == "msccl";
-    cl->command = Command::kVerify;
-  } else if (*s) {
-    cl->command = Command::kShow;
-  } else if (*c) {
-    cl->command = Command::kConvert;
-  } else if (*e) {
-    cl->command = Command::kExplain;
-  } else if (*g) {
-    if (!gen.list && gen.name.empty()) {
-      std::fprintf(stderr, "chorus gen: name a program (chorus gen --list)\n");
-      return 2;
-    }
-    cl->command = Command::kGen;
-  } else if (*r) {
-    cl->command = Command::kRun;
-  } else if (*tp) {
-    topoArgs.list = tpList->parsed();
-    cl->command = Command::kTopo;
-  } else if (*sm) {
-    if (!simArgs.files.empty() && simArgs.files.front() == "compare")
-      simArgs.files.erase(simArgs.files.begin());
-    if (simArgs.files.empty()) {
-      std::fprintf(stderr, "chorus sim: name at least one algorithm file\n");
-      return 2;
-    }
-    cl->command = Command::kSim;
-  } else if (*sy) {
-    if (treesOpt->count() > 0 && synthArgs.method != "blink") {
-      std::fprintf(stderr,
-                   "chorus synth: --trees needs --method blink (the exact forest has as "
-                   "many trees as the optimum needs)\n");
-      return 2;
-    }
-    if (!sizesRange.empty() &&
-        !parseSizeRange(sizesRange, &synthArgs.sizesFrom, &synthArgs.sizesTo)) {
-      std::fprintf(stderr,
-                   "chorus synth: --sizes takes FROM:TO, each bytes with K, M or G (e.g. "
-                   "1K:1G), FROM <= TO; got '%s'\n",
-                   sizesRange.c_str());
-      return 2;
-    }
-    if (!synthArgs.report.empty() && (synthArgs.boundOnly || synthArgs.sizesTo > 0)) {
-      std::fprintf(stderr,
-                   "chorus synth: --report draws one schedule (not with --bound-only or "
-                   "--sizes)\n");
-      return 2;
-    }
-    if (synthArgs.headroom > 0 && synthArgs.method == "blink") {
-      std::fprintf(stderr,
-                   "chorus synth: --headroom applies to the exact forest (--method optimal)\n");
-      return 2;
-    }
-    cl->command = Command::kSynth;
-  } else if (*rp) {
-    if (reportArgs.files.empty() && reportArgs.perf.empty()) {
-      std::fprintf(stderr, "chorus report: name an algorithm file or a --perf CSV\n");
-      return 2;
-    }
-    if (reportArgs.minBytes > reportArgs.maxBytes) {
-      std::fprintf(stderr, "chorus report: --minbytes exceeds --maxbytes\n");
-      return 2;
-    }
-    cl->command = Command::kReport;
-  } else if (*p) {
-    cl->command = Command::kPerf;
-  } else if (*so) {
-    cl->command = Command::kSoak;
-  } else if (*l) {
-    cl->command = Command::kLaunch;
-  } else {
-    return 2;
-  }
-  return -1;
+  for (const Subcommand& sub : subcommands)
+    if (sub.app->parsed()) return sub.finish();
+  return 2;
 }
 
 int runCommandLine(const CommandLine& cl) {
