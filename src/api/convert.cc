@@ -1,52 +1,27 @@
 #include "api/convert.h"
 
 #include <string>
-#include <utility>
 
 namespace chorus::api {
 
-namespace {
-
-constexpr std::pair<chorusDataType_t, DataType> kTypes[] = {
-    {chorusInt8, DataType::kInt8},          {chorusUint8, DataType::kUint8},
-    {chorusInt32, DataType::kInt32},        {chorusUint32, DataType::kUint32},
-    {chorusInt64, DataType::kInt64},        {chorusUint64, DataType::kUint64},
-    {chorusFloat16, DataType::kFloat16},    {chorusFloat32, DataType::kFloat32},
-    {chorusFloat64, DataType::kFloat64},    {chorusBfloat16, DataType::kBfloat16},
-    {chorusFloat8e4m3, DataType::kFp8E4M3}, {chorusFloat8e5m2, DataType::kFp8E5M2},
-};
-
-constexpr std::pair<chorusRedOp_t, ReduceOp> kOps[] = {
-    {chorusSum, ReduceOp::kSum}, {chorusProd, ReduceOp::kProd}, {chorusMax, ReduceOp::kMax},
-    {chorusMin, ReduceOp::kMin}, {chorusAvg, ReduceOp::kAvg},
-};
-
-}  // namespace
+// chorus.h's enums number types and ops as the NCCL ABI does: core keeps
+// the one table (dataTypeFromAbi, abiCode).
+static_assert(chorusNumTypes == kNumDataTypes && chorusNumOps == kNumReduceOps);
 
 Result<DataType> fromC(chorusDataType_t t) {
-  for (const auto& [c, d] : kTypes)
-    if (c == t) return d;
+  if (std::optional<DataType> d = dataTypeFromAbi(static_cast<int>(t))) return *d;
   return Status(StatusCode::kInvalidArgument,
                 "unknown data type " + std::to_string(static_cast<int>(t)));
 }
 
-chorusDataType_t toC(DataType t) {
-  for (const auto& [c, d] : kTypes)
-    if (d == t) return c;
-  return chorusNumTypes;
-}
+chorusDataType_t toC(DataType t) { return static_cast<chorusDataType_t>(abiCode(t)); }
 
 Result<ReduceOp> fromC(chorusRedOp_t op) {
-  for (const auto& [c, o] : kOps)
-    if (c == op) return o;
+  if (std::optional<ReduceOp> o = reduceOpFromAbi(static_cast<int>(op))) return *o;
   return Status(StatusCode::kInvalidArgument,
                 "unknown reduction op " + std::to_string(static_cast<int>(op)));
 }
 
-chorusRedOp_t toC(ReduceOp op) {
-  for (const auto& [c, o] : kOps)
-    if (o == op) return c;
-  return chorusNumOps;
-}
+chorusRedOp_t toC(ReduceOp op) { return static_cast<chorusRedOp_t>(abiCode(op)); }
 
 }  // namespace chorus::api

@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 namespace chorus {
@@ -224,5 +225,41 @@ uint8_t floatToFp8E4M3(float f) { return static_cast<uint8_t>(kE4M3.encode(f)); 
 float fp8E4M3ToFloat(uint8_t v) { return static_cast<float>(kE4M3.decode(v)); }
 uint8_t floatToFp8E5M2(float f) { return static_cast<uint8_t>(kE5M2.encode(f)); }
 float fp8E5M2ToFloat(uint8_t v) { return static_cast<float>(kE5M2.decode(v)); }
+
+namespace {
+
+// Position = ABI code (nccl.h, chorus.h).
+constexpr DataType kAbiTypes[] = {
+    DataType::kInt8,    DataType::kUint8,    DataType::kInt32,   DataType::kUint32,
+    DataType::kInt64,   DataType::kUint64,   DataType::kFloat16, DataType::kFloat32,
+    DataType::kFloat64, DataType::kBfloat16, DataType::kFp8E4M3, DataType::kFp8E5M2,
+};
+constexpr ReduceOp kAbiOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin,
+                                ReduceOp::kAvg};
+static_assert(std::size(kAbiTypes) == kNumDataTypes && std::size(kAbiOps) == kNumReduceOps);
+
+}  // namespace
+
+std::optional<DataType> dataTypeFromAbi(int code) {
+  if (code < 0 || code >= kNumDataTypes) return std::nullopt;
+  return kAbiTypes[code];
+}
+
+int abiCode(DataType t) {
+  for (int c = 0; c < kNumDataTypes; ++c)
+    if (kAbiTypes[c] == t) return c;
+  return kNumDataTypes;
+}
+
+std::optional<ReduceOp> reduceOpFromAbi(int code) {
+  if (code < 0 || code >= kNumReduceOps) return std::nullopt;
+  return kAbiOps[code];
+}
+
+int abiCode(ReduceOp op) {
+  for (int c = 0; c < kNumReduceOps; ++c)
+    if (kAbiOps[c] == op) return c;
+  return kNumReduceOps;
+}
 
 }  // namespace chorus

@@ -33,6 +33,15 @@ bool isFloatingPoint(DataType t);
 
 enum class ReduceOp { kSum, kProd, kMax, kMin, kAvg };
 inline constexpr int kNumReduceOps = 5;
+
+// The numbering of data types and ops on the NCCL ABI, which chorus.h's
+// enums share (ncclInt8 = chorusInt8 = 0, ..., ncclFloat8e5m2 = 11;
+// ncclSum = 0, ..., ncclAvg = 4). Our own enums order types differently.
+// nullopt for a code outside it.
+std::optional<DataType> dataTypeFromAbi(int code);
+int abiCode(DataType t);
+std::optional<ReduceOp> reduceOpFromAbi(int code);
+int abiCode(ReduceOp op);
 std::string_view reduceOpName(ReduceOp op);
 std::optional<ReduceOp> parseReduceOp(std::string_view name);
 

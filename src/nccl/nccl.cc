@@ -28,7 +28,6 @@
 #include <thread>
 #include <vector>
 
-#include "api/convert.h"
 #include "chorus/chorus.h"
 #include "core/log.h"
 #include "core/types.h"
@@ -373,7 +372,7 @@ ncclResult_t argsCheck(const char* fn, ncclComm* comm, ncclDataType_t type, nccl
 chorusDataType_t toChorus(ncclDataType_t t) { return static_cast<chorusDataType_t>(t); }
 // Chorus's own enum orders types differently from NCCL's (and chorus.h's).
 chorus::DataType coreType(ncclDataType_t t) {
-  return chorus::api::fromC(toChorus(t)).value();  // the caller checked the range
+  return *chorus::dataTypeFromAbi(static_cast<int>(t));  // the caller checked the range
 }
 
 // A reduction with a PreMulSum op: each rank's input scaled into a temporary

@@ -112,5 +112,23 @@ TEST(NarrowFloats, MidpointsRoundToEven) {
   }
 }
 
+// The NCCL ABI's numbering (nccl.h: ncclInt8 0, ncclUint8 1, ncclInt32 2,
+// ncclUint32 3, ncclInt64 4, ncclUint64 5, ncclFloat16 6, ncclFloat32 7,
+// ncclFloat64 8, ncclBfloat16 9, ncclFloat8e4m3 10, ncclFloat8e5m2 11;
+// ncclSum 0, ncclProd 1, ncclMax 2, ncclMin 3, ncclAvg 4), which chorus.h
+// shares and our own enums do not follow.
+TEST(DataType, AbiCodesAreNcclsAndRoundTrip) {
+  EXPECT_EQ(dataTypeFromAbi(6), DataType::kFloat16);
+  EXPECT_EQ(dataTypeFromAbi(7), DataType::kFloat32);
+  EXPECT_EQ(dataTypeFromAbi(9), DataType::kBfloat16);
+  EXPECT_EQ(dataTypeFromAbi(11), DataType::kFp8E5M2);
+  EXPECT_EQ(dataTypeFromAbi(12), std::nullopt);
+  EXPECT_EQ(dataTypeFromAbi(-1), std::nullopt);
+  for (int c = 0; c < kNumDataTypes; ++c) EXPECT_EQ(abiCode(*dataTypeFromAbi(c)), c);
+  EXPECT_EQ(reduceOpFromAbi(4), ReduceOp::kAvg);
+  EXPECT_EQ(reduceOpFromAbi(5), std::nullopt);
+  for (int c = 0; c < kNumReduceOps; ++c) EXPECT_EQ(abiCode(*reduceOpFromAbi(c)), c);
+}
+
 }  // namespace
 }  // namespace chorus
