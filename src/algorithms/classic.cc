@@ -96,7 +96,7 @@ class Builder {
   void outOfPlaceOnly() { a_.inplace = false; }
 
   ir::Algorithm finish() && {
-    // hasdep marks every step another step waits for (IR.md section 4).
+    // hasdep marks every step another step waits for (docs/spec/IR.md section 4).
     for (ir::Rank& r : a_.ranks)
       for (ir::Threadblock& t : r.tbs)
         for (ir::Step& s : t.steps)

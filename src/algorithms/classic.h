@@ -1,5 +1,5 @@
 // Classic collective algorithms as IR generators: the built-ins the runtime
-// falls back to when no algorithm file matches a call (IR.md section 7). They
+// falls back to when no algorithm file matches a call (docs/spec/IR.md section 7). They
 // are ordinary IR and go through the verifier and the executor like any file.
 //
 // Every generator takes any world size n >= 1 (non-powers of two included)

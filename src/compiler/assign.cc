@@ -1,5 +1,5 @@
 // Threadblocks: on each rank, every (channel, peer, direction) belongs to
-// one threadblock, and a threadblock has at most one peer each way (IR.md
+// one threadblock, and a threadblock has at most one peer each way (docs/spec/IR.md
 // section 1). An instruction that receives and sends ties its two
 // connections to one threadblock; where that would give a threadblock two
 // peers one way (a rank forwarding from one peer to two on one channel),

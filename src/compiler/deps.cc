@@ -4,7 +4,7 @@
 // waits for the latest such step of each other threadblock — one
 // dependency per threadblock, and none where an earlier step of its own
 // threadblock already waited for that step or a later one. The first
-// rides on the step itself, each further one on a nop just before it (IR.md
+// rides on the step itself, each further one on a nop just before it (docs/spec/IR.md
 // section 4). Positions count those nops.
 #include <map>
 #include <unordered_map>
@@ -85,7 +85,7 @@ void rankDependencies(std::vector<Instr>& xs, int tbs) {
   }
 }
 
-// MSCCL's executor takes dependency targets up to threadblock 127 (IR.md
+// MSCCL's executor takes dependency targets up to threadblock 127 (docs/spec/IR.md
 // section 6). When a rank depends on a higher one, its threadblocks are
 // renumbered: those others wait for first, in their order, then the rest;
 // ids a hint fixed stay where they are.

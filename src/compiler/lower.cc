@@ -1,7 +1,7 @@
 // Each operation becomes instructions in the program order of the ranks it
 // touches: a copy between ranks a send on one and a receive on the other; a
 // reduction between ranks a send and a receive-reduce-copy whose local
-// operand is the chunk being reduced into (IR.md section 2: never the
+// operand is the chunk being reduced into (docs/spec/IR.md section 2: never the
 // remote one); on one rank a copy, or a reduce (with a copy first when the
 // result goes elsewhere than the local operand).
 #include "compiler/passes.h"

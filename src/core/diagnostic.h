@@ -22,7 +22,7 @@ namespace chorus {
   X(kBadStructure, "E004", "bad-structure", kError, "elements are missing or misplaced")          \
   X(kIoFailure, "E005", "io", kError, "the file cannot be read or written")                       \
   X(kLegacyDialect, "N006", "legacy-dialect", kNote, "an older MSCCL dialect was read")           \
-  /* Structure (IR.md sections 1, 4, 6). */                                                       \
+  /* Structure (docs/spec/IR.md sections 1, 4, 6). */                                             \
   X(kRankIds, "E101", "rank-ids", kError, "gpu ids are not exactly 0..ngpus-1")                   \
   X(kTbIds, "E102", "tb-ids", kError, "threadblock ids are not contiguous from 0")                \
   X(kPeerSelf, "E103", "peer-self", kError, "a threadblock's peer is its own rank")               \
@@ -54,7 +54,7 @@ namespace chorus {
   X(kUnmatchedRecv, "E202", "unmatched-recv", kError, "a receive has no matching send")           \
   X(kCountMismatch, "E203", "count-mismatch", kError, "a matched send and receive differ in cnt") \
   X(kDeadlock, "E204", "deadlock", kError, "the happens-before graph has a cycle")                \
-  /* Semantics (IR.md section 5). */                                                              \
+  /* Semantics (docs/spec/IR.md section 5). */                                                    \
   X(kWrongResult, "E301", "wrong-result", kError, "an output chunk holds the wrong data")         \
   X(kDuplicateContribution, "E302", "duplicate-contribution", kError,                             \
     "an output chunk holds a contribution more than once")                                        \

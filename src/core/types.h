@@ -64,7 +64,7 @@ std::string_view collectiveName(CollectiveKind k);  // canonical MSCCL spelling
 CollectiveKind parseCollective(std::string_view name);
 // Whether the collective has a single root rank (broadcast, reduce, gather, scatter).
 bool isRooted(CollectiveKind k);
-// Gather and scatter: IR.md section 3's m = 1, so the runtime counts a call
+// Gather and scatter: docs/spec/IR.md section 3's m = 1, so the runtime counts a call
 // over the root's whole vector and a rank's share is count / n (their C
 // calls, like NCCL's, count per rank).
 bool countsWholeVector(CollectiveKind k);

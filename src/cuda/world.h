@@ -32,7 +32,7 @@ Result<std::string> describeDevice(int d);
 struct CudaOptions {
   int device = 0;                // every rank's GPU unless rankDevices says otherwise
   std::vector<int> rankDevices;  // per rank (empty: all on `device`)
-  size_t sliceBytes = 0;         // 0: the protocol's default (IR.md section 3)
+  size_t sliceBytes = 0;         // 0: the protocol's default (docs/spec/IR.md section 3)
   int slots = 8;                 // messages in flight per connection (as the CPU runtime)
   int threadsPerBlock = 256;     // CUDA threads per IR threadblock
   int timeoutMs = 20000;         // a call that makes no progress this long fails (kTimeout)

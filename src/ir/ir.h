@@ -1,4 +1,4 @@
-// The Algorithm IR (../shared/docs/IR.md): per rank, threadblocks with at
+// The Algorithm IR (docs/spec/IR.md): per rank, threadblocks with at
 // most one send and one receive peer on one channel, each an ordered list of
 // steps with explicit cross-threadblock dependencies. Every front end
 // (MSCCL XML, JSON, the compiler, generators) produces it and every back end
@@ -41,7 +41,7 @@ enum class StepType : uint8_t {
 std::string_view stepTypeName(StepType t);  // the XML spelling
 std::optional<StepType> parseStepType(std::string_view s);
 
-// What an instruction does with its operands and connections (IR.md section 2).
+// What an instruction does with its operands and connections (docs/spec/IR.md section 2).
 bool sends(StepType t);
 bool receives(StepType t);
 bool readsSrc(StepType t);   // local src operand is read
@@ -129,7 +129,7 @@ struct Algorithm {
   size_t totalThreadblocks() const;
 };
 
-// m of IR.md section 3: ngpus for allgather, reducescatter and alltoall, else
+// m of docs/spec/IR.md section 3: ngpus for allgather, reducescatter and alltoall, else
 // 1. The total element count of a call is count x m.
 size_t countMultiplier(const Algorithm& a);
 // The smallest count whose total splits into the algorithm's chunks; every

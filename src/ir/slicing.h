@@ -1,5 +1,5 @@
 // How a call's elements map onto an algorithm's chunks and slice iterations
-// (IR.md section 3) and when a step's dependency is met (section 4): the one
+// (docs/spec/IR.md section 3) and when a step's dependency is met (section 4): the one
 // description the CPU executor, the simulator, the step engine and the CUDA
 // executor all use, so they describe the same run.
 #pragma once

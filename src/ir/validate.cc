@@ -51,7 +51,7 @@ void validatePeer(const Algorithm& a, const Rank& r, const Threadblock& tb, cons
   }
 }
 
-// IR.md section 2: consecutive re steps with the same dstbuf, dstoff,
+// docs/spec/IR.md section 2: consecutive re steps with the same dstbuf, dstoff,
 // srcbuf and cnt and no dependency of their own may run fused as one
 // multi-source reduction. Fused, every source is read before the
 // destination is written; one by one, a later step reads what an earlier one

@@ -1,4 +1,4 @@
-// Structural validation of the IR: every rule of IR.md sections 1, 4 and 6
+// Structural validation of the IR: every rule of docs/spec/IR.md sections 1, 4 and 6
 // that can be checked on one rank at a time, each with its own diagnostic
 // code. Later stages (matching, semantics) may assume an algorithm that
 // passes validateStructure has well-formed ids, peers, offsets and
@@ -13,7 +13,7 @@ namespace chorus::ir {
 // Appends E1xx errors to `out`.
 void validateStructure(const Algorithm& algo, DiagnosticList& out);
 
-// MSCCL executor limits (IR.md section 6): W5xx warnings. Repeated findings
+// MSCCL executor limits (docs/spec/IR.md section 6): W5xx warnings. Repeated findings
 // of one code are folded into one diagnostic (the first) with a count.
 void checkExecutorLimits(const Algorithm& algo, DiagnosticList& out);
 bool isExecutorLimit(DiagCode code);

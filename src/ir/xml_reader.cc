@@ -232,7 +232,7 @@ void Reader::readAlgo(const pugi::xml_node& n, Algorithm& a) {
   if (hasOutOfPlace) {
     if (auto v = boolAttr(n, "outofplace", true)) a.outofplace = *v;
   } else {
-    a.outofplace = !a.inplace;  // IR.md: missing outofplace means !inplace
+    a.outofplace = !a.inplace;  // docs/spec/IR.md: missing outofplace means !inplace
   }
   auto minB = intAttr<uint64_t>(n, "minBytes", false, uint64_t{0});
   auto maxB = intAttr<uint64_t>(n, "maxBytes", false, uint64_t{0});

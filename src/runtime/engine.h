@@ -14,7 +14,7 @@
 // Semantics are the CPU executor's (executor.h): the same chunk and slice
 // geometry (ir/slicing.h), one slice iteration after another, a step's
 // dependency met when its block has completed stepsNeeded() steps, every
-// instruction of IR.md section 2, avg divided at the end of the call (by
+// instruction of docs/spec/IR.md section 2, avg divided at the end of the call (by
 // the rank's last block to finish, not by a host pass).
 //
 // Connections: a ring of `nslots` slots per (channel, sender, receiver),
@@ -40,10 +40,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/elementwise.h"
 #include "core/hd.h"
 #include "core/types.h"
 #include "ir/slicing.h"
-#include "core/elementwise.h"
 #include "runtime/flat_plan.h"
 
 namespace chorus::runtime::engine {

@@ -234,7 +234,7 @@ std::pair<size_t, size_t> bufferElems(CollectiveKind coll, int nranks, size_t co
       return {count, count * n};
     case CollectiveKind::kReduceScatter:
       return {count * n, count};
-    // IR.md section 3: m = 1, so `count` is the root's whole buffer and
+    // docs/spec/IR.md section 3: m = 1, so `count` is the root's whole buffer and
     // every rank's share is count / n.
     case CollectiveKind::kGather:
       return {count / n, count};
@@ -256,7 +256,7 @@ bool isInPlaceCall(CollectiveKind coll, const CallArgs& c, int rank, int nranks)
       return send == recv + shift;
     case CollectiveKind::kReduceScatter:
       return recv == send + shift;
-    // A rank's share of `count` is count / n (IR.md section 3).
+    // A rank's share of `count` is count / n (docs/spec/IR.md section 3).
     case CollectiveKind::kGather:
       return send == recv + shift / static_cast<size_t>(nranks);
     case CollectiveKind::kScatter:

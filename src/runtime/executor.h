@@ -1,5 +1,5 @@
 // The executor: interprets one rank's part of a verified algorithm with the
-// exact semantics of IR.md: chunk geometry (section 3), slice iterations,
+// exact semantics of docs/spec/IR.md: chunk geometry (section 3), slice iterations,
 // dependencies within an iteration (section 4), every instruction
 // (section 2), in-place and out-of-place calls, scratch buffers.
 //
@@ -105,12 +105,12 @@ struct CallArgs {
   ReduceOp op = ReduceOp::kSum;
 };
 
-// Sizes shared by all ranks of one call (IR.md section 3; ir/slicing.h).
+// Sizes shared by all ranks of one call (docs/spec/IR.md section 3; ir/slicing.h).
 struct Geometry : ir::Slicing {
   bool inplace = false;
 };
 
-// IR.md section 3's sizes (ir.h), also under these names.
+// docs/spec/IR.md section 3's sizes (ir.h), also under these names.
 using ir::countMultiplier;
 using ir::countQuantum;
 using ir::defaultSliceBytes;

@@ -13,7 +13,7 @@
 //              are NaN (as CUDA's fmaxf/fminf do; glibc's fmax returns NaN
 //              for a signaling NaN).
 //   avg        reduces as sum; divideInPlace() then divides by the number of
-//              contributions (integers truncate toward zero), as IR.md 7 says.
+//              contributions (integers truncate toward zero), as docs/spec/IR.md 7 says.
 #pragma once
 
 #include <cstddef>
@@ -27,7 +27,7 @@ namespace chorus::runtime {
 void reduce(DataType type, ReduceOp op, void* dst, const void* a, const void* b, size_t count);
 
 // dst[i] = dst[i] (op) src[0][i] (op) ... (op) src[n-1][i]: a fused
-// multi-source reduction (IR.md section 2 runs of re). Narrow floats are
+// multi-source reduction (docs/spec/IR.md section 2 runs of re). Narrow floats are
 // rounded after each source, exactly as n separate reduce() calls would, so
 // fused and unfused runs agree bit for bit.
 void reduceMany(DataType type, ReduceOp op, void* dst, const void* const* srcs, int n,

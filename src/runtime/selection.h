@@ -1,4 +1,4 @@
-// Choosing the algorithm for a call (IR.md section 7): algorithm files from
+// Choosing the algorithm for a call (docs/spec/IR.md section 7): algorithm files from
 // CHORUS_ALGO_DIR, MSCCL_ALGO_DIR and MSCCL_XML_FILES, and files registered
 // through the API, are candidates in that order (each directory's files in
 // sorted order); the first eligible one runs, otherwise a built-in does.
@@ -54,7 +54,7 @@ struct SelectionRequest {
   bool gpu = false;
 };
 
-// The call's total size in bytes (count x m x element size, IR.md section 3).
+// The call's total size in bytes (count x m x element size, docs/spec/IR.md section 3).
 size_t requestBytes(const SelectionRequest& r);
 
 // Why `va` cannot serve the call, or "" if it can. `sizeRange` applies the

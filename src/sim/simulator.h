@@ -31,7 +31,7 @@ struct Options {
   size_t bytes = 1 << 20;  // nccl-tests' size: count = bytes / (element size x m)
   size_t elementSize = 4;
   bool inplace = false;   // which call form (an algorithm may serve only one)
-  size_t sliceBytes = 0;  // per chunk per iteration; 0 = the protocol's (IR.md section 3)
+  size_t sliceBytes = 0;  // per chunk per iteration; 0 = the protocol's (docs/spec/IR.md section 3)
   // Parts each step moves its slice in, forwarded part by part (a receive
   // that sends passes part 1 on while part 2 arrives); 0 = the protocol's:
   // Simple 2 (MSCCL's slices per chunk), LL and LL128 1.
@@ -83,7 +83,7 @@ struct Result {
   // Options::recordOrder: every step instance in the order it completed (a
   // send when its message has arrived, a receive when its work is done).
   // The runtime can run the algorithm in exactly this order
-  // (runtime::PreparedCall::runInOrder): both follow IR.md's rules.
+  // (runtime::PreparedCall::runInOrder): both follow docs/spec/IR.md's rules.
   std::vector<ir::StepInstance> order;
   // Options::timelineStep > 0: per topology link, the wire bytes it carried
   // in each bucket of that many seconds from the start (what a link's

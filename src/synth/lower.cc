@@ -10,7 +10,7 @@ namespace chorus::synth {
 
 namespace {
 
-// MSCCL's executor's channel limit (IR.md section 6).
+// MSCCL's executor's channel limit (docs/spec/IR.md section 6).
 constexpr int kChannels = 32;
 
 // Pieces of each rank's block: a common refinement of both forests'.

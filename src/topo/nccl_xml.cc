@@ -11,7 +11,7 @@ namespace chorus::topo {
 
 namespace {
 
-constexpr double kNvlinkGBps = 25;    // per link per direction (TOPOLOGIES.md)
+constexpr double kNvlinkGBps = 25;    // per link per direction (docs/spec/TOPOLOGIES.md)
 constexpr double kPcieDefault = 24;   // a Gen4 x16 link when the file gives no speed
 constexpr double kInterCpuGBps = 16;  // socket to socket
 constexpr double kUs = 1e-6;

@@ -1,4 +1,4 @@
-// Presets: capacities from TOPOLOGIES.md (GB/s per direction). Latencies
+// Presets: capacities from docs/spec/TOPOLOGIES.md (GB/s per direction). Latencies
 // are this model's assumptions (docs/topology.md): NVLink / xGMI hop
 // 0.5 us, GPU <-> NVSwitch 0.35 us each way, PCIe 1 us, InfiniBand hop 1 us
 // (NIC <-> switch), a synthetic link 1 us.
@@ -85,7 +85,7 @@ Topology full(int n, double bw) {
 // Boxes of `gpus` GPUs on an NVSwitch, one NIC per GPU; NIC g of every box
 // on rail switch g (`rails`) or all NICs on one switch. One box has no NICs:
 // traffic within a box never leaves it (NCCL does not loop through the
-// network), and TOPOLOGIES.md's one-box optimum counts the NVSwitch alone.
+// network), and docs/spec/TOPOLOGIES.md's one-box optimum counts the NVSwitch alone.
 Topology switched(int boxes, int gpus, double nvswitch, double nic, bool rails, double memBw) {
   Topology t;
   t.memoryBandwidth = memBw;

@@ -1,4 +1,4 @@
-// The machines of TOPOLOGIES.md, by name (`chorus topo list`):
+// The machines of docs/spec/TOPOLOGIES.md, by name (`chorus topo list`):
 //   NAME[:ARG[:ARG]][@R,R,...]
 // e.g. "ndv4:2" (two boxes), "ring:8", "ring:8:50" (8 ranks, 50 GB/s),
 // "dgx1@0,1,4,5" (a job given four GPUs of the box: their links only);

@@ -2,7 +2,7 @@
 // switches and NICs joined by links with a bandwidth per direction, a
 // latency and a kind. The simulator routes every transfer over it and the
 // synthesizer reads its capacities. Presets (presets.cc) build the machines
-// of TOPOLOGIES.md; JSON (json.cc) reads and writes any graph.
+// of docs/spec/TOPOLOGIES.md; JSON (json.cc) reads and writes any graph.
 #pragma once
 
 #include <map>
@@ -33,7 +33,7 @@ struct Node {
   double sendCap = 0, recvCap = 0;
 };
 
-// One direction of a connection. Parallel links of TOPOLOGIES.md ("a-b x2")
+// One direction of a connection. Parallel links of docs/spec/TOPOLOGIES.md ("a-b x2")
 // are one link with their summed bandwidth.
 struct Link {
   int from = -1, to = -1;  // node ids

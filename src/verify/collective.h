@@ -1,4 +1,4 @@
-// What a collective means, for the verifier (IR.md sections 3 and 5): the
+// What a collective means, for the verifier (docs/spec/IR.md sections 3 and 5): the
 // real size of each rank's input and output buffer for a call form, how an
 // in-place call aliases them, and what every output chunk must hold at the
 // end, as a multiset of input contributions in_q[k].

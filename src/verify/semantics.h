@@ -1,4 +1,4 @@
-// Symbolic execution of chunks (IR.md section 5). Every input chunk starts as
+// Symbolic execution of chunks (docs/spec/IR.md section 5). Every input chunk starts as
 // the symbol in_r[k]; output and scratch chunks start as "garbage"; a
 // reduction is the multiset union of its operands' contributions. Running the
 // steps in a happens-before order and comparing every output chunk with the

@@ -3,7 +3,7 @@
 // code), so it can judge the compiler's output as well as anyone's file.
 //
 // Stages, each gated on the previous one being clean of errors:
-//   1. structure (IR.md 1, 4, 6)          ir::validateStructure, E1xx
+//   1. structure (docs/spec/IR.md 1, 4, 6)          ir::validateStructure, E1xx
 //      executor limits                     ir::checkExecutorLimits, W5xx
 //   2. matching and deadlock              StepGraph, E2xx
 //   3. races, per call form               checkRaces, E401

@@ -275,7 +275,7 @@ TEST_P(Reduce, MaxAndMinIgnoreASingleNaN) {
 
 TEST_P(Reduce, FusedRunEqualsOneByOne) {
   // fp16 sums round after each source, so reduceMany must match a chain of
-  // reduce() calls bit for bit (IR.md: results equal fused or not).
+  // reduce() calls bit for bit (docs/spec/IR.md: results equal fused or not).
   std::mt19937_64 rng(3);
   const size_t n = 513;
   std::vector<std::vector<uint16_t>> src(5, std::vector<uint16_t>(n));

@@ -1,4 +1,4 @@
-// Selection per IR.md section 7: eligibility rules one by one, first match
+// Selection per docs/spec/IR.md section 7: eligibility rules one by one, first match
 // in order, explanations for every candidate, loading from the environment
 // with a broken file reported and skipped.
 #include "runtime/selection.h"

@@ -1,4 +1,4 @@
-// The bandwidth-optimal bounds against TOPOLOGIES.md's known optima (exact
+// The bandwidth-optimal bounds against docs/spec/TOPOLOGIES.md's known optima (exact
 // to 1e-9 relative), closed forms, and a brute force over every node set
 // on small topologies.
 #include "synth/bound.h"
@@ -32,7 +32,7 @@ TEST(Bound, KnownAllGatherOptima) {
     const char* topo;
     double algbw;
   };
-  // TOPOLOGIES.md, "Known optima" (bandwidth-only allgather algbw, GB/s).
+  // docs/spec/TOPOLOGIES.md, "Known optima" (bandwidth-only allgather algbw, GB/s).
   for (auto [name, want] :
        {Case{"dgx-a100", 342.857142857}, Case{"dgx1", 171.428571429}, Case{"dgx1@0,1,4,5", 100.0},
         Case{"mi250", 342.857142857}, Case{"dgx-a100x2", 346.666666667},

@@ -1,4 +1,4 @@
-// MSCCL executor limits (IR.md section 6): correct algorithms past a limit
+// MSCCL executor limits (docs/spec/IR.md section 6): correct algorithms past a limit
 // verify with a warning by default and fail with --target msccl.
 #include <gtest/gtest.h>
 

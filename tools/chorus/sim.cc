@@ -111,7 +111,7 @@ int runTopo(const TopoArgs& args) {
   return 0;
 }
 
-// `chorus sim DIR`: at each size the file the runtime would pick (IR.md
+// `chorus sim DIR`: at each size the file the runtime would pick (docs/spec/IR.md
 // section 7: same collective and ranks, the call's form allowed, minBytes
 // <= bytes <= maxBytes, the first in sorted order), against the built-in
 // ring on the same topology.
