@@ -14,7 +14,7 @@
 //   read,file,ranks,steps,read_ms,peak_heap_mib
 //   compile_bench --read r1024c.xml [RANK]
 // With --builtin, what one process of an N-process world does before its
-// first call of a built-in (runtime/planner.h): rank R's part, verified whole
+// first call of a built-in (runtime/plan/planner.h): rank R's part, verified whole
 // (`proven`, N <= CHORUS_PROVE_RANKS) or built alone (`family`), best of
 // `runs`, with the peak heap:
 //   builtin,name,ranks,rank,mode,rank_steps,best_ms,peak_heap_mib
@@ -34,7 +34,7 @@
 #include "compiler/program_file.h"
 #include "ir/json_io.h"
 #include "lang/registry.h"
-#include "runtime/planner.h"
+#include "runtime/plan/planner.h"
 #include "verify/verifier.h"
 
 // Live and peak heap bytes (each block carries its size in front).

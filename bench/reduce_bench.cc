@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/reduce.h"
+#include "runtime/exec/reduce.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Eviction for the caches of prepared calls (World, ProcessWorld): a call
+// Eviction for the caches of prepared calls (InProcessWorld, ProcessWorld): a call
 // is keyed by its algorithm, shape and buffers, so a program that moves
 // its buffers around would otherwise keep one entry (with its scratch) per
 // buffer it ever used. At most kCachedCalls entries and kCachedBytes of

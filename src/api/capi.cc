@@ -23,9 +23,9 @@
 #include "chorus/chorus.h"
 #include "compiler/program_file.h"
 #include "core/log.h"
-#include "runtime/rendezvous.h"
-#include "runtime/selection.h"
-#include "runtime/shared_buffers.h"
+#include "runtime/bootstrap/rendezvous.h"
+#include "runtime/plan/selection.h"
+#include "runtime/transport/shared_buffers.h"
 
 namespace chorus::api {
 namespace {
@@ -79,7 +79,7 @@ Status bad(std::string msg) { return Status(StatusCode::kInvalidArgument, std::m
 
 // A rank of an in-process world (threads), or of a process world.
 struct CommState {
-  std::shared_ptr<World> world;
+  std::shared_ptr<InProcessWorld> world;
   int rank = 0;
   std::shared_ptr<ProcessWorld> proc;
   // A process rank on a GPU: its calls staged through host memory
@@ -121,7 +121,7 @@ chorusComm_t newComm(CommState state) {
   return reinterpret_cast<chorusComm_t>(id);
 }
 
-chorusComm_t newComm(std::shared_ptr<World> w, int rank) {
+chorusComm_t newComm(std::shared_ptr<InProcessWorld> w, int rank) {
   CommState cs;
   cs.world = std::move(w);
   cs.rank = rank;
@@ -181,12 +181,12 @@ Status destroyComm(chorusComm_t comm, bool flush) {
 }
 
 // Calls between GroupStart and GroupEnd, per thread.
-struct Group {
+struct CallGroup {
   int depth = 0;
   std::vector<std::pair<std::shared_ptr<CommState>, Op>> ops;
   Status firstError;  // a call rejected while grouping
 };
-thread_local Group group;
+thread_local CallGroup group;
 
 // apiCall for the calls a group holds (collectives, send/recv): one refused
 // while grouping is remembered, and chorusGroupEnd then drops the whole
@@ -257,7 +257,7 @@ Status enqueueStaged(const CommState& cs, std::vector<Op> ops) {
 // Posts every op, runs the collectives (on this thread if there is one,
 // else on the ranks' helper threads), waits for sends and receives.
 Status runOps(std::vector<std::pair<std::shared_ptr<CommState>, Op>> ops) {
-  std::vector<std::pair<World*, std::shared_ptr<Ticket>>> colls, p2p;
+  std::vector<std::pair<InProcessWorld*, std::shared_ptr<Ticket>>> colls, p2p;
   Status first;
   auto keep = [&first](const Status& s) {
     if (first.isOk() && !s.isOk()) first = s;
@@ -367,7 +367,7 @@ Status withOp(chorusRedOp_t redop, Op& op) {
 // The in-process rendezvous of chorusCommInitRank.
 struct Pending {
   int nranks = 0;
-  std::shared_ptr<World> world;  // made by the last rank to join
+  std::shared_ptr<InProcessWorld> world;  // made by the last rank to join
   std::vector<bool> joined;
   std::vector<int> devices;  // by rank; -1: on the host
   int count = 0;
@@ -469,7 +469,7 @@ Status initRank(chorusComm_t* comm, int nranks, const chorusUniqueId& commId, in
       options.devices = mine->devices;
       logSharedGpus(options.devices);
     }
-    mine->world = std::make_shared<World>(nranks, options);
+    mine->world = std::make_shared<InProcessWorld>(nranks, options);
     pendingCv.notify_all();
   }
   bool all = pendingCv.wait_for(lock, std::chrono::milliseconds(options.timeoutMs),
@@ -524,13 +524,14 @@ Status rootedCall(chorusComm_t comm, CollectiveKind k, const void* send, void* r
 // split of every rank meets here.
 struct SplitCall {
   int arrived = 0;
-  std::vector<std::pair<int, int>> colorKey;   // by rank
-  std::vector<std::shared_ptr<World>> worlds;  // by rank; null: no color
+  std::vector<std::pair<int, int>> colorKey;            // by rank
+  std::vector<std::shared_ptr<InProcessWorld>> worlds;  // by rank; null: no color
   std::vector<int> newRank;
   bool done = false;
 };
-std::map<std::pair<const World*, uint64_t>, std::shared_ptr<SplitCall>>& splitCalls() {
-  static auto* m = new std::map<std::pair<const World*, uint64_t>, std::shared_ptr<SplitCall>>();
+std::map<std::pair<const InProcessWorld*, uint64_t>, std::shared_ptr<SplitCall>>& splitCalls() {
+  static auto* m =
+      new std::map<std::pair<const InProcessWorld*, uint64_t>, std::shared_ptr<SplitCall>>();
   return *m;
 }
 
@@ -551,7 +552,7 @@ std::map<int, std::vector<int>> splitGroups(const std::vector<std::pair<int, int
 // for a shrink, whose left-out ranks count as having no color). Shrinks are
 // numbered apart from splits: the left-out ranks make no shrink call.
 Status splitInProcess(CommState& cs, int color, int key, chorusComm_t* newcomm, int expected) {
-  const World& parent = *cs.world;
+  const InProcessWorld& parent = *cs.world;
   const int n = parent.size();
   const bool shrinking = expected < n;
   const uint64_t seq = shrinking ? (cs.shrinks++ | (uint64_t{1} << 63)) : cs.splits++;
@@ -572,7 +573,7 @@ Status splitInProcess(CommState& cs, int color, int key, chorusComm_t* newcomm, 
       o.devices.clear();
       for (int r : ranks)
         if (parent.onGpu()) o.devices.push_back(parent.options().devices[static_cast<size_t>(r)]);
-      auto w = std::make_shared<World>(static_cast<int>(ranks.size()), o);
+      auto w = std::make_shared<InProcessWorld>(static_cast<int>(ranks.size()), o);
       for (size_t i = 0; i < ranks.size(); ++i) {
         call->worlds[static_cast<size_t>(ranks[i])] = w;
         call->newRank[static_cast<size_t>(ranks[i])] = static_cast<int>(i);
@@ -824,7 +825,7 @@ chorusResult_t chorusCommInitAll(chorusComm_t* comm, int ndev, const int* devlis
       }
     }
     logSharedGpus(options.devices);
-    auto world = std::make_shared<World>(ndev, options);
+    auto world = std::make_shared<InProcessWorld>(ndev, options);
     for (int r = 0; r < ndev; ++r) comm[r] = newComm(world, r);
     return Status::ok();
   });

@@ -13,7 +13,7 @@
 #include "api/call_cache.h"
 #include "core/failpoint.h"
 #include "core/log.h"
-#include "runtime/p2p.h"
+#include "runtime/exec/p2p.h"
 
 namespace chorus::api {
 
@@ -92,7 +92,7 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
     w->boot_->goodbye(out.message());
     return out;
   };
-  // How to reach each peer (runtime/network.h): shared memory on this host,
+  // How to reach each peer (runtime/transport/network.h): shared memory on this host,
   // TCP elsewhere, or as CHORUS_TRANSPORT says. A peer that dies ends the
   // communicator at once (not after the timeout).
   ProcessWorld* raw = w.get();

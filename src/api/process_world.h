@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "api/world.h"
-#include "runtime/bootstrap.h"
-#include "runtime/driver.h"
-#include "runtime/network.h"
-#include "runtime/planner.h"
-#include "runtime/process_fabric.h"
+#include "runtime/bootstrap/bootstrap.h"
+#include "runtime/exec/driver.h"
+#include "runtime/plan/planner.h"
+#include "runtime/transport/network.h"
+#include "runtime/transport/process_fabric.h"
 
 namespace chorus::api {
 

@@ -75,7 +75,7 @@ struct Assembly {
   uint64_t seq = 0;
   std::vector<std::optional<Op>> ops;
   int arrived = 0;
-  std::atomic<bool> resolved{false};  // written under World::mu_, polled without it
+  std::atomic<bool> resolved{false};  // written under InProcessWorld::mu_, polled without it
   Status status;
   std::vector<std::shared_ptr<PreparedCall>> parts;  // run in order by every rank
   int finished = 0;
@@ -86,12 +86,12 @@ struct Ticket {
   int rank = 0;
   std::shared_ptr<Assembly> assembly;  // collectives
   Status early;                        // an error found when posting
-  // send/recv, guarded by World::p2pMu_
+  // send/recv, guarded by InProcessWorld::p2pMu_
   bool done = false;
   Status status;
 };
 
-struct World::Helper {
+struct InProcessWorld::Helper {
   std::thread thread;
   std::mutex mu;
   std::condition_variable cv;
@@ -102,7 +102,7 @@ struct World::Helper {
 // GPU worlds: one device executor per algorithm, only ever added to, under
 // its own lock: abort and asyncError reach running kernels without waiting
 // for mu_, which a call being enqueued may hold for a while.
-struct World::Gpu {
+struct InProcessWorld::Gpu {
   std::mutex mu;
   std::map<const runtime::VerifiedAlgorithm*,
            std::pair<std::shared_ptr<const runtime::VerifiedAlgorithm>,
@@ -116,7 +116,7 @@ struct World::Gpu {
   }
 };
 
-World::World(int nranks, WorldOptions options)
+InProcessWorld::InProcessWorld(int nranks, WorldOptions options)
     : n_(nranks),
       options_(options),
       wait_(runtime::WaitPolicy::forRanks(nranks, options.spinUs)),
@@ -124,7 +124,7 @@ World::World(int nranks, WorldOptions options)
       builtins_(nranks),
       gpu_(std::make_unique<Gpu>()) {}
 
-World::~World() {
+InProcessWorld::~InProcessWorld() {
   std::lock_guard<std::mutex> lock(helpersMu_);
   for (auto& h : helpers_) {
     if (h == nullptr) continue;
@@ -137,11 +137,11 @@ World::~World() {
   }
 }
 
-bool World::CacheKey::operator<(const CacheKey& o) const {
+bool InProcessWorld::CacheKey::operator<(const CacheKey& o) const {
   return std::tie(va, count, type, op, buffers) < std::tie(o.va, o.count, o.type, o.op, o.buffers);
 }
 
-Status World::asyncError() const {
+Status InProcessWorld::asyncError() const {
   {
     std::lock_guard<std::mutex> lock(errorMu_);
     if (!error_.isOk()) return error_;
@@ -152,7 +152,7 @@ Status World::asyncError() const {
   return Status::ok();
 }
 
-Status World::synchronize() {
+Status InProcessWorld::synchronize() {
   // Waited for without mu_: an abort or an async-error query from another
   // thread must not queue behind a wait. (Executors are only ever added.)
   std::vector<runtime::DeviceExecutor*> executors = gpu_->all();
@@ -171,7 +171,7 @@ Status World::synchronize() {
   return Status::ok();
 }
 
-void World::abort(Status why) {
+void InProcessWorld::abort(Status why) {
   // The error and the kernels first, without mu_: a call being enqueued may
   // hold it while it waits for this world's own last launch (issue 39, B2).
   {
@@ -189,7 +189,7 @@ void World::abort(Status why) {
   p2pCv_.notify_all();
 }
 
-std::shared_ptr<Ticket> World::post(int rank, Op op) {
+std::shared_ptr<Ticket> InProcessWorld::post(int rank, Op op) {
   auto t = std::make_shared<Ticket>();
   t->op = std::move(op);
   t->rank = rank;
@@ -240,7 +240,7 @@ std::shared_ptr<Ticket> World::post(int rank, Op op) {
   return t;
 }
 
-void World::matchP2p(Ticket& send, Ticket& recv) {
+void InProcessWorld::matchP2p(Ticket& send, Ticket& recv) {
   const Op& s = send.op;
   const Op& r = recv.op;
   Status st;
@@ -272,7 +272,7 @@ void World::matchP2p(Ticket& send, Ticket& recv) {
   send.done = recv.done = true;
 }
 
-Status World::waitP2p(Ticket& t) {
+Status InProcessWorld::waitP2p(Ticket& t) {
   std::unique_lock<std::mutex> lock(p2pMu_);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.timeoutMs);
   while (!t.done) {
@@ -289,7 +289,7 @@ Status World::waitP2p(Ticket& t) {
   return t.status;
 }
 
-Result<std::shared_ptr<PreparedCall>> World::prepared(
+Result<std::shared_ptr<PreparedCall>> InProcessWorld::prepared(
     const std::shared_ptr<const VerifiedAlgorithm>& va, const std::vector<CallArgs>& calls) {
   CacheKey key{va.get(), calls[0].count, calls[0].type, calls[0].op, {}};
   for (const CallArgs& c : calls) key.buffers.emplace_back(c.sendbuff, c.recvbuff);
@@ -308,7 +308,7 @@ Result<std::shared_ptr<PreparedCall>> World::prepared(
   return pc;
 }
 
-Status World::plan(Assembly& a, std::vector<std::string>* why) {
+Status InProcessWorld::plan(Assembly& a, std::vector<std::string>* why) {
   const Op& op0 = *a.ops[0];
   for (int r = 1; r < n_; ++r) {
     const Op& o = *a.ops[static_cast<size_t>(r)];
@@ -331,7 +331,7 @@ Status World::plan(Assembly& a, std::vector<std::string>* why) {
   req.type = op0.args.type;
   req.op = op0.args.op;
   req.root = op0.root;
-  // (What GPU worlds choose differently: runtime/planner.cc's rules.)
+  // (What GPU worlds choose differently: runtime/plan/planner.cc's rules.)
   req.sharedMemory = !onGpu();
   req.gpu = onGpu();
   auto parts = runtime::planParts(req, op0.algo, globalRegistry(), builtins_, why);
@@ -351,8 +351,9 @@ Status World::plan(Assembly& a, std::vector<std::string>* why) {
   return Status::ok();
 }
 
-Status World::enqueueOnGpu(const std::vector<runtime::PlanPart>& parts,
-                           const std::vector<CallArgs>& calls, const std::vector<void*>& streams) {
+Status InProcessWorld::enqueueOnGpu(const std::vector<runtime::PlanPart>& parts,
+                                    const std::vector<CallArgs>& calls,
+                                    const std::vector<void*>& streams) {
   const runtime::DeviceBackend* gpu = deviceBackend();
   if (gpu == nullptr) return noDeviceBackend("a GPU communicator was called");
   for (const runtime::PlanPart& p : parts) {
@@ -376,7 +377,7 @@ Status World::enqueueOnGpu(const std::vector<runtime::PlanPart>& parts,
   return Status::ok();
 }
 
-void World::resolve(Assembly& a) {
+void InProcessWorld::resolve(Assembly& a) {
   bool info = logEnabled(LogLevel::kInfo);
   std::vector<std::string> why;
   a.status = plan(a, info ? &why : nullptr);
@@ -388,7 +389,7 @@ void World::resolve(Assembly& a) {
   logLine(LogLevel::kInfo, line);
 }
 
-Status World::runCollective(Ticket& t) {
+Status InProcessWorld::runCollective(Ticket& t) {
   Assembly& a = *t.assembly;
   // Peers usually arrive within microseconds: poll before paying for a
   // sleep and a wake-up.
@@ -432,13 +433,13 @@ Status World::runCollective(Ticket& t) {
   return st;
 }
 
-Status World::complete(const std::shared_ptr<Ticket>& t) {
+Status InProcessWorld::complete(const std::shared_ptr<Ticket>& t) {
   if (!t->early.isOk()) return t->early;
   if (t->op.kind == Op::Kind::kCollective) return runCollective(*t);
   return waitP2p(*t);
 }
 
-void World::dispatch(const std::shared_ptr<Ticket>& t, std::function<void(Status)> done) {
+void InProcessWorld::dispatch(const std::shared_ptr<Ticket>& t, std::function<void(Status)> done) {
   Helper* h = nullptr;
   {
     std::lock_guard<std::mutex> lock(helpersMu_);

@@ -24,9 +24,9 @@
 
 #include "core/status.h"
 #include "runtime/device_backend.h"
-#include "runtime/driver.h"
-#include "runtime/planner.h"
-#include "runtime/selection.h"
+#include "runtime/exec/driver.h"
+#include "runtime/plan/planner.h"
+#include "runtime/plan/selection.h"
 
 namespace chorus::api {
 
@@ -64,7 +64,7 @@ struct WorldOptions {
   int spinUs = -1;
   // CHORUS_PROVE_RANKS: processes run their rank's part of a built-in; up
   // to this many ranks each verifies the whole algorithm first, beyond it
-  // the part rests on the family's proof (runtime/planner.h, docs/scale.md).
+  // the part rests on the family's proof (runtime/plan/planner.h, docs/scale.md).
   int proveRanks = runtime::kProveRanks;
   // GPU worlds (chorusCommInitAll with a devlist): rank r on GPU devices[r],
   // device buffers, calls enqueued on the ranks' streams (docs/cuda.md).
@@ -73,7 +73,7 @@ struct WorldOptions {
   static WorldOptions fromEnvironment();
 };
 
-class World;
+class InProcessWorld;
 
 // What a GPU world's device executors are made with: its devices, slices,
 // slots and CHORUS_TIMEOUT_S (issue 39, B3: the timeout was left out).
@@ -83,17 +83,17 @@ runtime::DeviceOptions deviceOptions(const WorldOptions& o);
 // (loaded once, on first use) and files registered through the API.
 runtime::AlgorithmRegistry& globalRegistry();
 
-// One posted operation of one rank; World::complete() finishes it.
+// One posted operation of one rank; InProcessWorld::complete() finishes it.
 struct Ticket;
 // The k-th collective of every rank.
 struct Assembly;
 
-class World : public std::enable_shared_from_this<World> {
+class InProcessWorld : public std::enable_shared_from_this<InProcessWorld> {
  public:
-  World(int nranks, WorldOptions options);
-  ~World();
-  World(const World&) = delete;
-  World& operator=(const World&) = delete;
+  InProcessWorld(int nranks, WorldOptions options);
+  ~InProcessWorld();
+  InProcessWorld(const InProcessWorld&) = delete;
+  InProcessWorld& operator=(const InProcessWorld&) = delete;
 
   int size() const { return n_; }
   bool onGpu() const { return !options_.devices.empty(); }

@@ -1,4 +1,4 @@
-// The step engine's Ctx in a CUDA block (see runtime/engine.h): the
+// The step engine's Ctx in a CUDA block (see runtime/exec/engine.h): the
 // block's threads share each step, the barrier and votes are
 // __syncthreads's, and counters and flags are read and written with the
 // PTX memory model's acquire / release / relaxed operations at system

@@ -7,8 +7,8 @@
 
 #include "cuda/device_ctx.cuh"
 #include "cuda/world.h"
-#include "runtime/engine.h"
-#include "runtime/flat_plan.h"
+#include "runtime/exec/engine.h"
+#include "runtime/exec/flat_plan.h"
 
 namespace chorus::cuda {
 
@@ -175,7 +175,7 @@ Status checkDevicePointer(const void* p, int device, int rank, const char* what)
 
 // One GPU's share of a world: its ranks' blocks and the plan's arrays in
 // its memory.
-struct Group {
+struct GpuBlocks {
   int device = 0;
   std::vector<int32_t> blockMap;  // CUDA block -> plan block
   int32_t* dBlockMap = nullptr;
@@ -196,7 +196,7 @@ struct CudaWorld::Impl {
   CudaOptions o;
   FlatPlan plan;
   std::vector<int> rankDevice;
-  std::vector<Group> groups;
+  std::vector<GpuBlocks> groups;
   std::map<int, size_t> groupOf;  // device -> group
   // Per device of the world: a non-blocking stream for its uploads and
   // zeroing, so that waiting for them never waits for other work there.
@@ -241,7 +241,7 @@ CudaWorld::~CudaWorld() { impl_->release(); }
 
 void CudaWorld::Impl::release() {
   (void)syncAll();
-  for (Group& g : groups) {
+  for (GpuBlocks& g : groups) {
     cudaSetDevice(g.device);
     for (void* p :
          {static_cast<void*>(g.dBlockMap), static_cast<void*>(g.dSteps),
@@ -277,7 +277,7 @@ void CudaWorld::Impl::release() {
 }
 
 Status CudaWorld::Impl::syncAll() {
-  for (const Group& g : groups) {
+  for (const GpuBlocks& g : groups) {
     CHORUS_CUDA_TRY(cudaSetDevice(g.device));
     if (g.done != nullptr) CHORUS_CUDA_TRY(cudaEventSynchronize(g.done));
   }
@@ -324,15 +324,15 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
     int d = m.rankDevice[static_cast<size_t>(m.plan.blocks[b].rank)];
     auto [it, added] = m.groupOf.try_emplace(d, m.groups.size());
     if (added) {
-      Group g;
+      GpuBlocks g;
       g.device = d;
       m.groups.push_back(g);
     }
     m.groups[it->second].blockMap.push_back(static_cast<int32_t>(b));
   }
   // Peers on other GPUs read and write each other's memory directly.
-  for (const Group& g : m.groups)
-    for (const Group& h : m.groups) {
+  for (const GpuBlocks& g : m.groups)
+    for (const GpuBlocks& h : m.groups) {
       if (g.device == h.device) continue;
       int can = 0;
       CHORUS_CUDA_TRY(cudaDeviceCanAccessPeer(&can, g.device, h.device));
@@ -350,7 +350,7 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
     }
   // Every block of a launch must be resident at once: a block that waits
   // for one that never starts would wait for ever.
-  for (const Group& g : m.groups) {
+  for (const GpuBlocks& g : m.groups) {
     cudaDeviceProp p{};
     CHORUS_CUDA_TRY(cudaGetDeviceProperties(&p, g.device));
     CHORUS_CUDA_TRY(cudaSetDevice(g.device));
@@ -395,7 +395,7 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
     m.setup[d] = s;
   }
   for (size_t i = 0; i < m.groups.size(); ++i) {
-    Group& g = m.groups[i];
+    GpuBlocks& g = m.groups[i];
     cudaStream_t su = m.setup.at(g.device);
     if (Status st = upload(g.device, &g.dBlockMap, g.blockMap, su); !st.isOk()) return st;
     if (Status st = upload(g.device, &g.dSteps, m.plan.steps, su); !st.isOk()) return st;
@@ -460,7 +460,7 @@ Status CudaWorld::Impl::reallocateConnections(size_t bytes) {
         cudaMemsetAsync(slots[c], 0, slotBytes * static_cast<size_t>(o.slots), setup.at(d)));
     views[c] = engine::ConnView{counters[c], slots[c], slotBytes};
   }
-  for (Group& g : groups) {
+  for (GpuBlocks& g : groups) {
     CHORUS_CUDA_TRY(cudaSetDevice(g.device));
     if (g.dStage != nullptr) cudaFree(g.dStage);
     g.dStage = nullptr;
@@ -523,7 +523,7 @@ Status CudaWorld::Impl::launch(const std::vector<CallArgs>& calls, const runtime
   // any launch: one call's groups must run at once, not one after another.
   for (size_t i = 0; i < groups.size(); ++i) {
     CHORUS_CUDA_TRY(cudaSetDevice(groups[i].device));
-    for (const Group& h : groups) CHORUS_CUDA_TRY(cudaStreamWaitEvent(streams[i], h.done, 0));
+    for (const GpuBlocks& h : groups) CHORUS_CUDA_TRY(cudaStreamWaitEvent(streams[i], h.done, 0));
   }
   for (size_t i = 0; i < groups.size(); ++i) {
     Status st = launchGroup(i, ranks, calls, g, streams[i]);
@@ -544,7 +544,7 @@ Status CudaWorld::Impl::launchGroup(size_t i, const std::vector<engine::RankView
                                     const std::vector<CallArgs>& calls, const runtime::Geometry& g,
                                     cudaStream_t s) {
   size_t nranks = ranks.size();
-  Group& grp = groups[i];
+  GpuBlocks& grp = groups[i];
   {
     CHORUS_CUDA_TRY(cudaSetDevice(grp.device));
     InlineRanks inl{};
@@ -633,7 +633,7 @@ Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, const std::vector<
     CHORUS_CUDA_TRY(cudaEventRecord(m.before[r], static_cast<cudaStream_t>(streams[r])));
   }
   std::vector<cudaStream_t> launchOn;
-  for (Group& grp : m.groups) {
+  for (GpuBlocks& grp : m.groups) {
     auto s = static_cast<cudaStream_t>(streams[static_cast<size_t>(
         m.plan.blocks[static_cast<size_t>(grp.blockMap.front())].rank)]);
     CHORUS_CUDA_TRY(cudaSetDevice(grp.device));
@@ -643,7 +643,7 @@ Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, const std::vector<
   if (Status st = m.launch(calls, g.value(), launchOn); !st.isOk()) return st;
   for (size_t r = 0; r < streams.size(); ++r) {
     CHORUS_CUDA_TRY(cudaSetDevice(m.rankDevice[r]));
-    for (const Group& grp : m.groups)
+    for (const GpuBlocks& grp : m.groups)
       CHORUS_CUDA_TRY(cudaStreamWaitEvent(static_cast<cudaStream_t>(streams[r]), grp.done, 0));
   }
   return Status::ok();
@@ -702,7 +702,7 @@ Status CudaWorld::waitLaunches() const {
   DeviceGuard guard;
   // This world's last launch on each GPU, not the whole device: other
   // communicators' work there is not ours to wait for.
-  for (const Group& g : impl_->groups) {
+  for (const GpuBlocks& g : impl_->groups) {
     CHORUS_CUDA_TRY(cudaSetDevice(g.device));
     CHORUS_CUDA_TRY(cudaEventSynchronize(g.done));
   }

@@ -1,5 +1,5 @@
 // The CUDA executor: a verified algorithm's FlatPlan run by the step engine
-// (runtime/engine.h) in CUDA blocks, one block per IR threadblock, every
+// (runtime/exec/engine.h) in CUDA blocks, one block per IR threadblock, every
 // rank's blocks of one GPU in one cooperative launch per call.
 //
 // A CudaWorld holds one algorithm's state on its GPUs, allocated once and
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "runtime/executor.h"
+#include "runtime/exec/executor.h"
 
 namespace chorus::cuda {
 

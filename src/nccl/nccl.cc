@@ -252,7 +252,7 @@ struct DeferredInit {
   std::function<chorusResult_t(chorusComm_t*)> make;
 };
 
-struct Group {
+struct NcclGroup {
   int depth = 0;
   std::vector<DeferredInit> inits;
   std::vector<std::function<chorusResult_t()>> ops;
@@ -260,7 +260,7 @@ struct Group {
   ncclResult_t firstError = ncclSuccess;
   std::string firstWhy;
 };
-thread_local Group group;
+thread_local NcclGroup group;
 
 ncclResult_t keepInGroup(ncclResult_t r) {
   if (r != ncclSuccess && group.depth > 0 && group.firstError == ncclSuccess) {
@@ -273,7 +273,7 @@ ncclResult_t keepInGroup(ncclResult_t r) {
 
 // Runs grouped inits together (each waits for the others), then issues the
 // grouped calls as one Chorus group.
-ncclResult_t runGroup(Group g) {
+ncclResult_t runGroup(NcclGroup g) {
   ncclResult_t first = g.firstError;
   std::string why = g.firstWhy;
   auto keep = [&](ncclResult_t r) {
@@ -1045,8 +1045,8 @@ ncclResult_t ncclGroupEnd() {
   return guarded("ncclGroupEnd", [&]() -> ncclResult_t {
     if (group.depth == 0) return fail(ncclInvalidUsage, "ncclGroupEnd: not in a group call.");
     if (--group.depth > 0) return ncclSuccess;
-    Group g = std::move(group);
-    group = Group();
+    NcclGroup g = std::move(group);
+    group = NcclGroup();
     return runGroup(std::move(g));
   });
 }
@@ -1062,8 +1062,8 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
       return fail(ncclInvalidArgument,
                   "ncclSimInfo_t argument not initialized via NCCL_SIM_INFO_INITIALIZER");
     if (--group.depth > 0) return ncclSuccess;
-    Group g = std::move(group);
-    group = Group();
+    NcclGroup g = std::move(group);
+    group = NcclGroup();
     for (auto& f : g.after) f();
     for (auto& init : g.inits) release(init.comm);
     if (simInfo != nullptr) simInfo->estimatedTime = NCCL_UNDEF_FLOAT;

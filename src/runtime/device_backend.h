@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "runtime/executor.h"
+#include "runtime/exec/executor.h"
 
 namespace chorus::runtime {
 

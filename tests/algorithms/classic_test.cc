@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/check.h"
-#include "runtime/local_transport.h"
+#include "runtime/exec/check.h"
+#include "runtime/transport/local_transport.h"
 #include "tests/support/collective_check.h"
 #include "tests/support/files.h"
 #include "tests/support/parts.h"
@@ -109,7 +109,7 @@ TEST(Classic, RingAllReduceSendsByReference) {
 }  // namespace chorus::algorithms
 
 // Parts (docs/scale.md): a process of a large world builds and runs its own
-// rank's part of a built-in (runtime/planner.h).
+// rank's part of a built-in (runtime/plan/planner.h).
 namespace chorus::algorithms {
 namespace {
 
@@ -145,7 +145,7 @@ TEST(ClassicParts, EachRanksPartIsItsRankOfTheWhole) {
   EXPECT_EQ(makeClassic("ring_allreduce", 4, 0, -2).status().code(), StatusCode::kInvalidArgument);
 }
 
-// What the runtime relies on past CHORUS_PROVE_RANKS (runtime/planner.h's
+// What the runtime relies on past CHORUS_PROVE_RANKS (runtime/plan/planner.h's
 // kBuiltinFamilyBasis): every family verified at sampled rank counts past
 // the ones above, primes and non-powers of two included, with the first,
 // middle and last root.

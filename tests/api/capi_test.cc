@@ -14,7 +14,7 @@
 
 #include "api/convert.h"
 #include "chorus/chorus.h"
-#include "runtime/check.h"
+#include "runtime/exec/check.h"
 #include "tests/support/files.h"
 
 namespace chorus::api {

@@ -12,12 +12,12 @@
 #include <chrono>
 #include <thread>
 
+#include "algorithms/classic.h"
 #include "chorus/chorus.h"
 #include "cuda/staged.h"
 #include "cuda/world.h"
 #include "lang/registry.h"
-#include "runtime/check.h"
-#include "algorithms/classic.h"
+#include "runtime/exec/check.h"
 #include "tests/support/collective_check.h"
 #include "tests/support/files.h"
 #include "tests/support/programs.h"

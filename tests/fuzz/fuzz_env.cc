@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "api/world.h"
-#include "runtime/bootstrap.h"
+#include "runtime/bootstrap/bootstrap.h"
 
 namespace {
 

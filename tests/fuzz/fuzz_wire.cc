@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "runtime/bootstrap.h"
-#include "runtime/rendezvous.h"
-#include "runtime/tcp_transport.h"
+#include "runtime/bootstrap/bootstrap.h"
+#include "runtime/bootstrap/rendezvous.h"
+#include "runtime/transport/tcp_transport.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -15,7 +15,7 @@
 #include "compiler/compiler.h"
 #include "core/io.h"
 #include "lang/registry.h"
-#include "runtime/check.h"
+#include "runtime/exec/check.h"
 #include "tests/support/collective_check.h"
 #include "verify/verifier.h"
 

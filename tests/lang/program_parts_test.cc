@@ -12,7 +12,7 @@
 #include "compiler/program_file.h"
 #include "ir/json_io.h"
 #include "ir/xml_reader.h"
-#include "runtime/selection.h"
+#include "runtime/plan/selection.h"
 #include "tests/support/parts.h"
 
 namespace chorus {

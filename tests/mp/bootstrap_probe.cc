@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "runtime/bootstrap.h"
+#include "runtime/bootstrap/bootstrap.h"
 
 int main() {
   using namespace chorus::runtime;

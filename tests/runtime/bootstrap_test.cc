@@ -2,7 +2,7 @@
 // barrier; a wrong secret and garbage bytes refused while the real ranks
 // still join; the wire decoder on every truncation and on random bytes; the
 // environment conventions of Chorus, torchrun and OpenMPI.
-#include "runtime/bootstrap.h"
+#include "runtime/bootstrap/bootstrap.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 #include <random>
 #include <thread>
 
-#include "runtime/rendezvous.h"
+#include "runtime/bootstrap/rendezvous.h"
 
 namespace chorus::runtime {
 namespace {

@@ -8,9 +8,9 @@
 #include <gtest/gtest.h>
 
 #include "lang/registry.h"
-#include "runtime/check.h"
-#include "runtime/engine_host.h"
-#include "runtime/flat_plan.h"
+#include "runtime/exec/check.h"
+#include "runtime/exec/engine_host.h"
+#include "runtime/exec/flat_plan.h"
 #include "tests/support/collective_check.h"
 #include "tests/support/files.h"
 #include "tests/support/programs.h"

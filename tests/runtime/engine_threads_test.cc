@@ -4,8 +4,8 @@
 // is reported rather than hung.
 #include <gtest/gtest.h>
 
-#include "runtime/check.h"
-#include "runtime/engine_host.h"
+#include "runtime/exec/check.h"
+#include "runtime/exec/engine_host.h"
 #include "tests/support/collective_check.h"
 #include "tests/support/files.h"
 

@@ -9,8 +9,8 @@
 
 #include "core/types.h"
 #include "ir/xml_reader.h"
-#include "runtime/check.h"
-#include "runtime/driver.h"
+#include "runtime/exec/check.h"
+#include "runtime/exec/driver.h"
 #include "tests/support/collective_check.h"
 #include "tests/support/files.h"
 

@@ -1,6 +1,6 @@
-// Which built-in serves a call (runtime/planner.h): the choices that depend on the
+// Which built-in serves a call (runtime/plan/planner.h): the choices that depend on the
 // ranks' reach — shared memory, a network, GPUs — and on size, each with its reason.
-#include "runtime/planner.h"
+#include "runtime/plan/planner.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Reduction kernels: the fast conversions agree bit for bit with the
 // reference conversions of core/types.h at every code and rounding boundary,
 // and every (type, op) kernel agrees with a scalar reference.
-#include "runtime/reduce.h"
+#include "runtime/exec/reduce.h"
 
 #include <gtest/gtest.h>
 

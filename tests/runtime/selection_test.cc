@@ -1,7 +1,7 @@
 // Selection per docs/spec/IR.md section 7: eligibility rules one by one, first match
 // in order, explanations for every candidate, loading from the environment
 // with a broken file reported and skipped.
-#include "runtime/selection.h"
+#include "runtime/plan/selection.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // a forked sender streams messages of every size through 2 slots
 // (backpressure both ways, shared futex doorbells); the names are unlinked
 // as soon as both sides have mapped them, and nothing is left behind.
-#include "runtime/shm.h"
+#include "runtime/transport/shm.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -14,8 +14,8 @@
 #include <new>
 #include <vector>
 
-#include "runtime/local_transport.h"
-#include "runtime/shared_buffers.h"
+#include "runtime/transport/local_transport.h"
+#include "runtime/transport/shared_buffers.h"
 
 namespace chorus::runtime {
 namespace {

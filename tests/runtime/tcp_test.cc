@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "runtime/tcp_transport.h"
+#include "runtime/transport/tcp_transport.h"
 
 namespace chorus::runtime {
 namespace {

@@ -3,8 +3,8 @@
 // reported rather than hang. Label `threads`: run under TSan.
 #include <gtest/gtest.h>
 
-#include "runtime/check.h"
-#include "runtime/driver.h"
+#include "runtime/exec/check.h"
+#include "runtime/exec/driver.h"
 #include "tests/support/collective_check.h"
 #include "tests/support/files.h"
 

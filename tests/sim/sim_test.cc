@@ -6,11 +6,11 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "compiler/compiler.h"
-#include "runtime/check.h"
-#include "runtime/driver.h"
-#include "sim/simulator.h"
 #include "algorithms/classic.h"
+#include "compiler/compiler.h"
+#include "runtime/exec/check.h"
+#include "runtime/exec/driver.h"
+#include "sim/simulator.h"
 #include "tests/support/files.h"
 #include "topo/json.h"
 #include "topo/nccl_xml.h"
@@ -267,7 +267,8 @@ TEST(Sim, IncrementalRatesAgreeWithTheReference) {
   };
   for (const char* t : {"fattree:4:8:4", "fattree:4:8"}) {
     cases.push_back({std::string("ring on ") + t, algorithms::ringAllReduce(32), preset(t)});
-    cases.push_back({std::string("all-pairs on ") + t, algorithms::pairwiseAllToAll(32), preset(t)});
+    cases.push_back(
+        {std::string("all-pairs on ") + t, algorithms::pairwiseAllToAll(32), preset(t)});
     cases.push_back(
         {std::string("hierarchical on ") + t, program("hierarchical_allreduce", 32, 8), preset(t)});
     cases.push_back(

@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/check.h"
-#include "runtime/engine_host.h"
+#include "runtime/exec/check.h"
+#include "runtime/exec/engine_host.h"
 #include "tests/support/files.h"
 
 namespace chorus::testing {

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/driver.h"
+#include "runtime/exec/driver.h"
 #include "verify/collective.h"
 
 namespace chorus::testing {

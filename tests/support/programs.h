@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "lang/registry.h"
-#include "runtime/executor.h"
+#include "runtime/exec/executor.h"
 #include "verify/collective.h"
 
 namespace chorus::testing {

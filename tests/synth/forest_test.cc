@@ -10,8 +10,8 @@
 #include <numeric>
 #include <optional>
 
-#include "runtime/check.h"
-#include "runtime/driver.h"
+#include "runtime/exec/check.h"
+#include "runtime/exec/driver.h"
 #include "sim/simulator.h"
 #include "synth/blink.h"
 #include "synth/bound.h"

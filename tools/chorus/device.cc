@@ -5,7 +5,7 @@
 #include <cstring>
 #include <thread>
 
-#include "runtime/engine_host.h"
+#include "runtime/exec/engine_host.h"
 
 #if defined(CHORUS_WITH_CUDA)
 #include "cuda/world.h"

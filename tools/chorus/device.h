@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "runtime/executor.h"
+#include "runtime/exec/executor.h"
 #include "tools/chorus/commands.h"
 
 namespace chorus::cli {

@@ -6,7 +6,7 @@
 // others and returns its exit code. Locally it also binds a listening socket
 // per rank and hands each rank its own (CHORUS_BOOTSTRAP_FD) with every
 // rank's port (CHORUS_BOOTSTRAP_PORTS): the ranks then join in a binomial
-// tree instead of all at rank 0 (runtime/bootstrap.h; CHORUS_BOOTSTRAP=star
+// tree instead of all at rank 0 (runtime/bootstrap/bootstrap.h; CHORUS_BOOTSTRAP=star
 // keeps the star).
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/socket.h"
+#include "runtime/transport/socket.h"
 #include "tools/chorus/commands.h"
 
 namespace chorus::cli {

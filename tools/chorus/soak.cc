@@ -30,10 +30,10 @@
 #include "api/convert.h"
 #include "chorus/chorus.hpp"
 #include "compiler/program_file.h"
-#include "runtime/bootstrap.h"
-#include "runtime/check.h"
-#include "runtime/planner.h"
-#include "runtime/selection.h"
+#include "runtime/bootstrap/bootstrap.h"
+#include "runtime/exec/check.h"
+#include "runtime/plan/planner.h"
+#include "runtime/plan/selection.h"
 #include "tools/chorus/commands.h"
 
 namespace chorus::cli {

@@ -1,0 +1,429 @@
+// The step engine: runs one block (an IR threadblock of one rank) of a
+// FlatPlan, written once for two machines. On a GPU a CUDA block runs it
+// with all its threads (src/cuda); on the host a thread stands in for the
+// block (engine_host.h), which is how CI runs this very code on every
+// production file and DSL program without a GPU.
+//
+// A `Ctx` says what a block is: its threads (tid, nthreads), a block-wide
+// barrier and vote (sync, all, any), memory fences, and loads and stores of
+// 64-bit words with acquire / release / relaxed order. The engine is a
+// non-blocking state machine: tryStep() runs the block's next step if it
+// can and otherwise says it is blocked, so a driver can poll many blocks
+// from one thread, and a GPU block can give up on an abort or a timeout.
+//
+// Semantics are the CPU executor's (executor.h): the same chunk and slice
+// geometry (ir/slicing.h), one slice iteration after another, a step's
+// dependency met when its block has completed stepsNeeded() steps, every
+// instruction of docs/spec/IR.md section 2, avg divided at the end of the call (by
+// the rank's last block to finish, not by a host pass).
+//
+// Connections: a ring of `nslots` slots per (channel, sender, receiver),
+// with two counters, `head` (messages the sender has published) and `tail`
+// (messages the receiver has consumed). A sender may write slot
+// head % nslots once head - tail < nslots. The three protocols differ in
+// how a message shows it has arrived:
+//   Simple  the payload as is; the sender publishes it by storing head with
+//           release order after its threads' writes and a fence; the
+//           receiver loads head with acquire order.
+//   LL      8-byte lines, 4 payload bytes and a 4-byte flag written by one
+//           64-bit store, so data and flag arrive together: the receiver
+//           polls the lines' flags and needs no separate signal. The flag
+//           is the message's sequence number, so slots are never cleared.
+//   LL128   128-byte lines, 120 payload bytes and an 8-byte flag that the
+//           line's writer stores with release order after the payload; the
+//           reader loads it with acquire order, then the payload.
+// A receiver frees its slot by storing tail (release) after reading it;
+// the sender loads tail (acquire) before reusing the slot.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "core/elementwise.h"
+#include "core/hd.h"
+#include "core/types.h"
+#include "ir/slicing.h"
+#include "runtime/exec/flat_plan.h"
+
+namespace chorus::runtime::engine {
+
+// IR enums as the plan's bytes.
+enum : uint8_t {
+  kSend = static_cast<uint8_t>(ir::StepType::kSend),
+  kRecv = static_cast<uint8_t>(ir::StepType::kRecv),
+  kRecvCopySend = static_cast<uint8_t>(ir::StepType::kRecvCopySend),
+  kRecvReduceSend = static_cast<uint8_t>(ir::StepType::kRecvReduceSend),
+  kRecvReduceCopy = static_cast<uint8_t>(ir::StepType::kRecvReduceCopy),
+  kRecvReduceCopySend = static_cast<uint8_t>(ir::StepType::kRecvReduceCopySend),
+  kCopy = static_cast<uint8_t>(ir::StepType::kCopy),
+  kReduce = static_cast<uint8_t>(ir::StepType::kReduce),
+  kNop = static_cast<uint8_t>(ir::StepType::kNop),
+};
+
+CHORUS_HD_INLINE bool stepSends(uint8_t t) {
+  return t == kSend || t == kRecvCopySend || t == kRecvReduceSend || t == kRecvReduceCopySend;
+}
+CHORUS_HD_INLINE bool stepReceives(uint8_t t) {
+  return t == kRecv || t == kRecvCopySend || t == kRecvReduceSend || t == kRecvReduceCopy ||
+         t == kRecvReduceCopySend;
+}
+
+// Protocol line geometry.
+inline constexpr size_t kLLPayload = 4;  // bytes per 8-byte LL line
+inline constexpr size_t kLLLine = 8;
+inline constexpr size_t kLL128Payload = 120;  // bytes per 128-byte LL128 line
+inline constexpr size_t kLL128Line = 128;
+inline constexpr size_t kLL128Words = kLL128Line / 8;
+
+// Bytes of one slot that carries messages of up to `msgBytes`.
+CHORUS_HD_INLINE size_t slotBytesFor(ir::Protocol p, size_t msgBytes) {
+  switch (p) {
+    case ir::Protocol::kLL:
+      return (msgBytes + kLLPayload - 1) / kLLPayload * kLLLine;
+    case ir::Protocol::kLL128:
+      return (msgBytes + kLL128Payload - 1) / kLL128Payload * kLL128Line;
+    case ir::Protocol::kSimple:
+      break;
+  }
+  return (msgBytes + 15) / 16 * 16;
+}
+
+// The counters of one connection, each on its own 128-byte line (the
+// sender writes head, the receiver tail).
+struct ConnCounters {
+  alignas(128) uint64_t head;
+  alignas(128) uint64_t tail;
+};
+
+struct ConnView {
+  ConnCounters* ctr = nullptr;
+  unsigned char* slots = nullptr;  // nslots x slotBytes, in the receiver's memory
+  size_t slotBytes = 0;
+};
+
+struct RankView {
+  unsigned char* base[ir::kNumBuffers] = {nullptr, nullptr, nullptr};  // input, output, scratch
+  size_t outElems = 0;  // output elements (avg divides them)
+  int divisor = 0;      // avg: divide the output by this at the end; 0: no
+};
+
+// Rank `rank`'s buffers for one call of `plan` (host code: the host and
+// CUDA worlds build the views they pass to blocks with it).
+inline RankView rankView(const FlatPlan& plan, int rank, const CallArgs& call,
+                         unsigned char* scratch) {
+  RankView rv;
+  // Out-of-place algorithms never write their input (the verifier's E304).
+  rv.base[0] = const_cast<unsigned char*>(static_cast<const unsigned char*>(call.sendbuff));
+  rv.base[1] = static_cast<unsigned char*>(call.recvbuff);
+  rv.base[2] = scratch;
+  rv.outElems = bufferElems(plan.collective, plan.nranks, call.count).second;
+  rv.divisor = plan.dividesOutput(rank, call.op) && plan.nranks > 1 ? plan.nranks : 0;
+  return rv;
+}
+
+// Where a block stopped (for reports after an abort or a timeout).
+struct BlockPos {
+  uint64_t iter = 0;
+  int32_t pc = 0;
+  int32_t finished = 0;
+};
+
+// Everything a block needs for one call, as plain pointers.
+struct CallView {
+  const PlanStep* steps = nullptr;
+  const PlanBlock* blocks = nullptr;
+  const int32_t* rankFirstBlock = nullptr;
+  ConnView* conns = nullptr;
+  RankView* ranks = nullptr;
+  uint64_t* completed = nullptr;      // per block: steps completed in this call (zeroed per call)
+  uint32_t* ranksFinished = nullptr;  // per rank: blocks finished (zeroed per call)
+  unsigned char* stage = nullptr;     // per block: stageBytes (LL and LL128 pack and unpack here)
+  size_t stageBytes = 0;              // 2 x the largest message
+  BlockPos* positions = nullptr;      // per block, written when it stops
+  ir::Slicing g;
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  ir::Protocol protocol = ir::Protocol::kSimple;
+  int nslots = 8;
+};
+
+// A block's position, kept by every thread of the block alike.
+struct Cursor {
+  uint64_t iter = 0;   // slice iteration
+  int32_t pc = 0;      // step within the iteration
+  uint64_t done = 0;   // steps completed this call
+  uint64_t sent = 0;   // messages sent on the send connection, ever (= head)
+  uint64_t recvd = 0;  // messages consumed on the receive connection, ever (= tail)
+};
+
+enum class StepResult { kRan, kBlocked, kFinished };
+
+// LL flags: the message's sequence number, never 0 (fresh slots are zero).
+CHORUS_HD_INLINE uint32_t llFlag(uint64_t seq) {
+  return static_cast<uint32_t>(seq % 0xffffffffull) + 1u;
+}
+
+template <class Ctx>
+class Block {
+ public:
+  CHORUS_HD Block(Ctx& ctx, const CallView& v, int b) : ctx_(ctx), v_(v), b_(b) {}
+
+  // The block's starting position: counters carry over from earlier calls.
+  CHORUS_HD Cursor start() const {
+    Cursor c;
+    const PlanBlock& pb = v_.blocks[b_];
+    if (pb.sendConn >= 0) c.sent = ctx_.loadAcquire(&v_.conns[pb.sendConn].ctr->head);
+    if (pb.recvConn >= 0) c.recvd = ctx_.loadAcquire(&v_.conns[pb.recvConn].ctr->tail);
+    return c;
+  }
+
+  CHORUS_HD bool finished(const Cursor& c) const {
+    return v_.blocks[b_].nsteps == 0 || c.iter >= v_.g.iterations;
+  }
+
+  // Runs the next step if it can.
+  CHORUS_HD StepResult tryStep(Cursor& c) {
+    const PlanBlock& pb = v_.blocks[b_];
+    if (finished(c)) return StepResult::kFinished;
+    const PlanStep& s = v_.steps[pb.firstStep + c.pc];
+    if (s.depBlock >= 0) {
+      uint64_t need = ir::stepsNeeded(c.iter, static_cast<size_t>(s.depSteps), s.depStep);
+      if (!ctx_.all(ctx_.loadAcquire(&v_.completed[s.depBlock]) >= need))
+        return StepResult::kBlocked;
+    }
+    const bool snd = stepSends(s.type), rcv = stepReceives(s.type);
+    const size_t n = v_.g.sliceLen(c.iter);
+    const size_t chunkBytes = n * v_.g.elemSize;
+    const size_t msgBytes = static_cast<size_t>(s.count) * chunkBytes;
+    const bool simple = v_.protocol == ir::Protocol::kSimple;
+    unsigned char* stageIn = v_.stage + static_cast<size_t>(b_) * v_.stageBytes;
+    unsigned char* stageOut = stageIn + v_.stageBytes / 2;
+
+    ConnView* sc = snd ? &v_.conns[pb.sendConn] : nullptr;
+    ConnView* rc = rcv ? &v_.conns[pb.recvConn] : nullptr;
+    if (snd &&
+        !ctx_.all(c.sent - ctx_.loadAcquire(&sc->ctr->tail) < static_cast<uint64_t>(v_.nslots)))
+      return StepResult::kBlocked;
+    // LL / LL128 lines are unpacked straight into a plain receive's
+    // destination and packed straight from a plain send's source when the
+    // step's chunks are contiguous there (no staging pass).
+    const bool direct = !simple && v_.g.contiguous(s.count) && (s.type == kRecv || s.type == kSend);
+    const unsigned char* in = nullptr;
+    if (rcv) {
+      unsigned char* slot = slotOf(*rc, c.recvd);
+      if (!ctx_.all(arrived(*rc, slot, c.recvd + 1, msgBytes))) return StepResult::kBlocked;
+      if (simple) {
+        in = slot;
+      } else if (direct) {
+        unpack(slot, c.recvd + 1, msgBytes, ptr(pb.rank, s.dstBuf, s.dstOff, c.iter));
+      } else {
+        unpack(slot, c.recvd + 1, msgBytes, stageIn);
+        ctx_.sync();
+        in = stageIn;
+      }
+    }
+    unsigned char* out = snd ? (simple ? slotOf(*sc, c.sent) : stageOut) : nullptr;
+
+    for (int k = 0; k < s.count && !direct; ++k) {
+      size_t at = static_cast<size_t>(k) * chunkBytes;
+      unsigned char* src = s.srcOff >= 0 ? ptr(pb.rank, s.srcBuf, s.srcOff + k, c.iter) : nullptr;
+      unsigned char* dst = s.dstOff >= 0 ? ptr(pb.rank, s.dstBuf, s.dstOff + k, c.iter) : nullptr;
+      switch (s.type) {
+        case kSend:
+          copy(out + at, src, chunkBytes);
+          break;
+        case kRecv:
+          copy(dst, in + at, chunkBytes);
+          break;
+        case kRecvCopySend:
+          copy(dst, in + at, chunkBytes);
+          copy(out + at, in + at, chunkBytes);
+          break;
+        case kRecvReduceSend:
+          reduce(out + at, in + at, src, n);
+          break;
+        case kRecvReduceCopy:
+          reduce(dst, in + at, src, n);
+          break;
+        case kRecvReduceCopySend:
+          reduce(dst, in + at, src, n);
+          ctx_.sync();  // the copy's threads read what others reduced
+          copy(out + at, dst, chunkBytes);
+          break;
+        case kCopy:
+          if (dst != src) copy(dst, src, chunkBytes);
+          break;
+        case kReduce:
+          reduce(dst, dst, src, n);
+          break;
+        default:
+          break;
+      }
+      // Chunk k + 1 may read what chunk k wrote (a copy between
+      // overlapping ranges of one buffer runs chunk after chunk).
+      ctx_.sync();
+    }
+    if (snd && !simple)
+      pack(direct ? ptr(pb.rank, s.srcBuf, s.srcOff, c.iter) : stageOut, c.sent + 1, msgBytes,
+           slotOf(*sc, c.sent));
+
+    // Publish: every thread's writes before the counters that announce them.
+    ctx_.fenceRelease();
+    ctx_.sync();
+    ++c.done;
+    if (rcv) ++c.recvd;
+    if (snd) ++c.sent;
+    if (ctx_.tid() == 0) {
+      if (rcv) ctx_.storeRelease(&rc->ctr->tail, c.recvd);
+      if (snd) ctx_.storeRelease(&sc->ctr->head, c.sent);
+      ctx_.storeRelease(&v_.completed[b_], c.done);
+    }
+    if (++c.pc == pb.nsteps) {
+      c.pc = 0;
+      ++c.iter;
+    }
+    return StepResult::kRan;
+  }
+
+  // Called by every block once it has finished (or stopped): records where
+  // it is and, for avg, lets the rank's last block divide the output.
+  CHORUS_HD void finish(const Cursor& c) {
+    const PlanBlock& pb = v_.blocks[b_];
+    bool done = finished(c);
+    if (ctx_.tid() == 0 && v_.positions != nullptr)
+      v_.positions[b_] = BlockPos{c.iter, c.pc, done ? 1 : 0};
+    const RankView& r = v_.ranks[pb.rank];
+    if (!done || r.divisor == 0) return;
+    ctx_.fenceRelease();
+    ctx_.sync();
+    int32_t blocks = v_.rankFirstBlock[pb.rank + 1] - v_.rankFirstBlock[pb.rank];
+    bool last = false;
+    if (ctx_.tid() == 0)
+      last =
+          ctx_.fetchAddAcqRel(&v_.ranksFinished[pb.rank], 1u) + 1 == static_cast<uint32_t>(blocks);
+    if (!ctx_.any(last)) return;
+    ctx_.fenceAcquire();
+    elem::divideRange(v_.type, r.base[static_cast<int>(ir::Buffer::kOutput)], r.divisor,
+                      static_cast<size_t>(ctx_.tid()), r.outElems,
+                      static_cast<size_t>(ctx_.nthreads()));
+  }
+
+ private:
+  CHORUS_HD unsigned char* slotOf(const ConnView& cv, uint64_t seq) const {
+    return cv.slots + (seq % static_cast<uint64_t>(v_.nslots)) * cv.slotBytes;
+  }
+
+  CHORUS_HD unsigned char* ptr(int rank, uint8_t buf, int chunk, uint64_t iter) const {
+    return v_.ranks[rank].base[buf] +
+           v_.g.sliceOffset(static_cast<size_t>(chunk), static_cast<size_t>(iter)) * v_.g.elemSize;
+  }
+
+  // Whether message `seq` (1-based) of `msgBytes` is all in `slot`, as far
+  // as this thread can tell (the lines it reads; all() combines).
+  CHORUS_HD bool arrived(const ConnView& cv, const unsigned char* slot, uint64_t seq,
+                         size_t msgBytes) const {
+    switch (v_.protocol) {
+      case ir::Protocol::kSimple:
+        return ctx_.loadAcquire(&cv.ctr->head) >= seq;
+      case ir::Protocol::kLL: {
+        const auto* lines = reinterpret_cast<const uint64_t*>(slot);
+        size_t nlines = (msgBytes + kLLPayload - 1) / kLLPayload;
+        uint32_t flag = llFlag(seq);
+        for (size_t i = static_cast<size_t>(ctx_.tid()); i < nlines;
+             i += static_cast<size_t>(ctx_.nthreads()))
+          if (static_cast<uint32_t>(ctx_.loadRelaxed(&lines[i]) >> 32) != flag) return false;
+        return true;
+      }
+      case ir::Protocol::kLL128: {
+        const auto* words = reinterpret_cast<const uint64_t*>(slot);
+        size_t nlines = (msgBytes + kLL128Payload - 1) / kLL128Payload;
+        for (size_t i = static_cast<size_t>(ctx_.tid()); i < nlines;
+             i += static_cast<size_t>(ctx_.nthreads()))
+          if (ctx_.loadAcquire(&words[i * kLL128Words + kLL128Words - 1]) != seq) return false;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // LL / LL128: the payload of message `seq` from its lines into `dst`.
+  // Each thread reads the lines whose flags it checked in arrived().
+  CHORUS_HD void unpack(const unsigned char* slot, uint64_t seq, size_t msgBytes,
+                        unsigned char* dst) const {
+    (void)seq;
+    const auto* words = reinterpret_cast<const uint64_t*>(slot);
+    if (v_.protocol == ir::Protocol::kLL) {
+      size_t nlines = (msgBytes + kLLPayload - 1) / kLLPayload;
+      for (size_t i = static_cast<size_t>(ctx_.tid()); i < nlines;
+           i += static_cast<size_t>(ctx_.nthreads())) {
+        auto data = static_cast<uint32_t>(ctx_.loadRelaxed(&words[i]));
+        size_t at = i * kLLPayload;
+        size_t len = msgBytes - at < kLLPayload ? msgBytes - at : kLLPayload;
+        std::memcpy(dst + at, &data, len);
+      }
+      return;
+    }
+    size_t nlines = (msgBytes + kLL128Payload - 1) / kLL128Payload;
+    for (size_t i = static_cast<size_t>(ctx_.tid()); i < nlines;
+         i += static_cast<size_t>(ctx_.nthreads())) {
+      size_t at = i * kLL128Payload;
+      size_t len = msgBytes - at < kLL128Payload ? msgBytes - at : kLL128Payload;
+      for (size_t w = 0; w * 8 < len; ++w) {
+        uint64_t word = ctx_.loadRelaxed(&words[i * kLL128Words + w]);
+        size_t part = len - w * 8 < 8 ? len - w * 8 : 8;
+        std::memcpy(dst + at + w * 8, &word, part);
+      }
+    }
+  }
+
+  // LL / LL128: `msgBytes` at `src` into lines of message `seq` in `slot`.
+  // Every thread first waits for the whole payload (other threads wrote it).
+  CHORUS_HD void pack(const unsigned char* src, uint64_t seq, size_t msgBytes,
+                      unsigned char* slot) {
+    ctx_.sync();
+    auto* words = reinterpret_cast<uint64_t*>(slot);
+    if (v_.protocol == ir::Protocol::kLL) {
+      size_t nlines = (msgBytes + kLLPayload - 1) / kLLPayload;
+      uint64_t flag = static_cast<uint64_t>(llFlag(seq)) << 32;
+      for (size_t i = static_cast<size_t>(ctx_.tid()); i < nlines;
+           i += static_cast<size_t>(ctx_.nthreads())) {
+        uint32_t data = 0;
+        size_t at = i * kLLPayload;
+        size_t len = msgBytes - at < kLLPayload ? msgBytes - at : kLLPayload;
+        std::memcpy(&data, src + at, len);
+        ctx_.storeRelaxed(&words[i], flag | data);
+      }
+      return;
+    }
+    size_t nlines = (msgBytes + kLL128Payload - 1) / kLL128Payload;
+    for (size_t i = static_cast<size_t>(ctx_.tid()); i < nlines;
+         i += static_cast<size_t>(ctx_.nthreads())) {
+      size_t at = i * kLL128Payload;
+      size_t len = msgBytes - at < kLL128Payload ? msgBytes - at : kLL128Payload;
+      for (size_t w = 0; w * 8 < len; ++w) {
+        uint64_t word = 0;
+        size_t part = len - w * 8 < 8 ? len - w * 8 : 8;
+        std::memcpy(&word, src + at + w * 8, part);
+        ctx_.storeRelaxed(&words[i * kLL128Words + w], word);
+      }
+      ctx_.storeRelease(&words[i * kLL128Words + kLL128Words - 1], seq);
+    }
+  }
+
+  CHORUS_HD void copy(unsigned char* dst, const unsigned char* src, size_t bytes) {
+    ctx_.copy(dst, src, bytes);
+  }
+
+  CHORUS_HD void reduce(unsigned char* dst, const unsigned char* a, const unsigned char* b,
+                        size_t n) {
+    elem::reduceRange(v_.type, v_.op, dst, a, b, static_cast<size_t>(ctx_.tid()), n,
+                      static_cast<size_t>(ctx_.nthreads()));
+  }
+
+  Ctx& ctx_;
+  const CallView& v_;
+  int b_;
+};
+
+}  // namespace chorus::runtime::engine

@@ -1,0 +1,179 @@
+#include "runtime/exec/engine_host.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+namespace chorus::runtime {
+
+using engine::Block;
+using engine::CallView;
+using engine::Cursor;
+using engine::StepResult;
+
+Result<std::unique_ptr<PlanWorld>> PlanWorld::make(const VerifiedAlgorithm& va,
+                                                   const PlanRunOptions& options) {
+  if (options.threads < 1) return Status(StatusCode::kInvalidArgument, "threads must be >= 1");
+  if (options.slots < 1) return Status(StatusCode::kInvalidArgument, "slots must be >= 1");
+  if (options.protocol > static_cast<int>(ir::Protocol::kLL128))
+    return Status(StatusCode::kInvalidArgument, "no protocol " + std::to_string(options.protocol));
+  std::unique_ptr<PlanWorld> w(new PlanWorld());
+  w->va_ = &va;
+  w->options_ = options;
+  w->plan_ = FlatPlan::lower(va);
+  w->protocol_ =
+      options.protocol >= 0 ? static_cast<ir::Protocol>(options.protocol) : va.algo().protocol;
+  return w;
+}
+
+void PlanWorld::allocate(size_t msgBytes) {
+  if (msgBytes <= msgBytes_ && !conns_.empty()) return;
+  msgBytes_ = std::max(msgBytes, msgBytes_);
+  size_t slotBytes = engine::slotBytesFor(protocol_, msgBytes_);
+  counters_.assign(plan_.conns.size(), engine::ConnCounters{});
+  slots_.assign(plan_.conns.size(),
+                std::vector<uint64_t>(slotBytes * static_cast<size_t>(options_.slots) / 8, 0));
+  conns_.resize(plan_.conns.size());
+  for (size_t c = 0; c < conns_.size(); ++c) {
+    conns_[c].ctr = &counters_[c];
+    conns_[c].slots = reinterpret_cast<unsigned char*>(slots_[c].data());
+    conns_[c].slotBytes = slotBytes;
+  }
+  // Two staging areas per block, each a message rounded up to 8 bytes.
+  stage_.assign(plan_.blocks.size() * ((msgBytes_ + 7) / 8) * 2, 0);
+}
+
+Status PlanWorld::run(const std::vector<CallArgs>& calls) {
+  const VerifiedAlgorithm& va = *va_;
+  Result<Geometry> planned = planCall(va, calls, options_.sliceBytes);
+  if (!planned.isOk()) return planned.status();
+  const Geometry& g = planned.value();
+  allocate(plan_.largestMessageBytes(g));
+
+  auto nranks = static_cast<size_t>(plan_.nranks);
+  std::vector<std::vector<unsigned char>> scratch(nranks);
+  std::vector<engine::RankView> ranks(nranks);
+  for (size_t r = 0; r < nranks; ++r) {
+    scratch[r].resize(plan_.scratchBytes(static_cast<int>(r), g));
+    ranks[r] = engine::rankView(plan_, static_cast<int>(r), calls[r], scratch[r].data());
+  }
+  size_t nblocks = plan_.blocks.size();
+  std::vector<uint64_t> completed(nblocks, 0);
+  std::vector<uint32_t> finished(nranks, 0);
+  std::vector<engine::BlockPos> positions(nblocks);
+
+  CallView v;
+  v.steps = plan_.steps.data();
+  v.blocks = plan_.blocks.data();
+  v.rankFirstBlock = plan_.rankFirstBlock.data();
+  v.conns = conns_.data();
+  v.ranks = ranks.data();
+  v.completed = completed.data();
+  v.ranksFinished = finished.data();
+  v.stage = reinterpret_cast<unsigned char*>(stage_.data());
+  v.stageBytes = (msgBytes_ + 7) / 8 * 8 * 2;
+  v.positions = positions.data();
+  v.g = g;
+  v.type = calls[0].type;
+  v.op = calls[0].op;
+  v.protocol = protocol_;
+  v.nslots = options_.slots;
+
+  // Each thread polls its blocks round-robin until all are finished. One
+  // thread: a sweep in which no block moves is a deadlock. Several: no
+  // block moving anywhere for stallMs is.
+  auto threads = static_cast<size_t>(std::min<int>(options_.threads, static_cast<int>(nblocks)));
+  std::atomic<uint64_t> moves{0};
+  std::atomic<bool> stop{false};
+  auto worker = [&](size_t k) {
+    HostCtx ctx;
+    std::vector<size_t> mine;
+    for (size_t b = k; b < nblocks; b += std::max<size_t>(threads, 1)) mine.push_back(b);
+    std::vector<Cursor> cursors;
+    for (size_t b : mine) cursors.push_back(Block<HostCtx>(ctx, v, static_cast<int>(b)).start());
+    size_t left = mine.size();
+    std::vector<uint8_t> over(mine.size(), 0);
+    auto lastMove = std::chrono::steady_clock::now();
+    uint64_t seen = moves.load();
+    while (left > 0 && !stop.load(std::memory_order_relaxed)) {
+      bool moved = false;
+      for (size_t i = 0; i < mine.size(); ++i) {
+        if (over[i]) continue;
+        Block<HostCtx> blk(ctx, v, static_cast<int>(mine[i]));
+        StepResult r;
+        while ((r = blk.tryStep(cursors[i])) == StepResult::kRan) moved = true;
+        if (r == StepResult::kFinished) {
+          blk.finish(cursors[i]);
+          over[i] = 1;
+          --left;
+          moved = true;
+        }
+      }
+      if (moved) {
+        moves.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      if (threads == 1) break;  // nothing can move any more
+      uint64_t now = moves.load(std::memory_order_relaxed);
+      if (now != seen) {
+        seen = now;
+        lastMove = std::chrono::steady_clock::now();
+      } else if (std::chrono::steady_clock::now() - lastMove >
+                 std::chrono::milliseconds(options_.stallMs)) {
+        stop.store(true);
+      }
+      std::this_thread::yield();
+    }
+    for (size_t i = 0; i < mine.size(); ++i)
+      if (!over[i]) Block<HostCtx>(ctx, v, static_cast<int>(mine[i])).finish(cursors[i]);
+  };
+  if (threads <= 1) {
+    worker(0);
+  } else {
+    std::vector<std::thread> pool;
+    for (size_t k = 0; k < threads; ++k) pool.emplace_back(worker, k);
+    for (auto& t : pool) t.join();
+  }
+  bool allDone = std::all_of(positions.begin(), positions.end(),
+                             [](const engine::BlockPos& p) { return p.finished != 0; });
+  if (allDone) return Status::ok();
+  std::string why = describe(v);
+  // The connections hold a half-run call: start the next one afresh.
+  conns_.clear();
+  msgBytes_ = 0;
+  return Status(StatusCode::kDeadlock,
+                "algorithm '" + va.algo().name + "' made no progress on the step engine:" + why);
+}
+
+std::string PlanWorld::describe(const CallView& v) const {
+  std::string out;
+  for (size_t b = 0; b < plan_.blocks.size(); ++b) {
+    const engine::BlockPos& p = v.positions[b];
+    if (p.finished) continue;
+    const PlanBlock& pb = plan_.blocks[b];
+    const PlanStep& s = plan_.steps[static_cast<size_t>(pb.firstStep + p.pc)];
+    std::string wait;
+    if (s.depBlock >= 0 &&
+        v.completed[s.depBlock] <
+            ir::stepsNeeded(p.iter, static_cast<size_t>(s.depSteps), s.depStep)) {
+      wait = "tb " + std::to_string(plan_.blocks[static_cast<size_t>(s.depBlock)].tb) + " step " +
+             std::to_string(s.depStep);
+    } else if (engine::stepReceives(s.type)) {
+      const PlanConn& c = plan_.conns[static_cast<size_t>(pb.recvConn)];
+      wait = "a message from rank " + std::to_string(c.from) + " on channel " +
+             std::to_string(c.channel);
+    } else {
+      const PlanConn& c = plan_.conns[static_cast<size_t>(pb.sendConn)];
+      wait = "a free slot to rank " + std::to_string(c.to) + " on channel " +
+             std::to_string(c.channel);
+    }
+    out += "\n  rank " + std::to_string(pb.rank) + " tb " + std::to_string(pb.tb) + " step " +
+           std::to_string(p.pc) + " (" +
+           std::string(ir::stepTypeName(static_cast<ir::StepType>(s.type))) + ", iteration " +
+           std::to_string(p.iter) + "): waiting for " + wait;
+  }
+  return out;
+}
+
+}  // namespace chorus::runtime

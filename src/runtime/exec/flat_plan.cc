@@ -1,0 +1,140 @@
+#include "runtime/exec/flat_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "core/check.h"
+
+namespace chorus::runtime {
+
+FlatPlan FlatPlan::lower(const VerifiedAlgorithm& va) {
+  const ir::Algorithm& a = va.algo();
+  FlatPlan p;
+  p.nranks = a.ngpus;
+  p.protocol = a.protocol;
+  p.collective = a.collective;
+  p.root = va.root();
+  p.rankFirstBlock.assign(static_cast<size_t>(a.ngpus) + 1, 0);
+  p.scratchChunks.assign(static_cast<size_t>(a.ngpus), 0);
+  // Blocks in rank order, each rank's in threadblock id order, so a step's
+  // dependency (depid within its rank) is rankFirstBlock[r] + depid.
+  for (const ir::Rank& r : a.ranks) {
+    p.rankFirstBlock[static_cast<size_t>(r.id)] = static_cast<int32_t>(r.tbs.size());
+    p.scratchChunks[static_cast<size_t>(r.id)] = r.scratchChunks;
+  }
+  int32_t total = 0;
+  for (int r = 0; r <= a.ngpus; ++r) {
+    int32_t n = r < a.ngpus ? p.rankFirstBlock[static_cast<size_t>(r)] : 0;
+    p.rankFirstBlock[static_cast<size_t>(r)] = total;
+    total += n;
+  }
+  p.blocks.resize(static_cast<size_t>(total));
+  std::map<std::tuple<int, int, int>, int32_t> connOf;  // (channel, from, to)
+  auto conn = [&](int channel, int from, int to) {
+    auto [it, added] =
+        connOf.try_emplace({channel, from, to}, static_cast<int32_t>(p.conns.size()));
+    if (added) {
+      PlanConn c;
+      c.channel = channel;
+      c.from = from;
+      c.to = to;
+      p.conns.push_back(c);
+    }
+    return it->second;
+  };
+  for (const ir::Rank& r : a.ranks) {
+    int32_t first = p.rankFirstBlock[static_cast<size_t>(r.id)];
+    for (size_t t = 0; t < r.tbs.size(); ++t) {
+      const ir::Threadblock& tb = r.tbs[t];
+      CHORUS_CHECK(tb.id == static_cast<int>(t), "verified threadblocks are numbered densely");
+      int32_t b = first + static_cast<int32_t>(t);
+      PlanBlock& pb = p.blocks[static_cast<size_t>(b)];
+      pb.rank = r.id;
+      pb.tb = tb.id;
+      pb.firstStep = static_cast<int32_t>(p.steps.size());
+      pb.nsteps = static_cast<int32_t>(tb.steps.size());
+      int maxSend = 0, maxRecv = 0;
+      for (const ir::Step& s : tb.steps) {
+        PlanStep ps;
+        ps.type = static_cast<uint8_t>(s.type);
+        ps.srcBuf = static_cast<uint8_t>(s.srcBuf);
+        ps.dstBuf = static_cast<uint8_t>(s.dstBuf);
+        ps.srcOff = s.srcOff;
+        ps.dstOff = s.dstOff;
+        ps.count = s.count;
+        if (s.depTb >= 0) {
+          ps.depBlock = first + s.depTb;
+          ps.depStep = s.depStep;
+          ps.depSteps = static_cast<int32_t>(r.tbs[static_cast<size_t>(s.depTb)].steps.size());
+        }
+        if (ir::sends(s.type)) maxSend = std::max(maxSend, s.count);
+        if (ir::receives(s.type)) maxRecv = std::max(maxRecv, s.count);
+        p.steps.push_back(ps);
+      }
+      if (tb.sendPeer >= 0) {
+        pb.sendConn = conn(tb.channel, r.id, tb.sendPeer);
+        PlanConn& c = p.conns[static_cast<size_t>(pb.sendConn)];
+        CHORUS_CHECK(c.sendBlock < 0, "a verified connection has one sender");
+        c.sendBlock = b;
+        c.maxCount = std::max(c.maxCount, maxSend);
+      }
+      if (tb.recvPeer >= 0) {
+        pb.recvConn = conn(tb.channel, tb.recvPeer, r.id);
+        PlanConn& c = p.conns[static_cast<size_t>(pb.recvConn)];
+        CHORUS_CHECK(c.recvBlock < 0, "a verified connection has one receiver");
+        c.recvBlock = b;
+        c.maxCount = std::max(c.maxCount, maxRecv);
+      }
+    }
+  }
+  return p;
+}
+
+int FlatPlan::maxCount() const {
+  int m = 1;
+  for (const PlanConn& c : conns) m = std::max(m, c.maxCount);
+  return m;
+}
+
+double FlatPlan::bytesMoved(const ir::Slicing& g, ir::Protocol p) const {
+  double wire = p == ir::Protocol::kLL ? 2.0 : p == ir::Protocol::kLL128 ? 128.0 / 120.0 : 1.0;
+  // Per chunk of one slice: local reads and writes, slot writes and reads.
+  auto perChunk = [&](ir::StepType t) -> double {
+    switch (t) {
+      case ir::StepType::kSend:
+        return 1 + wire;  // read src, write the slot
+      case ir::StepType::kRecv:
+        return wire + 1;  // read the slot, write dst
+      case ir::StepType::kRecvCopySend:
+        return wire + 1 + wire;
+      case ir::StepType::kRecvReduceSend:
+        return wire + 1 + wire;
+      case ir::StepType::kRecvReduceCopy:
+        return wire + 1 + 1;
+      case ir::StepType::kRecvReduceCopySend:
+        return wire + 1 + 1 + wire;
+      case ir::StepType::kCopy:
+        return 2;
+      case ir::StepType::kReduce:
+        return 3;
+      case ir::StepType::kNop:
+        return 0;
+    }
+    return 0;
+  };
+  double total = 0;
+  for (size_t it = 0; it < g.iterations; ++it) {
+    double slice = static_cast<double>(g.sliceLen(it) * g.elemSize);
+    for (const PlanStep& s : steps)
+      total += perChunk(static_cast<ir::StepType>(s.type)) * s.count * slice;
+  }
+  return total;
+}
+
+bool FlatPlan::dividesOutput(int rank, ReduceOp op) const {
+  if (op != ReduceOp::kAvg || !reducesToOutput(collective)) return false;
+  return collective != CollectiveKind::kReduce || rank == root;
+}
+
+}  // namespace chorus::runtime
