@@ -491,7 +491,6 @@ int parseCommandLine(int argc, const char* const* argv, CommandLine* cl) {
 }
 
 int runCommandLine(const CommandLine& cl) {
-  using Command = CommandLine::Command;
   switch (cl.command) {
     case Command::kVerify:
       return runVerify(cl.verify);
