@@ -104,9 +104,7 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
   auto net = runtime::Network::create(
       *w->boot_, w->prefix_, no,
       [raw](int, const std::string& why) { raw->abort(Status(StatusCode::kAborted, why)); });
-  if (!net.isOk())
-    return net.status().code() == StatusCode::kInvalidArgument ? net.status()
-                                                               : setupFailed(net.status());
+  if (!net.isOk()) return setupFailed(net.status());
   w->net_ = std::move(net).value();
   w->netAwake_.store(w->net_.get(), std::memory_order_release);
   w->sharedMemory_ = w->net_->allSharedMemory();

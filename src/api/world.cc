@@ -158,11 +158,13 @@ Status InProcessWorld::synchronize() {
   std::vector<runtime::DeviceExecutor*> executors = gpu_->all();
   for (runtime::DeviceExecutor* w : executors) CHORUS_RETURN_IF_ERROR(w->waitLaunches());
   std::lock_guard<std::mutex> lock(mu_);  // wait() reads what enqueue() writes
+  // errorMu_ across the waits: wait() takes the kernel's error word, and
+  // asyncError() must see one or the other, never neither.
+  std::lock_guard<std::mutex> el(errorMu_);
   for (runtime::DeviceExecutor* w : executors) {
     if (Status st = w->wait(); !st.isOk()) {
       // A stalled or aborted call ends the world for every rank, as its
-      // asyncError says (wait() took the kernel's error word).
-      std::lock_guard<std::mutex> el(errorMu_);
+      // asyncError says.
       if (error_.isOk()) error_ = st;
       aborted_.store(true, std::memory_order_release);
       return st;
@@ -367,8 +369,12 @@ Status InProcessWorld::enqueueOnGpu(const std::vector<runtime::PlanPart>& parts,
       auto made = gpu->makeExecutor(*p.va, deviceOptions(options_));
       if (!made.isOk()) return made.status();
       executor = made.value().get();
-      std::lock_guard<std::mutex> lock(gpu_->mu);
-      gpu_->executors.emplace(p.va.get(), std::make_pair(p.va, std::move(made).value()));
+      {
+        std::lock_guard<std::mutex> lock(gpu_->mu);
+        gpu_->executors.emplace(p.va.get(), std::make_pair(p.va, std::move(made).value()));
+      }
+      // An abort that listed the executors before this one was added.
+      if (aborted_.load(std::memory_order_acquire)) executor->abort();
     }
     std::vector<CallArgs> mine = calls;
     for (CallArgs& c : mine) c = runtime::partArgs(c, p);

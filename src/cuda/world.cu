@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "cuda/device_ctx.cuh"
 #include "cuda/world.h"
@@ -277,15 +278,23 @@ void CudaWorld::Impl::release() {
 }
 
 Status CudaWorld::Impl::syncAll() {
+  // Every wait is made even after one fails (release() frees what they
+  // guard); the first failure is returned.
+  Status first;
+  auto keep = [&first](cudaError_t e, const char* what) {
+    if (e == cudaSuccess || !first.isOk()) return;
+    Status failed = cudaError(e, what);  // (swapped in: nvcc refuses a discarded Status& from =)
+    std::swap(first, failed);
+  };
   for (const GpuBlocks& g : groups) {
-    CHORUS_CUDA_TRY(cudaSetDevice(g.device));
-    if (g.done != nullptr) CHORUS_CUDA_TRY(cudaEventSynchronize(g.done));
+    keep(cudaSetDevice(g.device), "cudaSetDevice");
+    if (g.done != nullptr) keep(cudaEventSynchronize(g.done), "cudaEventSynchronize");
   }
   for (const auto& [d, s] : setup) {
-    CHORUS_CUDA_TRY(cudaSetDevice(d));
-    CHORUS_CUDA_TRY(cudaStreamSynchronize(s));
+    keep(cudaSetDevice(d), "cudaSetDevice");
+    keep(cudaStreamSynchronize(s), "cudaStreamSynchronize");
   }
-  return Status::ok();
+  return first;
 }
 
 Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgorithm& va,

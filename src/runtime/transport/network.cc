@@ -62,16 +62,6 @@ Result<std::unique_ptr<Network>> Network::create(
   if (!known)
     return Status(StatusCode::kInvalidArgument,
                   "CHORUS_TRANSPORT='" + mode + "' is not auto, " + names);
-  TcpOptions to;
-  to.timeoutMs = options.timeoutMs;
-  if (const std::string& k = options.tcpSockets; !k.empty()) {
-    char* end = nullptr;
-    long v = std::strtol(k.c_str(), &end, 10);
-    if (end == k.c_str() || *end != '\0' || v < 1 || v > 16)
-      return Status(StatusCode::kInvalidArgument,
-                    "CHORUS_TCP_SOCKETS='" + k + "' is not a number in [1, 16]");
-    to.socketsPerPeer = static_cast<int>(v);
-  }
   std::unique_ptr<Network> net(new Network());
   const int n = boot.nranks();
   net->me_ = boot.rank();
@@ -95,7 +85,17 @@ Result<std::unique_ptr<Network>> Network::create(
   auto bells = RankBells::create(prefix, net->me_, n, boot, overTcp, options.crossMemoryAttach);
   if (!bells.isOk()) return bells.status();
   net->bells_ = std::move(bells).value();
-  if (!net->allShared_) {
+  if (!net->allShared_) {  // collective: every rank of the job takes part
+    TcpOptions to;
+    to.timeoutMs = options.timeoutMs;
+    if (const std::string& k = options.tcpSockets; !k.empty()) {
+      char* end = nullptr;
+      long v = std::strtol(k.c_str(), &end, 10);
+      if (end == k.c_str() || *end != '\0' || v < 1 || v > 16)
+        return Status(StatusCode::kInvalidArgument,
+                      "CHORUS_TCP_SOCKETS='" + k + "' is not a number in [1, 16]");
+      to.socketsPerPeer = static_cast<int>(v);
+    }
     auto tcp = TcpLinks::create(boot, boot.secret(), overTcp, net->bells_->bell(net->me_), to,
                                 std::move(onLoss));
     if (!tcp.isOk()) return tcp.status();
