@@ -142,10 +142,13 @@ bool InProcessWorld::CacheKey::operator<(const CacheKey& o) const {
 }
 
 Status InProcessWorld::asyncError() const {
-  {
+  // Every call's post() asks: no lock unless the world ended (aborted_ is
+  // set after error_) or has kernels to ask.
+  if (aborted_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(errorMu_);
-    if (!error_.isOk()) return error_;
+    return error_;
   }
+  if (!onGpu()) return Status::ok();
   // A kernel that stalled or was aborted ends the world as a host error does.
   for (runtime::DeviceExecutor* e : gpu_->all())
     if (Status st = e->asyncError(); !st.isOk()) return st;

@@ -33,12 +33,4 @@ const DeviceBackend* deviceBackend() {
   return r.backends.empty() ? nullptr : r.backends.front().get();
 }
 
-std::vector<std::string> deviceBackendNames() {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  std::vector<std::string> names;
-  for (const auto& b : r.backends) names.emplace_back(b->name());
-  return names;
-}
-
 }  // namespace chorus::runtime

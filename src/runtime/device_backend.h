@@ -105,7 +105,5 @@ Status registerDeviceBackend(std::unique_ptr<DeviceBackend> backend);
 // The backend device communicators use: the first registered; nullptr when
 // this build registered none.
 const DeviceBackend* deviceBackend();
-// Every registered backend's name, in registration order.
-std::vector<std::string> deviceBackendNames();
 
 }  // namespace chorus::runtime

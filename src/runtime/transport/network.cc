@@ -35,18 +35,6 @@ Result<LinkKind> choose(const std::string& mode, const PeerPlace& peer, int me,
 
 }  // namespace
 
-std::string_view linkKindName(LinkKind k) {
-  switch (k) {
-    case LinkKind::kSelf:
-      return "self";
-    case LinkKind::kSharedMemory:
-      return "shm";
-    case LinkKind::kTcp:
-      return "tcp";
-  }
-  return "?";
-}
-
 std::span<const TransportChoice> transports() { return kTransports; }
 
 Result<std::unique_ptr<Network>> Network::create(

@@ -28,7 +28,6 @@
 namespace chorus::runtime {
 
 enum class LinkKind { kSelf, kSharedMemory, kTcp };
-std::string_view linkKindName(LinkKind k);  // "self", "shm", "tcp"
 
 // Where a peer is, as a transport decides whether it reaches it.
 struct PeerPlace {
