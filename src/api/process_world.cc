@@ -107,7 +107,7 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
   if (!net.isOk()) return setupFailed(net.status());
   w->net_ = std::move(net).value();
   w->netAwake_.store(w->net_.get(), std::memory_order_release);
-  w->sharedMemory_ = w->net_->allSharedMemory();
+  w->sharedMemory_ = w->net_->allPairsUse("shm");
   if (logEnabled(LogLevel::kInfo))
     logLine(LogLevel::kInfo, w->net_->describe(hosts[static_cast<size_t>(w->me_)]));
   // Sends and receives get connections between every pair now: a pair may

@@ -1,12 +1,10 @@
-// Connections between ranks in different processes: over shared-memory
-// segments with ranks on the same host, over TCP with the others (or with
-// all, when TCP is forced). Each rank sleeps on a doorbell in its own small
-// segment that its same-host peers map (RankBells); each shared-memory
-// connection's ring is a segment created by its receiver and mapped by its
-// sender. Creation is collective over the bootstrap: every rank creates
-// what it receives on, all meet, every rank maps what it sends on, all meet
-// again, and each unlinks what it created — from then on nothing has a name
-// in /dev/shm, so nothing is left behind however the processes end.
+// The connections of one multi-process fabric (an algorithm's, or the
+// point-to-point one): each goes over the transport the Network links its
+// peer with (runtime/transport/network.h). Creation is collective over the
+// bootstrap, in FabricLinks' rounds: e.g. shared memory's receivers create
+// their rings, all meet, senders map theirs, all meet again, and each
+// unlinks what it created — from then on nothing has a name in /dev/shm, so
+// nothing is left behind however the processes end.
 #pragma once
 
 #include <map>
@@ -17,48 +15,19 @@
 
 #include "ir/ir.h"
 #include "runtime/bootstrap/bootstrap.h"
-#include "runtime/transport/local_transport.h"
-#include "runtime/transport/shm.h"
-#include "runtime/transport/tcp_transport.h"
+#include "runtime/transport/bells.h"
+#include "runtime/transport/peer_transport.h"
 
 namespace chorus::runtime {
 
 class Network;  // runtime/transport/network.h
 
-class RankBells {
- public:
-  // Collective: `prefix` is the communicator's segment name prefix. Only
-  // the bells of ranks with `remote[r]` false are mapped (the others live
-  // on other hosts, or are reached over TCP anyway). With `tryCrossMemory`
-  // (every rank must pass the same) each rank also tries to read a word in
-  // each mapped peer's memory with cross-memory attach; crossMemoryAttach()
-  // then says whether every rank could (a container or Yama's ptrace_scope
-  // may forbid it).
-  static Result<std::unique_ptr<RankBells>> create(const std::string& prefix, int me, int n,
-                                                   Bootstrap& boot, const std::vector<bool>& remote,
-                                                   bool tryCrossMemory = false);
-  Doorbell& bell(int rank) { return *bells_[static_cast<size_t>(rank)]; }
-  int me() const { return me_; }
-  bool crossMemoryAttach() const { return crossMemory_; }
-  // Shared-memory messages this large or larger travel by reference when
-  // crossMemoryAttach(): below it, a copy through the ring costs less than
-  // the system call.
-  static constexpr size_t kMinRefBytes = size_t{64} << 10;
-
- private:
-  int me_ = 0;
-  bool crossMemory_ = false;
-  uint64_t probe_ = 0;  // a peer reads this to see whether it can
-  std::vector<std::unique_ptr<Segment>> segments_;
-  std::vector<Doorbell*> bells_;
-};
-
 class ProcessFabric final : public Fabric {
  public:
   // Collective over every rank of `boot`, called at the same point by all
   // (same algorithm, unitBytes, slots, prefix and id). Only connections
-  // that touch rank `me` exist here; each goes over the link `net` has to
-  // its other end (a shared-memory ring, or a TCP stream).
+  // that touch rank `me` exist here; each goes over the transport `net`
+  // links its other end with.
   static Result<std::shared_ptr<ProcessFabric>> create(const ir::Algorithm& a, int me,
                                                        size_t unitBytes, int slots,
                                                        const std::string& prefix, uint32_t id,
@@ -92,7 +61,8 @@ class ProcessFabric final : public Fabric {
   size_t unitBytes_ = 0;
   int slots_ = 0;
   RankBells* bells_ = nullptr;
-  std::vector<std::unique_ptr<Segment>> segments_;
+  // Each transport's share (what the connections use): destroyed after them.
+  std::vector<std::unique_ptr<FabricLinks>> links_;
   std::map<std::tuple<int, int, int>, std::unique_ptr<Connection>> conns_;
 };
 

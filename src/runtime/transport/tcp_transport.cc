@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <limits>
@@ -19,6 +20,7 @@
 #include "core/check.h"
 #include "core/failpoint.h"
 #include "core/log.h"
+#include "runtime/transport/bells.h"
 #include "runtime/transport/socket.h"
 
 namespace chorus::runtime {
@@ -997,6 +999,58 @@ bool TcpLinks::handle(const epoll_event* evs, int n) {
     }
   }
   return did;
+}
+
+namespace {
+
+class TcpFabricLinks final : public FabricLinks {
+ public:
+  explicit TcpFabricLinks(TcpLinks& links) : links_(links) {}
+  // Both ends make their side in round 0; the meeting after it is what
+  // connect() asks for.
+  Result<std::unique_ptr<Connection>> open(int round, const ConnectionSpec& c) override {
+    if (round != 0) return {nullptr};
+    return links_.connect(c.fabric, c.channel, c.from, c.to, c.slots, c.slotBytes);
+  }
+
+ private:
+  TcpLinks& links_;
+};
+
+class TcpTransport final : public PeerTransport {
+ public:
+  explicit TcpTransport(std::unique_ptr<TcpLinks> links) : links_(std::move(links)) {}
+  std::unique_ptr<FabricLinks> beginFabric() override {
+    return std::make_unique<TcpFabricLinks>(*links_);
+  }
+  Poller* poller() override { return links_.get(); }
+  void interrupt() override { links_->interrupt(); }
+  void shutdown() override { links_->shutdown(); }
+
+ private:
+  std::unique_ptr<TcpLinks> links_;
+};
+
+}  // namespace
+
+bool tcpReaches(const PeerPlace&) { return true; }
+
+Result<std::unique_ptr<PeerTransport>> createTcpTransport(TransportContext& context) {
+  TcpOptions to;
+  to.timeoutMs = context.options.timeoutMs;
+  if (const std::string& k = context.options.tcpSockets; !k.empty()) {
+    char* end = nullptr;
+    long v = std::strtol(k.c_str(), &end, 10);
+    if (end == k.c_str() || *end != '\0' || v < 1 || v > 16)
+      return Status(StatusCode::kInvalidArgument,
+                    "CHORUS_TCP_SOCKETS='" + k + "' is not a number in [1, 16]");
+    to.socketsPerPeer = static_cast<int>(v);
+  }
+  Bootstrap& boot = context.boot;
+  auto links = TcpLinks::create(boot, boot.secret(), context.linked,
+                                context.bells.bell(boot.rank()), to, context.onLoss);
+  if (!links.isOk()) return links.status();
+  return std::unique_ptr<PeerTransport>(std::make_unique<TcpTransport>(std::move(links).value()));
 }
 
 }  // namespace chorus::runtime

@@ -38,6 +38,7 @@
 #include "core/status.h"
 #include "runtime/bootstrap/bootstrap.h"
 #include "runtime/transport/local_transport.h"
+#include "runtime/transport/peer_transport.h"
 #include "runtime/transport/transport.h"
 
 namespace chorus::runtime {
@@ -170,5 +171,10 @@ class TcpLinks final : public Poller {
   std::vector<TcpConnection*> outbound_, inbound_;
   std::map<std::tuple<uint32_t, uint32_t, int, bool>, TcpConnection*> byKey_;
 };
+
+// The TCP row of the transport table (runtime/transport/registry.cc): any
+// peer; made on every rank when any pair of the job talks TCP.
+bool tcpReaches(const PeerPlace& peer);
+Result<std::unique_ptr<PeerTransport>> createTcpTransport(TransportContext& context);
 
 }  // namespace chorus::runtime
