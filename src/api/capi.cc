@@ -22,6 +22,7 @@
 #include "api/world.h"
 #include "chorus/chorus.h"
 #include "compiler/program_file.h"
+#include "core/collectives.h"
 #include "core/log.h"
 #include "runtime/bootstrap/rendezvous.h"
 #include "runtime/plan/selection.h"
@@ -502,8 +503,9 @@ Status rootedCall(chorusComm_t comm, CollectiveKind k, const void* send, void* r
   const size_t whole = countsWholeVector(k) ? count * static_cast<size_t>(n) : count;
   Op o = collective(k, send, recv, whole);
   o.root = root;
-  if (k == CollectiveKind::kReduce) CHORUS_RETURN_IF_ERROR(withOp(redop, o));
-  const bool rootReceives = k == CollectiveKind::kGather || k == CollectiveKind::kReduce;
+  const CollectiveTraits& traits = chorus::traits(k);
+  if (traits.reduces) CHORUS_RETURN_IF_ERROR(withOp(redop, o));
+  const bool rootReceives = traits.writes == Ranks::kRoot;
   // Staged GPU ranks never stage a root-only buffer where it is unused
   // (NCCL lets it be anything there, an alias of the other buffer too).
   bool missing = count > 0 && cs.value()->rank != root &&

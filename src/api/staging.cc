@@ -2,11 +2,12 @@
 
 #include <algorithm>
 
+#include "core/collectives.h"
+
 namespace chorus::api {
 
 Extents extents(const Op& op, int rank, int nranks) {
   const size_t c = op.args.count * dataTypeSize(op.args.type);
-  const size_t n = static_cast<size_t>(nranks);
   const bool root = op.root == rank;
   switch (op.kind) {
     case Op::Kind::kSend:
@@ -16,24 +17,9 @@ Extents extents(const Op& op, int rank, int nranks) {
     case Op::Kind::kCollective:
       break;
   }
-  switch (op.collective) {
-    case CollectiveKind::kBroadcast:
-      return {c, c, root, true};
-    case CollectiveKind::kReduce:
-      return {c, c, true, root};
-    case CollectiveKind::kAllGather:
-      return {c, c * n, true, true};
-    case CollectiveKind::kReduceScatter:
-      return {c * n, c, true, true};
-    case CollectiveKind::kAllToAll:
-      return {c * n, c * n, true, true};
-    case CollectiveKind::kGather:  // the runtime's count is the whole vector's
-      return {c / n, c, true, root};
-    case CollectiveKind::kScatter:
-      return {c, c / n, root, true};
-    default:
-      return {c, c, true, true};
-  }
+  const CollectiveTraits& t = traits(op.collective);
+  return {extentElems(t.input, c, nranks), extentElems(t.output, c, nranks),
+          t.reads == Ranks::kAll || root, t.writes == Ranks::kAll || root};
 }
 
 StagingPlan planStaging(const std::vector<Op>& ops, int rank, int nranks) {

@@ -10,6 +10,7 @@
 #include "api/call_cache.h"
 #include "compiler/program_file.h"
 #include "core/check.h"
+#include "core/collectives.h"
 #include "core/env.h"
 #include "core/log.h"
 
@@ -52,8 +53,8 @@ std::string Op::describe() const {
                                            : std::string(collectiveName(collective));
   std::string s =
       name + "(count " + std::to_string(args.count) + ", " + std::string(dataTypeName(args.type));
-  if (kind == Kind::kCollective && collective != CollectiveKind::kAllGather &&
-      collective != CollectiveKind::kAllToAll && collective != CollectiveKind::kBroadcast)
+  if (kind == Kind::kCollective &&
+      (traits(collective).reduces || collective == CollectiveKind::kCustom))
     s += ", " + std::string(reduceOpName(args.op));
   if (root >= 0) s += ", root " + std::to_string(root);
   if (peer >= 0) s += ", peer " + std::to_string(peer);

@@ -33,24 +33,6 @@ constexpr std::array<TypeInfo, kNumDataTypes> kTypes = {{
 
 constexpr std::array<std::string_view, kNumReduceOps> kOps = {"sum", "prod", "max", "min", "avg"};
 
-struct CollInfo {
-  CollectiveKind kind;
-  std::string_view name;
-};
-constexpr std::array<CollInfo, 11> kColls = {{
-    {CollectiveKind::kAllReduce, "allreduce"},
-    {CollectiveKind::kAllGather, "allgather"},
-    {CollectiveKind::kReduceScatter, "reducescatter"},
-    {CollectiveKind::kAllToAll, "alltoall"},
-    {CollectiveKind::kBroadcast, "broadcast"},
-    {CollectiveKind::kReduce, "reduce"},
-    {CollectiveKind::kSend, "send"},
-    {CollectiveKind::kRecv, "recv"},
-    {CollectiveKind::kGather, "gather"},
-    {CollectiveKind::kScatter, "scatter"},
-    {CollectiveKind::kAllToAllv, "alltoallv"},
-}};
-
 // A binary floating-point format with `expBits` exponent and `manBits`
 // mantissa bits. Encodes |value| (sign handled by callers) with
 // round-to-nearest-even; `maxFinite` is the largest finite magnitude.
@@ -151,60 +133,6 @@ std::optional<ReduceOp> parseReduceOp(std::string_view name) {
     if (kOps[i] == name) return static_cast<ReduceOp>(i);
   }
   return std::nullopt;
-}
-
-std::string_view collectiveName(CollectiveKind k) {
-  for (const auto& c : kColls) {
-    if (c.kind == k) return c.name;
-  }
-  return "custom";
-}
-
-CollectiveKind parseCollective(std::string_view name) {
-  if (name == "reduce_scatter") return CollectiveKind::kReduceScatter;
-  for (const auto& c : kColls) {
-    if (c.name == name) return c.kind;
-  }
-  return CollectiveKind::kCustom;
-}
-
-bool countsWholeVector(CollectiveKind k) {
-  return k == CollectiveKind::kGather || k == CollectiveKind::kScatter;
-}
-
-bool isRooted(CollectiveKind k) {
-  return k == CollectiveKind::kBroadcast || k == CollectiveKind::kReduce ||
-         k == CollectiveKind::kGather || k == CollectiveKind::kScatter;
-}
-
-double busBandwidthFactor(CollectiveKind k, int n) {
-  double dn = n;
-  switch (k) {
-    case CollectiveKind::kAllReduce:
-      return 2 * (dn - 1) / dn;
-    case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllToAll:
-    case CollectiveKind::kGather:  // nccl-tests' gather_perf and scatter_perf
-    case CollectiveKind::kScatter:
-      return (dn - 1) / dn;
-    default:
-      return 1;
-  }
-}
-
-bool isNcclCollective(CollectiveKind k) {
-  switch (k) {
-    case CollectiveKind::kAllReduce:
-    case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllToAll:
-    case CollectiveKind::kBroadcast:
-    case CollectiveKind::kReduce:
-      return true;
-    default:
-      return false;
-  }
 }
 
 uint16_t floatToHalf(float f) { return static_cast<uint16_t>(kHalf.encode(f)); }

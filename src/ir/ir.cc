@@ -4,6 +4,8 @@
 #include <numeric>
 #include <tuple>
 
+#include "core/collectives.h"
+
 namespace chorus::ir {
 namespace {
 
@@ -122,14 +124,7 @@ size_t defaultSliceBytes(Protocol p) {
 }
 
 size_t countMultiplier(const Algorithm& a) {
-  switch (a.collective) {
-    case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllToAll:
-      return static_cast<size_t>(a.ngpus);
-    default:
-      return 1;
-  }
+  return chorus::countMultiplier(a.collective, a.ngpus);
 }
 
 size_t countQuantum(const Algorithm& a) {

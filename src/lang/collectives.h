@@ -1,7 +1,8 @@
 // What each collective gives a program to work with: the chunks of the
 // input and output buffers per rank, and how the two alias in place.
-// (The verifier keeps its own statement of each collective's result, on
-// purpose: the checker must not share the code it checks.)
+// (The verifier proves programs against core/collectives.h, a statement of
+// each collective's result kept apart from this on purpose: the checker
+// must not share the code it checks.)
 #pragma once
 
 #include <string>

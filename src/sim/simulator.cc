@@ -777,9 +777,6 @@ chorus::Status Engine::run(Result& out) {
     out.timeline = std::move(timeline_);
   }
   double bytes = static_cast<double>(out.count * ir::countMultiplier(a_) * o_.elementSize);
-  if (a_.collective == CollectiveKind::kAllGather ||
-      a_.collective == CollectiveKind::kReduceScatter || a_.collective == CollectiveKind::kAllToAll)
-    bytes = static_cast<double>(out.count * static_cast<size_t>(a_.ngpus) * o_.elementSize);
   out.algbw = now_ > 0 ? bytes / now_ / 1e9 : 0;
   out.busbw = out.algbw * busBandwidthFactor(a_.collective, a_.ngpus);
   if (keepPath_ && (o_.criticalPath || o_.stepTimes)) {

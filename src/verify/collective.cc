@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/collectives.h"
 #include "core/io.h"
 
 namespace chorus::verify {
@@ -112,67 +113,49 @@ std::optional<CallModel> CallModel::make(const ir::Algorithm& a, bool inplace,
     m.perRank_ = C / N;
     return true;
   };
-  switch (m.kind_) {
-    case CollectiveKind::kAllReduce:
-    case CollectiveKind::kBroadcast:
-    case CollectiveKind::kReduce:
-      m.in_ = m.out_ = C;
-      m.alias_ = Alias::kSame;
-      break;
-    case CollectiveKind::kAllToAll:
-      if (!blocks()) return std::nullopt;
-      m.in_ = m.out_ = C;
-      m.alias_ = Alias::kSame;
-      break;
-    case CollectiveKind::kAllGather:
-    case CollectiveKind::kGather:
-      if (!blocks()) return std::nullopt;
-      m.in_ = m.perRank_;
-      m.out_ = C;
-      m.alias_ = Alias::kInputInOutput;
-      break;
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kScatter:
-      if (!blocks()) return std::nullopt;
-      m.in_ = C;
-      m.out_ = m.perRank_;
-      m.alias_ = Alias::kOutputInInput;
-      break;
-    case CollectiveKind::kCustom:
-      if (!spec) {
-        *whyNot = "collective '" + a.collectiveName + "' has no built-in specification";
+  const CollectiveTraits& t = traits(m.kind_);
+  if (m.kind_ == CollectiveKind::kCustom) {
+    if (!spec) {
+      *whyNot = "collective '" + a.collectiveName + "' has no built-in specification";
+      return std::nullopt;
+    }
+    m.spec_ = spec;
+    m.in_ = spec->inputChunks;
+    m.out_ = spec->outputChunks;
+    m.alias_ = Alias::kSame;
+    m.specTable_.assign(N, std::vector<std::vector<std::pair<int, int>>>(m.out_));
+    m.specHas_.assign(N, std::vector<bool>(m.out_, false));
+    for (const auto& e : spec->entries) {
+      if (e.rank >= N) {
+        *whyNot = "post-condition names rank " + std::to_string(e.rank) + " >= ngpus";
         return std::nullopt;
       }
-      m.spec_ = spec;
-      m.in_ = spec->inputChunks;
-      m.out_ = spec->outputChunks;
-      m.alias_ = Alias::kSame;
-      m.specTable_.assign(N, std::vector<std::vector<std::pair<int, int>>>(m.out_));
-      m.specHas_.assign(N, std::vector<bool>(m.out_, false));
-      for (const auto& e : spec->entries) {
-        if (e.rank >= N) {
-          *whyNot = "post-condition names rank " + std::to_string(e.rank) + " >= ngpus";
+      for (auto [q, k] : e.holds) {
+        if (q >= N) {
+          *whyNot = "post-condition names contribution of rank " + std::to_string(q);
           return std::nullopt;
         }
-        for (auto [q, k] : e.holds) {
-          if (q >= N) {
-            *whyNot = "post-condition names contribution of rank " + std::to_string(q);
-            return std::nullopt;
-          }
-          m.specTable_[e.rank][e.chunk].emplace_back(q, k);
-        }
-        m.specHas_[e.rank][e.chunk] = true;
+        m.specTable_[e.rank][e.chunk].emplace_back(q, k);
       }
-      break;
-    case CollectiveKind::kSend:
-    case CollectiveKind::kRecv:
-    case CollectiveKind::kAllToAllv:
-      *whyNot = "'" + a.collectiveName +
-                "' depends on per-call counts or peers that the file does not encode";
-      return std::nullopt;
+      m.specHas_[e.rank][e.chunk] = true;
+    }
+  } else if (t.source == nullptr) {
+    *whyNot = "'" + a.collectiveName +
+              "' depends on per-call counts or peers that the file does not encode";
+    return std::nullopt;
+  } else {
+    // Collectives with a per-rank block (every buffer but one of count)
+    // split the chunks into n blocks.
+    if ((t.input != Extent::kCount || t.output != Extent::kCount) && !blocks()) return std::nullopt;
+    const size_t count = static_cast<size_t>(C) / countMultiplier(m.kind_, N);
+    m.in_ = static_cast<int>(extentElems(t.input, count, N));
+    m.out_ = static_cast<int>(extentElems(t.output, count, N));
+    m.alias_ = t.inPlace == InPlace::kSame            ? Alias::kSame
+               : t.inPlace == InPlace::kInputInOutput ? Alias::kInputInOutput
+                                                      : Alias::kOutputInInput;
   }
   if (!inplace) m.alias_ = Alias::kNone;
-  m.rooted_ = isRooted(m.kind_);
+  m.rooted_ = t.rooted;
   return m;
 }
 
@@ -218,37 +201,17 @@ int CallModel::slotCount(int rank) const {
 
 std::optional<std::vector<CallModel::Contributions>> CallModel::expected(int r, int k,
                                                                          int root) const {
-  const int N = algo_->ngpus, c = perRank_;
   using Many = std::vector<Contributions>;
-  auto one = [](int q, int chunk) { return Many{{chunk, q, q + 1}}; };
-  switch (kind_) {
-    case CollectiveKind::kAllReduce:
-      return Many{{k, 0, N}};
-    case CollectiveKind::kAllGather:
-      return one(k / c, k % c);
-    case CollectiveKind::kReduceScatter:
-      return Many{{r * c + k, 0, N}};
-    case CollectiveKind::kAllToAll:
-      return one(k / c, r * c + k % c);
-    case CollectiveKind::kBroadcast:
-      return one(root, k);
-    case CollectiveKind::kReduce:
-      if (r != root) return std::nullopt;
-      return Many{{k, 0, N}};
-    case CollectiveKind::kGather:
-      if (r != root) return std::nullopt;
-      return one(k / c, k % c);
-    case CollectiveKind::kScatter:
-      return one(root, r * c + k);
-    case CollectiveKind::kCustom: {
-      if (!specHas_[r][k]) return std::nullopt;
-      Many all;
-      for (auto [q, chunk] : specTable_[r][k]) all.push_back({chunk, q, q + 1});
-      return all;
-    }
-    default:
-      return std::nullopt;
+  if (kind_ == CollectiveKind::kCustom) {
+    if (!specHas_[r][k]) return std::nullopt;
+    Many all;
+    for (auto [q, chunk] : specTable_[r][k]) all.push_back({chunk, q, q + 1});
+    return all;
   }
+  auto from = traits(kind_).source(algo_->ngpus, root, r, static_cast<size_t>(perRank_),
+                                   static_cast<size_t>(k));
+  if (!from) return std::nullopt;
+  return Many{{static_cast<int>(from->index), from->first, from->last}};
 }
 
 }  // namespace chorus::verify

@@ -21,11 +21,13 @@
 #include "api/world.h"
 #include "chorus/chorus.hpp"
 #include "compiler/program_file.h"
+#include "core/collectives.h"
 #include "runtime/bootstrap/bootstrap.h"
 #include "runtime/exec/check.h"
 #include "runtime/exec/flat_plan.h"
 #include "runtime/plan/planner.h"
 #include "runtime/plan/selection.h"
+#include "tools/chorus/calls.h"
 #include "tools/chorus/commands.h"
 #include "tools/chorus/device.h"
 
@@ -36,16 +38,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// nccl-tests' size is the total over ranks' parts: count x m x element size.
-// Gather and scatter count per rank too, as their C calls do (nccl-tests'
-// gather_perf and scatter_perf).
-size_t multiplier(CollectiveKind k, int n) {
-  bool perRank = k == CollectiveKind::kAllGather || k == CollectiveKind::kReduceScatter ||
-                 k == CollectiveKind::kAllToAll || k == CollectiveKind::kGather ||
-                 k == CollectiveKind::kScatter;
-  return perRank ? static_cast<size_t>(n) : 1;
-}
 
 struct Measure {
   double us = 0;
@@ -87,31 +79,7 @@ Measure measure(const PerfArgs& a, CollectiveKind coll, const Local& local, chor
     const runtime::CallArgs& c = d.calls()[static_cast<size_t>(r)];
     const Comm& comm = local.comm(r);
     if (algo > 0) return comm.runAlgo(algo, c.sendbuff, c.recvbuff, runtimeCount, ct, cop, a.root);
-    switch (coll) {
-      case CollectiveKind::kAllReduce:
-        return comm.allReduce(c.sendbuff, c.recvbuff, count, ct, cop);
-      case CollectiveKind::kAllGather:
-        return comm.allGather(c.sendbuff, c.recvbuff, count, ct);
-      case CollectiveKind::kReduceScatter:
-        return comm.reduceScatter(c.sendbuff, c.recvbuff, count, ct, cop);
-      case CollectiveKind::kAllToAll:
-        return comm.allToAll(c.sendbuff, c.recvbuff, count, ct);
-      case CollectiveKind::kBroadcast:
-        return comm.broadcast(c.sendbuff, c.recvbuff, count, ct, a.root);
-      case CollectiveKind::kGather:
-        return comm.gather(c.sendbuff, c.recvbuff, count, ct, a.root);
-      case CollectiveKind::kScatter:
-        return comm.scatter(c.sendbuff, c.recvbuff, count, ct, a.root);
-      case CollectiveKind::kSend: {  // sendrecv: to the next rank, from the previous
-        chorusGroupStart();
-        ApiResult sent = comm.send(c.sendbuff, count, ct, (r + 1) % n);
-        ApiResult got = comm.recv(c.recvbuff, count, ct, (r + n - 1) % n);
-        ApiResult all = check(chorusGroupEnd());
-        return !sent.ok() ? sent : !got.ok() ? got : all;
-      }
-      default:
-        return comm.reduce(c.sendbuff, c.recvbuff, count, ct, cop, a.root);
-    }
+    return callCollective(comm, coll, c.sendbuff, c.recvbuff, count, ct, cop, a.root, r, n);
   };
   std::barrier threads(local.me < 0 ? n : 1);
   auto sync = [&](int r) {
@@ -424,9 +392,7 @@ int runPerf(const PerfArgs& a) {
                  : printer ? memcpyBandwidth() / 1e9
                            : 1.0;
   size_t esz = dataTypeSize(*type);
-  const bool reduces = coll == CollectiveKind::kAllReduce ||
-                       coll == CollectiveKind::kReduceScatter || coll == CollectiveKind::kReduce;
-  const std::string redop = reduces ? a.op : "none";
+  const std::string redop = traits(coll).reduces ? a.op : "none";
   const int root = isRooted(coll) ? a.root : -1;
   if (!printer) {
     // Another rank prints.
@@ -477,7 +443,7 @@ int runPerf(const PerfArgs& a) {
   size_t wrongTotal = 0;
   int status = 0;
   for (size_t bytes = a.minBytes; bytes <= a.maxBytes; bytes *= static_cast<size_t>(a.factor)) {
-    size_t m = multiplier(coll, local.nranks);
+    size_t m = ncclTestsFactor(coll, local.nranks);
     size_t count = bytes / esz / m;
     if (count == 0) continue;
     size_t size = count * m * esz;

@@ -30,10 +30,12 @@
 #include "api/convert.h"
 #include "chorus/chorus.hpp"
 #include "compiler/program_file.h"
+#include "core/collectives.h"
 #include "runtime/bootstrap/bootstrap.h"
 #include "runtime/exec/check.h"
 #include "runtime/plan/planner.h"
 #include "runtime/plan/selection.h"
+#include "tools/chorus/calls.h"
 #include "tools/chorus/commands.h"
 
 namespace chorus::cli {
@@ -84,17 +86,6 @@ constexpr DataType kTypes[] = {DataType::kInt8,    DataType::kUint8,    DataType
                                DataType::kFloat64, DataType::kFp8E4M3,  DataType::kFp8E5M2};
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin,
                              ReduceOp::kAvg};
-
-bool reduces(CollectiveKind k) {
-  return k == CollectiveKind::kAllReduce || k == CollectiveKind::kReduceScatter ||
-         k == CollectiveKind::kReduce;
-}
-
-bool perRank(CollectiveKind k) {
-  return k == CollectiveKind::kAllGather || k == CollectiveKind::kReduceScatter ||
-         k == CollectiveKind::kAllToAll || k == CollectiveKind::kGather ||
-         k == CollectiveKind::kScatter;
-}
 
 // Resident set (bytes) and open descriptors of this process.
 struct Usage {
@@ -209,12 +200,11 @@ Call draw(std::mt19937_64& rng, const std::vector<Way>& ws, int n, int me, size_
     c.way = rng() % ws.size();
     const Way& w = ws[c.way];
     c.type = kTypes[rng() % std::size(kTypes)];
-    c.op = reduces(w.coll) ? kOps[rng() % std::size(kOps)] : ReduceOp::kSum;
+    c.op = traits(w.coll).reduces ? kOps[rng() % std::size(kOps)] : ReduceOp::kSum;
     c.inplace = w.inplace && (!w.outofplace || rng() % 2 == 0);
     c.root = w.root >= 0 ? w.root : static_cast<int>(rng() % static_cast<uint64_t>(n));
     // Log-uniform elements, at most maxBytes moved per rank.
-    size_t perCall =
-        maxBytes / dataTypeSize(c.type) / (perRank(w.coll) ? static_cast<size_t>(n) : 1);
+    size_t perCall = maxBytes / dataTypeSize(c.type) / ncclTestsFactor(w.coll, n);
     double x =
         std::uniform_real_distribution<double>(0, std::log2(std::max<size_t>(perCall, 2)))(rng);
     c.count = std::max<size_t>(1, static_cast<size_t>(std::exp2(x)));
@@ -234,7 +224,7 @@ std::string describe(const Call& c, const Way& w) {
   std::string s =
       std::string(w.coll == CollectiveKind::kSend ? "sendrecv" : collectiveName(w.coll)) +
       " count " + std::to_string(c.count) + " " + std::string(dataTypeName(c.type));
-  if (reduces(w.coll)) s += " " + std::string(reduceOpName(c.op));
+  if (traits(w.coll).reduces) s += " " + std::string(reduceOpName(c.op));
   if (isRooted(w.coll)) s += " root " + std::to_string(c.root);
   return s + (c.inplace ? " in place" : " out of place") + (c.mapped ? ", mappable buffers" : "") +
          ", " + w.name;
@@ -245,27 +235,7 @@ ApiResult issue(const Comm& comm, const Way& w, const Call& c, const runtime::Ca
   chorusDataType_t t = api::toC(c.type);
   chorusRedOp_t op = api::toC(c.op);
   if (w.handle != 0) return comm.runAlgo(w.handle, b.sendbuff, b.recvbuff, c.count, t, op, c.root);
-  switch (w.coll) {
-    case CollectiveKind::kAllReduce:
-      return comm.allReduce(b.sendbuff, b.recvbuff, c.count, t, op);
-    case CollectiveKind::kAllGather:
-      return comm.allGather(b.sendbuff, b.recvbuff, c.count, t);
-    case CollectiveKind::kReduceScatter:
-      return comm.reduceScatter(b.sendbuff, b.recvbuff, c.count, t, op);
-    case CollectiveKind::kAllToAll:
-      return comm.allToAll(b.sendbuff, b.recvbuff, c.count, t);
-    case CollectiveKind::kBroadcast:
-      return comm.broadcast(b.sendbuff, b.recvbuff, c.count, t, c.root);
-    case CollectiveKind::kReduce:
-      return comm.reduce(b.sendbuff, b.recvbuff, c.count, t, op, c.root);
-    default: {  // kSend: to the next rank, from the previous
-      chorusGroupStart();
-      ApiResult sent = comm.send(b.sendbuff, c.count, t, (r + 1) % n);
-      ApiResult got = comm.recv(b.recvbuff, c.count, t, (r + n - 1) % n);
-      ApiResult all = check(chorusGroupEnd());
-      return !sent.ok() ? sent : !got.ok() ? got : all;
-    }
-  }
+  return callCollective(comm, w.coll, b.sendbuff, b.recvbuff, c.count, t, op, c.root, r, n);
 }
 
 int relaunch(const SoakArgs& a) {

@@ -6,6 +6,9 @@
 #include <tuple>
 #include <utility>
 
+#include "core/check.h"
+#include "core/collectives.h"
+
 namespace chorus::runtime {
 namespace {
 
@@ -223,8 +226,8 @@ Result<CollectiveData> CollectiveData::make(const VerifiedAlgorithm& va, size_t 
 Result<CollectiveData> CollectiveData::make(CollectiveKind coll, int nranks, int root, size_t count,
                                             DataType type, ReduceOp op, bool inplace, int onlyRank,
                                             bool mappable) {
-  if (!isNcclCollective(coll) && coll != CollectiveKind::kSend && coll != CollectiveKind::kGather &&
-      coll != CollectiveKind::kScatter)
+  // kSend: the ring of sendrecvs the tests and `chorus soak` post.
+  if (traits(coll).source == nullptr && coll != CollectiveKind::kSend)
     return Status(StatusCode::kUnsupported, "no closed-form check for collective '" +
                                                 std::string(collectiveName(coll)) + "'");
   return build(coll, nranks, root, count, type, op, inplace, onlyRank, mappable);
@@ -259,9 +262,9 @@ Result<CollectiveData> CollectiveData::build(CollectiveKind coll, int nranks, in
       // NCCL's in-place conventions: the input is a view of the output
       // (allgather) or the output a view of the input (reducescatter).
       // Gather and scatter: the rank's share is count / n (m = 1).
-      size_t share = countsWholeVector(coll) ? count / n : count;
-      bool gathers = coll == CollectiveKind::kAllGather || coll == CollectiveKind::kGather;
-      bool scatters = coll == CollectiveKind::kReduceScatter || coll == CollectiveKind::kScatter;
+      size_t share = blockElems(coll, count, nranks);
+      bool gathers = traits(coll).inPlace == InPlace::kInputInOutput;
+      bool scatters = traits(coll).inPlace == InPlace::kOutputInInput;
       c.sendbuff = rb + (gathers ? r * share : 0) * esz;
       c.recvbuff = rb + (scatters ? r * share : 0) * esz;
     } else {
@@ -289,65 +292,40 @@ size_t CollectiveData::countWrong(std::string* first) const {
   const int n = nranks_, mixed = combined();
   std::vector<unsigned char> want(dataTypeSize(type_));
   size_t wrong = 0;
-  auto reduceAll = [&](size_t at) {
-    double v = inputValue(type_, op_, 0, at, mixed);
-    for (int q = 1; q < n; ++q) v = combine(op_, v, inputValue(type_, op_, q, at, mixed));
-    return v;
-  };
+  const CollectiveTraits& t = traits(collective_);
+  const size_t block = blockElems(collective_, count_, n);
+  CHORUS_CHECK(t.source != nullptr || collective_ == CollectiveKind::kCustom ||
+                   collective_ == CollectiveKind::kSend,
+               "CollectiveData holds a collective make() refuses");
   for (int r = 0; r < n; ++r) {
-    bool rootOnly =
-        collective_ == CollectiveKind::kReduce || collective_ == CollectiveKind::kGather;
-    if (rootOnly && r != root_) continue;
+    if (t.writes == Ranks::kRoot && r != root_) continue;
     if (recv_[static_cast<size_t>(r)].empty()) continue;  // another process's rank
     const void* out = calls_[static_cast<size_t>(r)].recvbuff;
     for (size_t e = 0; e < outElems_; ++e) {
-      switch (collective_) {
-        case CollectiveKind::kAllReduce:
-        case CollectiveKind::kReduce:
-          storeReduced(type_, op_, want.data(), 0, reduceAll(e), n);
-          break;
-        case CollectiveKind::kReduceScatter:
-          storeReduced(type_, op_, want.data(), 0, reduceAll(static_cast<size_t>(r) * count_ + e),
-                       n);
-          break;
-        case CollectiveKind::kAllGather:
-          store(type_, want.data(), 0,
-                inputValue(type_, op_, static_cast<int>(e / count_), e % count_, mixed));
-          break;
-        case CollectiveKind::kAllToAll:
-          store(type_, want.data(), 0,
-                inputValue(type_, op_, static_cast<int>(e / count_),
-                           static_cast<size_t>(r) * count_ + e % count_, mixed));
-          break;
-        case CollectiveKind::kBroadcast:
-          store(type_, want.data(), 0, inputValue(type_, op_, root_, e, mixed));
-          break;
-        case CollectiveKind::kGather:  // at the root: share q from rank q
-          store(type_, want.data(), 0,
-                inputValue(type_, op_, static_cast<int>(e / inElems_), e % inElems_, mixed));
-          break;
-        case CollectiveKind::kScatter:  // rank r: share r of the root's input
-          store(type_, want.data(), 0,
-                inputValue(type_, op_, root_, static_cast<size_t>(r) * outElems_ + e, mixed));
-          break;
-        case CollectiveKind::kSend:  // sendrecv: from the previous rank
-          store(type_, want.data(), 0, inputValue(type_, op_, (r + n - 1) % n, e, mixed));
-          break;
-        case CollectiveKind::kCustom: {
-          const auto& holds = expected_[static_cast<size_t>(r)][e / chunkElems_];
-          if (holds.empty()) continue;  // unconstrained
-          size_t at = e % chunkElems_;
-          auto value = [&](std::pair<int, int> c) {
-            return inputValue(type_, op_, c.first, static_cast<size_t>(c.second) * chunkElems_ + at,
-                              mixed);
-          };
-          double v = value(holds[0]);
-          for (size_t h = 1; h < holds.size(); ++h) v = combine(op_, v, value(holds[h]));
-          storeReduced(type_, op_, want.data(), 0, v, n);
-          break;
+      if (collective_ == CollectiveKind::kCustom) {
+        const auto& holds = expected_[static_cast<size_t>(r)][e / chunkElems_];
+        if (holds.empty()) continue;  // unconstrained
+        size_t at = e % chunkElems_;
+        auto value = [&](std::pair<int, int> c) {
+          return inputValue(type_, op_, c.first, static_cast<size_t>(c.second) * chunkElems_ + at,
+                            mixed);
+        };
+        double v = value(holds[0]);
+        for (size_t h = 1; h < holds.size(); ++h) v = combine(op_, v, value(holds[h]));
+        storeReduced(type_, op_, want.data(), 0, v, n);
+      } else if (collective_ == CollectiveKind::kSend) {  // sendrecv: from the previous rank
+        store(type_, want.data(), 0, inputValue(type_, op_, (r + n - 1) % n, e, mixed));
+      } else {
+        const std::optional<Source> from = t.source(n, root_, r, block, e);
+        if (!from) continue;  // unconstrained
+        double v = inputValue(type_, op_, from->first, from->index, mixed);
+        if (t.reduces) {
+          for (int q = from->first + 1; q < from->last; ++q)
+            v = combine(op_, v, inputValue(type_, op_, q, from->index, mixed));
+          storeReduced(type_, op_, want.data(), 0, v, from->last - from->first);
+        } else {
+          store(type_, want.data(), 0, v);
         }
-        default:
-          return 0;
       }
       uint64_t got = bitsAt(type_, out, e), exp = bitsAt(type_, want.data(), 0);
       if (got == exp) continue;

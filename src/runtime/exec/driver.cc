@@ -238,7 +238,7 @@ Status deadlock(const Session& s, const std::string& why) {
 void finishAverage(const VerifiedAlgorithm& va, const CallArgs& call, int r) {
   const ir::Algorithm& a = va.algo();
   if (call.op != ReduceOp::kAvg) return;
-  if (a.collective == CollectiveKind::kReduce && r != va.root()) return;
+  if (traits(a.collective).writes == Ranks::kRoot && r != va.root()) return;
   // allreduce, reduce and reducescatter outputs all hold `count` elements.
   divideInPlace(call.type, call.recvbuff, call.count, a.ngpus);
 }

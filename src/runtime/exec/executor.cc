@@ -133,16 +133,14 @@ struct Layout {
     base[out] = kApart;
     if (!inplace) return;
     const int64_t shift = int64_t{rank} * a.nchunksPerLoop;
-    switch (a.collective) {
-      case CollectiveKind::kAllGather:
-      case CollectiveKind::kGather:
+    switch (traits(a.collective).inPlace) {
+      case InPlace::kInputInOutput:
         base[in] = base[out] + shift;
         break;
-      case CollectiveKind::kReduceScatter:
-      case CollectiveKind::kScatter:
+      case InPlace::kOutputInInput:
         base[in] = base[out] - shift;
         break;
-      default:
+      case InPlace::kSame:
         base[in] = base[out];
     }
   }
@@ -228,42 +226,25 @@ std::pair<size_t, size_t> bufferElems(const ir::Algorithm& a, size_t count) {
 }
 
 std::pair<size_t, size_t> bufferElems(CollectiveKind coll, int nranks, size_t count) {
-  size_t n = static_cast<size_t>(nranks);
-  switch (coll) {
-    case CollectiveKind::kAllGather:
-      return {count, count * n};
-    case CollectiveKind::kReduceScatter:
-      return {count * n, count};
-    // docs/spec/IR.md section 3: m = 1, so `count` is the root's whole buffer and
-    // every rank's share is count / n.
-    case CollectiveKind::kGather:
-      return {count / n, count};
-    case CollectiveKind::kScatter:
-      return {count, count / n};
-    case CollectiveKind::kAllToAll:
-      return {count * n, count * n};
-    default:
-      return {count, count};
-  }
+  const CollectiveTraits& t = traits(coll);
+  return {extentElems(t.input, count, nranks), extentElems(t.output, count, nranks)};
 }
 
 bool isInPlaceCall(CollectiveKind coll, const CallArgs& c, int rank, int nranks) {
   auto send = reinterpret_cast<uintptr_t>(c.sendbuff);
   auto recv = reinterpret_cast<uintptr_t>(c.recvbuff);
-  size_t shift = static_cast<size_t>(rank) * c.count * dataTypeSize(c.type);
-  switch (coll) {
-    case CollectiveKind::kAllGather:
+  // The rank's block: count, or for gather and scatter its share count / n.
+  size_t shift =
+      static_cast<size_t>(rank) * blockElems(coll, c.count, nranks) * dataTypeSize(c.type);
+  switch (traits(coll).inPlace) {
+    case InPlace::kInputInOutput:
       return send == recv + shift;
-    case CollectiveKind::kReduceScatter:
+    case InPlace::kOutputInInput:
       return recv == send + shift;
-    // A rank's share of `count` is count / n (docs/spec/IR.md section 3).
-    case CollectiveKind::kGather:
-      return send == recv + shift / static_cast<size_t>(nranks);
-    case CollectiveKind::kScatter:
-      return recv == send + shift / static_cast<size_t>(nranks);
-    default:
+    case InPlace::kSame:
       return send == recv;
   }
+  return send == recv;
 }
 
 namespace {

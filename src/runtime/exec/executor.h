@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/collectives.h"
 #include "core/status.h"
 #include "core/types.h"
 #include "ir/ir.h"
@@ -124,10 +125,7 @@ std::pair<size_t, size_t> bufferElems(CollectiveKind coll, int nranks, size_t co
 
 // Collectives whose output is a reduction: the ones avg applies to (the
 // output is divided by the rank count once reduced).
-inline bool reducesToOutput(CollectiveKind k) {
-  return k == CollectiveKind::kAllReduce || k == CollectiveKind::kReduceScatter ||
-         k == CollectiveKind::kReduce;
-}
+inline bool reducesToOutput(CollectiveKind k) { return traits(k).reduces; }
 
 // Whether rank `rank`'s call of a `coll` collective on `nranks` ranks is in
 // place: NCCL's rule (allgather: send == recv + rank x count; reducescatter:

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "core/check.h"
+#include "core/collectives.h"
 
 namespace chorus::runtime {
 
@@ -134,7 +135,7 @@ double FlatPlan::bytesMoved(const ir::Slicing& g, ir::Protocol p) const {
 
 bool FlatPlan::dividesOutput(int rank, ReduceOp op) const {
   if (op != ReduceOp::kAvg || !reducesToOutput(collective)) return false;
-  return collective != CollectiveKind::kReduce || rank == root;
+  return traits(collective).writes == Ranks::kAll || rank == root;
 }
 
 }  // namespace chorus::runtime

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/collectives.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "ir/json_io.h"
@@ -60,11 +61,7 @@ Result<std::shared_ptr<const VerifiedAlgorithm>> loadVerifiedFile(
 }
 
 size_t requestBytes(const SelectionRequest& r) {
-  size_t m = 1;
-  if (r.collective == CollectiveKind::kAllGather ||
-      r.collective == CollectiveKind::kReduceScatter || r.collective == CollectiveKind::kAllToAll)
-    m = static_cast<size_t>(r.nranks);
-  return r.count * m * dataTypeSize(r.type);
+  return r.count * countMultiplier(r.collective, r.nranks) * dataTypeSize(r.type);
 }
 
 std::string ineligibility(const VerifiedAlgorithm& va, const SelectionRequest& r, bool sizeRange) {
