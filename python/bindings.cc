@@ -30,10 +30,10 @@
 #include "runtime/exec/driver.h"
 #include "runtime/exec/executor.h"
 #include "sim/simulator.h"
-#include "tools/chorus/commands.h"
-#include "tools/chorus/report.h"
 #include "topo/presets.h"
 #include "verify/verifier.h"
+#include "workflows/report_page.h"
+#include "workflows/synthesis.h"
 
 namespace py = pybind11;
 
@@ -402,9 +402,9 @@ Algorithm compileProgram(const Program& prog, bool verify) {
   return a;
 }
 
-Algorithm gen(const cli::GenArgs& args, bool verify) {
+Algorithm gen(const lang::ProgramOptions& args, bool verify) {
   std::string problem;
-  std::unique_ptr<lang::Program> recorded = cli::recordProgram(args, &problem);
+  std::unique_ptr<lang::Program> recorded = lang::recordProgram(args.name, args, &problem);
   if (recorded == nullptr) raise(args.name + ": " + problem);
   if (!recorded->problems().empty())
     raise(recorded->problems().front().message, problems(*recorded));
@@ -412,12 +412,12 @@ Algorithm gen(const cli::GenArgs& args, bool verify) {
   return compileProgram(prog, verify);
 }
 
-py::tuple synthesize(const cli::SynthArgs& args) {
+py::tuple synthesize(const workflows::SynthArgs& args) {
   std::string json, xml, error;
   int rc = 0;
   {
     py::gil_scoped_release nogil;
-    rc = cli::synthesize(args, &json, &xml, &error);
+    rc = workflows::synthesize(args, &json, &xml, &error);
   }
   if (rc != 0) raise(error);
   return py::make_tuple(json, xml);
@@ -426,7 +426,7 @@ py::tuple synthesize(const cli::SynthArgs& args) {
 // chorus.report(): the page `chorus report` writes (docs/report.md), for
 // `items` in their order: paths (read here, so an unreadable file is
 // reported) and Algorithms (labelled by `labels`, in turn).
-std::string reportHtml(const cli::ReportArgs& args, const py::list& items,
+std::string reportHtml(const workflows::ReportArgs& args, const py::list& items,
                        const std::vector<std::string>& labels) {
   std::vector<report::AlgorithmInput> inputs;
   size_t next = 0;
@@ -447,10 +447,10 @@ std::string reportHtml(const cli::ReportArgs& args, const py::list& items,
   int rc = 0;
   {
     py::gil_scoped_release nogil;
-    cli::ReportArgs quiet = args;
+    workflows::ReportArgs quiet = args;
     quiet.files.clear();
     quiet.printVerdicts = false;
-    rc = cli::reportPage(quiet, std::move(inputs), &html, &error);
+    rc = workflows::reportPage(quiet, std::move(inputs), &html, &error);
   }
   if (rc != 0) raise(error);
   return html;
@@ -916,50 +916,51 @@ PYBIND11_MODULE(_chorus, m) {
     }
     return out;
   });
-  py::class_<cli::GenArgs>(m, "GenArgs")
+  // gen()'s options: a program's name and the options a user gives it.
+  py::class_<lang::ProgramOptions>(m, "GenArgs")
       .def(py::init<>())
-      .def_readwrite("name", &cli::GenArgs::name)
-      .def_readwrite("ranks", &cli::GenArgs::ranks)
-      .def_readwrite("instances", &cli::GenArgs::instances)
-      .def_readwrite("blocked_instances", &cli::GenArgs::blockedInstances)
-      .def_readwrite("protocol", &cli::GenArgs::protocol)
-      .def_readwrite("inplace", &cli::GenArgs::inplace)
-      .def_readwrite("gpus_per_node", &cli::GenArgs::gpusPerNode)
-      .def_readwrite("channels", &cli::GenArgs::channels)
-      .def_readwrite("chunk_factor", &cli::GenArgs::chunkFactor)
-      .def_readwrite("root", &cli::GenArgs::root);
+      .def_readwrite("name", &lang::ProgramOptions::name)
+      .def_readwrite("ranks", &lang::ProgramOptions::ranks)
+      .def_readwrite("instances", &lang::ProgramOptions::instances)
+      .def_readwrite("blocked_instances", &lang::ProgramOptions::blockedInstances)
+      .def_readwrite("protocol", &lang::ProgramOptions::protocol)
+      .def_readwrite("inplace", &lang::ProgramOptions::inplace)
+      .def_readwrite("gpus_per_node", &lang::ProgramOptions::gpusPerNode)
+      .def_readwrite("channels", &lang::ProgramOptions::channels)
+      .def_readwrite("chunk_factor", &lang::ProgramOptions::chunkFactor)
+      .def_readwrite("root", &lang::ProgramOptions::root);
   m.def("gen", &gen);
 
-  py::class_<cli::SynthArgs>(m, "SynthArgs")
+  py::class_<workflows::SynthArgs>(m, "SynthArgs")
       .def(py::init<>())
-      .def_readwrite("collective", &cli::SynthArgs::collective)
-      .def_readwrite("topo", &cli::SynthArgs::topo)
-      .def_readwrite("ranks", &cli::SynthArgs::ranks)
-      .def_readwrite("root", &cli::SynthArgs::root)
-      .def_readwrite("bound_only", &cli::SynthArgs::boundOnly)
-      .def_readwrite("name", &cli::SynthArgs::name)
-      .def_readwrite("protocol", &cli::SynthArgs::protocol)
-      .def_readwrite("inplace", &cli::SynthArgs::inplace)
-      .def_readwrite("max_pieces", &cli::SynthArgs::maxPieces)
-      .def_readwrite("instances", &cli::SynthArgs::instances)
-      .def_readwrite("size", &cli::SynthArgs::size)
-      .def_readwrite("method", &cli::SynthArgs::method)
-      .def_readwrite("trees", &cli::SynthArgs::trees)
-      .def_readwrite("headroom", &cli::SynthArgs::headroom)
-      .def_readwrite("time_budget", &cli::SynthArgs::timeBudget);
+      .def_readwrite("collective", &workflows::SynthArgs::collective)
+      .def_readwrite("topo", &workflows::SynthArgs::topo)
+      .def_readwrite("ranks", &workflows::SynthArgs::ranks)
+      .def_readwrite("root", &workflows::SynthArgs::root)
+      .def_readwrite("bound_only", &workflows::SynthArgs::boundOnly)
+      .def_readwrite("name", &workflows::SynthArgs::name)
+      .def_readwrite("protocol", &workflows::SynthArgs::protocol)
+      .def_readwrite("inplace", &workflows::SynthArgs::inplace)
+      .def_readwrite("max_pieces", &workflows::SynthArgs::maxPieces)
+      .def_readwrite("instances", &workflows::SynthArgs::instances)
+      .def_readwrite("size", &workflows::SynthArgs::size)
+      .def_readwrite("method", &workflows::SynthArgs::method)
+      .def_readwrite("trees", &workflows::SynthArgs::trees)
+      .def_readwrite("headroom", &workflows::SynthArgs::headroom)
+      .def_readwrite("time_budget", &workflows::SynthArgs::timeBudget);
   m.def("synthesize", &synthesize);
-  py::class_<cli::ReportArgs>(m, "ReportArgs")
+  py::class_<workflows::ReportArgs>(m, "ReportArgs")
       .def(py::init<>())
-      .def_readwrite("files", &cli::ReportArgs::files)
-      .def_readwrite("topo", &cli::ReportArgs::topo)
-      .def_readwrite("perf", &cli::ReportArgs::perf)
-      .def_readwrite("title", &cli::ReportArgs::title)
-      .def_readwrite("bytes", &cli::ReportArgs::bytes)
-      .def_readwrite("min_bytes", &cli::ReportArgs::minBytes)
-      .def_readwrite("max_bytes", &cli::ReportArgs::maxBytes)
-      .def_readwrite("factor", &cli::ReportArgs::factor)
-      .def_readwrite("detail_steps", &cli::ReportArgs::detailSteps)
-      .def_readwrite("detail_ranks", &cli::ReportArgs::detailRanks);
+      .def_readwrite("files", &workflows::ReportArgs::files)
+      .def_readwrite("topo", &workflows::ReportArgs::topo)
+      .def_readwrite("perf", &workflows::ReportArgs::perf)
+      .def_readwrite("title", &workflows::ReportArgs::title)
+      .def_readwrite("bytes", &workflows::ReportArgs::bytes)
+      .def_readwrite("min_bytes", &workflows::ReportArgs::minBytes)
+      .def_readwrite("max_bytes", &workflows::ReportArgs::maxBytes)
+      .def_readwrite("factor", &workflows::ReportArgs::factor)
+      .def_readwrite("detail_steps", &workflows::ReportArgs::detailSteps)
+      .def_readwrite("detail_ranks", &workflows::ReportArgs::detailRanks);
   m.def("report", &reportHtml);
   bindComm(m);
 

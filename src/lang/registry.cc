@@ -83,4 +83,18 @@ const ProgramEntry* findProgram(const std::string& name) {
   return nullptr;
 }
 
+std::unique_ptr<Program> recordProgram(const std::string& name, const ProgramOptions& given,
+                                       std::string* problem) {
+  const ProgramEntry* e = findProgram(name);
+  if (e == nullptr) {
+    *problem = "no program named '" + name + "' (chorus gen --list)";
+    return nullptr;
+  }
+  ProgramOptions o;
+  if (!programOptions(*e, given, &o, problem)) return nullptr;
+  auto program = std::make_unique<Program>(o);
+  e->build(*program);
+  return program;
+}
+
 }  // namespace chorus::lang

@@ -5,6 +5,7 @@
 
 #include <chorus/lang.hpp>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,13 @@ std::string optionList(const ProgramEntry& e);
 // it does not serve, or a root outside the ranks.
 bool programOptions(const ProgramEntry& e, const ProgramOptions& given, ProgramOptions* out,
                     std::string* problem);
+
+// The registered program `name` recorded with the options a user gave
+// (programOptions), as `chorus gen` and the Python package's gen() run it;
+// nullptr with `problem` saying why (an unknown name, a rank count or
+// option it does not take).
+std::unique_ptr<Program> recordProgram(const std::string& name, const ProgramOptions& given,
+                                       std::string* problem);
 
 // Every registered program, in name order.
 const std::vector<ProgramEntry>& programs();

@@ -7,7 +7,16 @@
 #include <string>
 #include <vector>
 
+#include "workflows/report_page.h"
+#include "workflows/synthesis.h"
+
 namespace chorus::cli {
+
+// What the front ends share (src/workflows): the requests of `chorus
+// synth` and `chorus report`, and how a byte count reads.
+using workflows::ReportArgs;
+using workflows::sizeText;
+using workflows::SynthArgs;
 
 struct VerifyArgs {
   std::vector<std::string> files;
@@ -137,10 +146,6 @@ struct GenArgs {
 // Runs a registered program, compiles and verifies it, writes MSCCL XML.
 // Exit: 0 written, 1 the program or its result is wrong, 2 bad arguments.
 int runGen(const GenArgs& args);
-// The registered program `args.name` recorded with `args`' options (also
-// the Python package's gen()); nullptr with `problem` saying why (unknown
-// name, a rank count or option it does not take).
-std::unique_ptr<lang::Program> recordProgram(const GenArgs& args, std::string* problem);
 
 struct TopoArgs {
   bool list = false;
@@ -169,57 +174,13 @@ struct SimArgs {
 // Predicts each algorithm's time on the topology. Exit 0, or 2 for bad input.
 int runSim(const SimArgs& args);
 
-struct ReportArgs {
-  std::vector<std::string> files;  // algorithm files
-  std::string topo;                // a preset or a .json file; empty: no simulation
-  std::vector<std::string> perf;   // chorus perf --csv / bench/peer_compare.sh output
-  std::string output = "report.html";
-  std::string title;
-  size_t bytes =
-      size_t{1} << 20;  // the size the flow, critical path and link loads are simulated at
-  size_t minBytes = 1 << 10, maxBytes = size_t{1} << 30;
-  int factor = 4;
-  size_t detailSteps = 20000;    // more steps: drawn aggregated
-  std::vector<int> detailRanks;  // aggregated: the lanes drawn step by step
-  bool printVerdicts = true;     // a line per algorithm on stdout
-};
 // One self-contained HTML page (docs/report.md). Exit 0 when written (the
 // algorithms' verdicts are in it), 2 for bad input.
 int runReport(const ReportArgs& args);
 
-struct SynthArgs {
-  std::string collective;
-  std::string topo;
-  std::string ranks;  // a subset, "0,1,4,5"
-  int root = 0;
-  bool boundOnly = false, json = false;
-  std::string output;  // -o FILE.xml
-  std::string name;    // the algorithm's name (default synth_COLL)
-  std::string protocol = "Simple";
-  bool inplace = false;
-  int maxPieces = 64;
-  int instances = 0;               // 0: chosen by simulating 1, 2, 4, 8
-  size_t size = size_t{1} << 30;   // the message size to simulate and choose for
-  std::string method = "optimal";  // optimal (exact forest) or blink (blink.h)
-  int trees = 4;                   // blink: trees per root
-  int headroom = -1;        // percent of the links between boxes left idle; -1: 0, 10, 25 simulated
-  double timeBudget = 30;   // seconds the command may take; 0: no limit
-  bool candidates = false;  // print every lowering tried
-  // --sizes FROM:TO: a schedule per size range into the directory -o names
-  // (sizesTo 0: one schedule, for `size`).
-  size_t sizesFrom = 0, sizesTo = 0;
-  std::string report;  // --report FILE.html: the schedule, its trees and cut on the topology
-};
 // The bandwidth-optimal algbw of a collective on a topology and its binding
 // cut. Exit 0, or 2 for bad input.
 int runSynth(const SynthArgs& args);
-// The same for other front ends (the Python package): `chorus synth --json`'s
-// object into `json` and the schedule's MSCCL XML (when one was built) into
-// `xml`; 0, or 2 with `error` saying why.
-int synthesize(const SynthArgs& args, std::string* json, std::string* xml, std::string* error);
-
-// A byte count for people: "64 MiB", "1.5 GiB".
-std::string sizeText(double bytes);
 
 // Lists diagnostic codes, or explains one.
 int runExplain(const std::string& code);

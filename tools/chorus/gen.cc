@@ -34,20 +34,6 @@ lang::ProgramOptions givenOptions(const GenArgs& args) {
 }
 }  // namespace
 
-std::unique_ptr<lang::Program> recordProgram(const GenArgs& args, std::string* problem) {
-  const lang::ProgramEntry* e = lang::findProgram(args.name);
-  if (e == nullptr) {
-    *problem = "no program named '" + args.name + "' (chorus gen --list)";
-    return nullptr;
-  }
-  lang::ProgramOptions given = givenOptions(args);
-  lang::ProgramOptions o;
-  if (!lang::programOptions(*e, given, &o, problem)) return nullptr;
-  auto program = std::make_unique<lang::Program>(o);
-  e->build(*program);
-  return program;
-}
-
 namespace {
 
 // `chorus gen NAME --rank R`: rank R's part alone. Whether the program is
@@ -120,7 +106,8 @@ int runGen(const GenArgs& args) {
   }
   auto t0 = std::chrono::steady_clock::now();
   std::string problem;
-  std::unique_ptr<lang::Program> recorded = recordProgram(args, &problem);
+  std::unique_ptr<lang::Program> recorded =
+      lang::recordProgram(args.name, givenOptions(args), &problem);
   if (recorded == nullptr) {
     fmt::print(stderr, "chorus gen {}: {}\n", args.name, problem);
     return 2;

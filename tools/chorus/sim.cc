@@ -19,16 +19,6 @@
 
 namespace chorus::cli {
 
-std::string sizeText(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 4) {
-    bytes /= 1024;
-    ++u;
-  }
-  return fmt::format("{:g} {}", bytes, units[u]);
-}
-
 namespace {
 
 std::string linkName(const topo::Topology& t, int l) {

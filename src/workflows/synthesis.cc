@@ -1,0 +1,679 @@
+// Synthesis as one step (docs/synthesis.md): the bandwidth-optimal time of
+// a collective on a topology and the cut that binds it, the schedule that
+// attains it, lowered, verified and chosen by simulation.
+#include "workflows/synthesis.h"
+
+#include <fmt/core.h>
+
+#include <bit>
+#include <chorus/gen.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "algorithms/classic.h"
+#include "compiler/program_file.h"
+#include "core/io.h"
+#include "ir/validate.h"
+#include "ir/xml_reader.h"
+#include "ir/xml_writer.h"
+#include "lang/registry.h"
+#include "sim/simulator.h"
+#include "synth/alltoall.h"
+#include "synth/blink.h"
+#include "synth/bound.h"
+#include "synth/forest.h"
+#include "synth/lower.h"
+#include "synth/search.h"
+#include "topo/presets.h"
+#include "workflows/report_page.h"
+
+namespace chorus::workflows {
+
+namespace {
+
+// Up to `most` node names, then how many more.
+std::string names(const topo::Topology& t, const std::vector<int>& ids, size_t most = 12) {
+  std::string out;
+  for (size_t i = 0; i < ids.size() && i < most; ++i) {
+    if (i > 0) out += ", ";
+    out += t.nodes[static_cast<size_t>(ids[i])].name;
+  }
+  if (ids.size() > most) out += fmt::format(", ... ({} more)", ids.size() - most);
+  return out;
+}
+
+struct Schedule {
+  synth::Found found;
+  int pieces = 0;
+  size_t trees = 0;
+  double seconds = 0;
+  size_t simBytes = size_t{1} << 30;
+  double simAlgbw = 0, simBusbw = 0;  // the kept lowering, as written and read back
+  std::string xml;                    // the schedule kept, verified
+  const synth::Shape& shape() const { return found.keptShape(); }
+  const synth::Tried& lowering() const { return found.kept(); }
+};
+
+using Deadline = std::optional<std::chrono::steady_clock::time_point>;
+
+// The search's deadline: three quarters of --time-budget, the rest left
+// for proving and writing the schedule kept (a 64-chunk lowering on 32
+// ranks takes seconds to verify).
+Deadline deadlineOf(const SynthArgs& args, std::chrono::steady_clock::time_point start) {
+  if (args.timeBudget <= 0) return std::nullopt;
+  return start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                     std::chrono::duration<double>(0.75 * args.timeBudget));
+}
+
+synth::SearchOptions searchOptions(const topo::Topology& t, CollectiveKind coll,
+                                   const SynthArgs& args, size_t bytes, const std::string& protocol,
+                                   Deadline deadline) {
+  synth::SearchOptions so;
+  so.collective = coll;
+  so.root = args.root;
+  so.method = args.method;
+  so.trees = args.trees;
+  so.maxPieces = args.maxPieces;
+  so.headroom = args.headroom;
+  so.instances = args.instances;
+  so.bytes = bytes;
+  so.lower.name = args.name.empty() ? "synth_" + std::string(collectiveName(coll)) : args.name;
+  so.lower.protocol = protocol;
+  so.lower.inplace = args.inplace;
+  for (int r = 0; r < t.ranks(); ++r)
+    so.lower.boxes.push_back(t.nodes[static_cast<size_t>(t.nodeOfRank(r))].box);
+  so.deadline = deadline;
+  return so;
+}
+
+// An algorithm simulated at `bytes` (no critical path).
+Result<sim::Result> simulateAt(const ir::Algorithm& a, const topo::Topology& t, size_t bytes,
+                               bool inplace) {
+  sim::Options so;
+  so.bytes = bytes;
+  so.inplace = inplace;
+  so.criticalPath = false;
+  return sim::simulate(a, t, so);
+}
+
+// Its algbw (GB/s), or 0 where it cannot run the size or deadlocks, with
+// why in `problem`.
+double simulatedAlgbw(const ir::Algorithm& a, const topo::Topology& t, size_t bytes, bool inplace,
+                      std::string* problem = nullptr) {
+  auto r = simulateAt(a, t, bytes, inplace);
+  if (!r.isOk() && problem != nullptr && problem->empty()) *problem = r.status().message();
+  return r.isOk() ? r.value().algbw : 0;
+}
+
+// A program proved (chorus::generate) and written with the size range
+// [minBytes, maxBytes] it serves (0: unlimited); what it simulates at
+// `bytes` as read back from that XML. Returns what went wrong, or "".
+std::string proveProgram(const lang::Program& program, const topo::Topology& t, size_t bytes,
+                         uint64_t minBytes, uint64_t maxBytes, std::string* xml, double* algbw,
+                         double* busbw) {
+  Generated gen = generate(program);
+  if (!gen.ok)
+    return "the lowered schedule does not compile or verify (a bug):\n" + gen.diagnostics;
+  ir::ReadResult back = ir::readXml(gen.xml, program.options().name, compiler::readOptions());
+  if (!back.algorithm) return "the written XML does not read back (a bug)";
+  if (minBytes != 0 || maxBytes != 0) {
+    back.algorithm->minBytes = minBytes;
+    back.algorithm->maxBytes = maxBytes;
+    *xml = ir::writeXml(*back.algorithm);
+  } else {
+    *xml = std::move(gen.xml);
+  }
+  auto r = simulateAt(*back.algorithm, t, bytes, program.options().inplace);
+  if (!r.isOk()) return "simulating the written schedule: " + r.status().message() + " (a bug)";
+  *algbw = r.value().algbw;
+  *busbw = r.value().busbw;
+  return "";
+}
+
+// The lowering a search kept, proved and written (proveProgram).
+std::string prove(const topo::Topology& t, CollectiveKind coll, const synth::Found& found,
+                  const synth::LowerOptions& base, size_t bytes, uint64_t minBytes,
+                  uint64_t maxBytes, std::string* xml, double* algbw, double* busbw) {
+  const synth::Shape& shape = found.keptShape();
+  const synth::LowerOptions lo = found.keptLowering(base);
+  const synth::Forest* g = shape.gather ? &*shape.gather : nullptr;
+  const synth::Forest* s = shape.scatter ? &*shape.scatter : nullptr;
+  lang::Program program(synth::forestProgramOptions(coll, t.ranks(), g, s, lo));
+  synth::recordForests(program, g, s, lo);
+  return proveProgram(program, t, bytes, minBytes, maxBytes, xml, algbw, busbw);
+}
+
+// Searches the forests and their lowerings (synth/search.h), proves the
+// one kept, simulates it as written and keeps its XML. Returns what went
+// wrong, or "".
+std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const SynthArgs& args,
+                          Schedule& out) {
+  auto t0 = std::chrono::steady_clock::now();
+  const synth::SearchOptions so =
+      searchOptions(t, coll, args, args.size, args.protocol, deadlineOf(args, t0));
+  auto found = synth::searchSchedule(t, so);
+  if (!found.isOk()) return found.status().message();
+  out.found = std::move(found).value();
+  out.simBytes = args.size;
+  if (std::string problem = prove(t, coll, out.found, so.lower, out.simBytes, 0, 0, &out.xml,
+                                  &out.simAlgbw, &out.simBusbw);
+      !problem.empty())
+    return problem;
+  for (const auto* f : {&out.shape().gather, &out.shape().scatter})
+    if (f->has_value()) {
+      out.trees += (*f)->trees.size();
+      out.pieces = std::max(out.pieces, (*f)->k);
+    }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return "";
+}
+
+// A size for file names: 64K, 4M, 1G, or the bytes.
+std::string sizeTag(uint64_t bytes) {
+  for (auto [unit, suffix] :
+       {std::pair{uint64_t{1} << 30, "G"}, {uint64_t{1} << 20, "M"}, {uint64_t{1} << 10, "K"}})
+    if (bytes >= unit && bytes % unit == 0) return fmt::format("{}{}", bytes / unit, suffix);
+  return std::to_string(bytes);
+}
+
+// --sizes LO:HI -o DIR: a schedule per size range. Every size LO, 4 LO, ...
+// up to HI is searched (with Simple, and with LL128 and LL up to 16 MiB,
+// where a step's latency weighs more than their wire overhead); sizes
+// whose fastest schedules are the same lowering share a file, whose
+// minBytes / maxBytes cover them (the first from 0, the last unlimited).
+int synthSizes(const topo::Topology& t, CollectiveKind coll, const SynthArgs& args, double optimum,
+               nlohmann::ordered_json* json, std::string* error) {
+  auto fail = [&](const std::string& m) {
+    *error = m;
+    return 2;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  if (args.output.empty()) return fail("--sizes writes a file per size range: give -o DIR");
+  std::vector<size_t> sizes;
+  for (size_t b = args.sizesFrom; b <= args.sizesTo; b *= 4) {
+    sizes.push_back(b);
+    if (b > args.sizesTo / 4) break;
+  }
+  if (sizes.back() != args.sizesTo) sizes.push_back(args.sizesTo);
+  const Deadline deadline = deadlineOf(args, t0);
+  struct Pick {
+    size_t bytes;
+    std::string protocol;
+    synth::Found found;
+    synth::LowerOptions lower;
+    double ringAlgbw = 0;
+  };
+  std::vector<Pick> picks;
+  const ir::Algorithm ring = algorithms::classicRing(coll, t.ranks(), args.root);
+  for (size_t bytes : sizes) {
+    std::optional<Pick> best;
+    std::string problem;
+    for (const char* protocol : {"Simple", "LL128", "LL"}) {
+      if (std::string(protocol) != "Simple" && bytes > (size_t{16} << 20)) continue;
+      const synth::SearchOptions so = searchOptions(t, coll, args, bytes, protocol, deadline);
+      auto found = synth::searchSchedule(t, so);
+      if (!found.isOk()) {
+        if (problem.empty()) problem = found.status().message();
+        continue;
+      }
+      if (!best || found.value().kept().algbw > best->found.kept().algbw * (1 + 1e-9))
+        best = Pick{bytes, protocol, std::move(found).value(), so.lower, 0};
+    }
+    if (!best) return fail(fmt::format("{}: {}", sizeText(static_cast<double>(bytes)), problem));
+    best->ringAlgbw = simulatedAlgbw(ring, t, bytes, args.inplace);
+    picks.push_back(std::move(*best));
+  }
+  // Sizes whose picks are the same lowering of the same kind of forest
+  // share a range.
+  auto key = [](const Pick& p) {
+    const synth::Tried& k = p.found.kept();
+    const synth::Shape& s = p.found.keptShape();
+    return std::tuple{p.protocol,      s.kind,           s.headroom,
+                      k.perConnection, k.chunksPerPiece, k.instances};
+  };
+  std::error_code ec;
+  std::filesystem::create_directories(args.output, ec);
+  if (ec) return fail("cannot create " + args.output + ": " + ec.message());
+  nlohmann::ordered_json ranges = nlohmann::ordered_json::array();
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  std::vector<std::string> lines;
+  for (size_t a = 0; a < picks.size();) {
+    size_t b = a;
+    while (b + 1 < picks.size() && key(picks[b + 1]) == key(picks[a])) ++b;
+    const uint64_t lo = a == 0 ? 0 : picks[a].bytes;
+    const uint64_t hi = b + 1 == picks.size() ? 0 : picks[b + 1].bytes - 1;
+    const Pick& p = picks[a];
+    std::string xml;
+    double algbw = 0, busbw = 0;
+    if (std::string problem =
+            prove(t, coll, p.found, p.lower, p.bytes, lo, hi, &xml, &algbw, &busbw);
+        !problem.empty())
+      return fail(problem);
+    const std::string file =
+        (std::filesystem::path(args.output) /
+         fmt::format("{}_{}_{}.xml", p.lower.name, sizeTag(lo), hi == 0 ? "max" : sizeTag(hi + 1)))
+            .string();
+    Status st = writeTextFile(xml, file);
+    if (!st.isOk()) return fail(st.message());
+    const synth::Shape& s = p.found.keptShape();
+    const synth::Tried& k = p.found.kept();
+    ranges.push_back({{"file", file},
+                      {"min_bytes", lo},
+                      {"max_bytes", hi},
+                      {"protocol", p.protocol},
+                      {"forest_kind", s.kind},
+                      {"headroom_percent", s.headroom},
+                      {"pieces_per_connection", k.perConnection},
+                      {"chunks_per_piece", k.chunksPerPiece},
+                      {"instances", k.instances}});
+    for (size_t i = a; i <= b; ++i) {
+      const double mine = picks[i].found.kept().algbw;
+      rows.push_back({{"bytes", picks[i].bytes},
+                      {"file", file},
+                      {"simulated_algbw", mine},
+                      {"ring_algbw", picks[i].ringAlgbw},
+                      {"fraction_of_optimum", mine / optimum}});
+      lines.push_back(fmt::format(
+          "{:>10}  {:>9.3f}  {:>9.3f}  {:>6.2f}x  {:>5.1f} %  {} {} {}{}, {} per connection, {} "
+          "chunks per piece, {} instance(s)",
+          sizeText(static_cast<double>(picks[i].bytes)), mine, picks[i].ringAlgbw,
+          picks[i].ringAlgbw > 0 ? mine / picks[i].ringAlgbw : 0.0, 100 * mine / optimum,
+          std::filesystem::path(file).filename().string(), picks[i].protocol, s.kind,
+          s.headroom > 0 ? fmt::format(" ({} % headroom)", s.headroom) : "", k.perConnection,
+          k.chunksPerPiece, k.instances));
+    }
+    a = b + 1;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (json != nullptr) {
+    (*json)["ranges"] = std::move(ranges);
+    (*json)["sizes"] = std::move(rows);
+    (*json)["generation_seconds"] = seconds;
+    return 0;
+  }
+  fmt::print(
+      "sizes     {} range(s) written to {} in {:.3f} s (simulated algbw, GB/s; the "
+      "built-in {}):\n",
+      ranges.size(), args.output, seconds,
+      coll == CollectiveKind::kBroadcast || coll == CollectiveKind::kReduce ? "chain" : "ring");
+  fmt::print("{:>10}  {:>9}  {:>9}  {:>7}  {:>7}  file, protocol, forest, lowering\n", "size",
+             "synth", "built-in", "ratio", "optimum");
+  for (const std::string& l : lines) fmt::print("{}\n", l);
+  return 0;
+}
+
+struct AllToAllSchedule {
+  int pieces = 0;
+  size_t paths = 0, relayed = 0;  // block paths, and those through another rank
+  double algbw = 0, busbw = 0;    // simulated, as written
+  double allPairs = 0, twoStep = 0;
+  int gpusPerBox = 0;  // two-step's node size (0: one box)
+  double seconds = 0;
+  bool budgetSpent = false;  // pieces per block left untried
+  std::string xml;
+};
+
+// The LP's flows as paths (alltoall.h), lowered with 1, 2, 4 and 8 pieces
+// per block, simulated at --size; the fastest proved and kept, beside the
+// all-pairs and two-step programs on the same topology.
+std::string buildAllToAll(const topo::Topology& t, const SynthArgs& args,
+                          const synth::AllToAllBound& b, AllToAllSchedule& out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int n = t.ranks();
+  const synth::AllToAllPaths paths = synth::allToAllPaths(t, b);
+  for (const auto& row : paths)
+    for (const auto& ways : row)
+      for (const synth::BlockPath& p : ways) {
+        ++out.paths;
+        out.relayed += p.ranks.size() > 2 ? 1 : 0;
+      }
+  synth::LowerOptions lo;
+  lo.name = args.name.empty() ? "synth_alltoall" : args.name;
+  lo.protocol = args.protocol;
+  if (args.inplace) return "the alltoall schedule serves out-of-place calls only (no --inplace)";
+  // A lowering may deadlock with the executor's 8 slots per connection
+  // (relays wait on one another): the simulator says so, and it is passed
+  // over.
+  std::string passedOver;
+  const Deadline deadline = deadlineOf(args, t0);
+  for (int k : {1, 2, 4, 8}) {
+    if (out.pieces > 0 && deadline && std::chrono::steady_clock::now() > *deadline) {
+      out.budgetSpent = true;
+      break;
+    }
+    compiler::Compiled c = synth::lowerAllToAll(n, paths, k, lo);
+    if (!c.ok()) {
+      return "the alltoall paths do not compile (a bug):\n" +
+             (c.diagnostics.items().empty() ? std::string()
+                                            : c.diagnostics.items().front().format());
+    }
+    const double algbw = simulatedAlgbw(c.algo, t, args.size, false, &passedOver);
+    if (algbw > out.algbw * (1 + 1e-9)) {
+      out.algbw = algbw;
+      out.pieces = k;
+    }
+  }
+  if (out.pieces == 0)
+    return "no lowering of the alltoall paths serves " + sizeText(static_cast<double>(args.size)) +
+           ": " + passedOver;
+  lang::Program program(synth::allToAllProgramOptions(n, out.pieces, lo));
+  synth::recordAllToAll(program, paths);
+  if (std::string problem =
+          proveProgram(program, t, args.size, 0, 0, &out.xml, &out.algbw, &out.busbw);
+      !problem.empty())
+    return problem;
+  // The programs it is compared with.
+  out.allPairs = simulatedAlgbw(algorithms::directAllToAll(n), t, args.size, false);
+  std::map<int, int> perBox;
+  for (int r = 0; r < n; ++r) ++perBox[t.nodes[static_cast<size_t>(t.nodeOfRank(r))].box];
+  if (perBox.size() > 1) {
+    out.gpusPerBox = perBox.begin()->second;
+    lang::ProgramOptions po;
+    po.name = "twostep_alltoall";
+    po.collective = "alltoall";
+    po.ranks = n;
+    po.gpusPerNode = out.gpusPerBox;
+    lang::Program two(po);
+    lang::findProgram("twostep_alltoall")->build(two);
+    compiler::Compiled c = compiler::compile(two);
+    if (c.ok()) out.twoStep = simulatedAlgbw(c.algo, t, args.size, false);
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return "";
+}
+
+// Alltoall: the multicommodity bound (alltoall.h) and, unless
+// --bound-only, the schedule its flows make. With `json`, the result goes
+// there instead of stdout.
+int runAllToAll(const topo::Topology& t, const SynthArgs& args, nlohmann::ordered_json* json,
+                std::string* xml, std::string* error, bool print) {
+  auto fail = [&](const std::string& m) {
+    *error = m;
+    return 2;
+  };
+  if (args.sizesTo > 0) return fail("--sizes: alltoall has one schedule (give --size)");
+  auto bound = synth::allToAllBound(t);
+  if (!bound.isOk()) return fail(bound.status().message());
+  const synth::AllToAllBound& b = bound.value();
+  AllToAllSchedule sched;
+  if (!args.boundOnly) {
+    if (std::string problem = buildAllToAll(t, args, b, sched); !problem.empty())
+      return fail(problem);
+    if (!args.output.empty()) {
+      Status st = writeTextFile(sched.xml, args.output);
+      if (!st.isOk()) return fail(st.message());
+    }
+    if (xml != nullptr) *xml = sched.xml;
+  }
+  const double busbw = b.algbw * busBandwidthFactor(CollectiveKind::kAllToAll, t.ranks());
+  auto linkName = [&](int l) {
+    const topo::Link& link = t.links[static_cast<size_t>(l)];
+    return t.nodes[static_cast<size_t>(link.from)].name + " -> " +
+           t.nodes[static_cast<size_t>(link.to)].name;
+  };
+  if (json != nullptr) {
+    nlohmann::ordered_json& j = *json;
+    j["collective"] = "alltoall";
+    j["topology"] = t.name;
+    j["ranks"] = t.ranks();
+    j["algbw"] = b.algbw;
+    if (b.exact) j["algbw_exact"] = b.algbwExact.str();
+    j["busbw"] = busbw;
+    j["pair_rate"] = b.pairRate;
+    std::vector<std::string> links;
+    for (int l : b.bottleneck) links.push_back(linkName(l));
+    j["bottleneck"] = links;
+    j["variables"] = b.variables;
+    j["constraints"] = b.constraints;
+    j["exact_simplex"] = b.exactSimplex;
+    j["seconds"] = b.seconds;
+    if (!args.boundOnly) {
+      j["paths"] = sched.paths;
+      j["relayed_paths"] = sched.relayed;
+      j["pieces_per_block"] = sched.pieces;
+      j["budget_spent"] = sched.budgetSpent;
+      j["generation_seconds"] = sched.seconds;
+      j["simulated_bytes"] = args.size;
+      j["simulated_algbw"] = sched.algbw;
+      j["simulated_busbw"] = sched.busbw;
+      j["allpairs_algbw"] = sched.allPairs;
+      if (sched.gpusPerBox > 0) j["twostep_algbw"] = sched.twoStep;
+      j["output"] = args.output;
+    }
+    if (!print) return 0;
+  }
+  fmt::print("chorus synth alltoall on {} ({} ranks), bandwidth-only model\n", t.name, t.ranks());
+  fmt::print("optimum   algbw {:.3f} GB/s{}, busbw {:.3f} GB/s\n", b.algbw,
+             b.exact ? " (exactly " + b.algbwExact.str() + ")" : std::string(), busbw);
+  fmt::print("          1 GiB takes at least {:.3f} ms; every pair at {:.4f} GB/s at once\n",
+             static_cast<double>(size_t{1} << 30) / (b.algbw * 1e9) * 1e3, b.pairRate);
+  std::string links;
+  for (size_t i = 0; i < b.bottleneck.size() && i < 8; ++i)
+    links += (i > 0 ? ", " : "") + linkName(b.bottleneck[i]);
+  if (b.bottleneck.size() > 8) links += fmt::format(", ... ({} more)", b.bottleneck.size() - 8);
+  fmt::print("binding   {} link(s) at capacity: {}\n", b.bottleneck.size(), links);
+  fmt::print("method    linear program, {} variables, {} constraints (GLPK simplex{}), {:.4f} s\n",
+             b.variables, b.constraints, b.exactSimplex ? ", refined exactly" : "", b.seconds);
+  if (args.boundOnly) return 0;
+  fmt::print(
+      "schedule  the flows as {} block paths ({} relayed by another rank), {} piece(s) per "
+      "block, verified{} in {:.3f} s\n",
+      sched.paths, sched.relayed, sched.pieces,
+      args.output.empty() ? "" : ", written to " + args.output, sched.seconds);
+  if (sched.budgetSpent)
+    fmt::print("note      more pieces per block not tried: the time budget was spent\n");
+  fmt::print("simulated {} on {}: algbw {:.3f} GB/s, busbw {:.3f} GB/s ({:.1f} % of the optimum)\n",
+             sizeText(static_cast<double>(args.size)), t.name, sched.algbw, sched.busbw,
+             100 * sched.algbw / b.algbw);
+  fmt::print("          all-pairs (direct_alltoall) {:.3f} GB/s ({:.2f}x of it)", sched.allPairs,
+             sched.allPairs > 0 ? sched.algbw / sched.allPairs : 0.0);
+  if (sched.gpusPerBox > 0)
+    fmt::print(", two-step ({} per box) {:.3f} GB/s ({:.2f}x)", sched.gpusPerBox, sched.twoStep,
+               sched.twoStep > 0 ? sched.algbw / sched.twoStep : 0.0);
+  fmt::print("\n");
+  return 0;
+}
+
+}  // namespace
+
+int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml, std::string* error,
+          bool print) {
+  auto fail = [&](const std::string& m) {
+    *error = m;
+    return 2;
+  };
+  CollectiveKind coll = parseCollective(args.collective);
+  if (coll == CollectiveKind::kCustom)
+    return fail("unknown collective '" + args.collective +
+                "' (allgather, reducescatter, allreduce, broadcast, reduce, alltoall)");
+  std::string spec = args.topo;
+  if (!args.ranks.empty()) spec += "@" + args.ranks;
+  auto topology = topo::loadTopology(spec);
+  if (!topology.isOk()) return fail(topology.status().message());
+  const topo::Topology& t = topology.value();
+  if (coll == CollectiveKind::kAllToAll) return runAllToAll(t, args, json, xml, error, print);
+  auto t0 = std::chrono::steady_clock::now();
+  auto bound = synth::optimalBound(t, coll, args.root);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!bound.isOk()) return fail(bound.status().message());
+  const synth::Bound& b = bound.value();
+  // The cut as S or, when shorter, as the nodes outside it.
+  std::vector<int> outside;
+  {
+    std::vector<char> in(t.nodes.size(), 0);
+    for (int u : b.cut) in[static_cast<size_t>(u)] = 1;
+    for (size_t u = 0; u < t.nodes.size(); ++u)
+      if (!in[u]) outside.push_back(static_cast<int>(u));
+  }
+  // The schedule: forests packed, lowered, compiled, verified, simulated.
+  Schedule sched;
+  const bool sizes = args.sizesTo > 0;
+  if (sizes && args.boundOnly) return fail("--sizes writes schedules; --bound-only writes none");
+  if (!args.boundOnly && !sizes) {
+    std::string problem = buildSchedule(t, coll, args, sched);
+    if (!problem.empty()) return fail(problem);
+    // Written only once it is verified and simulated without a deadlock.
+    if (!args.output.empty()) {
+      Status st = writeTextFile(sched.xml, args.output);
+      if (!st.isOk()) return fail(st.message());
+    }
+    if (xml != nullptr) *xml = sched.xml;
+  }
+  if (json != nullptr) {
+    nlohmann::ordered_json& j = *json;
+    j["collective"] = std::string(collectiveName(coll));
+    j["topology"] = t.name;
+    j["ranks"] = t.ranks();
+    j["algbw"] = b.algbw.value();
+    j["algbw_exact"] = b.algbw.str();
+    j["busbw"] = b.busbw;
+    nlohmann::ordered_json cut;
+    std::vector<std::string> inside, rest;
+    for (int u : b.cut) inside.push_back(t.nodes[static_cast<size_t>(u)].name);
+    for (int u : outside) rest.push_back(t.nodes[static_cast<size_t>(u)].name);
+    cut["inside"] = inside;
+    cut["outside"] = rest;
+    cut["ranks_inside"] = b.cutRanks;
+    cut["capacity"] = b.cutCapacity.value();
+    cut["capacity_exact"] = b.cutCapacity.str();
+    j["cut"] = cut;
+    j["rounds"] = b.rounds;
+    j["maxflows"] = b.maxflows;
+    j["seconds"] = seconds;
+    if (sizes) return synthSizes(t, coll, args, b.algbw.value(), &j, error);
+    if (!args.boundOnly) {
+      j["pieces"] = sched.pieces;
+      j["trees"] = sched.trees;
+      // Every tree: its root, its pieces of k and its arcs (rank ids; a
+      // scatter tree's data flows from `to` to `from`).
+      nlohmann::ordered_json forests = nlohmann::ordered_json::array();
+      const synth::Shape& shape = sched.shape();
+      for (const auto& [kind, f] :
+           {std::pair{"gather", &shape.gather}, std::pair{"scatter", &shape.scatter}}) {
+        if (!f->has_value()) continue;
+        for (const synth::Tree& tree : (*f)->trees) {
+          nlohmann::ordered_json e;
+          e["forest"] = kind;
+          e["root"] = tree.root;
+          e["weight"] = tree.weight;
+          e["edges"] = tree.edges;
+          forests.push_back(std::move(e));
+        }
+      }
+      j["forest"] = std::move(forests);
+      if (shape.gather) j["gather_forest_algbw"] = shape.gather->algbw.value();
+      if (shape.scatter) j["scatter_forest_algbw"] = shape.scatter->algbw.value();
+      j["forest_kind"] = shape.kind;
+      j["pieces_per_connection"] = sched.lowering().perConnection;
+      j["chunks_per_piece"] = sched.lowering().chunksPerPiece;
+      j["headroom_percent"] = shape.headroom;
+      j["instances"] = sched.lowering().instances;
+      j["lowerings_tried"] = sched.found.tried.size();
+      j["notes"] = sched.found.notes;
+      j["budget_spent"] = sched.found.budgetSpent;
+      nlohmann::ordered_json tried = nlohmann::ordered_json::array();
+      for (const synth::Tried& tr : sched.found.tried) {
+        const synth::Shape& sh = sched.found.shapes[static_cast<size_t>(tr.shape)];
+        nlohmann::ordered_json e;
+        e["forest_kind"] = sh.kind;
+        e["headroom_percent"] = sh.headroom;
+        e["pieces_per_connection"] = tr.perConnection;
+        e["chunks_per_piece"] = tr.chunksPerPiece;
+        e["instances"] = tr.instances;
+        e["simulated_algbw"] = tr.algbw;
+        e["seconds"] = tr.seconds;
+        if (!tr.passedOver.empty()) e["passed_over"] = tr.passedOver;
+        tried.push_back(std::move(e));
+      }
+      j["lowerings"] = std::move(tried);
+      j["generation_seconds"] = sched.seconds;
+      j["simulated_bytes"] = sched.simBytes;
+      j["simulated_algbw"] = sched.simAlgbw;
+      j["simulated_busbw"] = sched.simBusbw;
+      j["output"] = args.output;
+    }
+    if (!print) return 0;
+  }
+  fmt::print("chorus synth {} on {} ({} ranks), bandwidth-only model\n", collectiveName(coll),
+             t.name, t.ranks());
+  fmt::print("optimum   algbw {:.3f} GB/s (exactly {}), busbw {:.3f} GB/s\n", b.algbw.value(),
+             b.algbw.str(), b.busbw);
+  fmt::print("          1 GiB takes at least {:.3f} ms\n",
+             static_cast<double>(size_t{1} << 30) / (b.algbw.value() * 1e9) * 1e3);
+  std::string which = b.cut.size() <= outside.size()
+                          ? "S = {" + names(t, b.cut) + "}"
+                          : "S = every node but {" + names(t, outside) + "}";
+  const char* direction =
+      coll == CollectiveKind::kReduceScatter || coll == CollectiveKind::kReduce ? "enter" : "leave";
+  fmt::print("binding   cut with {} rank(s) inside; {} GB/s {} it\n          {}\n", b.cutRanks,
+             b.cutCapacity.str(), direction, which);
+  fmt::print("method    {} Dinkelbach round(s), {} maximum flows, {:.4f} s\n", b.rounds, b.maxflows,
+             seconds);
+  if (args.boundOnly) return 0;
+  if (sizes) return synthSizes(t, coll, args, b.algbw.value(), nullptr, error);
+  const synth::Shape& shape = sched.shape();
+  const std::string kind = shape.kind == "packed"    ? std::string()
+                           : shape.kind == "shallow" ? " shallow (one per root, fewest hops)"
+                                                     : " " + shape.kind;
+  fmt::print(
+      "trees     {}{} ({} piece(s) per shard), {} maximum flows\n"
+      "lowered   {} piece(s) per connection, {} chunk(s) per piece, {} instance(s) (the "
+      "simulator's pick of {} lowerings), verified{} in {:.3f} s\n",
+      sched.trees,
+      kind + (shape.headroom > 0
+                  ? fmt::format(", {} % headroom on the links between boxes", shape.headroom)
+                  : ""),
+      sched.pieces, sched.found.maxflows, sched.lowering().perConnection,
+      sched.lowering().chunksPerPiece, sched.lowering().instances, sched.found.tried.size(),
+      args.output.empty() ? "" : ", written to " + args.output, sched.seconds);
+  for (const auto* f : {&shape.gather, &shape.scatter})
+    if (f->has_value() && (*f)->algbw.value() > 0 &&
+        (*f)->algbw.value() < b.algbw.value() * (1 - 1e-12) && coll != CollectiveKind::kAllReduce)
+      fmt::print(
+          "          {} trees reach {:.3f} GB/s ({}: {:.1f} % of the optimum)\n",
+          shape.headroom > 0
+              ? fmt::format("with the links between boxes at {} %, the", 100 - shape.headroom)
+              : (args.method == "blink" ? "the rounded" : "the" + kind),
+          (*f)->algbw.value(), (*f)->algbw.str(), 100 * (*f)->algbw.value() / b.algbw.value());
+  for (const std::string& note : sched.found.notes) fmt::print("note      {}\n", note);
+  if (args.candidates) {
+    fmt::print("tried     forest, pieces per connection, chunks per piece, instances: algbw\n");
+    for (const synth::Tried& tr : sched.found.tried) {
+      const synth::Shape& sh = sched.found.shapes[static_cast<size_t>(tr.shape)];
+      fmt::print(
+          "          {}{} {} {} {}: {}{}\n", sh.kind,
+          sh.headroom > 0 ? fmt::format(" ({} %)", sh.headroom) : "", tr.perConnection,
+          tr.chunksPerPiece, tr.instances,
+          tr.algbw > 0 ? fmt::format("{:.3f} GB/s", tr.algbw) : "passed over: " + tr.passedOver,
+          &tr == &sched.lowering() ? "  (kept)" : "");
+    }
+  }
+  fmt::print("simulated {} on {}: algbw {:.3f} GB/s, busbw {:.3f} GB/s ({:.1f} % of the optimum)\n",
+             sizeText(static_cast<double>(sched.simBytes)), t.name, sched.simAlgbw, sched.simBusbw,
+             100 * sched.simAlgbw / b.algbw.value());
+  return 0;
+}
+
+int synthesize(const SynthArgs& args, std::string* json, std::string* xml, std::string* error) {
+  nlohmann::ordered_json j;
+  int rc = synth(args, &j, xml, error, false);
+  if (rc == 0) *json = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  return rc;
+}
+
+std::string sizeText(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  return fmt::format("{:g} {}", bytes, units[u]);
+}
+
+}  // namespace chorus::workflows
