@@ -113,74 +113,109 @@ Tried lowerAndSimulate(const topo::Topology& t, const SearchOptions& o, const Sh
   return done();
 }
 
-}  // namespace
+// searchSchedule's stages, in the order run() takes them: check the options
+// and learn the topology's boxes; pack the forests (shapes) in parallel;
+// lower and simulate them on a pool, cheapest first, giving the shapes near
+// the best their other lowerings; pick the fastest, in an order that does
+// not depend on the threads.
+class ScheduleSearch {
+ public:
+  ScheduleSearch(const topo::Topology& t, const SearchOptions& o)
+      : t_(t),
+        o_(o),
+        coll_(o.collective),
+        rooted_(coll_ == CollectiveKind::kBroadcast || coll_ == CollectiveKind::kReduce),
+        root_(rooted_ ? o.root : -1),
+        blink_(o.method == "blink"),
+        threads_(o.threads > 0 ? o.threads : usableCores()),
+        first_(o.instances > 0 ? o.instances : 1) {}
 
-LowerOptions Found::keptLowering(const LowerOptions& base) const {
-  LowerOptions lo = base;
-  lo.piecesPerConnection = kept().perConnection;
-  lo.chunksPerPiece = kept().chunksPerPiece;
-  lo.instances = kept().instances;
-  return lo;
-}
+  Result<Found> run() {
+    CHORUS_RETURN_IF_ERROR(prepare());
+    CHORUS_RETURN_IF_ERROR(makeShapes());
+    markAlikeShapes();
+    CHORUS_RETURN_IF_ERROR(lowerShapes());
+    CHORUS_RETURN_IF_ERROR(pick());
+    return std::move(out_);
+  }
 
-Result<Found> searchSchedule(const topo::Topology& t, const SearchOptions& o) {
-  Found out;
-  const CollectiveKind coll = o.collective;
-  const bool rooted = coll == CollectiveKind::kBroadcast || coll == CollectiveKind::kReduce;
-  const int root = rooted ? o.root : -1;
-  const bool blink = o.method == "blink";
-  const int threads = o.threads > 0 ? o.threads : usableCores();
-  if (blink && rooted)
-    return Status(StatusCode::kInvalidArgument,
-                  "--method blink packs allgather-family trees (every rank a root)");
-  // Which directions the collective needs: the gather forest (allgather,
-  // allreduce, broadcast) and the scatter one (reduce-scatter, allreduce,
-  // reduce).
-  const bool needGather = coll != CollectiveKind::kReduceScatter && coll != CollectiveKind::kReduce;
-  const bool needScatter = coll != CollectiveKind::kAllGather && coll != CollectiveKind::kBroadcast;
-  // Every route asked for once here, before any thread runs: the
-  // topology caches routes as they are asked for (a write), and the
-  // packers and simulations below share it.
-  for (int a = 0; a < t.ranks(); ++a)
-    for (int b = 0; b < t.ranks(); ++b) (void)t.route(a, b);
-  const bool boxes = !linksBetweenBoxes(t).empty();
-  // Ranks in more than one box (a box's own routes may still cross the
-  // links between boxes, as MI250 GCDs without an xGMI link between them).
-  bool manyBoxes = false;
-  for (int r = 1; r < t.ranks(); ++r)
-    manyBoxes = manyBoxes || t.nodes[static_cast<size_t>(t.nodeOfRank(r))].box !=
-                                 t.nodes[static_cast<size_t>(t.nodeOfRank(0))].box;
-  if (o.headroom > 0 && !boxes)
-    return Status(StatusCode::kInvalidArgument,
-                  "--headroom needs links between boxes (this topology is one box)");
-  auto passed = [&] { return o.deadline && Clock::now() > *o.deadline; };
-
-  // The shapes, each packed by a maker (in parallel; a maker makes a
-  // forest for one direction).
+ private:
+  // A forest maker: one kind of shape, made for one direction at a time.
   struct Maker {
     std::string kind;
     int headroom = 0;
     std::function<Result<Forest>(bool reversed)> make;
     bool required = false;  // its failure is the command's
   };
-  std::vector<Maker> makers;
-  if (blink) {
-    makers.push_back({"blink", 0,
-                      [&](bool reversed) {
-                        return blinkForest(t, reversed, {.treesPerRoot = o.trees}, o.maxPieces);
-                      },
-                      true});
-  } else {
+  struct Made {
+    Shape shape;
+    std::string problem;  // empty: made
+    bool skipped = false, late = false;
+  };
+  // One work item of the lowering pool: one lowering or a chain run one
+  // after another (instances: each needs the last one's iterations).
+  struct Item {
+    int shape;
+    enum Kind { kPlain, kVariant, kFine, kInstances } kind;
+    int per = 1, chunks = 1;
+    int slot = 0;  // its place among its shape's lowerings: the results' order
+    // Cheapest first: a plain lowering by its forests' arcs, the others by the
+    // seconds their shape's plain lowering took (so before plain ones left).
+    double cost = 0;
+  };
+  static bool later(const Item& a, const Item& b) {
+    return std::tie(a.cost, a.shape, a.slot) > std::tie(b.cost, b.shape, b.slot);
+  }
+  // Shapes alike in their plain lowerings' results (4 x DGX A100: the
+  // packed forest, shortened and with either headroom) are taken as alike.
+  static bool alike(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(a, b); }
+
+  bool passed() const { return o_.deadline && Clock::now() > *o_.deadline; }
+
+  // Options that cannot work here; every route asked for once, before any
+  // thread runs (the topology caches routes as they are asked for: a
+  // write, and the packers and simulations share it); the boxes.
+  Status prepare() {
+    if (blink_ && rooted_)
+      return Status(StatusCode::kInvalidArgument,
+                    "--method blink packs allgather-family trees (every rank a root)");
+    for (int a = 0; a < t_.ranks(); ++a)
+      for (int b = 0; b < t_.ranks(); ++b) (void)t_.route(a, b);
+    boxes_ = !linksBetweenBoxes(t_).empty();
+    // Ranks in more than one box (a box's own routes may still cross the
+    // links between boxes, as MI250 GCDs without an xGMI link between them).
+    for (int r = 1; r < t_.ranks(); ++r)
+      manyBoxes_ = manyBoxes_ || t_.nodes[static_cast<size_t>(t_.nodeOfRank(r))].box !=
+                                     t_.nodes[static_cast<size_t>(t_.nodeOfRank(0))].box;
+    if (o_.headroom > 0 && !boxes_)
+      return Status(StatusCode::kInvalidArgument,
+                    "--headroom needs links between boxes (this topology is one box)");
+    return Status::ok();
+  }
+
+  std::vector<Maker> makers() const {
+    const topo::Topology& t = t_;
+    const SearchOptions& o = o_;
+    const int root = root_;
+    std::vector<Maker> makers;
+    if (blink_) {
+      makers.push_back({"blink", 0,
+                        [&t, &o](bool reversed) {
+                          return blinkForest(t, reversed, {.treesPerRoot = o.trees}, o.maxPieces);
+                        },
+                        true});
+      return makers;
+    }
     // The hierarchical forest (every shard into each box once) where ranks
     // sit in several boxes, unless --headroom asks for the packed ones.
     // First: it is the cheapest to simulate (8 x DGX A100: 0.02 s against
     // 0.5 s for the packed forest), so on a tie with another it goes first
     // and under a budget it is never left out.
-    if (manyBoxes && !rooted && o.headroom <= 0)
+    if (manyBoxes_ && !rooted_ && o.headroom <= 0)
       makers.push_back(
-          {"hierarchical", 0, [&](bool reversed) { return hierarchicalForest(t, reversed); }});
+          {"hierarchical", 0, [&t](bool reversed) { return hierarchicalForest(t, reversed); }});
     if (o.headroom <= 0)
-      makers.push_back({"packed", 0, [&](bool reversed) {
+      makers.push_back({"packed", 0, [&t, &o, root](bool reversed) {
                           return packForest(t, reversed, o.maxPieces, root, o.deadline);
                         }});
     // Headroom: 10 and 25 % besides none, unless --headroom names one; a
@@ -190,25 +225,32 @@ Result<Found> searchSchedule(const topo::Topology& t, const SearchOptions& o) {
     std::vector<int> headrooms{10, 25};
     if (o.headroom >= 0) headrooms = {o.headroom};
     for (int h : headrooms) {
-      if (h == 0 || !boxes) continue;
+      if (h == 0 || !boxes_) continue;
       const int most = o.headroom > 0 ? o.maxPieces : std::min(o.maxPieces, 16);
       makers.push_back({"packed", h, [&t, &o, h, most, root](bool reversed) {
                           return packForest(withHeadroom(t, 1 - h / 100.0), reversed, most, root,
                                             o.deadline);
                         }});
     }
-    makers.push_back(
-        {"shallow", 0, [&](bool reversed) { return shallowForest(t, reversed, root); }, true});
+    makers.push_back({"shallow", 0,
+                      [&t, root](bool reversed) { return shallowForest(t, reversed, root); },
+                      true});
+    return makers;
   }
-  struct Made {
-    Shape shape;
-    std::string problem;  // empty: made
-    bool skipped = false, late = false;
-  };
-  std::vector<Made> made(makers.size());
-  std::atomic<bool> anyMade{false};
-  auto runMakers = [&](size_t from) {
-    parallelFor(makers.size() - from, threads, [&](size_t j) {
+
+  // Makes makers[from..] (in parallel) into made[from..].
+  void runMakers(const std::vector<Maker>& makers, std::vector<Made>& made, size_t from) {
+    // Which directions the collective needs: the gather forest (allgather,
+    // allreduce, broadcast) and the scatter one (reduce-scatter, allreduce,
+    // reduce).
+    const bool needGather =
+        coll_ != CollectiveKind::kReduceScatter && coll_ != CollectiveKind::kReduce;
+    const bool needScatter =
+        coll_ != CollectiveKind::kAllGather && coll_ != CollectiveKind::kBroadcast;
+    std::atomic<bool> anyMade{false};
+    for (size_t i = 0; i < from; ++i)
+      anyMade = anyMade || (made[i].problem.empty() && !made[i].skipped);
+    parallelFor(makers.size() - from, threads_, [&](size_t j) {
       const size_t i = from + j;
       const Maker& m = makers[i];
       Made& r = made[i];
@@ -230,271 +272,316 @@ Result<Found> searchSchedule(const topo::Topology& t, const SearchOptions& o) {
       }
       anyMade = true;
     });
-  };
-  runMakers(0);
-  // An exact forest that needs too many pieces: the fastest rates below the
-  // optimum that need fewer stand in for it (relaxedForest).
-  const auto exact = std::find_if(made.begin(), made.end(), [](const Made& m) {
-    return m.shape.kind == "packed" && m.shape.headroom == 0;
-  });
-  if (!blink && exact != made.end() &&
-      exact->problem.find("pieces per shard") != std::string::npos) {
-    const size_t from = makers.size();
-    const int most = std::min(o.maxPieces, kRelaxedPieces);
-    makers.push_back({"relaxed", 0, [&t, &o, most](bool reversed) {
-                        return relaxedForest(t, reversed, most, o.deadline);
-                      }});
-    made.resize(makers.size());
-    runMakers(from);
   }
-  for (size_t i = 0; i < makers.size(); ++i) {
-    Made& m = made[i];
-    if (m.skipped) {
-      out.budgetSpent = true;
-      out.notes.push_back(fmt::format("the {} forest{} was not packed: the time budget was spent",
-                                      m.shape.kind, m.shape.headroom > 0 ? " with headroom" : ""));
-      continue;
-    }
-    if (!m.problem.empty()) {
-      if (makers[i].required) return Status(StatusCode::kInvalidArgument, m.problem);
-      // The default headrooms are tried quietly; an exact forest out of
-      // reach is said, the others stand in for it.
-      out.budgetSpent = out.budgetSpent || m.late;
-      if (m.shape.headroom == 0 || o.headroom > 0 || m.late)
-        out.notes.push_back(m.shape.headroom > 0
-                                ? fmt::format("with {} % headroom: {}", m.shape.headroom, m.problem)
-                                : fmt::format("the exact {} forest: {}", m.shape.kind, m.problem));
-      continue;
-    }
-    for (const auto* f : {&m.shape.gather, &m.shape.scatter})
-      if (f->has_value()) out.maxflows += (*f)->maxflows;
-    const bool packed = m.shape.kind == "packed" || m.shape.kind == "relaxed";
-    out.shapes.push_back(m.shape);
-    // The packed forests shortened (forest.h): any may schedule best.
-    if (packed) {
-      Shape shorter = m.shape;
-      shorter.kind = m.shape.kind == "packed" ? "shortened" : m.shape.kind + " shortened";
-      for (std::optional<Forest>* f : {&shorter.gather, &shorter.scatter})
-        if (f->has_value()) *f = shortenForest(**f);
-      out.shapes.push_back(std::move(shorter));
-    }
-  }
-  if (o.headroom > 0 && std::none_of(out.shapes.begin(), out.shapes.end(),
-                                     [](const Shape& s) { return s.headroom > 0; }))
-    return Status(StatusCode::kInvalidArgument,
-                  fmt::format("no forest with {} % headroom needs at most {} pieces per shard",
-                              o.headroom, o.maxPieces));
-  // Forests alike are lowered once.
-  for (size_t i = 0; i < out.shapes.size(); ++i)
-    for (size_t j = 0; j < i && out.shapes[i].sameAs < 0; ++j)
-      if (out.shapes[j].sameAs < 0 && sameForest(out.shapes[i].gather, out.shapes[j].gather) &&
-          sameForest(out.shapes[i].scatter, out.shapes[j].scatter))
-        out.shapes[i].sameAs = static_cast<int>(j);
 
-  // Lowerings, each simulated at the size asked for, on a pool of threads
-  // taking the cheapest first. A work item is one lowering or a chain run
-  // one after another (instances: each needs the last one's iterations);
-  // results are ordered by (shape, place, position in the chain), so the
-  // pick does not depend on which thread finished first.
-  std::string bug;
-  std::mutex mu;
-  std::condition_variable wake;
-  std::atomic<bool> anyServed{false};
-  struct Item {
-    int shape;
-    enum Kind { kPlain, kVariant, kFine, kInstances } kind;
-    int per = 1, chunks = 1;
-    int slot = 0;  // its place among its shape's lowerings: the results' order
-    // Cheapest first: a plain lowering by its forests' arcs, the others by the
-    // seconds their shape's plain lowering took (so before plain ones left).
-    double cost = 0;
-  };
-  const int first = o.instances > 0 ? o.instances : 1;
-  std::vector<std::pair<size_t, Tried>> results;  // (order, tried)
-  std::vector<Item> queue;                        // a heap: cheapest, then in order
-  auto later = [](const Item& a, const Item& b) {
-    return std::tie(a.cost, a.shape, a.slot) > std::tie(b.cost, b.shape, b.slot);
-  };
-  int inFlight = 0;
-  size_t skipped = 0;
-  std::vector<char> expanded(out.shapes.size(), 0);
-  std::vector<double> plainAlgbw(out.shapes.size(), 0), plainCost(out.shapes.size(), 0);
-  std::vector<size_t> plainIterations(out.shapes.size(), 0);
+  // The shapes: every maker's forests, the relaxed one standing in for an
+  // exact forest out of reach, the packed ones also shortened.
+  Status makeShapes() {
+    std::vector<Maker> makers = this->makers();
+    std::vector<Made> made(makers.size());
+    runMakers(makers, made, 0);
+    // An exact forest that needs too many pieces: the fastest rates below
+    // the optimum that need fewer stand in for it (relaxedForest).
+    const auto exact = std::find_if(made.begin(), made.end(), [](const Made& m) {
+      return m.shape.kind == "packed" && m.shape.headroom == 0;
+    });
+    if (!blink_ && exact != made.end() &&
+        exact->problem.find("pieces per shard") != std::string::npos) {
+      const size_t from = makers.size();
+      const int most = std::min(o_.maxPieces, kRelaxedPieces);
+      makers.push_back({"relaxed", 0, [this, most](bool reversed) {
+                          return relaxedForest(t_, reversed, most, o_.deadline);
+                        }});
+      made.resize(makers.size());
+      runMakers(makers, made, from);
+    }
+    for (size_t i = 0; i < makers.size(); ++i) {
+      Made& m = made[i];
+      if (m.skipped) {
+        out_.budgetSpent = true;
+        out_.notes.push_back(
+            fmt::format("the {} forest{} was not packed: the time budget was spent", m.shape.kind,
+                        m.shape.headroom > 0 ? " with headroom" : ""));
+        continue;
+      }
+      if (!m.problem.empty()) {
+        if (makers[i].required) return Status(StatusCode::kInvalidArgument, m.problem);
+        // The default headrooms are tried quietly; an exact forest out of
+        // reach is said, the others stand in for it.
+        out_.budgetSpent = out_.budgetSpent || m.late;
+        if (m.shape.headroom == 0 || o_.headroom > 0 || m.late)
+          out_.notes.push_back(
+              m.shape.headroom > 0
+                  ? fmt::format("with {} % headroom: {}", m.shape.headroom, m.problem)
+                  : fmt::format("the exact {} forest: {}", m.shape.kind, m.problem));
+        continue;
+      }
+      for (const auto* f : {&m.shape.gather, &m.shape.scatter})
+        if (f->has_value()) out_.maxflows += (*f)->maxflows;
+      const bool packed = m.shape.kind == "packed" || m.shape.kind == "relaxed";
+      out_.shapes.push_back(m.shape);
+      // The packed forests shortened (forest.h): any may schedule best.
+      if (packed) {
+        Shape shorter = m.shape;
+        shorter.kind = m.shape.kind == "packed" ? "shortened" : m.shape.kind + " shortened";
+        for (std::optional<Forest>* f : {&shorter.gather, &shorter.scatter})
+          if (f->has_value()) *f = shortenForest(**f);
+        out_.shapes.push_back(std::move(shorter));
+      }
+    }
+    if (o_.headroom > 0 && std::none_of(out_.shapes.begin(), out_.shapes.end(),
+                                        [](const Shape& s) { return s.headroom > 0; }))
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("no forest with {} % headroom needs at most {} pieces per shard",
+                                o_.headroom, o_.maxPieces));
+    return Status::ok();
+  }
+
+  // Forests alike are lowered once.
+  void markAlikeShapes() {
+    std::vector<Shape>& shapes = out_.shapes;
+    for (size_t i = 0; i < shapes.size(); ++i)
+      for (size_t j = 0; j < i && shapes[i].sameAs < 0; ++j)
+        if (shapes[j].sameAs < 0 && sameForest(shapes[i].gather, shapes[j].gather) &&
+            sameForest(shapes[i].scatter, shapes[j].scatter))
+          shapes[i].sameAs = static_cast<int>(j);
+  }
+
   // The other lowerings of a shape (under the lock).
-  auto expand = [&](int shape) {
-    expanded[static_cast<size_t>(shape)] = 1;
-    const double c = plainCost[static_cast<size_t>(shape)];
+  void expand(int shape) {
+    expanded_[static_cast<size_t>(shape)] = 1;
+    const double c = plainCost_[static_cast<size_t>(shape)];
     int slot = 1;
     for (auto [per, chunks] : {std::pair{2, 1}, {1, 2}, {2, 2}})
-      queue.push_back({shape, Item::kVariant, per, chunks, slot++, c});
-    queue.push_back({shape, Item::kFine, 1, 1, slot++, c});
-    if (o.instances == 0) queue.push_back({shape, Item::kInstances, 1, 1, slot++, c});
-    for (size_t i = queue.size() - static_cast<size_t>(slot - 1); i < queue.size(); ++i)
-      std::push_heap(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(i) + 1, later);
-  };
-  // Shapes alike in their plain lowerings' results (4 x DGX A100: the
-  // packed forest, shortened and with either headroom) are taken as alike.
-  auto alike = [](double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(a, b); };
+      queue_.push_back({shape, Item::kVariant, per, chunks, slot++, c});
+    queue_.push_back({shape, Item::kFine, 1, 1, slot++, c});
+    if (o_.instances == 0) queue_.push_back({shape, Item::kInstances, 1, 1, slot++, c});
+    for (size_t i = queue_.size() - static_cast<size_t>(slot - 1); i < queue_.size(); ++i)
+      std::push_heap(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(i) + 1, later);
+  }
+
   // A shape whose plain lowering is near the best so far gets its other
   // lowerings at once (under the lock): cheap shapes need not wait for
   // costly ones, which a budget may then leave out.
-  auto maybeExpand = [&](int shape) {
-    const double mine = plainAlgbw[static_cast<size_t>(shape)];
-    const double best = *std::max_element(plainAlgbw.begin(), plainAlgbw.end());
+  void maybeExpand(int shape) {
+    const double mine = plainAlgbw_[static_cast<size_t>(shape)];
+    const double best = *std::max_element(plainAlgbw_.begin(), plainAlgbw_.end());
     if (mine <= 0 || mine < kVariantShare * best) return;
-    for (size_t e = 0; e < expanded.size(); ++e)
-      if (expanded[e] && alike(plainAlgbw[e], mine)) return;
+    for (size_t e = 0; e < expanded_.size(); ++e)
+      if (expanded_[e] && alike(plainAlgbw_[e], mine)) return;
     expand(shape);
-  };
-  auto worker = [&] {
-    std::unique_lock lock(mu);
+  }
+
+  // Runs one item (outside the lock): its lowerings, in turn.
+  std::vector<Tried> lowerItem(const Item& it, size_t iterations, std::string* problem) {
+    const Shape& shape = out_.shapes[static_cast<size_t>(it.shape)];
+    std::vector<Tried> chain;
+    auto one = [&](int per, int chunks, int instances) -> const Tried& {
+      Tried t0;
+      t0.shape = it.shape;
+      t0.perConnection = per;
+      t0.chunksPerPiece = chunks;
+      t0.instances = instances;
+      chain.push_back(lowerAndSimulate(t_, o_, shape, t0, anyServed_, problem));
+      if (chain.back().algbw > 0) anyServed_ = true;
+      return chain.back();
+    };
+    switch (it.kind) {
+      case Item::kPlain:
+      case Item::kVariant:
+        one(it.per, it.chunks, first_);
+        break;
+      case Item::kFine:
+        // Steps of a quarter slice: where a slow link is busy to the end,
+        // the last slice it carries is still to be forwarded after it; a
+        // smaller last step shortens that (4 x DGX A100 allgather: 96.2 ->
+        // 98.8 %).
+        if (const size_t fine = std::bit_ceil(4 * iterations); fine > 2 && fine <= kMostChunks)
+          one(1, static_cast<int>(fine), first_);
+        break;
+      case Item::kInstances:
+        // Instances cut the chunks: fewer, slower steps per connection
+        // hide the per-step latency, but a tree's depth then costs more
+        // of a chunk; tried while the last had 16 slices per chunk to split.
+        for (int instances = 2; instances <= 8 && iterations >= 16 && !(passed() && anyServed_);
+             instances *= 2)
+          iterations = one(1, 1, instances).iterations;
+        break;
+    }
+    return chain;
+  }
+
+  // A pool thread: takes the cheapest item until nothing is queued or
+  // running; results are keyed by (shape, slot, position in the chain), so
+  // the pick does not depend on which thread finished first.
+  void worker() {
+    std::unique_lock lock(mu_);
     for (;;) {
-      wake.wait(lock, [&] { return !queue.empty() || inFlight == 0; });
-      if (queue.empty()) return;  // nothing queued, nothing running: done
-      std::pop_heap(queue.begin(), queue.end(), later);
-      const Item it = queue.back();
-      queue.pop_back();
-      if (anyServed && passed()) {
-        ++skipped;
+      wake_.wait(lock, [&] { return !queue_.empty() || inFlight_ == 0; });
+      if (queue_.empty()) return;  // nothing queued, nothing running: done
+      std::pop_heap(queue_.begin(), queue_.end(), later);
+      const Item it = queue_.back();
+      queue_.pop_back();
+      if (anyServed_ && passed()) {
+        ++skipped_;
         continue;
       }
-      ++inFlight;
-      const size_t iterationsBefore = plainIterations[static_cast<size_t>(it.shape)];
+      ++inFlight_;
+      const size_t iterationsBefore = plainIterations_[static_cast<size_t>(it.shape)];
       lock.unlock();
-      const Shape& shape = out.shapes[static_cast<size_t>(it.shape)];
       std::string problem;
-      std::vector<Tried> chain;
-      auto one = [&](int per, int chunks, int instances) -> const Tried& {
-        Tried t0;
-        t0.shape = it.shape;
-        t0.perConnection = per;
-        t0.chunksPerPiece = chunks;
-        t0.instances = instances;
-        chain.push_back(lowerAndSimulate(t, o, shape, t0, anyServed, &problem));
-        if (chain.back().algbw > 0) anyServed = true;
-        return chain.back();
-      };
-      size_t iterations = iterationsBefore;
-      switch (it.kind) {
-        case Item::kPlain:
-        case Item::kVariant:
-          one(it.per, it.chunks, first);
-          break;
-        case Item::kFine:
-          // Steps of a quarter slice: where a slow link is busy to the end,
-          // the last slice it carries is still to be forwarded after it; a
-          // smaller last step shortens that (4 x DGX A100 allgather: 96.2 ->
-          // 98.8 %).
-          if (const size_t fine = std::bit_ceil(4 * iterations); fine > 2 && fine <= kMostChunks)
-            one(1, static_cast<int>(fine), first);
-          break;
-        case Item::kInstances:
-          // Instances cut the chunks: fewer, slower steps per connection
-          // hide the per-step latency, but a tree's depth then costs more
-          // of a chunk; tried while the last had 16 slices per chunk to split.
-          for (int instances = 2; instances <= 8 && iterations >= 16 && !(passed() && anyServed);
-               instances *= 2)
-            iterations = one(1, 1, instances).iterations;
-          break;
-      }
+      std::vector<Tried> chain = lowerItem(it, iterationsBefore, &problem);
       lock.lock();
-      --inFlight;
-      if (!problem.empty() && bug.empty()) bug = problem;
+      --inFlight_;
+      if (!problem.empty() && bug_.empty()) bug_ = problem;
       for (size_t k = 0; k < chain.size(); ++k)
-        results.emplace_back(
+        results_.emplace_back(
             (static_cast<size_t>(it.shape) * 16 + static_cast<size_t>(it.slot)) * kMostChunks + k,
             chain[k]);
       if (it.kind == Item::kPlain && !chain.empty()) {
-        plainAlgbw[static_cast<size_t>(it.shape)] = chain.front().algbw;
-        plainCost[static_cast<size_t>(it.shape)] = chain.front().seconds;
-        plainIterations[static_cast<size_t>(it.shape)] = chain.front().iterations;
+        plainAlgbw_[static_cast<size_t>(it.shape)] = chain.front().algbw;
+        plainCost_[static_cast<size_t>(it.shape)] = chain.front().seconds;
+        plainIterations_[static_cast<size_t>(it.shape)] = chain.front().iterations;
         maybeExpand(it.shape);
       }
-      wake.notify_all();
+      wake_.notify_all();
     }
-  };
-  auto runAll = [&] {
+  }
+
+  Status runPool() {
     std::vector<std::thread> pool;
-    for (int w = 1; w < threads; ++w) pool.emplace_back(worker);
+    for (int w = 1; w < threads_; ++w) pool.emplace_back([this] { worker(); });
     worker();
     for (std::thread& th : pool) th.join();
-  };
-  // Every shape's plain lowering, then (as they come) the others of the
-  // shapes near the best.
-  // Before any has run, the rank-to-rank arcs a forest uses stand for its
-  // cost: each is a route the simulator shares out at every event (8 x DGX
-  // A100: the hierarchical forest 0.02 s, the packed one 1.6 s).
-  for (size_t s = 0; s < out.shapes.size(); ++s)
-    if (out.shapes[s].sameAs < 0) {
-      std::set<std::pair<int, int>> arcs;
-      for (const auto* f : {&out.shapes[s].gather, &out.shapes[s].scatter})
-        if (f->has_value())
-          for (const Tree& tree : (*f)->trees) arcs.insert(tree.edges.begin(), tree.edges.end());
-      queue.push_back(
-          {static_cast<int>(s), Item::kPlain, 1, 1, 0, static_cast<double>(arcs.size())});
-      std::push_heap(queue.begin(), queue.end(), later);
+    if (!bug_.empty()) return Status(StatusCode::kInternal, bug_);
+    return Status::ok();
+  }
+
+  // Lowerings, each simulated at the size asked for, on a pool of threads
+  // taking the cheapest first: every shape's plain lowering, then (as they
+  // come) the others of the shapes near the best; then those that every
+  // plain result says are near the best.
+  Status lowerShapes() {
+    const size_t n = out_.shapes.size();
+    expanded_.assign(n, 0);
+    plainAlgbw_.assign(n, 0);
+    plainCost_.assign(n, 0);
+    plainIterations_.assign(n, 0);
+    chosen_.assign(n, 0);
+    // Before any has run, the rank-to-rank arcs a forest uses stand for its
+    // cost: each is a route the simulator shares out at every event (8 x DGX
+    // A100: the hierarchical forest 0.02 s, the packed one 1.6 s).
+    for (size_t s = 0; s < n; ++s)
+      if (out_.shapes[s].sameAs < 0) {
+        std::set<std::pair<int, int>> arcs;
+        for (const auto* f : {&out_.shapes[s].gather, &out_.shapes[s].scatter})
+          if (f->has_value())
+            for (const Tree& tree : (*f)->trees) arcs.insert(tree.edges.begin(), tree.edges.end());
+        queue_.push_back(
+            {static_cast<int>(s), Item::kPlain, 1, 1, 0, static_cast<double>(arcs.size())});
+        std::push_heap(queue_.begin(), queue_.end(), later);
+      }
+    CHORUS_RETURN_IF_ERROR(runPool());
+    // Which shapes get their other lowerings is decided on every plain
+    // result, so the pick does not depend on the order they came in: the
+    // shapes near the best and the first of shapes alike. Those not yet
+    // expanded are now; lowerings of shapes expanded early that this leaves
+    // out are dropped (pick()).
+    std::vector<std::pair<double, int>> ranked;
+    for (size_t s = 0; s < n; ++s)
+      if (plainAlgbw_[s] > 0) ranked.emplace_back(plainAlgbw_[s], static_cast<int>(s));
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    double last = 0;
+    for (const auto& [algbw, s] : ranked) {
+      if (algbw < kVariantShare * ranked.front().first) break;
+      if (alike(algbw, last)) continue;
+      last = algbw;
+      chosen_[static_cast<size_t>(s)] = 1;
+      if (!expanded_[static_cast<size_t>(s)]) expand(s);
     }
-  runAll();
-  if (!bug.empty()) return Status(StatusCode::kInternal, bug);
-  // Which shapes get their other lowerings is decided on every plain
-  // result, so the pick does not depend on the order they came in: the
-  // shapes near the best and the first of shapes alike. Those not yet
-  // expanded are now; lowerings of shapes expanded early that this leaves
-  // out are dropped.
-  std::vector<std::pair<double, int>> ranked;
-  for (size_t s = 0; s < out.shapes.size(); ++s)
-    if (plainAlgbw[s] > 0) ranked.emplace_back(plainAlgbw[s], static_cast<int>(s));
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::vector<char> chosen(out.shapes.size(), 0);
-  double last = 0;
-  for (const auto& [algbw, s] : ranked) {
-    if (algbw < kVariantShare * ranked.front().first) break;
-    if (alike(algbw, last)) continue;
-    last = algbw;
-    chosen[static_cast<size_t>(s)] = 1;
-    if (!expanded[static_cast<size_t>(s)]) expand(s);
+    return runPool();
   }
-  runAll();
-  if (!bug.empty()) return Status(StatusCode::kInternal, bug);
-  // Dropped only when the search ran to the end (then the same set comes
-  // out whatever the timing); under a spent budget the best found stays.
-  const bool complete =
-      skipped == 0 && std::none_of(results.begin(), results.end(), [](const auto& r) {
-        return r.second.passedOver.find("time budget") != std::string::npos;
+
+  // The lowerings tried, in the search's order, and the fastest of them.
+  Status pick() {
+    // Dropped only when the search ran to the end (then the same set comes
+    // out whatever the timing); under a spent budget the best found stays.
+    const bool complete =
+        skipped_ == 0 && std::none_of(results_.begin(), results_.end(), [](const auto& r) {
+          return r.second.passedOver.find("time budget") != std::string::npos;
+        });
+    if (complete)
+      std::erase_if(results_, [&](const auto& r) {
+        const Tried& tr = r.second;
+        const bool plainOne = tr.perConnection == 1 && tr.chunksPerPiece == 1 &&
+                              tr.instances == first_ && r.first % (16 * kMostChunks) == 0;
+        return !plainOne && !chosen_[static_cast<size_t>(tr.shape)];
       });
-  if (complete)
-    std::erase_if(results, [&](const auto& r) {
-      const Tried& tr = r.second;
-      const bool plainOne = tr.perConnection == 1 && tr.chunksPerPiece == 1 &&
-                            tr.instances == first && r.first % (16 * kMostChunks) == 0;
-      return !plainOne && !chosen[static_cast<size_t>(tr.shape)];
+    std::sort(results_.begin(), results_.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::string passedOver;
+    for (auto& [order, tr] : results_) {
+      if (tr.algbw <= 0 && passedOver.empty()) passedOver = tr.passedOver;
+      out_.tried.push_back(std::move(tr));
+    }
+    const auto stopped = std::count_if(out_.tried.begin(), out_.tried.end(), [](const Tried& tr) {
+      return tr.passedOver.find("time budget") != std::string::npos;
     });
-  std::sort(results.begin(), results.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::string passedOver;
-  for (auto& [order, tr] : results) {
-    if (tr.algbw <= 0 && passedOver.empty()) passedOver = tr.passedOver;
-    out.tried.push_back(std::move(tr));
+    if (skipped_ > 0 || stopped > 0) {
+      out_.budgetSpent = true;
+      out_.notes.push_back(fmt::format("{} lowering(s) not tried{}: the time budget was spent",
+                                       skipped_,
+                                       stopped > 0 ? fmt::format(", {} stopped", stopped) : ""));
+    }
+    // The fastest; on a tie (within rounding) the first, the simplest.
+    for (size_t i = 0; i < out_.tried.size(); ++i)
+      if (out_.tried[i].algbw > 0 &&
+          (out_.best < 0 || out_.tried[i].algbw > out_.kept().algbw * (1 + 1e-9)))
+        out_.best = static_cast<int>(i);
+    if (out_.best < 0)
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("no lowering serves {} bytes: {}", o_.bytes, passedOver));
+    return Status::ok();
   }
-  const auto stopped = std::count_if(out.tried.begin(), out.tried.end(), [](const Tried& tr) {
-    return tr.passedOver.find("time budget") != std::string::npos;
-  });
-  if (skipped > 0 || stopped > 0) {
-    out.budgetSpent = true;
-    out.notes.push_back(fmt::format("{} lowering(s) not tried{}: the time budget was spent",
-                                    skipped,
-                                    stopped > 0 ? fmt::format(", {} stopped", stopped) : ""));
-  }
-  // The fastest; on a tie (within rounding) the first, the simplest.
-  for (size_t i = 0; i < out.tried.size(); ++i)
-    if (out.tried[i].algbw > 0 &&
-        (out.best < 0 || out.tried[i].algbw > out.kept().algbw * (1 + 1e-9)))
-      out.best = static_cast<int>(i);
-  if (out.best < 0)
-    return Status(StatusCode::kInvalidArgument,
-                  fmt::format("no lowering serves {} bytes: {}", o.bytes, passedOver));
-  return out;
+
+  const topo::Topology& t_;
+  const SearchOptions& o_;
+  const CollectiveKind coll_;
+  const bool rooted_;
+  const int root_;
+  const bool blink_;
+  const int threads_;
+  const int first_;  // instances of the plain lowerings
+  bool boxes_ = false, manyBoxes_ = false;
+  Found out_;
+
+  // The lowering pool: its queue (a heap, cheapest first) and what it found.
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::vector<Item> queue_;
+  int inFlight_ = 0;
+  size_t skipped_ = 0;
+  std::atomic<bool> anyServed_{false};
+  std::string bug_;
+  std::vector<std::pair<size_t, Tried>> results_;  // (order, tried)
+  std::vector<char> expanded_, chosen_;
+  std::vector<double> plainAlgbw_, plainCost_;
+  std::vector<size_t> plainIterations_;
+};
+
+}  // namespace
+
+LowerOptions Found::keptLowering(const LowerOptions& base) const {
+  LowerOptions lo = base;
+  lo.piecesPerConnection = kept().perConnection;
+  lo.chunksPerPiece = kept().chunksPerPiece;
+  lo.instances = kept().instances;
+  return lo;
+}
+
+Result<Found> searchSchedule(const topo::Topology& t, const SearchOptions& o) {
+  return ScheduleSearch(t, o).run();
 }
 
 }  // namespace chorus::synth
