@@ -52,6 +52,28 @@ struct Pinned {
   size_t bytes;
 };
 
+// `to`'s later work waits for what `from` has enqueued so far.
+cudaError_t follow(cudaStream_t to, cudaStream_t from) {
+  cudaEvent_t e;
+  cudaError_t r = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  if (r != cudaSuccess) return r;
+  r = cudaEventRecord(e, from);
+  if (r == cudaSuccess) r = cudaStreamWaitEvent(to, e, 0);
+  cudaEventDestroy(e);
+  return r;
+}
+
+// Pinned allocations are not stream work: allowed while this thread's
+// stream captures (CUDA's global mode would refuse them and end the
+// capture).
+cudaError_t pinnedAlloc(void** p, size_t bytes, unsigned flags) {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  cudaError_t e = cudaHostAlloc(p, bytes, flags);
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  return e;
+}
+
 struct Job {
   StagedRank::State* st = nullptr;
   std::vector<void*> host;     // per region: where the run sees it
@@ -100,7 +122,75 @@ struct StagedRank::State {
   }
 
   void worker();
+  // A call's two words (from a slab of mapped pinned memory), set for an
+  // eager or a captured call. Made without the lock, which host functions
+  // take.
+  Status takeWords(Job& job);
+  // Where the run sees each region: device memory staged through a pinned
+  // buffer (from the pool, or new), host memory in place. On a failure the
+  // job's words and buffers go back (nothing was enqueued yet).
+  Status stage(Job& job, const std::vector<StagedRegion>& regions);
 };
+
+Status StagedRank::State::takeWords(Job& job) {
+  bool needSlab;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    needSlab = freeWords.empty();
+  }
+  if (needSlab) {
+    void* slab = nullptr;
+    if (cudaError_t e = pinnedAlloc(&slab, kWordsPerSlab * sizeof(uint32_t),
+                                    cudaHostAllocMapped | cudaHostAllocPortable);
+        e != cudaSuccess)
+      return cudaFailure(e, "cudaHostAlloc (call words)");
+    std::lock_guard<std::mutex> lock(mu);
+    slabs.push_back(slab);
+    for (size_t k = 0; k < kWordsPerSlab; k += 2)
+      freeWords.push_back(static_cast<uint32_t*>(slab) + k);
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  job.words = freeWords.back();
+  freeWords.pop_back();
+  job.words[0] = job.captured ? 0 : 1;
+  job.words[1] = 0;
+  return Status::ok();
+}
+
+Status StagedRank::State::stage(Job& job, const std::vector<StagedRegion>& regions) {
+  for (const StagedRegion& r : regions) {
+    if (r.data == nullptr || r.bytes == 0 || !onDevice(r.data)) {
+      job.host.push_back(r.data);  // host memory, or nothing: used in place
+      continue;
+    }
+    // Powers of two, so that later calls reuse buffers; a pooled buffer at
+    // most twice the size needed.
+    size_t bytes = 4096;
+    while (bytes < r.bytes) bytes *= 2;
+    void* p = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (auto it = pool.begin(); it != pool.end(); ++it)
+        if (it->bytes >= bytes && it->bytes <= 2 * bytes) {
+          p = it->p;
+          bytes = it->bytes;
+          pool.erase(it);
+          break;
+        }
+    }
+    if (p == nullptr) {
+      cudaError_t e = pinnedAlloc(&p, bytes, cudaHostAllocPortable);
+      if (e != cudaSuccess) {
+        std::lock_guard<std::mutex> lock(mu);
+        recycle(job);
+        return cudaFailure(e, "cudaHostAlloc (staging buffer)");
+      }
+    }
+    job.pinned.push_back({p, bytes});
+    job.host.push_back(p);
+  }
+  return Status::ok();
+}
 
 namespace {
 
@@ -266,14 +356,9 @@ Status StagedRank::enqueue(const std::vector<void*>& streams, std::vector<Staged
   CHORUS_STAGED_TRY(cudaSetDevice(device_));
   auto primary = static_cast<cudaStream_t>(streams.empty() ? nullptr : streams[0]);
   // Every stream of the call reaches it before the staging starts.
-  for (size_t i = 1; i < streams.size(); ++i) {
-    cudaEvent_t e;
-    CHORUS_STAGED_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    cudaError_t r = cudaEventRecord(e, static_cast<cudaStream_t>(streams[i]));
-    if (r == cudaSuccess) r = cudaStreamWaitEvent(primary, e, 0);
-    cudaEventDestroy(e);
-    if (r != cudaSuccess) return cudaFailure(r, "joining the call's streams");
-  }
+  for (size_t i = 1; i < streams.size(); ++i)
+    if (cudaError_t r = follow(primary, static_cast<cudaStream_t>(streams[i])); r != cudaSuccess)
+      return cudaFailure(r, "joining the call's streams");
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   CHORUS_STAGED_TRY(cudaStreamIsCapturing(primary, &capture));
 
@@ -282,39 +367,7 @@ Status StagedRank::enqueue(const std::vector<void*>& streams, std::vector<Staged
   job->run = std::move(run);
   job->captured = capture != cudaStreamCaptureStatusNone;
   State& st = *state_;
-  // Pinned allocations are not stream work: allowed while this thread's
-  // stream captures (CUDA's global mode would refuse them and end the
-  // capture). Made without the lock, which host functions take.
-  auto pinnedAlloc = [](void** p, size_t bytes, unsigned flags) {
-    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    cudaThreadExchangeStreamCaptureMode(&mode);
-    cudaError_t e = cudaHostAlloc(p, bytes, flags);
-    cudaThreadExchangeStreamCaptureMode(&mode);
-    return e;
-  };
-  bool needSlab;
-  {
-    std::lock_guard<std::mutex> lock(st.mu);
-    needSlab = st.freeWords.empty();
-  }
-  if (needSlab) {
-    void* slab = nullptr;
-    if (cudaError_t e = pinnedAlloc(&slab, kWordsPerSlab * sizeof(uint32_t),
-                                    cudaHostAllocMapped | cudaHostAllocPortable);
-        e != cudaSuccess)
-      return cudaFailure(e, "cudaHostAlloc (call words)");
-    std::lock_guard<std::mutex> lock(st.mu);
-    st.slabs.push_back(slab);
-    for (size_t k = 0; k < kWordsPerSlab; k += 2)
-      st.freeWords.push_back(static_cast<uint32_t*>(slab) + k);
-  }
-  {
-    std::lock_guard<std::mutex> lock(st.mu);
-    job->words = st.freeWords.back();
-    st.freeWords.pop_back();
-    job->words[0] = job->captured ? 0 : 1;
-    job->words[1] = 0;
-  }
+  CHORUS_RETURN_IF_ERROR(st.takeWords(*job));
   uint32_t* deviceWords = nullptr;
   if (cudaError_t e =
           cudaHostGetDevicePointer(reinterpret_cast<void**>(&deviceWords), job->words, 0);
@@ -323,37 +376,7 @@ Status StagedRank::enqueue(const std::vector<void*>& streams, std::vector<Staged
     st.recycle(*job);
     return cudaFailure(e, "cudaHostGetDevicePointer");
   }
-  for (const StagedRegion& r : regions) {
-    if (r.data == nullptr || r.bytes == 0 || !onDevice(r.data)) {
-      job->host.push_back(r.data);  // host memory, or nothing: used in place
-      continue;
-    }
-    // Powers of two, so that later calls reuse buffers; a pooled buffer at
-    // most twice the size needed.
-    size_t bytes = 4096;
-    while (bytes < r.bytes) bytes *= 2;
-    void* p = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(st.mu);
-      for (auto it = st.pool.begin(); it != st.pool.end(); ++it)
-        if (it->bytes >= bytes && it->bytes <= 2 * bytes) {
-          p = it->p;
-          bytes = it->bytes;
-          st.pool.erase(it);
-          break;
-        }
-    }
-    if (p == nullptr) {
-      cudaError_t e = pinnedAlloc(&p, bytes, cudaHostAllocPortable);
-      if (e != cudaSuccess) {
-        std::lock_guard<std::mutex> lock(st.mu);
-        st.recycle(*job);  // nothing was enqueued yet
-        return cudaFailure(e, "cudaHostAlloc (staging buffer)");
-      }
-    }
-    job->pinned.push_back({p, bytes});
-    job->host.push_back(p);
-  }
+  CHORUS_RETURN_IF_ERROR(st.stage(*job, regions));
   // From the first operation enqueued on, the stream may read the job: on a
   // failure it is kept for good (and the communicator marked broken).
   {
@@ -418,14 +441,9 @@ Status StagedRank::enqueue(const std::vector<void*>& streams, std::vector<Staged
     ends = true;
   }
   // The other streams' later work waits for the call.
-  for (size_t i = 1; i < streams.size(); ++i) {
-    cudaEvent_t e;
-    cudaError_t r = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
-    if (r == cudaSuccess) r = cudaEventRecord(e, primary);
-    if (r == cudaSuccess) r = cudaStreamWaitEvent(static_cast<cudaStream_t>(streams[i]), e, 0);
-    cudaEventDestroy(e);
-    if (r != cudaSuccess) return broken(r, "joining the call's streams");
-  }
+  for (size_t i = 1; i < streams.size(); ++i)
+    if (cudaError_t r = follow(static_cast<cudaStream_t>(streams[i]), primary); r != cudaSuccess)
+      return broken(r, "joining the call's streams");
   return Status::ok();
 }
 
