@@ -27,6 +27,17 @@ class Executor final : public runtime::DeviceExecutor {
   std::unique_ptr<CudaWorld> w_;
 };
 
+class Mirror final : public runtime::DeviceMirror {
+ public:
+  explicit Mirror(std::unique_ptr<DeviceBuffers> b) : b_(std::move(b)) {}
+  const std::vector<runtime::CallArgs>& calls() const override { return b_->calls(); }
+  Status upload() override { return b_->upload(); }
+  Status download() override { return b_->download(); }
+
+ private:
+  std::unique_ptr<DeviceBuffers> b_;
+};
+
 class Backend final : public runtime::DeviceBackend {
  public:
   std::string_view name() const override { return "cuda"; }
@@ -39,6 +50,7 @@ class Backend final : public runtime::DeviceBackend {
     o.sliceBytes = options.sliceBytes;
     o.slots = options.slots;
     o.timeoutMs = options.timeoutMs;
+    if (options.threadsPerBlock > 0) o.threadsPerBlock = options.threadsPerBlock;
     auto w = CudaWorld::make(va, o);
     if (!w.isOk()) return w.status();
     return std::unique_ptr<runtime::DeviceExecutor>(
@@ -51,6 +63,20 @@ class Backend final : public runtime::DeviceBackend {
   Status copyBetweenStreams(void* dst, int dstDevice, void* dstStream, const void* src,
                             int srcDevice, void* srcStream, size_t bytes) const override {
     return cuda::copyBetweenStreams(dst, dstDevice, dstStream, src, srcDevice, srcStream, bytes);
+  }
+  Result<std::string> describeDevice(int device) const override {
+    return cuda::describeDevice(device);
+  }
+  Result<double> copyBandwidth(int device, std::string* how) const override {
+    *how = "cudaMemcpy device to device of 256 MiB, best of 5, bytes read + written";
+    return cuda::copyBandwidth(device, size_t{256} << 20);
+  }
+  Result<std::unique_ptr<runtime::DeviceMirror>> mirror(
+      const std::vector<runtime::CallArgs>& hostCalls, CollectiveKind coll, int nranks,
+      int device) const override {
+    auto b = DeviceBuffers::make(hostCalls, coll, nranks, device);
+    if (!b.isOk()) return b.status();
+    return std::unique_ptr<runtime::DeviceMirror>(std::make_unique<Mirror>(std::move(b).value()));
   }
 };
 

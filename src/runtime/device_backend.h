@@ -33,6 +33,18 @@ struct DeviceOptions {
   size_t sliceBytes = 0;         // 0: the protocol's default
   int slots = 8;                 // messages in flight per connection
   int timeoutMs = 300000;        // a call that makes no progress this long fails (kTimeout)
+  int threadsPerBlock = 0;       // device threads per IR threadblock (0: the backend's default)
+};
+
+// Device copies of a set of host calls' buffers (what `chorus run` and
+// `chorus perf --device` run device calls on, and check on the host).
+class DeviceMirror {
+ public:
+  virtual ~DeviceMirror() = default;
+  // The same calls on the device copies.
+  virtual const std::vector<CallArgs>& calls() const = 0;
+  virtual Status upload() = 0;    // host -> device, every buffer
+  virtual Status download() = 0;  // device -> host, every buffer
 };
 
 // One verified algorithm on the devices of a world whose ranks all live in
@@ -98,6 +110,26 @@ class DeviceBackend {
   // work waits for the copy. Enqueued, not waited for.
   virtual Status copyBetweenStreams(void* dst, int dstDevice, void* dstStream, const void* src,
                                     int srcDevice, void* srcStream, size_t bytes) const = 0;
+
+  // For tools measuring a device (`chorus perf --device`): one line naming
+  // it; bytes read and written per second by a large copy on it, and how
+  // that was measured; device copies of host calls' buffers, laid out as
+  // collective `coll` on `nranks` ranks lays them, all on `device`.
+  // kUnsupported where a backend does not offer them.
+  virtual Result<std::string> describeDevice(int device) const {
+    return std::string(name()) + " device " + std::to_string(device);
+  }
+  virtual Result<double> copyBandwidth(int device, std::string* how) const {
+    (void)device, (void)how;
+    return Status(StatusCode::kUnsupported,
+                  std::string(name()) + " does not measure its copy bandwidth");
+  }
+  virtual Result<std::unique_ptr<DeviceMirror>> mirror(const std::vector<CallArgs>& hostCalls,
+                                                       CollectiveKind coll, int nranks,
+                                                       int device) const {
+    (void)hostCalls, (void)coll, (void)nranks, (void)device;
+    return Status(StatusCode::kUnsupported, std::string(name()) + " does not mirror host buffers");
+  }
 };
 
 // Adds a backend (a second one of the same name is refused: kInvalidArgument).

@@ -5,11 +5,9 @@
 #include <cstring>
 #include <thread>
 
+#include "api/backends.h"
+#include "runtime/device_backend.h"
 #include "runtime/exec/engine_host.h"
-
-#if defined(CHORUS_WITH_CUDA)
-#include "cuda/world.h"
-#endif
 
 namespace chorus::cli {
 
@@ -66,78 +64,82 @@ class EngineBackend final : public Backend {
   Status failure_;
 };
 
-#if defined(CHORUS_WITH_CUDA)
-// The CUDA executor: every rank on one GPU.
-class CudaBackend final : public Backend {
+// A registered device backend (runtime/device_backend.h; CUDA's is
+// "cuda"): every rank on one of its devices.
+class DeviceSeamBackend final : public Backend {
  public:
-  static Result<std::unique_ptr<Backend>> make(const BackendOptions& o) {
+  static Result<std::unique_ptr<Backend>> make(const BackendOptions& o,
+                                               const runtime::DeviceBackend& backend) {
     int gpu = o.dev.gpu;
-    Result<int> n = cuda::deviceCount();
+    Result<int> n = backend.deviceCount();
     if (!n.isOk()) return n.status();
     if (gpu < 0 || gpu >= n.value())
-      return Status(StatusCode::kInvalidArgument,
-                    "no GPU " + std::to_string(gpu) + " (" + std::to_string(n.value()) + " found)");
-    Result<std::string> name = cuda::describeDevice(gpu);
+      return Status(StatusCode::kInvalidArgument, "no " + std::string(backend.name()) + " device " +
+                                                      std::to_string(gpu) + " (" +
+                                                      std::to_string(n.value()) + " found)");
+    Result<std::string> name = backend.describeDevice(gpu);
     if (!name.isOk()) return name.status();
-    Result<double> bw = cuda::copyBandwidth(gpu, size_t{256} << 20);
+    std::string how;
+    Result<double> bw = backend.copyBandwidth(gpu, &how);
     if (!bw.isOk()) return bw.status();
-    std::unique_ptr<CudaBackend> b(new CudaBackend());
+    std::unique_ptr<DeviceSeamBackend> b(new DeviceSeamBackend(backend));
     b->gpu_ = gpu;
     b->o_ = o;
     b->name_ = name.value();
     b->copyBw_ = bw.value();
+    b->copyHow_ = how;
     return Result<std::unique_ptr<Backend>>(std::move(b));
   }
   std::string describe() const override {
     return "CUDA GPU " + std::to_string(gpu_) + ": " + name_ + ", every rank on it";
   }
   double copyBandwidth() const override { return copyBw_; }
-  std::string copyBandwidthHow() const override {
-    return "cudaMemcpy device to device of 256 MiB, best of 5, bytes read + written";
-  }
+  std::string copyBandwidthHow() const override { return copyHow_; }
   Status bind(const std::vector<CallArgs>& hostCalls, CollectiveKind coll, int nranks) override {
-    buffers_.reset();
-    auto b = cuda::DeviceBuffers::make(hostCalls, coll, nranks, gpu_);
-    if (!b.isOk()) return b.status();
-    buffers_ = std::move(b).value();
+    mirror_.reset();
+    auto m = backend_.mirror(hostCalls, coll, nranks, gpu_);
+    if (!m.isOk()) return m.status();
+    mirror_ = std::move(m).value();
     return Status::ok();
   }
-  const std::vector<CallArgs>& calls() const override { return buffers_->calls(); }
-  Status upload() override { return buffers_->upload(); }
-  Status download() override { return buffers_->download(); }
+  const std::vector<CallArgs>& calls() const override { return mirror_->calls(); }
+  Status upload() override { return mirror_->upload(); }
+  Status download() override { return mirror_->download(); }
   Status enqueue(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls) override {
-    auto it = worlds_.find(&va);
-    if (it == worlds_.end()) {
-      cuda::CudaOptions o;
-      o.device = gpu_;
+    auto it = executors_.find(&va);
+    if (it == executors_.end()) {
+      runtime::DeviceOptions o;
+      o.rankDevices.assign(static_cast<size_t>(va.algo().ngpus), gpu_);
       o.sliceBytes = o_.sliceBytes;
       o.slots = o_.slots;
       o.threadsPerBlock = o_.dev.threadsPerBlock;
-      auto w = cuda::CudaWorld::make(va, o);
-      if (!w.isOk()) return w.status();
-      it = worlds_.emplace(&va, std::move(w).value()).first;
+      o.timeoutMs = 20000;  // a stalled measurement fails in 20 s, not a communicator's 300
+      auto x = backend_.makeExecutor(va, o);
+      if (!x.isOk()) return x.status();
+      it = executors_.emplace(&va, std::move(x).value()).first;
     }
-    return it->second->enqueue(calls);
+    // Every rank's call on the device's default stream.
+    return it->second->enqueue(calls, std::vector<void*>(calls.size(), nullptr));
   }
   Status wait() override {
     Status first;
-    for (auto& [va, w] : worlds_) {
-      Status st = w->wait();
+    for (auto& [va, x] : executors_) {
+      Status st = x->wait();
       if (first.isOk() && !st.isOk()) first = st;
     }
     return first;
   }
 
  private:
-  CudaBackend() = default;
+  explicit DeviceSeamBackend(const runtime::DeviceBackend& backend) : backend_(backend) {}
+  const runtime::DeviceBackend& backend_;
   int gpu_ = 0;
   BackendOptions o_;
-  std::string name_;
+  std::string name_, copyHow_;
   double copyBw_ = 0;
-  std::unique_ptr<cuda::DeviceBuffers> buffers_;
-  std::map<const VerifiedAlgorithm*, std::unique_ptr<cuda::CudaWorld>> worlds_;
+  std::unique_ptr<runtime::DeviceMirror> mirror_;
+  std::map<const VerifiedAlgorithm*, std::unique_ptr<runtime::DeviceExecutor>> executors_;
 };
-#endif
 
 }  // namespace
 
@@ -163,14 +165,13 @@ Result<std::unique_ptr<Backend>> Backend::make(const BackendOptions& o) {
     return Result<std::unique_ptr<Backend>>(std::make_unique<EngineBackend>(o));
   }
   if (o.dev.device == "cuda") {
-#if defined(CHORUS_WITH_CUDA)
-    return CudaBackend::make(o);
-#else
-    return Status(StatusCode::kUnsupported,
-                  "this chorus was built without CUDA (no nvcc at configure time, or "
-                  "-DCHORUS_CUDA=OFF); --device engine runs the same executor code on host "
-                  "threads");
-#endif
+    const runtime::DeviceBackend* backend = api::deviceBackend();
+    if (backend == nullptr || backend->name() != o.dev.device)
+      return Status(StatusCode::kUnsupported,
+                    "this chorus was built without CUDA (no nvcc at configure time, or "
+                    "-DCHORUS_CUDA=OFF); --device engine runs the same executor code on host "
+                    "threads");
+    return DeviceSeamBackend::make(o, *backend);
   }
   return Status(StatusCode::kInvalidArgument,
                 "unknown device '" + o.dev.device + "' (cpu, engine or cuda)");
