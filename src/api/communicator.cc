@@ -1,0 +1,594 @@
+#include "api/communicator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <latch>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "api/backends.h"
+#include "api/staging.h"
+#include "chorus/chorus.h"
+#include "core/log.h"
+#include "runtime/bootstrap/rendezvous.h"
+
+namespace chorus::api {
+namespace {
+
+Status bad(std::string msg) { return Status(StatusCode::kInvalidArgument, std::move(msg)); }
+
+// A unique id's text (it is NUL-padded).
+std::string uniqueIdText(const chorusUniqueId& id) {
+  return std::string(id.internal, strnlen(id.internal, sizeof(id.internal)));
+}
+
+// The in-process rendezvous of chorusCommInitRank.
+struct Pending {
+  int nranks = 0;
+  std::shared_ptr<InProcessWorld> world;  // made by the last rank to join
+  std::vector<bool> joined;
+  std::vector<int> devices;  // by rank; -1: on the host
+  int count = 0;
+  Status error;  // why the joined ranks cannot form a world
+};
+std::mutex pendingMu;
+std::condition_variable pendingCv;
+std::map<std::string, std::shared_ptr<Pending>>& pendings() {
+  static auto* p = new std::map<std::string, std::shared_ptr<Pending>>();
+  return *p;
+}
+
+// chorusCommSplit for ranks of one process (threads, GPU ranks): the k-th
+// split of every rank meets here.
+struct SplitCall {
+  int arrived = 0;
+  std::vector<std::pair<int, int>> colorKey;            // by rank
+  std::vector<std::shared_ptr<InProcessWorld>> worlds;  // by rank; null: no color
+  std::vector<int> newRank;
+  bool done = false;
+};
+std::map<std::pair<const InProcessWorld*, uint64_t>, std::shared_ptr<SplitCall>>& splitCalls() {
+  static auto* m =
+      new std::map<std::pair<const InProcessWorld*, uint64_t>, std::shared_ptr<SplitCall>>();
+  return *m;
+}
+
+// Ranks by color, each color's ordered by (key, rank).
+std::map<int, std::vector<int>> splitGroups(const std::vector<std::pair<int, int>>& colorKey) {
+  std::map<int, std::vector<int>> groups;
+  for (int r = 0; r < static_cast<int>(colorKey.size()); ++r)
+    if (colorKey[static_cast<size_t>(r)].first != CHORUS_SPLIT_NOCOLOR)
+      groups[colorKey[static_cast<size_t>(r)].first].push_back(r);
+  for (auto& [color, ranks] : groups)
+    std::stable_sort(ranks.begin(), ranks.end(), [&](int a, int b) {
+      return colorKey[static_cast<size_t>(a)].second < colorKey[static_cast<size_t>(b)].second;
+    });
+  return groups;
+}
+
+// A process rank's part of a group: its collectives in order, then its
+// sends and receives together.
+Status runProcessOps(ProcessWorld* w, const std::vector<const Op*>& mine) {
+  Status st;
+  std::vector<const Op*> sendRecv;
+  for (const Op* op : mine) {
+    if (op->kind != Op::Kind::kCollective) {
+      sendRecv.push_back(op);
+    } else if (Status s = w->collective(*op); st.isOk() && !s.isOk()) {
+      st = s;
+    }
+  }
+  if (!sendRecv.empty())
+    if (Status s = w->pointToPoint(sendRecv); st.isOk() && !s.isOk()) st = s;
+  return st;
+}
+
+// A group part already done when started (an error, or work that is
+// enqueued on a device stream).
+class Done final : public Started {
+ public:
+  explicit Done(Status s) : s_(std::move(s)) {}
+  Status wait() override { return s_; }
+
+ private:
+  Status s_;
+};
+
+// Work run in wait() on this thread (alone), or on a thread of its own
+// from start() on, so that the group's other communicators go on.
+class Deferred final : public Started {
+ public:
+  Deferred(std::function<Status()> work, bool onThisThread) : work_(std::move(work)) {
+    if (!onThisThread) thread_ = std::thread([this] { result_ = work_(); });
+  }
+  ~Deferred() override {
+    if (thread_.joinable()) thread_.join();
+  }
+  Status wait() override {
+    if (!thread_.joinable()) return work_();
+    thread_.join();
+    return result_;
+  }
+
+ private:
+  std::function<Status()> work_;
+  std::thread thread_;
+  Status result_;
+};
+
+// A rank of an in-process world: its ops posted to the world; a lone
+// collective runs on this thread, several on the ranks' helper threads
+// (one thread may drive many ranks); sends and receives complete after.
+class ThreadStarted final : public Started {
+ public:
+  ThreadStarted(InProcessWorld& world, int rank, std::vector<Op> ops, bool alone) : world_(world) {
+    for (Op& op : ops) {
+      const bool isColl = op.kind == Op::Kind::kCollective;
+      (isColl ? colls_ : p2p_).push_back(world_.post(rank, std::move(op)));
+    }
+    here_ = alone && colls_.size() == 1;
+    if (here_ || colls_.empty()) return;
+    results_.resize(colls_.size());
+    done_ = std::make_unique<std::latch>(static_cast<std::ptrdiff_t>(colls_.size()));
+    for (size_t i = 0; i < colls_.size(); ++i)
+      world_.dispatch(colls_[i], [this, i](Status s) {
+        results_[i] = std::move(s);
+        done_->count_down();
+      });
+  }
+  ~ThreadStarted() override {
+    if (done_ != nullptr) done_->wait();  // the helpers write into this
+  }
+  Status wait() override {
+    Status first;
+    auto keep = [&first](const Status& s) {
+      if (first.isOk() && !s.isOk()) first = s;
+    };
+    if (here_) keep(world_.complete(colls_.front()));
+    if (done_ != nullptr) {
+      done_->wait();
+      for (const Status& s : results_) keep(s);
+    }
+    for (const auto& t : p2p_) keep(world_.complete(t));
+    return first;
+  }
+
+ private:
+  InProcessWorld& world_;
+  std::vector<std::shared_ptr<Ticket>> colls_, p2p_;
+  bool here_ = false;
+  std::vector<Status> results_;
+  std::unique_ptr<std::latch> done_;
+};
+
+class ThreadRank final : public Communicator {
+ public:
+  ThreadRank(std::shared_ptr<InProcessWorld> world, int rank)
+      : world_(std::move(world)), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return world_->size(); }
+  bool onGpu() const override { return world_->onGpu(); }
+  int device() const override {
+    return onGpu() ? world_->options().devices[static_cast<size_t>(rank_)] : -1;
+  }
+  bool needsRootOnlyBuffer() const override { return onGpu(); }
+  Status asyncError() const override { return world_->asyncError(); }
+  void abort(Status why) override { world_->abort(std::move(why)); }
+  Status finalize() override { return world_->synchronize(); }
+  std::unique_ptr<Started> start(std::vector<Op> ops, bool alone) override {
+    return std::make_unique<ThreadStarted>(*world_, rank_, std::move(ops), alone);
+  }
+  Result<std::shared_ptr<Communicator>> split(int color, int key) override {
+    return splitInProcess(color, key, size());
+  }
+  Result<std::shared_ptr<Communicator>> shrink(const std::vector<int>& survivors,
+                                               bool abortFirst) override {
+    if (abortFirst)
+      world_->abort(Status(StatusCode::kAborted, "rank " + std::to_string(rank_) +
+                                                     " shrank the communicator, ending its calls"));
+    // Survivors call with color 0 ordered by rank; the others count as none.
+    return splitInProcess(0, rank_, static_cast<int>(survivors.size()));
+  }
+
+ private:
+  Result<std::shared_ptr<Communicator>> splitInProcess(int color, int key, int expected);
+
+  std::shared_ptr<InProcessWorld> world_;
+  const int rank_;
+  uint64_t splits_ = 0;   // chorusCommSplit calls so far (they pair up by number)
+  uint64_t shrinks_ = 0;  // chorusCommShrink calls so far (the survivors' pair up)
+};
+
+class ProcessRank : public Communicator {
+ public:
+  explicit ProcessRank(std::shared_ptr<ProcessWorld> world) : world_(std::move(world)) {}
+  int rank() const override { return world_->rank(); }
+  int size() const override { return world_->size(); }
+  bool onGpu() const override { return false; }
+  int device() const override { return -1; }
+  Status asyncError() const override { return world_->asyncError(); }
+  void abort(Status why) override { world_->abort(std::move(why)); }
+  Status finalize() override { return asyncError(); }
+  std::unique_ptr<Started> start(std::vector<Op> ops, bool alone) override {
+    std::shared_ptr<ProcessWorld> w = world_;
+    return std::make_unique<Deferred>(
+        [w, ops = std::move(ops)] {
+          std::vector<const Op*> mine;
+          for (const Op& op : ops) mine.push_back(&op);
+          return runProcessOps(w.get(), mine);
+        },
+        alone);
+  }
+  Result<std::shared_ptr<Communicator>> split(int color, int key) override {
+    return splitOnHost(color, key, -1);
+  }
+  Result<std::shared_ptr<Communicator>> shrink(const std::vector<int>& survivors,
+                                               bool abortFirst) override {
+    if (abortFirst) return shrinkWithAbort();
+    return shrinkOnHost(survivors, -1);
+  }
+
+ protected:
+  static Status shrinkWithAbort() {
+    return Status(StatusCode::kUnsupported,
+                  "shrink with abort on ranks in several processes: the new communicator's id "
+                  "travels over the parent's links, which the abort ends; shrink without it");
+  }
+  // chorusCommSplit / Shrink over the parent's links; the new ranks on
+  // `device` (-1: the host).
+  Result<std::shared_ptr<Communicator>> splitOnHost(int color, int key, int device);
+  Result<std::shared_ptr<Communicator>> shrinkOnHost(const std::vector<int>& survivors, int device);
+
+  std::shared_ptr<ProcessWorld> world_;
+};
+
+// A process rank on a GPU: each group's ops enqueued on its streams as one
+// call, staged through host memory (runtime::StagedQueue); the process
+// world runs on the queue's worker, so splits and shrinks run there too,
+// in order with the calls.
+class StagedProcessRank final : public ProcessRank {
+ public:
+  StagedProcessRank(std::shared_ptr<ProcessWorld> world,
+                    std::unique_ptr<runtime::StagedQueue> staged)
+      : ProcessRank(std::move(world)), staged_(std::move(staged)) {}
+  bool onGpu() const override { return true; }
+  int device() const override { return staged_->device(); }
+  bool replacesRootOnlyBuffer() const override { return true; }
+  Status asyncError() const override {
+    if (Status st = staged_->asyncError(); !st.isOk()) return st;
+    return ProcessRank::asyncError();
+  }
+  Status finalize() override {
+    CHORUS_RETURN_IF_ERROR(staged_->synchronize());
+    return asyncError();
+  }
+  void flush() override { (void)staged_->synchronize(); }
+  std::unique_ptr<Started> start(std::vector<Op> ops, bool) override {
+    return std::make_unique<Done>(enqueue(std::move(ops)));
+  }
+  Result<std::shared_ptr<Communicator>> split(int color, int key) override {
+    Result<std::shared_ptr<Communicator>> made = std::shared_ptr<Communicator>();
+    const int device = staged_->device();
+    Status st = staged_->runInOrder([&] {
+      made = splitOnHost(color, key, device);
+      return made.isOk() ? Status::ok() : made.status();
+    });
+    if (!st.isOk()) return st;
+    return made;
+  }
+  Result<std::shared_ptr<Communicator>> shrink(const std::vector<int>& survivors,
+                                               bool abortFirst) override {
+    if (abortFirst) return shrinkWithAbort();
+    Result<std::shared_ptr<Communicator>> made = std::shared_ptr<Communicator>();
+    const int device = staged_->device();
+    Status st = staged_->runInOrder([&] {
+      made = shrinkOnHost(survivors, device);
+      return made.isOk() ? Status::ok() : made.status();
+    });
+    if (!st.isOk()) return st;
+    return made;
+  }
+
+ private:
+  Status enqueue(std::vector<Op> ops);
+
+  std::shared_ptr<runtime::StagedQueue> staged_;
+};
+
+// `expected`: how many ranks call (all of them for a split; the survivors
+// for a shrink, whose left-out ranks count as having no color). Shrinks are
+// numbered apart from splits: the left-out ranks make no shrink call.
+Result<std::shared_ptr<Communicator>> ThreadRank::splitInProcess(int color, int key, int expected) {
+  const InProcessWorld& parent = *world_;
+  const int n = parent.size();
+  const bool shrinking = expected < n;
+  const uint64_t seq = shrinking ? (shrinks_++ | (uint64_t{1} << 63)) : splits_++;
+  std::unique_lock<std::mutex> lock(pendingMu);
+  auto& slot = splitCalls()[{&parent, seq}];
+  if (slot == nullptr) {
+    slot = std::make_shared<SplitCall>();
+    slot->colorKey.assign(static_cast<size_t>(n), {CHORUS_SPLIT_NOCOLOR, 0});
+    slot->worlds.resize(static_cast<size_t>(n));
+    slot->newRank.assign(static_cast<size_t>(n), -1);
+  }
+  std::shared_ptr<SplitCall> call = slot;
+  call->colorKey[static_cast<size_t>(rank_)] = {color, key};
+  if (++call->arrived == expected) {
+    splitCalls().erase({&parent, seq});
+    for (const auto& [c, ranks] : splitGroups(call->colorKey)) {
+      WorldOptions o = parent.options();
+      o.devices.clear();
+      for (int r : ranks)
+        if (parent.onGpu()) o.devices.push_back(parent.options().devices[static_cast<size_t>(r)]);
+      auto w = std::make_shared<InProcessWorld>(static_cast<int>(ranks.size()), o);
+      for (size_t i = 0; i < ranks.size(); ++i) {
+        call->worlds[static_cast<size_t>(ranks[i])] = w;
+        call->newRank[static_cast<size_t>(ranks[i])] = static_cast<int>(i);
+      }
+    }
+    call->done = true;
+    pendingCv.notify_all();
+  }
+  int timeoutMs = parent.options().timeoutMs;
+  if (!pendingCv.wait_for(lock, std::chrono::milliseconds(timeoutMs), [&] { return call->done; })) {
+    // Withdrawn, as if it never called: late ranks must not complete the
+    // split without it, and its next split meets theirs (same number).
+    Status st(StatusCode::kTimeout, "rank " + std::to_string(rank_) + ": split: only " +
+                                        std::to_string(call->arrived) + " of " +
+                                        std::to_string(expected) + " ranks called in time");
+    call->colorKey[static_cast<size_t>(rank_)] = {CHORUS_SPLIT_NOCOLOR, 0};
+    if (--call->arrived == 0) splitCalls().erase({&parent, seq});
+    (shrinking ? shrinks_ : splits_) = seq & ~(uint64_t{1} << 63);
+    return st;
+  }
+  lock.unlock();
+  auto w = call->worlds[static_cast<size_t>(rank_)];
+  if (w == nullptr) return std::shared_ptr<Communicator>();
+  return threadRank(w, call->newRank[static_cast<size_t>(rank_)]);
+}
+
+// chorusCommSplit for process ranks: colors and keys, then each new
+// communicator's unique id (made by its first rank), go round the parent.
+Result<std::shared_ptr<Communicator>> ProcessRank::splitOnHost(int color, int key, int device) {
+  ProcessWorld& parent = *world_;
+  const int n = parent.size();
+  std::vector<int64_t> mine{color, key}, all(2 * static_cast<size_t>(n));
+  Op op = collectiveOp(CollectiveKind::kAllGather, mine.data(), all.data(), 2);
+  op.args.type = DataType::kInt64;
+  CHORUS_RETURN_IF_ERROR(parent.collective(op));
+  std::vector<std::pair<int, int>> colorKey;
+  for (int r = 0; r < n; ++r)
+    colorKey.emplace_back(static_cast<int>(all[2 * static_cast<size_t>(r)]),
+                          static_cast<int>(all[2 * static_cast<size_t>(r) + 1]));
+  auto groups = splitGroups(colorKey);
+  chorusUniqueId myId{};
+  auto it = groups.find(color);
+  int newRank = -1;
+  if (it != groups.end()) {
+    newRank = static_cast<int>(std::find(it->second.begin(), it->second.end(), rank()) -
+                               it->second.begin());
+    if (newRank == 0) {
+      auto id = runtime::startRendezvousRoot(parent.options().timeoutMs);
+      if (!id.isOk()) return id.status();
+      if (id.value().size() >= sizeof(myId.internal))
+        return Status(StatusCode::kInternal, "unique id text too long: " + id.value());
+      std::memcpy(myId.internal, id.value().data(), id.value().size());
+    }
+  }
+  std::vector<chorusUniqueId> ids(static_cast<size_t>(n));
+  Op idOp = collectiveOp(CollectiveKind::kAllGather, &myId, ids.data(), sizeof(myId));
+  idOp.args.type = DataType::kUint8;
+  CHORUS_RETURN_IF_ERROR(parent.collective(idOp));
+  if (it == groups.end()) return std::shared_ptr<Communicator>();
+  return joinRank(static_cast<int>(it->second.size()),
+                  uniqueIdText(ids[static_cast<size_t>(it->second[0])]), newRank, device);
+}
+
+// chorusCommShrink for process ranks: the first survivor makes the new
+// communicator's unique id and sends it to the others over the parent's
+// point-to-point links (the left-out ranks take no part).
+Result<std::shared_ptr<Communicator>> ProcessRank::shrinkOnHost(const std::vector<int>& survivors,
+                                                                int device) {
+  const int leader = survivors[0];
+  const int newRank =
+      static_cast<int>(std::find(survivors.begin(), survivors.end(), rank()) - survivors.begin());
+  chorusUniqueId id{};
+  std::vector<Op> ops;
+  if (rank() == leader) {
+    auto made = runtime::startRendezvousRoot(world_->options().timeoutMs);
+    if (!made.isOk()) return made.status();
+    if (made.value().size() >= sizeof(id.internal))
+      return Status(StatusCode::kInternal, "unique id text too long: " + made.value());
+    std::memcpy(id.internal, made.value().data(), made.value().size());
+    for (size_t i = 1; i < survivors.size(); ++i) {
+      Op send;
+      send.kind = Op::Kind::kSend;
+      send.args.sendbuff = &id;
+      send.args.count = sizeof(id);
+      send.args.type = DataType::kUint8;
+      send.peer = survivors[i];
+      ops.push_back(send);
+    }
+  } else {
+    Op recv;
+    recv.kind = Op::Kind::kRecv;
+    recv.args.recvbuff = &id;
+    recv.args.count = sizeof(id);
+    recv.args.type = DataType::kUint8;
+    recv.peer = leader;
+    ops.push_back(recv);
+  }
+  std::vector<const Op*> mine;
+  for (const Op& op : ops) mine.push_back(&op);
+  if (!mine.empty()) CHORUS_RETURN_IF_ERROR(world_->pointToPoint(mine));
+  return joinRank(static_cast<int>(survivors.size()), uniqueIdText(id), newRank, device);
+}
+
+// Enqueues one staged rank's ops of a group as one call: every buffer
+// staged through host memory (api/staging.h), the group run by the process
+// world on the rank's worker, the ops' streams joined around it (as NCCL's
+// group).
+Status StagedProcessRank::enqueue(std::vector<Op> ops) {
+  std::vector<void*> streams;
+  for (const Op& op : ops)
+    if (std::find(streams.begin(), streams.end(), op.stream) == streams.end())
+      streams.push_back(op.stream);
+  StagingPlan plan = planStaging(ops, rank(), size());
+  std::vector<StagingPlan::Where> where = plan.where;
+  std::shared_ptr<ProcessWorld> w = world_;
+  auto run = [w, ops = std::move(ops), where](const std::vector<void*>& host) {
+    std::vector<Op> onHost = ops;
+    std::vector<const Op*> mine;
+    for (size_t i = 0; i < onHost.size(); ++i) {
+      auto at = [&](int region, size_t off) {
+        return static_cast<unsigned char*>(host[static_cast<size_t>(region)]) + off;
+      };
+      if (where[i].sendRegion >= 0)
+        onHost[i].args.sendbuff = at(where[i].sendRegion, where[i].sendOff);
+      if (where[i].recvRegion >= 0)
+        onHost[i].args.recvbuff = at(where[i].recvRegion, where[i].recvOff);
+      onHost[i].stream = nullptr;
+      mine.push_back(&onHost[i]);
+    }
+    return runProcessOps(w.get(), mine);
+  };
+  return staged_->enqueue(streams, std::move(plan.regions), std::move(run));
+}
+
+}  // namespace
+
+// One INFO line when ranks of a GPU world share a GPU (NCCL refuses that;
+// here they are one world on the device).
+void logSharedGpus(const std::vector<int>& devices) {
+  std::map<int, std::vector<int>> ranksOf;
+  for (size_t r = 0; r < devices.size(); ++r) ranksOf[devices[r]].push_back(static_cast<int>(r));
+  for (const auto& [device, ranks] : ranksOf) {
+    if (ranks.size() < 2) continue;
+    std::string list;
+    for (int r : ranks) {  // (appended piece by piece: GCC 12's -Wrestrict at -O3)
+      if (!list.empty()) list += ',';
+      list += std::to_string(r);
+    }
+    logLine(LogLevel::kInfo, "ranks " + list + " share GPU " + std::to_string(device) +
+                                 " (NCCL refuses this; Chorus runs them as one world there)");
+  }
+}
+
+Op collectiveOp(CollectiveKind k, const void* send, void* recv, size_t count) {
+  Op op;
+  op.kind = Op::Kind::kCollective;
+  op.collective = k;
+  op.args.sendbuff = send;
+  op.args.recvbuff = recv;
+  op.args.count = count;
+  return op;
+}
+
+Status runGroup(std::vector<std::pair<std::shared_ptr<Communicator>, Op>> ops) {
+  std::vector<std::pair<Communicator*, std::vector<Op>>> parts;
+  for (auto& [comm, op] : ops) {
+    auto it = std::find_if(parts.begin(), parts.end(),
+                           [&](const auto& p) { return p.first == comm.get(); });
+    if (it == parts.end()) it = parts.insert(parts.end(), {comm.get(), {}});
+    it->second.push_back(std::move(op));
+  }
+  const bool alone = parts.size() == 1;
+  std::vector<std::unique_ptr<Started>> started;
+  for (auto& [comm, mine] : parts) started.push_back(comm->start(std::move(mine), alone));
+  Status first;
+  for (auto& s : started)
+    if (Status st = s->wait(); first.isOk() && !st.isOk()) first = st;
+  return first;
+}
+
+std::shared_ptr<Communicator> threadRank(std::shared_ptr<InProcessWorld> world, int rank) {
+  return std::make_shared<ThreadRank>(std::move(world), rank);
+}
+
+Result<std::shared_ptr<Communicator>> processRank(Result<std::shared_ptr<ProcessWorld>> world,
+                                                  int device) {
+  if (!world.isOk()) return world.status();
+  if (device < 0)
+    return std::shared_ptr<Communicator>(std::make_shared<ProcessRank>(world.value()));
+  const runtime::DeviceBackend* gpu = deviceBackend();
+  if (gpu == nullptr) return noDeviceBackend("a device was given");
+  auto q = gpu->makeStagedQueue(device, world.value()->options().timeoutMs);
+  if (!q.isOk()) return q.status();
+  return std::shared_ptr<Communicator>(
+      std::make_shared<StagedProcessRank>(world.value(), std::move(q).value()));
+}
+
+Result<std::shared_ptr<Communicator>> joinRank(int nranks, const std::string& id, int rank,
+                                               int device) {
+  if (id.rfind("chorus-tcp:", 0) == 0) {  // ranks in several processes
+    auto config = runtime::decodeRootId(id);
+    if (!config.isOk()) return config.status();
+    config.value().rank = rank;
+    config.value().nranks = nranks;
+    return processRank(ProcessWorld::create(config.value(), WorldOptions::fromEnvironment()),
+                       device);
+  }
+  if (id.rfind(runtime::kRendezvousTag, 0) != 0)
+    return bad("the unique id did not come from chorusGetUniqueId");
+  WorldOptions options = WorldOptions::fromEnvironment();
+  // Meet the other ranks, wherever they are, at the id's root.
+  auto met = runtime::meetAtRoot(id, rank, nranks, options.timeoutMs);
+  if (!met.isOk()) return met.status();
+  if (!met.value().threads) {
+    // Ranks in several processes; on GPUs, their calls are staged through
+    // host memory (cuda/staged.h).
+    if (met.value().listening == nullptr)
+      return processRank(ProcessWorld::create(met.value().config, options), device);
+    CHORUS_RETURN_IF_ERROR(met.value().listening->accept());
+    return processRank(ProcessWorld::create(std::move(met.value().listening), options), device);
+  }
+  // Every rank lives in this process: one in-process world.
+  std::unique_lock<std::mutex> lock(pendingMu);
+  auto& p = pendings()[id];
+  if (p == nullptr) {
+    p = std::make_shared<Pending>();
+    p->nranks = nranks;
+    p->joined.assign(static_cast<size_t>(nranks), false);
+    p->devices.assign(static_cast<size_t>(nranks), -1);
+  }
+  std::shared_ptr<Pending> mine = p;
+  if (mine->nranks != nranks)
+    return bad("rank " + std::to_string(rank) + " says nranks " + std::to_string(nranks) +
+               ", an earlier rank said " + std::to_string(mine->nranks));
+  if (mine->joined[static_cast<size_t>(rank)])
+    return bad("rank " + std::to_string(rank) + " joined this communicator twice");
+  mine->joined[static_cast<size_t>(rank)] = true;
+  mine->devices[static_cast<size_t>(rank)] = device;
+  if (++mine->count == nranks) {
+    pendings().erase(id);
+    auto onGpu =
+        std::count_if(mine->devices.begin(), mine->devices.end(), [](int d) { return d >= 0; });
+    if (onGpu > 0 && onGpu < nranks)
+      mine->error =
+          bad("ranks of one communicator are on GPUs and on the host; pass a device "
+              "for all of them or none");
+    if (onGpu == nranks) {
+      options.devices = mine->devices;
+      logSharedGpus(options.devices);
+    }
+    mine->world = std::make_shared<InProcessWorld>(nranks, options);
+    pendingCv.notify_all();
+  }
+  bool all = pendingCv.wait_for(lock, std::chrono::milliseconds(options.timeoutMs),
+                                [&] { return mine->world != nullptr; });
+  if (!all) {
+    mine->joined[static_cast<size_t>(rank)] = false;
+    --mine->count;
+    return Status(StatusCode::kTimeout, "rank " + std::to_string(rank) + ": only " +
+                                            std::to_string(mine->count + 1) + " of " +
+                                            std::to_string(nranks) + " ranks joined in time");
+  }
+  lock.unlock();
+  if (!mine->error.isOk()) return mine->error;
+  return threadRank(mine->world, rank);
+}
+
+}  // namespace chorus::api
