@@ -101,9 +101,11 @@ chorusComm_t newComm(std::shared_ptr<Communicator> c) {
   return reinterpret_cast<chorusComm_t>(id);
 }
 
+// A handle for what was made; none (NULL) for a rank a split or shrink
+// left out.
 Status initComm(chorusComm_t* comm, Result<std::shared_ptr<Communicator>> made) {
   if (!made.isOk()) return made.status();
-  *comm = newComm(std::move(made).value());
+  if (made.value() != nullptr) *comm = newComm(std::move(made).value());
   return Status::ok();
 }
 

@@ -53,8 +53,8 @@ std::string Op::describe() const {
                                            : std::string(collectiveName(collective));
   std::string s =
       name + "(count " + std::to_string(args.count) + ", " + std::string(dataTypeName(args.type));
-  if (kind == Kind::kCollective &&
-      (traits(collective).reduces || collective == CollectiveKind::kCustom))
+  if (kind == Kind::kCollective && collective != CollectiveKind::kAllGather &&
+      collective != CollectiveKind::kAllToAll && collective != CollectiveKind::kBroadcast)
     s += ", " + std::string(reduceOpName(args.op));
   if (root >= 0) s += ", root " + std::to_string(root);
   if (peer >= 0) s += ", peer " + std::to_string(peer);

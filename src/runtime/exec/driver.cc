@@ -237,7 +237,7 @@ Status deadlock(const Session& s, const std::string& why) {
 // avg: rank r's reduced output divided by the number of ranks.
 void finishAverage(const VerifiedAlgorithm& va, const CallArgs& call, int r) {
   const ir::Algorithm& a = va.algo();
-  if (call.op != ReduceOp::kAvg) return;
+  if (call.op != ReduceOp::kAvg || !traits(a.collective).reduces) return;
   if (traits(a.collective).writes == Ranks::kRoot && r != va.root()) return;
   // allreduce, reduce and reducescatter outputs all hold `count` elements.
   divideInPlace(call.type, call.recvbuff, call.count, a.ngpus);

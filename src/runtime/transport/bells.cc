@@ -29,7 +29,7 @@ std::string bellName(const std::string& prefix, int r) {
 
 Result<std::unique_ptr<RankBells>> RankBells::create(const std::string& prefix, int me, int n,
                                                      Bootstrap& boot,
-                                                     const std::vector<bool>& elsewhere,
+                                                     const std::vector<bool>& unmapped,
                                                      bool tryCrossMemory) {
   std::unique_ptr<RankBells> b(new RankBells());
   b->me_ = me;
@@ -49,7 +49,7 @@ Result<std::unique_ptr<RankBells>> RankBells::create(const std::string& prefix, 
   CHORUS_RETURN_IF_ERROR(boot.barrier());
   bool readable = tryCrossMemory;
   for (int r = 0; r < n; ++r) {
-    if (r == me || elsewhere[static_cast<size_t>(r)]) continue;
+    if (r == me || unmapped[static_cast<size_t>(r)]) continue;
     auto s = Segment::open(bellName(prefix, r), kBellBytes);
     if (!s.isOk()) return s.status();
     b->bells_[static_cast<size_t>(r)] = static_cast<Doorbell*>(s.value()->data());

@@ -21,14 +21,15 @@ namespace chorus::runtime {
 class RankBells {
  public:
   // Collective: `prefix` is the communicator's segment name prefix. Only
-  // the bells of ranks with `elsewhere[r]` false (on this host) are mapped. With `tryCrossMemory`
+  // the bells of ranks with `unmapped[r]` false (peers on this host linked
+  // by shared memory) are mapped. With `tryCrossMemory`
   // (every rank must pass the same) each rank also tries to read a word in
   // each mapped peer's memory with cross-memory attach; crossMemoryAttach()
   // then says whether every rank could (a container or Yama's ptrace_scope
   // may forbid it).
   static Result<std::unique_ptr<RankBells>> create(const std::string& prefix, int me, int n,
                                                    Bootstrap& boot,
-                                                   const std::vector<bool>& elsewhere,
+                                                   const std::vector<bool>& unmapped,
                                                    bool tryCrossMemory = false);
   Doorbell& bell(int rank) { return *bells_[static_cast<size_t>(rank)]; }
   int me() const { return me_; }

@@ -17,9 +17,9 @@ Result<size_t> choose(const std::string& mode, const PeerPlace& peer, int me,
     if (!t.reaches(peer)) {
       if (mode == "auto") continue;
       return Status(StatusCode::kInvalidArgument,
-                    "CHORUS_TRANSPORT=" + mode + " does not reach from rank " + std::to_string(me) +
-                        " to rank " + std::to_string(peer.rank) + ": they run on " +
-                        (peer.sameHost ? "the same host (" : "different hosts (") +
+                    "CHORUS_TRANSPORT=" + mode + ", but ranks " + std::to_string(me) + " and " +
+                        std::to_string(peer.rank) + " run on " +
+                        (peer.sameHost ? "one host (" : "different hosts (") +
                         hosts[static_cast<size_t>(me)] + ", " +
                         hosts[static_cast<size_t>(peer.rank)] + ")");
     }
@@ -82,11 +82,12 @@ Result<std::unique_ptr<Network>> Network::create(
     }
   for (size_t i = 0; i < table.size(); ++i)
     if (used[i]) net->jobUses_.push_back(table[i].name);
-  // Doorbells: each rank's in a segment of its own, mapped by its peers on
-  // this host.
-  std::vector<bool> elsewhere(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r) elsewhere[static_cast<size_t>(r)] = !sameHost(me, r);
-  auto bells = RankBells::create(prefix, me, n, boot, elsewhere, options.crossMemoryAttach);
+  // Doorbells: each rank's in a segment of its own, mapped by the peers
+  // whose transport rings it (shared memory's, on this host).
+  std::vector<bool> unmapped(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r)
+    unmapped[static_cast<size_t>(r)] = !table[net->links_[static_cast<size_t>(r)]].peerBells;
+  auto bells = RankBells::create(prefix, me, n, boot, unmapped, options.crossMemoryAttach);
   if (!bells.isOk()) return bells.status();
   net->bells_ = std::move(bells).value();
   // The transports, in table order on every rank.

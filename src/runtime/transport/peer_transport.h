@@ -97,6 +97,10 @@ struct TransportChoice {
   std::string_view name;     // what CHORUS_TRANSPORT calls it
   std::string_view peersAs;  // how describe() lists its peers ("TCP to ranks")
   int cost;                  // lower wins among those that reach a peer
+  // Its connections ring the peers' doorbells (a shared segment each rank
+  // maps): the network maps the bells of the peers it links, and only
+  // theirs (a host whose ranks do not share /dev/shm can still force TCP).
+  bool peerBells;
   bool (*reaches)(const PeerPlace& peer);
   Result<std::unique_ptr<PeerTransport>> (*create)(TransportContext& context);
 };

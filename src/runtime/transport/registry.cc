@@ -9,8 +9,8 @@ namespace chorus::runtime {
 namespace {
 
 constexpr TransportChoice kTransports[] = {
-    {"shm", "shared memory with ranks", 1, &shmReaches, &createShmTransport},
-    {"tcp", "TCP to ranks", 10, &tcpReaches, &createTcpTransport},
+    {"shm", "shared memory with ranks", 1, true, &shmReaches, &createShmTransport},
+    {"tcp", "TCP to ranks", 10, false, &tcpReaches, &createTcpTransport},
 };
 
 }  // namespace
