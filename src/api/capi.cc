@@ -4,13 +4,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <latch>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -19,7 +17,6 @@
 #include "api/communicator.h"
 #include "api/convert.h"
 #include "api/process_world.h"
-#include "api/staging.h"
 #include "api/world.h"
 #include "chorus/chorus.h"
 #include "compiler/program_file.h"
