@@ -71,13 +71,13 @@ std::map<int, std::vector<int>> splitGroups(const std::vector<std::pair<int, int
 
 // A process rank's part of a group: its collectives in order, then its
 // sends and receives together.
-Status runProcessOps(ProcessWorld* w, const std::vector<const Op*>& mine) {
+Status runProcessOps(ProcessWorld* w, const std::vector<Op>& mine) {
   Status st;
   std::vector<const Op*> sendRecv;
-  for (const Op* op : mine) {
-    if (op->kind != Op::Kind::kCollective) {
-      sendRecv.push_back(op);
-    } else if (Status s = w->collective(*op); st.isOk() && !s.isOk()) {
+  for (const Op& op : mine) {
+    if (op.kind != Op::Kind::kCollective) {
+      sendRecv.push_back(&op);
+    } else if (Status s = w->collective(op); st.isOk() && !s.isOk()) {
       st = s;
     }
   }
@@ -215,12 +215,7 @@ class ProcessRank : public Communicator {
   std::unique_ptr<Started> start(std::vector<Op> ops, bool alone) override {
     std::shared_ptr<ProcessWorld> w = world_;
     return std::make_unique<Deferred>(
-        [w, ops = std::move(ops)] {
-          std::vector<const Op*> mine;
-          for (const Op& op : ops) mine.push_back(&op);
-          return runProcessOps(w.get(), mine);
-        },
-        alone);
+        [w, ops = std::move(ops)] { return runProcessOps(w.get(), ops); }, alone);
   }
   Result<std::shared_ptr<Communicator>> split(int color, int key) override {
     return splitOnHost(color, key, -1);
@@ -270,30 +265,29 @@ class StagedProcessRank final : public ProcessRank {
     return std::make_unique<Done>(enqueue(std::move(ops)));
   }
   Result<std::shared_ptr<Communicator>> split(int color, int key) override {
-    Result<std::shared_ptr<Communicator>> made = std::shared_ptr<Communicator>();
-    const int device = staged_->device();
-    Status st = staged_->runInOrder([&] {
-      made = splitOnHost(color, key, device);
-      return made.isOk() ? Status::ok() : made.status();
-    });
-    if (!st.isOk()) return st;
-    return made;
+    return onWorker([&](int device) { return splitOnHost(color, key, device); });
   }
   Result<std::shared_ptr<Communicator>> shrink(const std::vector<int>& survivors,
                                                bool abortFirst) override {
     if (abortFirst) return shrinkWithAbort();
+    return onWorker([&](int device) { return shrinkOnHost(survivors, device); });
+  }
+
+ private:
+  Status enqueue(std::vector<Op> ops);
+  // `make(device)` on the queue's worker, after the calls enqueued before
+  // it (it runs there and this thread waits for it).
+  template <class F>
+  Result<std::shared_ptr<Communicator>> onWorker(F make) {
     Result<std::shared_ptr<Communicator>> made = std::shared_ptr<Communicator>();
     const int device = staged_->device();
     Status st = staged_->runInOrder([&] {
-      made = shrinkOnHost(survivors, device);
+      made = make(device);
       return made.isOk() ? Status::ok() : made.status();
     });
     if (!st.isOk()) return st;
     return made;
   }
-
- private:
-  Status enqueue(std::vector<Op> ops);
 
   std::shared_ptr<runtime::StagedQueue> staged_;
 };
@@ -441,7 +435,6 @@ Status StagedProcessRank::enqueue(std::vector<Op> ops) {
   std::shared_ptr<ProcessWorld> w = world_;
   auto run = [w, ops = std::move(ops), where](const std::vector<void*>& host) {
     std::vector<Op> onHost = ops;
-    std::vector<const Op*> mine;
     for (size_t i = 0; i < onHost.size(); ++i) {
       auto at = [&](int region, size_t off) {
         return static_cast<unsigned char*>(host[static_cast<size_t>(region)]) + off;
@@ -451,9 +444,8 @@ Status StagedProcessRank::enqueue(std::vector<Op> ops) {
       if (where[i].recvRegion >= 0)
         onHost[i].args.recvbuff = at(where[i].recvRegion, where[i].recvOff);
       onHost[i].stream = nullptr;
-      mine.push_back(&onHost[i]);
     }
-    return runProcessOps(w.get(), mine);
+    return runProcessOps(w.get(), onHost);
   };
   return staged_->enqueue(streams, std::move(plan.regions), std::move(run));
 }
