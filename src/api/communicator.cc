@@ -18,8 +18,6 @@
 namespace chorus::api {
 namespace {
 
-Status bad(std::string msg) { return Status(StatusCode::kInvalidArgument, std::move(msg)); }
-
 // A unique id's text (it is NUL-padded).
 std::string uniqueIdText(const chorusUniqueId& id) {
   return std::string(id.internal, strnlen(id.internal, sizeof(id.internal)));
@@ -524,7 +522,7 @@ Result<std::shared_ptr<Communicator>> joinRank(int nranks, const std::string& id
                        device);
   }
   if (id.rfind(runtime::kRendezvousTag, 0) != 0)
-    return bad("the unique id did not come from chorusGetUniqueId");
+    return invalidArgument("the unique id did not come from chorusGetUniqueId");
   WorldOptions options = WorldOptions::fromEnvironment();
   // Meet the other ranks, wherever they are, at the id's root.
   auto met = runtime::meetAtRoot(id, rank, nranks, options.timeoutMs);
@@ -548,10 +546,11 @@ Result<std::shared_ptr<Communicator>> joinRank(int nranks, const std::string& id
   }
   std::shared_ptr<Pending> mine = p;
   if (mine->nranks != nranks)
-    return bad("rank " + std::to_string(rank) + " says nranks " + std::to_string(nranks) +
-               ", an earlier rank said " + std::to_string(mine->nranks));
+    return invalidArgument("rank " + std::to_string(rank) + " says nranks " +
+                           std::to_string(nranks) + ", an earlier rank said " +
+                           std::to_string(mine->nranks));
   if (mine->joined[static_cast<size_t>(rank)])
-    return bad("rank " + std::to_string(rank) + " joined this communicator twice");
+    return invalidArgument("rank " + std::to_string(rank) + " joined this communicator twice");
   mine->joined[static_cast<size_t>(rank)] = true;
   mine->devices[static_cast<size_t>(rank)] = device;
   if (++mine->count == nranks) {
@@ -559,9 +558,9 @@ Result<std::shared_ptr<Communicator>> joinRank(int nranks, const std::string& id
     auto onGpu =
         std::count_if(mine->devices.begin(), mine->devices.end(), [](int d) { return d >= 0; });
     if (onGpu > 0 && onGpu < nranks)
-      mine->error =
-          bad("ranks of one communicator are on GPUs and on the host; pass a device "
-              "for all of them or none");
+      mine->error = invalidArgument(
+          "ranks of one communicator are on GPUs and on the host; pass a device "
+          "for all of them or none");
     if (onGpu == nranks) {
       options.devices = mine->devices;
       logSharedGpus(options.devices);

@@ -44,6 +44,11 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
+// kInvalidArgument: what the caller passed is wrong, `message` says how.
+inline Status invalidArgument(std::string message) {
+  return Status(StatusCode::kInvalidArgument, std::move(message));
+}
+
 // Either a value or a non-ok Status.
 template <typename T>
 class [[nodiscard]] Result {

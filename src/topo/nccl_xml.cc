@@ -14,7 +14,6 @@ namespace {
 constexpr double kNvlinkGBps = 25;    // per link per direction (docs/spec/TOPOLOGIES.md)
 constexpr double kPcieDefault = 24;   // a Gen4 x16 link when the file gives no speed
 constexpr double kInterCpuGBps = 16;  // socket to socket
-constexpr double kUs = 1e-6;
 
 // "16 GT/s" x 16 lanes -> GB/s per direction (128b/130b encoding).
 double pcieGBps(const pugi::xml_node& pci) {

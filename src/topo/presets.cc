@@ -15,7 +15,6 @@ namespace chorus::topo {
 
 namespace {
 
-constexpr double kUs = 1e-6;
 constexpr double kNvlinkLat = 0.5 * kUs, kSwitchLat = 0.35 * kUs, kPcieLat = 1 * kUs,
                  kIbLat = 1 * kUs, kSyntheticLat = 1 * kUs;
 
@@ -193,8 +192,6 @@ Topology fatTree(int boxes, int gpus, double oversub) {
   return t;
 }
 
-Status bad(const std::string& m) { return Status(StatusCode::kInvalidArgument, m); }
-
 bool toNumber(const std::string& s, double* out) {
   const char* end = s.data() + s.size();
   auto [p, ec] = std::from_chars(s.data(), end, *out);
@@ -253,22 +250,24 @@ Result<Topology> makePreset(const std::string& spec) {
   for (size_t i = 1; i < parts.size(); ++i) {
     double v = 0;
     if (!toNumber(parts[i], &v) || !(v > 0))
-      return bad("topology '" + spec + "': '" + parts[i] + "' is not a positive number");
+      return invalidArgument("topology '" + spec + "': '" + parts[i] +
+                             "' is not a positive number");
     args.push_back(v);
   }
   auto arg = [&](size_t i, double fallback) { return i < args.size() ? args[i] : fallback; };
   auto count = [&](size_t i, double fallback) { return static_cast<int>(arg(i, fallback)); };
   auto needs = [&](size_t most, bool first) -> Status {
-    if (args.size() > most) return bad("topology '" + spec + "': too many arguments");
-    if (first && args.empty()) return bad("topology '" + spec + "': say how many (" + name + ":N)");
+    if (args.size() > most) return invalidArgument("topology '" + spec + "': too many arguments");
+    if (first && args.empty())
+      return invalidArgument("topology '" + spec + "': say how many (" + name + ":N)");
     return Status::ok();
   };
-  Result<Topology> made = bad("unknown topology '" + name + "' (chorus topo list)");
+  Result<Topology> made = invalidArgument("unknown topology '" + name + "' (chorus topo list)");
   if (name == "ring" || name == "full" || name == "torus") {
     CHORUS_RETURN_IF_ERROR(needs(2, true));
     int n = count(0, 0);
     if (n < 1 || n > (name == "torus" ? 64 : 4096))
-      return bad("topology '" + spec + "': size out of range");
+      return invalidArgument("topology '" + spec + "': size out of range");
     double bw = arg(1, 25);
     made = name == "ring" ? ring(n, bw) : name == "full" ? full(n, bw) : torus(n, bw);
   } else if (name == "dgx1") {
@@ -278,13 +277,13 @@ Result<Topology> makePreset(const std::string& spec) {
     CHORUS_RETURN_IF_ERROR(needs(1, false));
     int boxes = count(0, 1);
     if (boxes != 1 && boxes != 2)
-      return bad("topology '" + spec + "': " + name + " is modelled for 1 or 2 boxes");
+      return invalidArgument("topology '" + spec + "': " + name + " is modelled for 1 or 2 boxes");
     made = name == "ndv2" ? dgx1(boxes, true) : dgx2(boxes);
   } else if (name == "dgx-a100" || name == "ndv4" || name == "dgx-h100" || name == "ndv5" ||
              name == "mi250") {
     CHORUS_RETURN_IF_ERROR(needs(1, false));
     int boxes = count(0, 1);
-    if (boxes < 1 || boxes > 512) return bad("topology '" + spec + "': 1 to 512 boxes");
+    if (boxes < 1 || boxes > 512) return invalidArgument("topology '" + spec + "': 1 to 512 boxes");
     bool h100 = name == "dgx-h100" || name == "ndv5";
     made = name == "mi250" ? mi250(boxes)
            : h100          ? switched(boxes, 8, 450, 50, true, 3350)
@@ -293,7 +292,7 @@ Result<Topology> makePreset(const std::string& spec) {
     CHORUS_RETURN_IF_ERROR(needs(3, true));
     int boxes = count(0, 0), gpus = count(1, 8);
     if (boxes < 1 || boxes > 512 || gpus < 1 || gpus > 64)
-      return bad("topology '" + spec + "': 1 to 512 boxes of 1 to 64 GPUs");
+      return invalidArgument("topology '" + spec + "': 1 to 512 boxes of 1 to 64 GPUs");
     made = fatTree(boxes, gpus, arg(2, 1));
   }
   if (!made.isOk()) return made;
@@ -306,7 +305,7 @@ Result<Topology> makePreset(const std::string& spec) {
     std::string item = list.substr(start, comma - start);
     double v = -1;
     if (!toNumber(item, &v) || v < 0 || v != static_cast<int>(v))
-      return bad("topology '" + spec + "': '" + item + "' is not a rank");
+      return invalidArgument("topology '" + spec + "': '" + item + "' is not a rank");
     keep.push_back(static_cast<int>(v));
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -323,7 +322,7 @@ Result<Topology> loadTopology(const std::string& nameOrFile) {
     double boxes = 1;
     if (!rest.empty() && (rest[0] != ':' || !toNumber(rest.substr(1), &boxes) || boxes < 1 ||
                           boxes != static_cast<int>(boxes)))
-      return bad("topology '" + nameOrFile + "': FILE.xml or FILE.xml:BOXES");
+      return invalidArgument("topology '" + nameOrFile + "': FILE.xml or FILE.xml:BOXES");
     if (rest.empty() || rest[0] == ':') return readNcclTopologyFile(path, static_cast<int>(boxes));
   }
   return makePreset(nameOrFile);

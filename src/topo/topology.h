@@ -14,6 +14,9 @@
 
 namespace chorus::topo {
 
+// One microsecond in seconds (link latencies are in seconds).
+inline constexpr double kUs = 1e-6;
+
 enum class NodeKind { kRank, kSwitch, kNic };
 enum class LinkKind { kNvlink, kNvswitch, kXgmi, kPcie, kInfiniband, kEthernet, kGeneric };
 

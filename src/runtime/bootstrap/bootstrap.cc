@@ -33,7 +33,6 @@ using net::sendFrame;
 
 namespace {
 
-Status bad(std::string msg) { return Status(StatusCode::kInvalidArgument, std::move(msg)); }
 constexpr uint32_t kHelloMagic = 0x53524843;  // "CHRS"
 // 2: the root's answer to a hello is a typed frame (the table, or why it
 // gave up), like every frame after it.
@@ -52,8 +51,8 @@ Result<int> parseInt(const char* name, const char* v, int lo, int hi) {
   char* end = nullptr;
   long x = std::strtol(v, &end, 10);
   if (end == v || *end != '\0' || x < lo || x > hi)
-    return bad(std::string(name) + "='" + v + "' is not a number in [" + std::to_string(lo) + ", " +
-               std::to_string(hi) + "]");
+    return invalidArgument(std::string(name) + "='" + v + "' is not a number in [" +
+                           std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return static_cast<int>(x);
 }
 
@@ -115,16 +114,17 @@ Result<Hello> decodeHello(std::string_view bytes) {
   Reader r(bytes);
   uint32_t magic = 0, version = 0;
   Hello h;
-  if (!r.u32(&magic) || magic != kHelloMagic) return bad("not a Chorus bootstrap hello");
+  if (!r.u32(&magic) || magic != kHelloMagic)
+    return invalidArgument("not a Chorus bootstrap hello");
   if (!r.u32(&version) || version != kVersion)
-    return bad("bootstrap protocol version " + std::to_string(version) + ", expected " +
-               std::to_string(kVersion));
+    return invalidArgument("bootstrap protocol version " + std::to_string(version) + ", expected " +
+                           std::to_string(kVersion));
   if (!r.string(&h.secret, kMaxSecret) || !r.u32(&h.rank) || !r.u32(&h.nranks) ||
       !r.string(&h.host, kMaxHost) || !r.done())
-    return bad("malformed bootstrap hello");
+    return invalidArgument("malformed bootstrap hello");
   if (h.nranks == 0 || h.nranks > kMaxRanks || h.rank >= h.nranks)
-    return bad("bootstrap hello with rank " + std::to_string(h.rank) + " of " +
-               std::to_string(h.nranks));
+    return invalidArgument("bootstrap hello with rank " + std::to_string(h.rank) + " of " +
+                           std::to_string(h.nranks));
   return h;
 }
 
@@ -145,12 +145,12 @@ Result<std::vector<std::string>> decodeBlobs(std::string_view bytes, uint32_t co
   Reader r(bytes);
   uint32_t n = 0;
   if (!r.u32(&n) || n != count)
-    return bad("bootstrap list of " + std::to_string(n) + " entries, expected " +
-               std::to_string(count));
+    return invalidArgument("bootstrap list of " + std::to_string(n) + " entries, expected " +
+                           std::to_string(count));
   std::vector<std::string> out(n);
   for (std::string& s : out)
-    if (!r.string(&s, net::kMaxFrame)) return bad("malformed bootstrap list");
-  if (!r.done()) return bad("trailing bytes in a bootstrap list");
+    if (!r.string(&s, net::kMaxFrame)) return invalidArgument("malformed bootstrap list");
+  if (!r.done()) return invalidArgument("trailing bytes in a bootstrap list");
   return out;
 }
 
@@ -173,7 +173,7 @@ std::string hostIdentity() {
 Status parseHostPort(const char* name, std::string_view v, BootstrapConfig* c) {
   size_t colon = v.rfind(':');
   if (colon == std::string_view::npos || colon == 0)
-    return bad(std::string(name) + "='" + std::string(v) + "' is not HOST:PORT");
+    return invalidArgument(std::string(name) + "='" + std::string(v) + "' is not HOST:PORT");
   std::string port(v.substr(colon + 1));
   auto p = parseInt(name, port.c_str(), 1, 65535);
   if (!p.isOk()) return p.status();
@@ -187,10 +187,10 @@ std::string encodeRootId(const std::string& host, int port, const std::string& s
 }
 
 Result<BootstrapConfig> decodeRootId(std::string_view id, std::string_view tag) {
-  if (id.substr(0, tag.size()) != tag) return bad("not a Chorus TCP unique id");
+  if (id.substr(0, tag.size()) != tag) return invalidArgument("not a Chorus TCP unique id");
   std::string_view rest = id.substr(tag.size());
   size_t last = rest.rfind(':');
-  if (last == std::string_view::npos) return bad("malformed Chorus unique id");
+  if (last == std::string_view::npos) return invalidArgument("malformed Chorus unique id");
   BootstrapConfig c;
   c.secret = std::string(rest.substr(last + 1));
   CHORUS_RETURN_IF_ERROR(parseHostPort("unique id", rest.substr(0, last), &c));
@@ -227,7 +227,8 @@ Result<BootstrapConfig> bootstrapConfigFromEnvironment() {
   } else if (const char* file = env("CHORUS_ROOT_FILE")) {
     std::string line;
     std::ifstream(file) >> line;
-    if (line.empty()) return bad(std::string("CHORUS_ROOT_FILE '") + file + "' holds no HOST:PORT");
+    if (line.empty())
+      return invalidArgument(std::string("CHORUS_ROOT_FILE '") + file + "' holds no HOST:PORT");
     CHORUS_RETURN_IF_ERROR(parseHostPort("CHORUS_ROOT_FILE", line, &c));
   } else if (env("MASTER_ADDR") != nullptr && env("MASTER_PORT") != nullptr) {
     c.rootHost = env("MASTER_ADDR");
@@ -235,9 +236,10 @@ Result<BootstrapConfig> bootstrapConfigFromEnvironment() {
     if (!p.isOk()) return p.status();
     c.rootPort = p.value();
   } else {
-    return bad(std::string(rankName) +
-               " is set but no root address: set CHORUS_ROOT=HOST:PORT (or CHORUS_ROOT_FILE, "
-               "or MASTER_ADDR and MASTER_PORT)");
+    return invalidArgument(
+        std::string(rankName) +
+        " is set but no root address: set CHORUS_ROOT=HOST:PORT (or CHORUS_ROOT_FILE, "
+        "or MASTER_ADDR and MASTER_PORT)");
   }
   // Launchers pass a secret; without one the root address is the secret
   // (every rank knows it, a stray connection does not present it).
@@ -247,13 +249,15 @@ Result<BootstrapConfig> bootstrapConfigFromEnvironment() {
   const char* ports = env("CHORUS_BOOTSTRAP_PORTS");
   if (ports != nullptr && std::string_view(rankName) == "CHORUS_RANK") {
     const char* fd = env("CHORUS_BOOTSTRAP_FD");
-    if (fd == nullptr) return bad("CHORUS_BOOTSTRAP_PORTS is set but not CHORUS_BOOTSTRAP_FD");
+    if (fd == nullptr)
+      return invalidArgument("CHORUS_BOOTSTRAP_PORTS is set but not CHORUS_BOOTSTRAP_FD");
     auto f = parseInt("CHORUS_BOOTSTRAP_FD", fd, 0, 1 << 20);
     if (!f.isOk()) return f.status();
     int type = 0;
     socklen_t len = sizeof type;
     if (::getsockopt(f.value(), SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM)
-      return bad(std::string("CHORUS_BOOTSTRAP_FD=") + fd + " is not an open stream socket");
+      return invalidArgument(std::string("CHORUS_BOOTSTRAP_FD=") + fd +
+                             " is not an open stream socket");
     c.listenFd = f.value();
     std::string_view list = ports;
     for (size_t at = 0; at <= list.size();) {
@@ -265,8 +269,8 @@ Result<BootstrapConfig> bootstrapConfigFromEnvironment() {
       at = comma + 1;
     }
     if (static_cast<int>(c.treePorts.size()) != c.nranks)
-      return bad("CHORUS_BOOTSTRAP_PORTS lists " + std::to_string(c.treePorts.size()) +
-                 " ports for " + std::to_string(c.nranks) + " ranks");
+      return invalidArgument("CHORUS_BOOTSTRAP_PORTS lists " + std::to_string(c.treePorts.size()) +
+                             " ports for " + std::to_string(c.nranks) + " ranks");
   }
   const char* secret = env("CHORUS_SECRET");
   c.secret = secret != nullptr ? secret : "addr:" + c.rootHost + ":" + std::to_string(c.rootPort);
@@ -293,7 +297,7 @@ Bootstrap::~Bootstrap() {
 }
 
 Result<std::unique_ptr<Bootstrap>> Bootstrap::listen(const BootstrapConfig& config) {
-  if (config.rank != 0) return bad("only rank 0 listens");
+  if (config.rank != 0) return invalidArgument("only rank 0 listens");
   std::unique_ptr<Bootstrap> b(new Bootstrap());
   b->config_ = config;
   auto addr = net::resolve(config.rootHost, config.rootPort);
@@ -422,11 +426,13 @@ Status Bootstrap::treeJoin() {
 
 Result<std::unique_ptr<Bootstrap>> Bootstrap::connect(const BootstrapConfig& config) {
   if (config.nranks < 1 || config.rank < 0 || config.rank >= config.nranks)
-    return bad("rank " + std::to_string(config.rank) + " of " + std::to_string(config.nranks));
+    return invalidArgument("rank " + std::to_string(config.rank) + " of " +
+                           std::to_string(config.nranks));
   (void)failpoint("bootstrap.connect");  // fault injection (core/failpoint.h)
   if (!config.treePorts.empty()) {
     if (static_cast<int>(config.treePorts.size()) != config.nranks || config.listenFd < 0)
-      return bad("the bootstrap tree needs a port per rank and this rank's listening socket");
+      return invalidArgument(
+          "the bootstrap tree needs a port per rank and this rank's listening socket");
     std::unique_ptr<Bootstrap> b(new Bootstrap());
     b->config_ = config;
     CHORUS_RETURN_IF_ERROR(b->treeJoin());
@@ -572,7 +578,7 @@ Result<std::string> Bootstrap::recvData(size_t slot, Clock::time_point deadline)
       if (!f.value().empty() && f.value()[0] == kData) return f.value().substr(1);
       if (std::string why = leaving(who, f); !why.empty() && !f.value().empty())
         return Status(StatusCode::kAborted, "bootstrap: " + why);
-      return bad("unexpected bootstrap frame from rank " + std::to_string(who));
+      return invalidArgument("unexpected bootstrap frame from rank " + std::to_string(who));
     }
   }
   std::unique_lock<std::mutex> lock(mu_);

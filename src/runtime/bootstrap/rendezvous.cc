@@ -23,8 +23,6 @@ using net::Clock;
 
 namespace {
 
-Status bad(std::string msg) { return Status(StatusCode::kInvalidArgument, std::move(msg)); }
-
 constexpr uint32_t kVerdictMagic = 0x56524843;  // "CHRV"
 constexpr uint32_t kMaxText = 4096;
 
@@ -172,9 +170,9 @@ Result<Verdict> decodeVerdict(std::string_view bytes) {
   Verdict v;
   if (!r.u32(&magic) || magic != kVerdictMagic || !r.string(&v.kind, 16) ||
       !r.string(&v.text, kMaxText) || !r.done())
-    return bad("malformed answer from the unique id's root");
+    return invalidArgument("malformed answer from the unique id's root");
   if (v.kind != "threads" && v.kind != "processes" && v.kind != "refused")
-    return bad("the unique id's root answered '" + v.kind + "'");
+    return invalidArgument("the unique id's root answered '" + v.kind + "'");
   return v;
 }
 
@@ -215,7 +213,7 @@ Result<std::string> startRendezvousRoot(int timeoutMs) {
 
 Result<Meeting> meetAtRoot(std::string_view id, int rank, int nranks, int timeoutMs) {
   if (id.substr(0, kRendezvousTag.size()) != kRendezvousTag)
-    return bad("not an id from chorusGetUniqueId");
+    return invalidArgument("not an id from chorusGetUniqueId");
   auto where = decodeRootId(id, kRendezvousTag);
   if (!where.isOk()) return where.status();
   auto to = net::resolve(where.value().rootHost, where.value().rootPort);
@@ -254,7 +252,7 @@ Result<Meeting> meetAtRoot(std::string_view id, int rank, int nranks, int timeou
   auto v = wire::decodeVerdict(frame.value());
   if (!v.isOk()) return v.status();
   if (v.value().kind == "refused")
-    return bad("the unique id's root refused " + who + ": " + v.value().text);
+    return invalidArgument("the unique id's root refused " + who + ": " + v.value().text);
   if (v.value().kind == "threads") {
     m.threads = true;
     m.listening.reset();

@@ -247,46 +247,42 @@ bool isInPlaceCall(CollectiveKind coll, const CallArgs& c, int rank, int nranks)
   return send == recv;
 }
 
-namespace {
-
-Status bad(const std::string& msg) { return Status(StatusCode::kInvalidArgument, msg); }
-
-}  // namespace
+namespace {}  // namespace
 
 Result<Geometry> planRankCall(const VerifiedAlgorithm& va, int rank, const CallArgs& c,
                               size_t sliceBytes) {
   const ir::Algorithm& a = va.algo();
   if (rank < 0 || rank >= a.ngpus)
-    return bad("rank " + std::to_string(rank) + " is not a rank of algorithm '" + a.name + "' (" +
-               std::to_string(a.ngpus) + " ranks)");
+    return invalidArgument("rank " + std::to_string(rank) + " is not a rank of algorithm '" +
+                           a.name + "' (" + std::to_string(a.ngpus) + " ranks)");
   size_t totalElems = c.count * countMultiplier(a);
   auto nchunks = static_cast<size_t>(a.nchunksPerLoop);
   if (totalElems % nchunks != 0) {
-    return bad("count " + std::to_string(c.count) + " (" + std::to_string(totalElems) +
-               " elements in all) does not split into the " + std::to_string(nchunks) +
-               " equal chunks algorithm '" + a.name + "' uses");
+    return invalidArgument("count " + std::to_string(c.count) + " (" + std::to_string(totalElems) +
+                           " elements in all) does not split into the " + std::to_string(nchunks) +
+                           " equal chunks algorithm '" + a.name + "' uses");
   }
   if (sliceBytes == 0) sliceBytes = defaultSliceBytes(a.protocol);
   Geometry g;
   static_cast<ir::Slicing&>(g) =
       ir::Slicing::make(dataTypeSize(c.type), totalElems, nchunks, sliceBytes);
   if (c.count > 0 && (c.sendbuff == nullptr || c.recvbuff == nullptr))
-    return bad("rank " + std::to_string(rank) + " passes a null buffer");
+    return invalidArgument("rank " + std::to_string(rank) + " passes a null buffer");
   g.inplace = isInPlaceCall(a.collective, c, rank, a.ngpus);
   if (!g.inplace && c.count > 0) {
     auto [inElems, outElems] = bufferElems(a, c.count);
     auto s = reinterpret_cast<uintptr_t>(c.sendbuff);
     auto o = reinterpret_cast<uintptr_t>(c.recvbuff);
     if (s < o + outElems * g.elemSize && o < s + inElems * g.elemSize)
-      return bad("rank " + std::to_string(rank) +
-                 ": send and receive buffers overlap without being an in-place call");
+      return invalidArgument("rank " + std::to_string(rank) +
+                             ": send and receive buffers overlap without being an in-place call");
   }
   if (g.inplace ? !a.inplace : !a.outofplace) {
-    return bad(std::string("algorithm '") + a.name + "' does not serve " +
-               (g.inplace ? "in-place" : "out-of-place") + " calls");
+    return invalidArgument(std::string("algorithm '") + a.name + "' does not serve " +
+                           (g.inplace ? "in-place" : "out-of-place") + " calls");
   }
   if (c.op == ReduceOp::kAvg && !reducesToOutput(a.collective))
-    return bad("avg needs a reducing collective, not " + a.collectiveName);
+    return invalidArgument("avg needs a reducing collective, not " + a.collectiveName);
   return g;
 }
 
@@ -294,17 +290,18 @@ Result<Geometry> planCall(const VerifiedAlgorithm& va, const std::vector<CallArg
                           size_t sliceBytes) {
   const ir::Algorithm& a = va.algo();
   if (static_cast<int>(calls.size()) != a.ngpus) {
-    return bad("algorithm '" + a.name + "' is for " + std::to_string(a.ngpus) +
-               " ranks, the call has " + std::to_string(calls.size()));
+    return invalidArgument("algorithm '" + a.name + "' is for " + std::to_string(a.ngpus) +
+                           " ranks, the call has " + std::to_string(calls.size()));
   }
   const CallArgs& c0 = calls[0];
   for (size_t r = 1; r < calls.size(); ++r) {
     const CallArgs& c = calls[r];
     if (c.count != c0.count || c.type != c0.type || c.op != c0.op) {
-      return bad("rank " + std::to_string(r) + " calls with count " + std::to_string(c.count) +
-                 ", " + std::string(dataTypeName(c.type)) + ", " + std::string(reduceOpName(c.op)) +
-                 " but rank 0 with count " + std::to_string(c0.count) + ", " +
-                 std::string(dataTypeName(c0.type)) + ", " + std::string(reduceOpName(c0.op)));
+      return invalidArgument("rank " + std::to_string(r) + " calls with count " +
+                             std::to_string(c.count) + ", " + std::string(dataTypeName(c.type)) +
+                             ", " + std::string(reduceOpName(c.op)) + " but rank 0 with count " +
+                             std::to_string(c0.count) + ", " + std::string(dataTypeName(c0.type)) +
+                             ", " + std::string(reduceOpName(c0.op)));
     }
   }
   Result<Geometry> g0 = planRankCall(va, 0, c0, sliceBytes);
@@ -312,7 +309,7 @@ Result<Geometry> planCall(const VerifiedAlgorithm& va, const std::vector<CallArg
     Result<Geometry> g = planRankCall(va, r, calls[static_cast<size_t>(r)], sliceBytes);
     if (!g.isOk()) return g.status();
     if (g.value().inplace != g0.value().inplace)
-      return bad("ranks disagree on whether the call is in place");
+      return invalidArgument("ranks disagree on whether the call is in place");
   }
   return g0;
 }
@@ -589,19 +586,19 @@ bool RankExecutor::finishStep(int t) {
 }
 
 Status RankExecutor::runStep(int tb, int step, size_t iteration) {
-  auto bad = [&](const std::string& why) {
+  auto stepError = [&](const std::string& why) {
     return Status(StatusCode::kInvalidArgument, "rank " + std::to_string(rank_.id) + " tb " +
                                                     std::to_string(tb) + " step " +
                                                     std::to_string(step) + " iteration " +
                                                     std::to_string(iteration) + ": " + why);
   };
-  if (tb < 0 || tb >= static_cast<int>(tbs_.size())) return bad("no such threadblock");
+  if (tb < 0 || tb >= static_cast<int>(tbs_.size())) return stepError("no such threadblock");
   const TbState& st = tbs_[static_cast<size_t>(tb)];
-  if (st.iter >= g_.iterations) return bad("the threadblock is done");
+  if (st.iter >= g_.iterations) return stepError("the threadblock is done");
   if (st.pc != step || st.iter != iteration)
-    return bad("the threadblock is at step " + std::to_string(st.pc) + " iteration " +
-               std::to_string(st.iter));
-  if (!tryStep(tb)) return failure_.isOk() ? bad("cannot run: " + blockedOn(tb)) : failure_;
+    return stepError("the threadblock is at step " + std::to_string(st.pc) + " iteration " +
+                     std::to_string(st.iter));
+  if (!tryStep(tb)) return failure_.isOk() ? stepError("cannot run: " + blockedOn(tb)) : failure_;
   return Status::ok();
 }
 
