@@ -107,7 +107,10 @@ chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId);
  * Ranks that all live in one process become an in-process world; else each
  * rank is a process-style rank (shared memory on one host, TCP between
  * hosts). An id whose text is "chorus-tcp:HOST:PORT:SECRET" skips the root:
- * rank 0 listens on PORT itself. Blocks until all joined (CHORUS_TIMEOUT_S). */
+ * rank 0 listens on PORT itself. Blocks until all joined (CHORUS_TIMEOUT_S).
+ * Inside a group it returns at once with the handle, and the ranks meet at
+ * chorusGroupEnd (so one thread may init every rank, as with NCCL); until
+ * then only collectives and send/recv of the same group may use it. */
 chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks, chorusUniqueId commId, int rank);
 /* chorusCommInitRank for a rank on GPU `device` (a build with CUDA): ranks
  * that all live in this process form a GPU communicator as chorusCommInitAll
@@ -209,9 +212,16 @@ chorusResult_t chorusMemAlloc(void** ptr, size_t size);
 chorusResult_t chorusMemFree(void* ptr);
 
 /* Groups: calls between start and end are issued together at the end; the
- * end returns when all of them are done. Groups nest. */
+ * end returns when all of them are done. Groups nest. If a call was refused
+ * while grouping, the end runs none of the others and returns that error.
+ * Communicators initialized in the group are made at its end either way. */
 chorusResult_t chorusGroupStart(void);
 chorusResult_t chorusGroupEnd(void);
+/* Ends the group as chorusGroupEnd does (an inner one only closes), but runs
+ * none of its calls: they are dropped. Its communicators are still made,
+ * since their peers meet them. For a layer above that refuses a call of its
+ * own while grouping (the NCCL shim's checks), or simulates the group. */
+chorusResult_t chorusGroupCancel(void);
 
 /* Algorithm files. chorusLoadAlgo reads and verifies a file (MSCCL XML or
  * Chorus JSON) and refuses one the verifier rejects; chorusRunAlgo runs it

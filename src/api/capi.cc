@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -74,8 +76,6 @@ chorusResult_t apiCall(const char* fn, F&& f) noexcept {
   }
 }
 
-Status bad(std::string msg) { return Status(StatusCode::kInvalidArgument, std::move(msg)); }
-
 // Handles are ids, never reused, so a destroyed communicator is recognized
 // instead of dereferenced.
 struct Handles {
@@ -88,6 +88,15 @@ struct Handles {
 Handles& handles() {
   static Handles* h = new Handles();  // lives for the process: threads may outlive statics
   return *h;
+}
+
+// A handle of a communicator made at the end of the group its
+// chorusCommInitRank was called in; its ranks meet then.
+Status stillBeingMade(chorusComm_t comm) {
+  return Status(StatusCode::kUnsupported,
+                "communicator " + std::to_string(reinterpret_cast<uintptr_t>(comm)) +
+                    " is made when the group it was initialized in ends (chorusGroupEnd); only "
+                    "collectives and send/recv may use it before");
 }
 
 chorusComm_t newComm(std::shared_ptr<Communicator> c) {
@@ -107,13 +116,14 @@ Status initComm(chorusComm_t* comm, Result<std::shared_ptr<Communicator>> made) 
 }
 
 Result<std::shared_ptr<Communicator>> lookup(chorusComm_t comm) {
-  if (comm == nullptr) return bad("communicator is NULL");
+  if (comm == nullptr) return invalidArgument("communicator is NULL");
   Handles& h = handles();
   std::lock_guard<std::mutex> lock(h.mu);
   auto it = h.comms.find(reinterpret_cast<uintptr_t>(comm));
   if (it == h.comms.end())
-    return bad("communicator " + std::to_string(reinterpret_cast<uintptr_t>(comm)) +
-               " is not live (destroyed, aborted, or never created)");
+    return invalidArgument("communicator " + std::to_string(reinterpret_cast<uintptr_t>(comm)) +
+                           " is not live (destroyed, aborted, or never created)");
+  if (it->second == nullptr) return stillBeingMade(comm);
   return it->second;
 }
 
@@ -127,7 +137,8 @@ Status destroyComm(chorusComm_t comm, bool flush) {
     std::lock_guard<std::mutex> lock(h.mu);
     auto it = h.comms.find(reinterpret_cast<uintptr_t>(comm));
     if (comm == nullptr || it == h.comms.end())
-      return bad("communicator is not live (destroyed twice, or never created)");
+      return invalidArgument("communicator is not live (destroyed twice, or never created)");
+    if (it->second == nullptr) return stillBeingMade(comm);
     cs = std::move(it->second);
     h.comms.erase(it);
   }
@@ -135,22 +146,57 @@ Status destroyComm(chorusComm_t comm, bool flush) {
   return Status::ok();
 }
 
+// A communicator chorusCommInitRank(Device) makes inside a group: its handle
+// is given at once; its ranks meet at the group's end (one thread may drive
+// every rank, as with NCCL).
+struct GroupInit {
+  chorusComm_t handle;
+  int nranks;
+  std::string id;
+  int rank;
+  int device;
+};
+
+// A call on such a communicator: checked and issued at the group's end, once
+// the communicator is made.
+struct DeferredCall {
+  const char* fn;
+  std::function<Status()> call;
+};
+
 // Calls between GroupStart and GroupEnd, per thread.
 struct CallGroup {
   int depth = 0;
+  std::vector<GroupInit> inits;
+  std::vector<DeferredCall> deferred;
   std::vector<std::pair<std::shared_ptr<Communicator>, Op>> ops;
   Status firstError;  // a call rejected while grouping
+
+  bool makes(chorusComm_t comm) const {
+    return std::any_of(inits.begin(), inits.end(),
+                       [comm](const GroupInit& i) { return i.handle == comm; });
+  }
 };
 thread_local CallGroup group;
 
 // apiCall for the calls a group holds (collectives, send/recv): one refused
 // while grouping is remembered, and chorusGroupEnd then drops the whole
 // group and returns it, as NCCL's does (the others would wait for a call
-// that never comes).
+// that never comes). A call on a communicator the group is making waits,
+// unchecked, for the group's end.
 template <class F>
-chorusResult_t groupedCall(const char* fn, F&& f) noexcept {
+chorusResult_t groupedCall(const char* fn, chorusComm_t comm, F f) noexcept {
   const bool grouping = group.depth > 0;
   Status refused;
+  if (grouping && group.makes(comm)) {
+    chorusResult_t r = apiCall(fn, [&] {
+      group.deferred.push_back({fn, std::move(f)});
+      return Status::ok();
+    });
+    if (r != chorusSuccess && group.firstError.isOk())
+      group.firstError = Status(StatusCode::kInternal, lastError);
+    return r;
+  }
   chorusResult_t r = apiCall(fn, [&]() -> Status {
     Status st = f();
     refused = st;
@@ -174,9 +220,10 @@ Status issue(chorusComm_t comm, Op op, chorusDataType_t type, chorusStream_t str
   const runtime::DeviceBackend* backend = deviceBackend();
   if (!gpu && backend != nullptr &&
       (backend->isDeviceMemory(op.args.sendbuff) || backend->isDeviceMemory(op.args.recvbuff)))
-    return bad("rank " + std::to_string(cs.value()->rank()) + ": " + op.describe() +
-               ": a buffer is GPU device memory, but this communicator's ranks are on the host "
-               "(chorusCommInitAll with a devlist makes a GPU communicator)");
+    return invalidArgument(
+        "rank " + std::to_string(cs.value()->rank()) + ": " + op.describe() +
+        ": a buffer is GPU device memory, but this communicator's ranks are on the host "
+        "(chorusCommInitAll with a devlist makes a GPU communicator)");
   auto t = fromC(type);
   if (!t.isOk()) return t.status();
   op.args.type = t.value();
@@ -201,22 +248,100 @@ Status withOp(chorusRedOp_t redop, Op& op) {
 // devices), else each is a process-style rank.
 Status initRank(chorusComm_t* comm, int nranks, const chorusUniqueId& commId, int rank,
                 int device) {
-  if (comm == nullptr) return bad("comm is NULL");
+  if (comm == nullptr) return invalidArgument("comm is NULL");
   *comm = nullptr;
-  if (nranks < 1) return bad("nranks must be >= 1, got " + std::to_string(nranks));
+  if (nranks < 1) return invalidArgument("nranks must be >= 1, got " + std::to_string(nranks));
   if (rank < 0 || rank >= nranks)
-    return bad("rank " + std::to_string(rank) + " is not in [0, " + std::to_string(nranks) + ")");
+    return invalidArgument("rank " + std::to_string(rank) + " is not in [0, " +
+                           std::to_string(nranks) + ")");
   if (device >= 0) {
     const runtime::DeviceBackend* gpu = deviceBackend();
     if (gpu == nullptr) return noDeviceBackend("a device was given");
     Result<int> gpus = gpu->deviceCount();
     if (!gpus.isOk()) return gpus.status();
     if (device >= gpus.value())
-      return bad("rank " + std::to_string(rank) + ": device " + std::to_string(device) +
-                 " is not a GPU of this process (it sees " + std::to_string(gpus.value()) + ")");
+      return invalidArgument("rank " + std::to_string(rank) + ": device " + std::to_string(device) +
+                             " is not a GPU of this process (it sees " +
+                             std::to_string(gpus.value()) + ")");
   }
   std::string id(commId.internal, strnlen(commId.internal, sizeof(commId.internal)));
+  if (group.depth > 0) {  // made at the group's end, with the group's other ranks
+    group.inits.push_back({nullptr, nranks, std::move(id), rank, device});
+    try {
+      group.inits.back().handle = newComm(nullptr);
+    } catch (...) {
+      group.inits.pop_back();
+      throw;
+    }
+    *comm = group.inits.back().handle;
+    return Status::ok();
+  }
   return initComm(comm, joinRank(nranks, id, rank, device));
+}
+
+// The group's inits, each on a thread of its own (they may be ranks of one
+// communicator, meeting each other); a handle whose init failed is no longer
+// live. The first failure, naming its rank.
+Status makeGroupComms(const std::vector<GroupInit>& inits) {
+  std::vector<Result<std::shared_ptr<Communicator>>> made(
+      inits.size(), Status(StatusCode::kInternal, "its thread could not be started"));
+  {
+    std::vector<std::thread> threads;
+    try {
+      threads.reserve(inits.size());
+      for (size_t i = 0; i < inits.size(); ++i)
+        threads.emplace_back([&, i]() noexcept {
+          const GroupInit& g = inits[i];
+          try {
+            made[i] = joinRank(g.nranks, g.id, g.rank, g.device);
+          } catch (const std::exception& e) {
+            made[i] = Status(StatusCode::kInternal, std::string("internal error: ") + e.what());
+          } catch (...) {
+            made[i] = Status(StatusCode::kInternal, "internal error");
+          }
+        });
+    } catch (...) {  // the rest stay "not started"; their peers time out
+    }
+    for (auto& t : threads) t.join();
+  }
+  Status first;
+  Handles& h = handles();
+  std::lock_guard<std::mutex> lock(h.mu);
+  for (size_t i = 0; i < inits.size(); ++i) {
+    auto id = reinterpret_cast<uintptr_t>(inits[i].handle);
+    if (made[i].isOk()) {
+      h.comms[id] = std::move(made[i]).value();
+      continue;
+    }
+    h.comms.erase(id);
+    if (first.isOk())
+      first = Status(made[i].status().code(),
+                     "rank " + std::to_string(inits[i].rank) +
+                         " of the group's chorusCommInitRank: " + made[i].status().message());
+  }
+  return first;
+}
+
+// chorusGroupEnd (`run`) or chorusGroupCancel of the outermost group `g`:
+// its communicators are made either way (their peers are meeting them), its
+// calls run only at an end with none refused.
+Status endGroup(CallGroup g, bool run) {
+  Status made = makeGroupComms(g.inits);
+  if (!run) return made;
+  // Calls on the communicators just made, checked as if made before the group.
+  group.depth = 1;
+  group.ops = std::move(g.ops);
+  group.firstError = g.firstError;
+  for (DeferredCall& d : g.deferred) groupedCall(d.fn, nullptr, std::move(d.call));
+  CallGroup all = std::exchange(group, CallGroup());
+  if (!made.isOk())
+    return Status(made.code(), made.message() + "; none of the group's " +
+                                   std::to_string(all.ops.size()) + " calls ran");
+  if (!all.firstError.isOk())
+    return Status(all.firstError.code(), "a call of the group was refused, so none of its " +
+                                             std::to_string(all.ops.size()) +
+                                             " other calls ran: " + all.firstError.message());
+  return runGroup(std::move(all.ops));
 }
 
 // The rooted collectives take a buffer only the root uses (gather's and
@@ -244,9 +369,9 @@ Status rootedCall(chorusComm_t comm, CollectiveKind k, const void* send, void* r
                  ((rootReceives ? recv : send) == nullptr || c.replacesRootOnlyBuffer());
   if (missing) {
     if (c.needsRootOnlyBuffer())
-      return bad("rank " + std::to_string(c.rank()) + ": " + o.describe() +
-                 ": GPU communicators need the root-only buffer on every rank (" +
-                 std::to_string(whole) + " elements)");
+      return invalidArgument("rank " + std::to_string(c.rank()) + ": " + o.describe() +
+                             ": GPU communicators need the root-only buffer on every rank (" +
+                             std::to_string(whole) + " elements)");
     auto storage = std::make_shared<std::vector<unsigned char>>(whole * dataTypeSize(t.value()));
     (rootReceives ? o.args.recvbuff : const_cast<void*&>(o.args.sendbuff)) = storage->data();
     o.keep = storage;
@@ -264,7 +389,7 @@ extern "C" {
 
 chorusResult_t chorusGetVersion(int* version) {
   return apiCall("chorusGetVersion", [&] {
-    if (version == nullptr) return bad("version is NULL");
+    if (version == nullptr) return invalidArgument("version is NULL");
     *version = CHORUS_VERSION_CODE;
     return Status::ok();
   });
@@ -272,7 +397,7 @@ chorusResult_t chorusGetVersion(int* version) {
 
 chorusResult_t chorusMemAlloc(void** ptr, size_t size) {
   return apiCall("chorusMemAlloc", [&] {
-    if (ptr == nullptr) return bad("ptr is NULL");
+    if (ptr == nullptr) return invalidArgument("ptr is NULL");
     *ptr = nullptr;
     auto p = runtime::shared_buffers::allocate(size);
     if (!p.isOk()) return p.status();
@@ -317,7 +442,7 @@ const char* chorusGetLastError(chorusComm_t) { return lastError.c_str(); }
 
 chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId) {
   return apiCall("chorusGetUniqueId", [&] {
-    if (uniqueId == nullptr) return bad("uniqueId is NULL");
+    if (uniqueId == nullptr) return invalidArgument("uniqueId is NULL");
     std::memset(uniqueId->internal, 0, sizeof(uniqueId->internal));
     auto id = runtime::startRendezvousRoot(WorldOptions::fromEnvironment().timeoutMs);
     if (!id.isOk()) return id.status();
@@ -340,7 +465,7 @@ chorusResult_t chorusCommInitRankDevice(chorusComm_t* comm, int nranks, chorusUn
 
 chorusResult_t chorusCommInitFromEnv(chorusComm_t* comm) {
   return apiCall("chorusCommInitFromEnv", [&]() -> Status {
-    if (comm == nullptr) return bad("comm is NULL");
+    if (comm == nullptr) return invalidArgument("comm is NULL");
     *comm = nullptr;
     auto config = runtime::bootstrapConfigFromEnvironment();
     if (!config.isOk()) return config.status();
@@ -351,8 +476,8 @@ chorusResult_t chorusCommInitFromEnv(chorusComm_t* comm) {
 
 chorusResult_t chorusCommInitAll(chorusComm_t* comm, int ndev, const int* devlist) {
   return apiCall("chorusCommInitAll", [&]() -> Status {
-    if (comm == nullptr) return bad("comm is NULL");
-    if (ndev < 1) return bad("ndev must be >= 1, got " + std::to_string(ndev));
+    if (comm == nullptr) return invalidArgument("comm is NULL");
+    if (ndev < 1) return invalidArgument("ndev must be >= 1, got " + std::to_string(ndev));
     WorldOptions options = WorldOptions::fromEnvironment();
     if (devlist != nullptr) {
       const runtime::DeviceBackend* gpu = deviceBackend();
@@ -364,9 +489,9 @@ chorusResult_t chorusCommInitAll(chorusComm_t* comm, int ndev, const int* devlis
       if (!gpus.isOk()) return gpus.status();
       for (int r = 0; r < ndev; ++r) {
         if (devlist[r] < 0 || devlist[r] >= gpus.value())
-          return bad("devlist[" + std::to_string(r) + "] = " + std::to_string(devlist[r]) +
-                     " is not a GPU of this process (it sees " + std::to_string(gpus.value()) +
-                     ")");
+          return invalidArgument(
+              "devlist[" + std::to_string(r) + "] = " + std::to_string(devlist[r]) +
+              " is not a GPU of this process (it sees " + std::to_string(gpus.value()) + ")");
         options.devices.push_back(devlist[r]);
       }
     }
@@ -404,7 +529,7 @@ chorusResult_t chorusCommRevoke(chorusComm_t comm) {
 
 chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResult_t* asyncError) {
   return apiCall("chorusCommGetAsyncError", [&]() -> Status {
-    if (asyncError == nullptr) return bad("asyncError is NULL");
+    if (asyncError == nullptr) return invalidArgument("asyncError is NULL");
     auto cs = lookup(comm);
     if (!cs.isOk()) return cs.status();
     *asyncError = toResult(cs.value()->asyncError().code());
@@ -414,7 +539,7 @@ chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResult_t* asyncE
 
 chorusResult_t chorusCommCount(const chorusComm_t comm, int* count) {
   return apiCall("chorusCommCount", [&]() -> Status {
-    if (count == nullptr) return bad("count is NULL");
+    if (count == nullptr) return invalidArgument("count is NULL");
     auto cs = lookup(comm);
     if (!cs.isOk()) return cs.status();
     *count = cs.value()->size();
@@ -424,7 +549,7 @@ chorusResult_t chorusCommCount(const chorusComm_t comm, int* count) {
 
 chorusResult_t chorusCommUserRank(const chorusComm_t comm, int* rank) {
   return apiCall("chorusCommUserRank", [&]() -> Status {
-    if (rank == nullptr) return bad("rank is NULL");
+    if (rank == nullptr) return invalidArgument("rank is NULL");
     auto cs = lookup(comm);
     if (!cs.isOk()) return cs.status();
     *rank = cs.value()->rank();
@@ -435,7 +560,7 @@ chorusResult_t chorusCommUserRank(const chorusComm_t comm, int* rank) {
 chorusResult_t chorusAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                chorusDataType_t datatype, chorusRedOp_t op, chorusComm_t comm,
                                chorusStream_t stream) {
-  return groupedCall("chorusAllReduce", [&] {
+  return groupedCall("chorusAllReduce", comm, [=] {
     Op o = collectiveOp(CollectiveKind::kAllReduce, sendbuff, recvbuff, count);
     if (Status st = withOp(op, o); !st.isOk()) return st;
     return issue(comm, std::move(o), datatype, stream);
@@ -445,7 +570,7 @@ chorusResult_t chorusAllReduce(const void* sendbuff, void* recvbuff, size_t coun
 chorusResult_t chorusBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                chorusDataType_t datatype, int root, chorusComm_t comm,
                                chorusStream_t stream) {
-  return groupedCall("chorusBroadcast", [&] {
+  return groupedCall("chorusBroadcast", comm, [=] {
     return rootedCall(comm, CollectiveKind::kBroadcast, sendbuff, recvbuff, count, datatype,
                       chorusSum, root, stream);
   });
@@ -454,7 +579,7 @@ chorusResult_t chorusBroadcast(const void* sendbuff, void* recvbuff, size_t coun
 chorusResult_t chorusReduce(const void* sendbuff, void* recvbuff, size_t count,
                             chorusDataType_t datatype, chorusRedOp_t op, int root,
                             chorusComm_t comm, chorusStream_t stream) {
-  return groupedCall("chorusReduce", [&] {
+  return groupedCall("chorusReduce", comm, [=] {
     return rootedCall(comm, CollectiveKind::kReduce, sendbuff, recvbuff, count, datatype, op, root,
                       stream);
   });
@@ -463,7 +588,7 @@ chorusResult_t chorusReduce(const void* sendbuff, void* recvbuff, size_t count,
 chorusResult_t chorusAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                chorusDataType_t datatype, chorusComm_t comm,
                                chorusStream_t stream) {
-  return groupedCall("chorusAllGather", [&] {
+  return groupedCall("chorusAllGather", comm, [=] {
     return issue(comm, collectiveOp(CollectiveKind::kAllGather, sendbuff, recvbuff, sendcount),
                  datatype, stream);
   });
@@ -472,7 +597,7 @@ chorusResult_t chorusAllGather(const void* sendbuff, void* recvbuff, size_t send
 chorusResult_t chorusReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                    chorusDataType_t datatype, chorusRedOp_t op, chorusComm_t comm,
                                    chorusStream_t stream) {
-  return groupedCall("chorusReduceScatter", [&] {
+  return groupedCall("chorusReduceScatter", comm, [=] {
     Op o = collectiveOp(CollectiveKind::kReduceScatter, sendbuff, recvbuff, recvcount);
     if (Status st = withOp(op, o); !st.isOk()) return st;
     return issue(comm, std::move(o), datatype, stream);
@@ -481,7 +606,7 @@ chorusResult_t chorusReduceScatter(const void* sendbuff, void* recvbuff, size_t 
 
 chorusResult_t chorusAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                               chorusDataType_t datatype, chorusComm_t comm, chorusStream_t stream) {
-  return groupedCall("chorusAllToAll", [&] {
+  return groupedCall("chorusAllToAll", comm, [=] {
     return issue(comm, collectiveOp(CollectiveKind::kAllToAll, sendbuff, recvbuff, count), datatype,
                  stream);
   });
@@ -490,7 +615,7 @@ chorusResult_t chorusAllToAll(const void* sendbuff, void* recvbuff, size_t count
 chorusResult_t chorusGather(const void* sendbuff, void* recvbuff, size_t count,
                             chorusDataType_t datatype, int root, chorusComm_t comm,
                             chorusStream_t stream) {
-  return groupedCall("chorusGather", [&] {
+  return groupedCall("chorusGather", comm, [=] {
     return rootedCall(comm, CollectiveKind::kGather, sendbuff, recvbuff, count, datatype, chorusSum,
                       root, stream);
   });
@@ -499,7 +624,7 @@ chorusResult_t chorusGather(const void* sendbuff, void* recvbuff, size_t count,
 chorusResult_t chorusScatter(const void* sendbuff, void* recvbuff, size_t count,
                              chorusDataType_t datatype, int root, chorusComm_t comm,
                              chorusStream_t stream) {
-  return groupedCall("chorusScatter", [&] {
+  return groupedCall("chorusScatter", comm, [=] {
     return rootedCall(comm, CollectiveKind::kScatter, sendbuff, recvbuff, count, datatype,
                       chorusSum, root, stream);
   });
@@ -507,11 +632,11 @@ chorusResult_t chorusScatter(const void* sendbuff, void* recvbuff, size_t count,
 
 chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm_t* newcomm) {
   return apiCall("chorusCommSplit", [&]() -> Status {
-    if (newcomm == nullptr) return bad("newcomm is NULL");
+    if (newcomm == nullptr) return invalidArgument("newcomm is NULL");
     *newcomm = nullptr;
     if (color < CHORUS_SPLIT_NOCOLOR)
-      return bad("color " + std::to_string(color) +
-                 " is negative (CHORUS_SPLIT_NOCOLOR, -1, is the only negative color)");
+      return invalidArgument("color " + std::to_string(color) +
+                             " is negative (CHORUS_SPLIT_NOCOLOR, -1, is the only negative color)");
     auto cs = lookup(comm);
     if (!cs.isOk()) return cs.status();
     auto made = cs.value()->split(color, key);
@@ -524,10 +649,10 @@ chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm
 chorusResult_t chorusCommShrink(chorusComm_t comm, const int* excludeRanks, int nexclude,
                                 int abortFirst, chorusComm_t* newcomm) {
   return apiCall("chorusCommShrink", [&]() -> Status {
-    if (newcomm == nullptr) return bad("newcomm is NULL");
+    if (newcomm == nullptr) return invalidArgument("newcomm is NULL");
     *newcomm = nullptr;
     if (nexclude < 0 || (nexclude > 0 && excludeRanks == nullptr))
-      return bad("excludeRanks must list nexclude >= 0 ranks");
+      return invalidArgument("excludeRanks must list nexclude >= 0 ranks");
     auto cs = lookup(comm);
     if (!cs.isOk()) return cs.status();
     const int n = cs.value()->size();
@@ -535,10 +660,11 @@ chorusResult_t chorusCommShrink(chorusComm_t comm, const int* excludeRanks, int 
     for (int i = 0; i < nexclude; ++i) {
       int r = excludeRanks[i];
       if (r < 0 || r >= n)
-        return bad("excluded rank " + std::to_string(r) + " is not a rank of this " +
-                   std::to_string(n) + "-rank communicator");
+        return invalidArgument("excluded rank " + std::to_string(r) + " is not a rank of this " +
+                               std::to_string(n) + "-rank communicator");
       if (r == cs.value()->rank())
-        return bad("rank " + std::to_string(r) + " excludes itself: a left-out rank does not call");
+        return invalidArgument("rank " + std::to_string(r) +
+                               " excludes itself: a left-out rank does not call");
       out[static_cast<size_t>(r)] = true;
     }
     std::vector<int> survivors;
@@ -550,7 +676,7 @@ chorusResult_t chorusCommShrink(chorusComm_t comm, const int* excludeRanks, int 
 
 chorusResult_t chorusCommCuDevice(const chorusComm_t comm, int* device) {
   return apiCall("chorusCommCuDevice", [&]() -> Status {
-    if (device == nullptr) return bad("device is NULL");
+    if (device == nullptr) return invalidArgument("device is NULL");
     auto cs = lookup(comm);
     if (!cs.isOk()) return cs.status();
     *device = cs.value()->device();
@@ -568,7 +694,7 @@ chorusResult_t chorusCommFinalize(chorusComm_t comm) {
 
 chorusResult_t chorusSend(const void* sendbuff, size_t count, chorusDataType_t datatype, int peer,
                           chorusComm_t comm, chorusStream_t stream) {
-  return groupedCall("chorusSend", [&] {
+  return groupedCall("chorusSend", comm, [=] {
     Op o;
     o.kind = Op::Kind::kSend;
     o.args.sendbuff = sendbuff;
@@ -580,7 +706,7 @@ chorusResult_t chorusSend(const void* sendbuff, size_t count, chorusDataType_t d
 
 chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataType_t datatype, int peer,
                           chorusComm_t comm, chorusStream_t stream) {
-  return groupedCall("chorusRecv", [&] {
+  return groupedCall("chorusRecv", comm, [=] {
     Op o;
     o.kind = Op::Kind::kRecv;
     o.args.recvbuff = recvbuff;
@@ -602,20 +728,23 @@ chorusResult_t chorusGroupEnd(void) {
     if (group.depth == 0)
       return Status(StatusCode::kUnsupported, "chorusGroupEnd without chorusGroupStart");
     if (--group.depth > 0) return Status::ok();
-    auto ops = std::move(group.ops);
-    group.ops.clear();
-    Status refused = std::exchange(group.firstError, Status::ok());
-    if (!refused.isOk())
-      return Status(refused.code(), "a call of the group was refused, so none of its " +
-                                        std::to_string(ops.size()) +
-                                        " other calls ran: " + refused.message());
-    return runGroup(std::move(ops));
+    return endGroup(std::exchange(group, CallGroup()), /*run=*/true);
+  });
+}
+
+chorusResult_t chorusGroupCancel(void) {
+  return apiCall("chorusGroupCancel", [&]() -> Status {
+    if (group.depth == 0)
+      return Status(StatusCode::kUnsupported, "chorusGroupCancel without chorusGroupStart");
+    if (--group.depth > 0) return Status::ok();
+    return endGroup(std::exchange(group, CallGroup()), /*run=*/false);
   });
 }
 
 chorusResult_t chorusLoadAlgo(const char* algoFilePath, chorusAlgoHandle_t* handle, int) {
   return apiCall("chorusLoadAlgo", [&]() -> Status {
-    if (algoFilePath == nullptr || handle == nullptr) return bad("path or handle is NULL");
+    if (algoFilePath == nullptr || handle == nullptr)
+      return invalidArgument("path or handle is NULL");
     auto va = runtime::loadVerifiedFile(algoFilePath, &compiler::programFiles());
     if (!va.isOk()) return va.status();
     Handles& h = handles();
@@ -629,7 +758,7 @@ chorusResult_t chorusLoadAlgo(const char* algoFilePath, chorusAlgoHandle_t* hand
 chorusResult_t chorusLoadBuiltinAlgo(const char* name, int nranks, int root,
                                      chorusAlgoHandle_t* handle) {
   return apiCall("chorusLoadBuiltinAlgo", [&]() -> Status {
-    if (name == nullptr || handle == nullptr) return bad("name or handle is NULL");
+    if (name == nullptr || handle == nullptr) return invalidArgument("name or handle is NULL");
     auto algo = algorithms::makeClassic(name, nranks, root);
     if (!algo.isOk()) return algo.status();
     auto va = runtime::VerifiedAlgorithm::make(std::move(algo).value());
@@ -645,14 +774,14 @@ chorusResult_t chorusLoadBuiltinAlgo(const char* name, int nranks, int root,
 chorusResult_t chorusRunAlgo(const void* sendbuff, void* recvbuff, size_t count,
                              chorusDataType_t datatype, chorusRedOp_t op, int root,
                              chorusAlgoHandle_t handle, chorusComm_t comm, chorusStream_t stream) {
-  return groupedCall("chorusRunAlgo", [&]() -> Status {
+  return groupedCall("chorusRunAlgo", comm, [=]() -> Status {
     std::shared_ptr<const runtime::VerifiedAlgorithm> va;
     {
       Handles& h = handles();
       std::lock_guard<std::mutex> lock(h.mu);
       auto it = h.algos.find(handle);
       if (it == h.algos.end())
-        return bad("algorithm handle " + std::to_string(handle) + " is not loaded");
+        return invalidArgument("algorithm handle " + std::to_string(handle) + " is not loaded");
       va = it->second;
     }
     Op o = collectiveOp(va->algo().collective, sendbuff, recvbuff, count);
@@ -668,14 +797,14 @@ chorusResult_t chorusUnloadAlgo(chorusAlgoHandle_t handle) {
     Handles& h = handles();
     std::lock_guard<std::mutex> lock(h.mu);
     if (h.algos.erase(handle) == 0)
-      return bad("algorithm handle " + std::to_string(handle) + " is not loaded");
+      return invalidArgument("algorithm handle " + std::to_string(handle) + " is not loaded");
     return Status::ok();
   });
 }
 
 chorusResult_t chorusRegisterAlgoFile(const char* algoFilePath) {
   return apiCall("chorusRegisterAlgoFile", [&]() -> Status {
-    if (algoFilePath == nullptr) return bad("path is NULL");
+    if (algoFilePath == nullptr) return invalidArgument("path is NULL");
     return globalRegistry().addFile(algoFilePath);
   });
 }

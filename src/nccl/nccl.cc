@@ -245,18 +245,15 @@ void logInit(const ncclComm& c, const char* how) {
               " - Init COMPLETE");
 }
 
-// ---- groups: NCCL's are the caller's; Chorus sees each one whole ----
+// ---- groups: NCCL's sit on the C API's (chorusGroupStart/End) ----
 
-struct DeferredInit {
-  ncclComm* comm;
-  std::function<chorusResult_t(chorusComm_t*)> make;
-};
-
+// What the C API's group does not see: the shim's own refusals (NCCL's
+// argument checks), the temporaries of premulsum (freed once the group's
+// calls are issued), and the inits to log or release at its end.
 struct NcclGroup {
   int depth = 0;
-  std::vector<DeferredInit> inits;
-  std::vector<std::function<chorusResult_t()>> ops;
-  std::vector<std::function<void()>> after;  // temporaries, freed once the ops are issued
+  std::vector<ncclComm*> inits;
+  std::vector<std::function<void()>> after;
   ncclResult_t firstError = ncclSuccess;
   std::string firstWhy;
 };
@@ -271,62 +268,56 @@ ncclResult_t keepInGroup(ncclResult_t r) {
   return r;
 }
 
-// Runs grouped inits together (each waits for the others), then issues the
-// grouped calls as one Chorus group.
-ncclResult_t runGroup(NcclGroup g) {
-  ncclResult_t first = g.firstError;
-  std::string why = g.firstWhy;
-  auto keep = [&](ncclResult_t r) {
-    if (r != ncclSuccess && first == ncclSuccess) {
-      first = r;
-      std::lock_guard<std::mutex> lock(lastMu);
-      why = lastText();
-    }
-  };
-  if (!g.inits.empty()) {
-    std::vector<chorusResult_t> results(g.inits.size(), chorusSuccess);
-    std::vector<std::string> whys(g.inits.size());
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < g.inits.size(); ++i)
-      threads.emplace_back([&, i] {
-        chorusComm_t made = nullptr;
-        results[i] = g.inits[i].make(&made);
-        whys[i] = chorusGetLastError(nullptr);  // that thread's
-        std::lock_guard<std::mutex> lock(commsMu);
-        g.inits[i].comm->c = made;
-      });
-    for (auto& t : threads) t.join();
-    for (size_t i = 0; i < g.inits.size(); ++i) {
-      if (results[i] != chorusSuccess)
-        keep(fail(
-            results[i] == chorusTimeout ? ncclRemoteError : static_cast<ncclResult_t>(results[i]),
-            whys[i]));
-      if (results[i] == chorusSuccess)
-        logInit(*g.inits[i].comm, "grouped init:");
-      else
-        release(g.inits[i].comm);
-    }
-  }
-  // A call refused while grouping drops the whole group, as NCCL's does.
-  if (!g.ops.empty() && g.firstError == ncclSuccess) {
-    keep(fromChorus(chorusGroupStart()));
-    for (auto& op : g.ops) keep(fromChorus(op()));
-    keep(fromChorus(chorusGroupEnd()));
-  }
-  for (auto& f : g.after) f();
-  if (first != ncclSuccess) fail(first, why);
-  return first;
+// A communicator this thread's group is still making (ncclCommInitRank in
+// the group): the group's collectives may use it; what ends or asks it waits
+// for the group's end.
+bool beingMade(const ncclComm* c) {
+  return group.depth > 0 &&
+         std::find(group.inits.begin(), group.inits.end(), c) != group.inits.end();
+}
+ncclResult_t madeCheck(ncclComm* comm, const char* fn) {
+  if (!beingMade(comm)) return ncclSuccess;
+  return fail(ncclInvalidUsage, std::string(fn) + " : communicator " + pointerText(comm) +
+                                    " is made when its group ends (ncclGroupEnd); call this after");
 }
 
-// Issues `op` now, or at the end of the caller's group.
-ncclResult_t issue(std::function<chorusResult_t()> op, std::function<void()> after = {}) {
-  if (group.depth > 0) {
-    group.ops.push_back(std::move(op));
-    if (after) group.after.push_back(std::move(after));
-    return ncclSuccess;
+// The outermost group's end: the C API's group runs its calls (and makes
+// its communicators), or, when the shim refused a call while grouping, drops
+// them (`run` false: a refusal, or ncclGroupSimulateEnd) and makes only the
+// communicators, whose peers are meeting them.
+ncclResult_t endGroup(NcclGroup g, bool run) {
+  ncclResult_t r = ncclSuccess;
+  if (run && g.firstError == ncclSuccess) {
+    r = fromChorus(chorusGroupEnd());
+  } else {
+    r = fromChorus(chorusGroupCancel());
+    if (run && g.firstError != ncclSuccess) r = fail(g.firstError, g.firstWhy);
   }
+  for (auto& f : g.after) f();
+  for (ncclComm* c : g.inits) {
+    int n = 0;
+    if (chorusCommCount(c->c, &n) == chorusSuccess) {
+      logInit(*c, "grouped init:");
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(commsMu);
+      c->c = nullptr;
+    }
+    release(c);
+  }
+  return r;
+}
+
+// Issues `op`: now, or, inside a group, into the C API's group; `after`
+// frees its temporaries once it is issued.
+ncclResult_t issue(const std::function<chorusResult_t()>& op, std::function<void()> after = {}) {
   ncclResult_t r = fromChorus(op());
-  if (after) after();
+  if (!after) return r;
+  if (group.depth > 0)
+    group.after.push_back(std::move(after));
+  else
+    after();
   return r;
 }
 
@@ -494,9 +485,17 @@ ncclResult_t initRank(const char* fn, ncclComm_t* newcomm, int nranks, const ncc
   };
   addLive(c);
   *newcomm = c;
-  if (group.depth > 0) {  // ranks driven from one thread: made together at the group's end
-    group.inits.push_back({c, make});
-    return ncclSuccess;
+  // Inside a group, the C API gives the handle now and makes the
+  // communicator at the group's end (ranks driven from one thread).
+  if (group.depth > 0) {
+    ncclResult_t r = fromChorus(make(&c->c));
+    if (r == ncclSuccess) {
+      group.inits.push_back(c);
+    } else {
+      *newcomm = nullptr;
+      release(c);
+    }
+    return r;
   }
   if (ncclResult_t r = fromChorus(make(&c->c)); r != ncclSuccess) {
     *newcomm = nullptr;
@@ -648,6 +647,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
     int dev = -1;
     if (ncclResult_t r = currentDevice(&dev); r != ncclSuccess) return r;
     if (ncclResult_t r = commCheck(comm, "CommSplit"); r != ncclSuccess) return r;
+    if (ncclResult_t r = madeCheck(comm, "CommSplit"); r != ncclSuccess) return r;
     NCCL_PTR_CHECK(newcomm, "CommSplit", "newcomm");
     *newcomm = nullptr;
     if (ncclResult_t r = checkConfig(config); r != ncclSuccess) return r;
@@ -671,6 +671,7 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
     int dev = -1;
     if (ncclResult_t r = currentDevice(&dev); r != ncclSuccess) return r;
     if (ncclResult_t r = commCheck(comm, "CommShrink"); r != ncclSuccess) return r;
+    if (ncclResult_t r = madeCheck(comm, "CommShrink"); r != ncclSuccess) return r;
     NCCL_PTR_CHECK(newcomm, "CommShrink", "newcomm");
     *newcomm = nullptr;
     NCCL_PTR_CHECK(excludeRanksList, "CommShrink", "excludeRanksList");
@@ -699,6 +700,7 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   return guarded("ncclCommRevoke", [&]() -> ncclResult_t {
     if (comm == nullptr) return ncclSuccess;
     if (ncclResult_t r = commCheck(comm, "CommRevoke"); r != ncclSuccess) return r;
+    if (ncclResult_t r = madeCheck(comm, "CommRevoke"); r != ncclSuccess) return r;
     if (revokeFlags != NCCL_REVOKE_DEFAULT)
       return fail(ncclInvalidArgument, "ncclCommRevoke: revokeFlags must be 0");
     if (comm->revoked.exchange(true))
@@ -713,6 +715,7 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   return guarded("ncclCommFinalize", [&]() -> ncclResult_t {
     if (comm == nullptr) return ncclSuccess;
     if (ncclResult_t r = commCheck(comm, "CommFinalize"); r != ncclSuccess) return r;
+    if (ncclResult_t r = madeCheck(comm, "CommFinalize"); r != ncclSuccess) return r;
     if (comm->revoked.load())
       return fail(ncclInvalidUsage, "ncclCommFinalize: communicator was revoked (destroy it)");
     {
@@ -729,6 +732,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return guarded("ncclCommDestroy", [&]() -> ncclResult_t {
     if (comm == nullptr) return ncclSuccess;
     if (ncclResult_t r = commCheck(comm, "CommDestroy"); r != ncclSuccess) return r;
+    if (ncclResult_t r = madeCheck(comm, "CommDestroy"); r != ncclSuccess) return r;
     bool finalized;
     {
       std::lock_guard<std::mutex> lock(comm->mu);
@@ -746,6 +750,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
   return guarded("ncclCommAbort", [&]() -> ncclResult_t {
     if (comm == nullptr) return ncclSuccess;
     if (ncclResult_t r = commCheck(comm, "CommAbort"); r != ncclSuccess) return r;
+    if (ncclResult_t r = madeCheck(comm, "CommAbort"); r != ncclSuccess) return r;
     ncclResult_t r = fromChorus(chorusCommAbort(comm->c));
     release(comm);
     return r;
@@ -756,6 +761,10 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   return guarded("ncclCommGetAsyncError", [&]() -> ncclResult_t {
     if (ncclResult_t r = commCheck(comm, "ncclGetAsyncError"); r != ncclSuccess) return r;
     NCCL_PTR_CHECK(asyncError, "ncclGetAsyncError", "asyncError");
+    if (beingMade(comm)) {  // its init runs at the group's end
+      *asyncError = ncclInProgress;
+      return ncclSuccess;
+    }
     chorusResult_t e = chorusSuccess;
     if (ncclResult_t r = fromChorus(chorusCommGetAsyncError(comm->c, &e)); r != ncclSuccess)
       return r;
@@ -1037,17 +1046,18 @@ ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int
 // ---- groups ----
 
 ncclResult_t ncclGroupStart() {
-  ++group.depth;
-  return ncclSuccess;
+  return guarded("ncclGroupStart", [&]() -> ncclResult_t {
+    if (ncclResult_t r = fromChorus(chorusGroupStart()); r != ncclSuccess) return r;
+    ++group.depth;
+    return ncclSuccess;
+  });
 }
 
 ncclResult_t ncclGroupEnd() {
   return guarded("ncclGroupEnd", [&]() -> ncclResult_t {
     if (group.depth == 0) return fail(ncclInvalidUsage, "ncclGroupEnd: not in a group call.");
-    if (--group.depth > 0) return ncclSuccess;
-    NcclGroup g = std::move(group);
-    group = NcclGroup();
-    return runGroup(std::move(g));
+    if (--group.depth > 0) return fromChorus(chorusGroupEnd());
+    return endGroup(std::exchange(group, NcclGroup()), /*run=*/true);
   });
 }
 
@@ -1061,13 +1071,9 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
     if (simInfo != nullptr && simInfo->magic != 0x74685283)
       return fail(ncclInvalidArgument,
                   "ncclSimInfo_t argument not initialized via NCCL_SIM_INFO_INITIALIZER");
-    if (--group.depth > 0) return ncclSuccess;
-    NcclGroup g = std::move(group);
-    group = NcclGroup();
-    for (auto& f : g.after) f();
-    for (auto& init : g.inits) release(init.comm);
+    if (--group.depth > 0) return fromChorus(chorusGroupCancel());
     if (simInfo != nullptr) simInfo->estimatedTime = NCCL_UNDEF_FLOAT;
-    return ncclSuccess;
+    return endGroup(std::exchange(group, NcclGroup()), /*run=*/false);
   });
 }
 

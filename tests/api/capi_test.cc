@@ -144,6 +144,86 @@ TEST(CApi, InitRankFromThreadsAndQueries) {
   destroyAll(comms);
 }
 
+// One thread inits every rank inside a group and calls an allreduce on each
+// before the end (NCCL's single-thread multi-rank init): the ranks meet at
+// chorusGroupEnd, which then runs the calls.
+TEST(CApi, InitRankInAGroupFromOneThreadThenCallsInTheSameGroup) {
+  chorusUniqueId id;
+  ASSERT_EQ(chorusGetUniqueId(&id), chorusSuccess);
+  const int n = 3, count = 257;
+  std::vector<chorusComm_t> comms(n, nullptr);
+  std::vector<std::vector<int32_t>> in(n, std::vector<int32_t>(count)), out = in;
+  for (int r = 0; r < n; ++r)
+    for (int i = 0; i < count; ++i)
+      in[static_cast<size_t>(r)][static_cast<size_t>(i)] = r * 1000 + i;
+  ASSERT_EQ(chorusGroupStart(), chorusSuccess);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(chorusCommInitRank(&comms[static_cast<size_t>(r)], n, id, r), chorusSuccess);
+    ASSERT_NE(comms[static_cast<size_t>(r)], nullptr);
+  }
+  // Not made yet: only the group's calls may use it.
+  int count0 = 0;
+  EXPECT_EQ(chorusCommCount(comms[0], &count0), chorusInvalidUsage);
+  EXPECT_NE(std::string(chorusGetLastError(nullptr)).find("made when the group"),
+            std::string::npos);
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(
+        chorusAllReduce(in[static_cast<size_t>(r)].data(), out[static_cast<size_t>(r)].data(),
+                        count, chorusInt32, chorusSum, comms[static_cast<size_t>(r)], nullptr),
+        chorusSuccess);
+  ASSERT_EQ(chorusGroupEnd(), chorusSuccess) << chorusGetLastError(nullptr);
+  for (int r = 0; r < n; ++r) {
+    int size = 0, rank = -1;
+    EXPECT_EQ(chorusCommCount(comms[static_cast<size_t>(r)], &size), chorusSuccess);
+    EXPECT_EQ(chorusCommUserRank(comms[static_cast<size_t>(r)], &rank), chorusSuccess);
+    EXPECT_EQ(size, n);
+    EXPECT_EQ(rank, r);
+    for (int i = 0; i < count; ++i)
+      ASSERT_EQ(out[static_cast<size_t>(r)][static_cast<size_t>(i)], 3000 + 3 * i)
+          << "rank " << r << " element " << i;
+  }
+  destroyAll(comms);
+}
+
+// A call refused inside such a group (here: a bad datatype, checked at the
+// end since its communicator is made there) drops the group's calls, but the
+// communicators are made; chorusGroupCancel drops the calls too.
+TEST(CApi, ARefusedOrCancelledGroupStillMakesItsCommunicators) {
+  for (bool cancel : {false, true}) {
+    SCOPED_TRACE(cancel ? "chorusGroupCancel" : "a refused call");
+    chorusUniqueId id;
+    ASSERT_EQ(chorusGetUniqueId(&id), chorusSuccess);
+    const int n = 2;
+    std::vector<chorusComm_t> comms(n, nullptr);
+    std::vector<int32_t> in(8, 1), out(8, -7);
+    ASSERT_EQ(chorusGroupStart(), chorusSuccess);
+    for (int r = 0; r < n; ++r)
+      ASSERT_EQ(chorusCommInitRank(&comms[static_cast<size_t>(r)], n, id, r), chorusSuccess);
+    ASSERT_EQ(chorusAllReduce(in.data(), out.data(), 8, chorusInt32, chorusSum, comms[0], nullptr),
+              chorusSuccess);
+    ASSERT_EQ(chorusAllReduce(in.data(), out.data(), 8,
+                              cancel ? chorusInt32 : static_cast<chorusDataType_t>(99), chorusSum,
+                              comms[1], nullptr),
+              chorusSuccess);  // checked at the end
+    if (cancel) {
+      ASSERT_EQ(chorusGroupCancel(), chorusSuccess);
+    } else {
+      ASSERT_EQ(chorusGroupEnd(), chorusInvalidArgument);
+      EXPECT_NE(std::string(chorusGetLastError(nullptr)).find("none of its 1 other calls ran"),
+                std::string::npos)
+          << chorusGetLastError(nullptr);
+    }
+    EXPECT_EQ(out, std::vector<int32_t>(8, -7));  // nothing ran
+    for (int r = 0; r < n; ++r) {
+      int rank = -1;
+      EXPECT_EQ(chorusCommUserRank(comms[static_cast<size_t>(r)], &rank), chorusSuccess);
+      EXPECT_EQ(rank, r);
+    }
+    destroyAll(comms);
+  }
+  EXPECT_EQ(chorusGroupCancel(), chorusInvalidUsage);  // not in a group
+}
+
 TEST(CApi, SendRecvRingInAGroupAndAlone) {
   const int n = 4, count = 1000;
   auto comms = initAll(n);

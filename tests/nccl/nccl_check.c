@@ -8,8 +8,8 @@
  *              [--no-p2p]
  *
  * --init threads: one thread per rank, ncclCommInitRank in each (default);
- *        group:   one thread, ncclCommInitRank for every rank in a group,
- *                 every call in groups;
+ *        group:   one thread, ncclCommInitRank for every rank in a group
+ *                 with a first allreduce on them, every call in groups;
  *        all:     one thread, ncclCommInitAll.
  * --host: buffers in host memory, no CUDA calls (libchorus-nccl with
  *         CHORUS_NCCL_HOST=1: ranks on host threads). Otherwise buffers are
@@ -781,9 +781,17 @@ int main(int argc, char** argv) {
     NCCLCHECK(ncclGetUniqueId(&uid));
   }
   if (initMode == kGroup) {
+    /* The inits and a first allreduce on the new communicators, one group:
+     * the allreduce runs once the group's end has made them. */
+    const Check* first = &checks[0];
+    Bufs b;
+    for (int r = 0; r < nranks; ++r) setup(first, &b, r);
     NCCLCHECK(ncclGroupStart());
     for (int r = 0; r < nranks; ++r) NCCLCHECK(ncclCommInitRank(&comms[r], nranks, uid, r));
+    for (int r = 0; r < nranks; ++r) NCCLCHECK(first->issue(first, &b, r));
     NCCLCHECK(ncclGroupEnd());
+    for (int r = 0; r < nranks; ++r) sync(r);
+    for (int r = 0; r < nranks; ++r) finish(first, &b, r);
   }
   if (initMode == kThreads) {
     pthread_t t[MAXR];
