@@ -6,13 +6,24 @@ void registerLinked();  // generated (cmake/DeviceBackends.cmake)
 
 namespace chorus::api {
 
-const runtime::DeviceBackend* deviceBackend() {
+namespace {
+void registerOnce() {
   static const bool registered = [] {
     backends::registerLinked();
     return true;
   }();
   (void)registered;
+}
+}  // namespace
+
+const runtime::DeviceBackend* deviceBackend() {
+  registerOnce();
   return runtime::deviceBackend();
+}
+
+const runtime::DeviceBackend* deviceBackend(std::string_view name) {
+  registerOnce();
+  return runtime::deviceBackend(name);
 }
 
 Status noDeviceBackend(const std::string& what) {

@@ -34,6 +34,7 @@ struct DeviceOptions {
   int slots = 8;                 // messages in flight per connection
   int timeoutMs = 300000;        // a call that makes no progress this long fails (kTimeout)
   int threadsPerBlock = 0;       // device threads per IR threadblock (0: the backend's default)
+  int hostThreads = 0;           // backends on host threads: how many (0: the backend's default)
 };
 
 // Device copies of a set of host calls' buffers (what `chorus run` and
@@ -98,6 +99,9 @@ class DeviceBackend {
  public:
   virtual ~DeviceBackend() = default;
   virtual std::string_view name() const = 0;  // "cuda"
+  // It runs on the host in place of a device (the step engine, "engine"):
+  // tools reach it by name; communicators never take it for their devices.
+  virtual bool emulated() const { return false; }
   // Devices this process can use; kUnsupported naming why when none.
   virtual Result<int> deviceCount() const = 0;
   // Whether `p` is memory of one of its devices (what host ranks refuse).
@@ -134,8 +138,16 @@ class DeviceBackend {
 
 // Adds a backend (a second one of the same name is refused: kInvalidArgument).
 Status registerDeviceBackend(std::unique_ptr<DeviceBackend> backend);
-// The backend device communicators use: the first registered; nullptr when
-// this build registered none.
+// The backend device communicators use: the first registered that is not
+// emulated; nullptr when this build registered none.
 const DeviceBackend* deviceBackend();
+// The registered backend called `name`, emulated or not; nullptr if none.
+const DeviceBackend* deviceBackend(std::string_view name);
+// The names of the registered backends, in registration order.
+std::vector<std::string> deviceBackendNames();
+
+// Bytes per second of a large memcpy on this host (64 MiB, best of 5, both
+// buffers prefaulted): what host ranks' memory traffic is rated against.
+double memcpyBandwidth();
 
 }  // namespace chorus::runtime

@@ -2,10 +2,12 @@
 // backend of the test's own registered before any other: what a GPU
 // communicator hands its backend (devices, CHORUS_TIMEOUT_S, slots, the
 // ranks' calls and streams), and that aborting reaches its executors. A
-// separate executable, so that this backend is the first registered.
+// separate executable, so that this backend is the first registered. And
+// the step engine behind the same seam.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -13,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "algorithms/classic.h"
 #include "api/backends.h"
 #include "chorus/chorus.h"
 #include "runtime/device_backend.h"
@@ -137,6 +140,55 @@ TEST(DeviceSeam, GpuWorldsHandTheirBackendItsDevicesTimeoutAndCalls) {
   EXPECT_EQ(chorusCommAbort(comms[0]), chorusSuccess);
   EXPECT_EQ(seen().aborts.load(), 1);
   EXPECT_EQ(chorusCommDestroy(comms[1]), chorusSuccess);
+}
+
+// The step engine as a backend (src/engine): reached by name only, never a
+// communicator's device; its executor runs a verified ring on host threads
+// with the calls' data exact, refuses streams, and stops after an abort.
+TEST(DeviceSeam, TheEngineIsReachedByNameAndRunsOnHostThreads) {
+  const runtime::DeviceBackend* engine = api::deviceBackend("engine");
+  ASSERT_NE(engine, nullptr);
+  EXPECT_TRUE(engine->emulated());
+  EXPECT_NE(api::deviceBackend(), engine);  // the CUDA backend, or none
+  EXPECT_EQ(api::deviceBackend("no-such-backend"), nullptr);
+  EXPECT_FALSE(engine->isDeviceMemory(this));
+
+  const int n = 4;
+  const size_t count = 4 * 1000;  // a multiple of the ring's 4 chunks
+  auto algo = algorithms::makeClassic("ring_allreduce", n, 0);
+  ASSERT_TRUE(algo.isOk()) << algo.status().message();
+  auto va = runtime::VerifiedAlgorithm::make(std::move(algo).value());
+  ASSERT_TRUE(va.isOk()) << va.status().message();
+  runtime::DeviceOptions o;
+  o.rankDevices.assign(n, 0);
+  o.hostThreads = 2;
+  auto x = engine->makeExecutor(*va.value(), o);
+  ASSERT_TRUE(x.isOk()) << x.status().message();
+
+  std::vector<std::vector<int32_t>> in(n, std::vector<int32_t>(count)), out = in;
+  std::vector<runtime::CallArgs> calls(n);
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < count; ++i)
+      in[static_cast<size_t>(r)][i] = r * 100000 + static_cast<int32_t>(i);
+    runtime::CallArgs& c = calls[static_cast<size_t>(r)];
+    c.sendbuff = in[static_cast<size_t>(r)].data();
+    c.recvbuff = out[static_cast<size_t>(r)].data();
+    c.count = count;
+    c.type = DataType::kInt32;
+    c.op = ReduceOp::kSum;
+  }
+  ASSERT_TRUE(x.value()->enqueue(calls, std::vector<void*>(n, nullptr)).isOk());
+  ASSERT_TRUE(x.value()->wait().isOk());
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_EQ(out[static_cast<size_t>(r)][i], 600000 + 4 * static_cast<int32_t>(i))
+          << "rank " << r << " element " << i;
+
+  int stream = 0;
+  EXPECT_EQ(x.value()->enqueue(calls, std::vector<void*>(n, &stream)).code(),
+            StatusCode::kInvalidArgument);
+  x.value()->abort();
+  EXPECT_EQ(x.value()->enqueue(calls, std::vector<void*>(n, nullptr)).code(), StatusCode::kAborted);
 }
 
 }  // namespace

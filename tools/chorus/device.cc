@@ -1,13 +1,10 @@
 #include "tools/chorus/device.h"
 
-#include <algorithm>
-#include <chrono>
-#include <cstring>
-#include <thread>
+#include <map>
+#include <string>
 
 #include "api/backends.h"
 #include "runtime/device_backend.h"
-#include "runtime/exec/engine_host.h"
 
 namespace chorus::cli {
 
@@ -16,56 +13,9 @@ namespace {
 using runtime::CallArgs;
 using runtime::VerifiedAlgorithm;
 
-// The step engine on host threads: buffers stay where they are.
-class EngineBackend final : public Backend {
- public:
-  // A copy reads and writes each byte: twice memcpy's rate.
-  explicit EngineBackend(const BackendOptions& o) : o_(o), copyBw_(2 * memcpyBandwidth()) {}
-  std::string describe() const override {
-    return "step engine (the CUDA executor's code) on " + std::to_string(o_.dev.hostThreads) +
-           " host thread(s)";
-  }
-  double copyBandwidth() const override { return copyBw_; }
-  std::string copyBandwidthHow() const override { return "memcpy of 64 MiB, best of 5"; }
-  Status bind(const std::vector<CallArgs>& hostCalls, CollectiveKind, int) override {
-    calls_ = hostCalls;
-    return Status::ok();
-  }
-  const std::vector<CallArgs>& calls() const override { return calls_; }
-  Status upload() override { return Status::ok(); }
-  Status download() override { return Status::ok(); }
-  Status enqueue(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls) override {
-    if (!failure_.isOk()) return Status::ok();
-    auto it = worlds_.find(&va);
-    if (it == worlds_.end()) {
-      runtime::PlanRunOptions o;
-      o.threads = o_.dev.hostThreads;
-      o.sliceBytes = o_.sliceBytes;
-      o.slots = o_.slots;
-      auto w = runtime::PlanWorld::make(va, o);
-      if (!w.isOk()) return w.status();
-      it = worlds_.emplace(&va, std::move(w).value()).first;
-    }
-    Status st = it->second->run(calls);
-    if (!st.isOk()) failure_ = st;
-    return Status::ok();
-  }
-  Status wait() override {
-    Status st = failure_;
-    failure_ = Status::ok();
-    return st;
-  }
-
- private:
-  BackendOptions o_;
-  double copyBw_ = 0;
-  std::vector<CallArgs> calls_;
-  std::map<const VerifiedAlgorithm*, std::unique_ptr<runtime::PlanWorld>> worlds_;
-  Status failure_;
-};
-
-// A registered device backend (runtime/device_backend.h; CUDA's is
-// "cuda"): every rank on one of its devices.
+// A registered device backend (runtime/device_backend.h: "cuda", or
+// "engine", the step engine on host threads): every rank on one of its
+// devices.
 class DeviceSeamBackend final : public Backend {
  public:
   static Result<std::unique_ptr<Backend>> make(const BackendOptions& o,
@@ -91,7 +41,9 @@ class DeviceSeamBackend final : public Backend {
     return Result<std::unique_ptr<Backend>>(std::move(b));
   }
   std::string describe() const override {
-    return "CUDA GPU " + std::to_string(gpu_) + ": " + name_ + ", every rank on it";
+    if (backend_.emulated()) return name_ + ", " + std::to_string(o_.dev.hostThreads) + " of them";
+    return std::string(backend_.name()) + " device " + std::to_string(gpu_) + ": " + name_ +
+           ", every rank on it";
   }
   double copyBandwidth() const override { return copyBw_; }
   std::string copyBandwidthHow() const override { return copyHow_; }
@@ -113,6 +65,7 @@ class DeviceSeamBackend final : public Backend {
       o.sliceBytes = o_.sliceBytes;
       o.slots = o_.slots;
       o.threadsPerBlock = o_.dev.threadsPerBlock;
+      o.hostThreads = o_.dev.hostThreads;
       o.timeoutMs = 20000;  // a stalled measurement fails in 20 s, not a communicator's 300
       auto x = backend_.makeExecutor(va, o);
       if (!x.isOk()) return x.status();
@@ -143,38 +96,21 @@ class DeviceSeamBackend final : public Backend {
 
 }  // namespace
 
-double memcpyBandwidth() {
-  const size_t bytes = size_t{64} << 20;
-  std::vector<unsigned char> a(bytes, 1), b(bytes, 2);
-  double best = 0;
-  for (int i = 0; i < 5; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    std::memcpy(b.data(), a.data(), bytes);
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, static_cast<double>(bytes) / s);
-    a[static_cast<size_t>(i)] = b[bytes - 1];  // keep the copies observable
-  }
-  return best;
-}
-
 Result<std::unique_ptr<Backend>> Backend::make(const BackendOptions& o) {
   if (o.slots < 1) return Status(StatusCode::kInvalidArgument, "--slots must be >= 1");
-  if (o.dev.device == "engine") {
-    if (o.dev.hostThreads < 1)
-      return Status(StatusCode::kInvalidArgument, "--host-threads must be >= 1");
-    return Result<std::unique_ptr<Backend>>(std::make_unique<EngineBackend>(o));
-  }
-  if (o.dev.device == "cuda") {
-    const runtime::DeviceBackend* backend = api::deviceBackend();
-    if (backend == nullptr || backend->name() != o.dev.device)
-      return Status(StatusCode::kUnsupported,
-                    "this chorus was built without CUDA (no nvcc at configure time, or "
-                    "-DCHORUS_CUDA=OFF); --device engine runs the same executor code on host "
-                    "threads");
-    return DeviceSeamBackend::make(o, *backend);
-  }
+  if (o.dev.hostThreads < 1)
+    return Status(StatusCode::kInvalidArgument, "--host-threads must be >= 1");
+  const runtime::DeviceBackend* backend = api::deviceBackend(o.dev.device);
+  if (backend != nullptr) return DeviceSeamBackend::make(o, *backend);
+  if (o.dev.device == "cuda")
+    return Status(StatusCode::kUnsupported,
+                  "this chorus was built without CUDA (no nvcc at configure time, or "
+                  "-DCHORUS_CUDA=OFF); --device engine runs the same executor code on host "
+                  "threads");
+  std::string names = "cpu";
+  for (const std::string& n : runtime::deviceBackendNames()) names += ", " + n;
   return Status(StatusCode::kInvalidArgument,
-                "unknown device '" + o.dev.device + "' (cpu, engine or cuda)");
+                "unknown device '" + o.dev.device + "' (this build has: " + names + ")");
 }
 
 }  // namespace chorus::cli

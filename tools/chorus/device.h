@@ -1,6 +1,7 @@
 // Where `chorus run --device` and `chorus perf --device` run calls when not
-// on CPU ranks: the step engine on host threads ("engine": the CUDA
-// executor's code, runnable anywhere) or the CUDA executor ("cuda").
+// on CPU ranks: a device backend of this build, by name
+// (runtime/device_backend.h): "engine" (the step engine, the CUDA
+// executor's code, on host threads, runnable anywhere) or "cuda".
 #pragma once
 
 #include <map>
@@ -19,10 +20,6 @@ struct BackendOptions {
   size_t sliceBytes = 0;  // 0: the protocol's default
   int slots = 8;          // messages in flight per connection
 };
-
-// Bytes per second of a large memcpy on this host (best of several; both
-// buffers prefaulted): the bandwidth a CPU collective moves data against.
-double memcpyBandwidth();
 
 class Backend {
  public:

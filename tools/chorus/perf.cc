@@ -23,6 +23,7 @@
 #include "compiler/program_file.h"
 #include "core/collectives.h"
 #include "runtime/bootstrap/bootstrap.h"
+#include "runtime/device_backend.h"
 #include "runtime/exec/check.h"
 #include "runtime/exec/flat_plan.h"
 #include "runtime/plan/planner.h"
@@ -389,7 +390,7 @@ int runPerf(const PerfArgs& a) {
 
   // Only the printing rank measures memcpy (the others would disturb it).
   double memBw = onDevice  ? backend->copyBandwidth() / 1e9
-                 : printer ? memcpyBandwidth() / 1e9
+                 : printer ? runtime::memcpyBandwidth() / 1e9
                            : 1.0;
   size_t esz = dataTypeSize(*type);
   const std::string redop = traits(coll).reduces ? a.op : "none";
