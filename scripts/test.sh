@@ -14,4 +14,6 @@ else
 fi
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset"
-ctest --preset "$preset" --output-on-failure "$@"
+# One test per core at once (ctest would otherwise run them one by one);
+# RUN_SERIAL tests still run alone.
+ctest --preset "$preset" -j "$(nproc)" --output-on-failure "$@"
