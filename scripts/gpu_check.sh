@@ -9,7 +9,9 @@
 #                                     r48ll and ap4ll with every type and op,
 #                                     every DSL program at 8 ranks
 #   chorus perf --device cuda         allreduce 8 B .. 1 GiB checked, 8 ranks;
-#                                     allgather / reducescatter / alltoall
+#                                     allgather / reducescatter / alltoall;
+#                                     64 MiB allreduce at 1 instance and at
+#                                     the GPU's choice; a ring at 7 instances
 #   compute-sanitizer                 memcheck and racecheck on a ring
 #                                     allreduce and ap4ll
 #   NCCL drop-in (docs/nccl.md)       tests/nccl/nccl_check.c linked first
@@ -85,6 +87,14 @@ run_dsl() {
 step run-dsl run_dsl
 step perf-allreduce "$B" perf allreduce --device cuda --ranks 8 -b 8 -e 1G --check
 step perf-allreduce-cpu "$B" perf allreduce --ranks 8 -b 4K -e 64M --check
+# Instances (docs/cuda.md): one block per threadblock against the GPU's
+# choice, the same 64 MiB ring, and an odd count checked.
+step perf-ring-1-instance "$B" perf allreduce --device cuda --ranks 8 -b 64M -e 64M --check \
+  --instances 1
+step perf-ring-auto-instances "$B" perf allreduce --device cuda --ranks 8 -b 64M -e 64M --check
+"$B" gen ring_allreduce --ranks 8 -o "$out/ring8-instances.xml" >/dev/null
+step run-instances-7 "$B" run "$out/ring8-instances.xml" --device cuda --instances 7 --check \
+  -c 1000008
 for c in allgather reducescatter alltoall; do
   step "perf-$c" "$B" perf "$c" --device cuda --ranks 8 -b 4K -e 256M -f 4 --check
 done

@@ -35,6 +35,8 @@ WorldOptions WorldOptions::fromEnvironment() {
   if (!text("CHORUS_SPIN_US").empty())
     o.spinUs = static_cast<int>(std::min<long>(envLong("CHORUS_SPIN_US", -1), 1000000));
   o.proveRanks = runtime::proveRanksFromEnvironment();
+  // Out of range is the backend's to refuse, naming the range.
+  o.instances = static_cast<int>(std::clamp<long>(envLong("CHORUS_INSTANCES", 0), -1, 1 << 20));
   return o;
 }
 
@@ -44,6 +46,7 @@ runtime::DeviceOptions deviceOptions(const WorldOptions& o) {
   d.sliceBytes = o.sliceBytes;
   d.slots = o.slots;
   d.timeoutMs = o.timeoutMs;
+  d.instances = o.instances;
   return d;
 }
 

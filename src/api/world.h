@@ -70,6 +70,10 @@ struct WorldOptions {
   // device buffers, calls enqueued on the ranks' streams (docs/cuda.md).
   // Empty: host ranks, host buffers.
   std::vector<int> devices;
+  // CHORUS_INSTANCES: GPU worlds' blocks per IR threadblock, each with its
+  // share of every slice (runtime::DeviceOptions::instances); 0: the
+  // backend's choice.
+  int instances = 0;
   static WorldOptions fromEnvironment();
 };
 

@@ -51,6 +51,7 @@ class Backend final : public runtime::DeviceBackend {
     o.slots = options.slots;
     o.timeoutMs = options.timeoutMs;
     if (options.threadsPerBlock > 0) o.threadsPerBlock = options.threadsPerBlock;
+    o.instances = options.instances;
     auto w = CudaWorld::make(va, o);
     if (!w.isOk()) return w.status();
     return std::unique_ptr<runtime::DeviceExecutor>(

@@ -329,6 +329,30 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
       return Status(StatusCode::kInvalidArgument, "no CUDA device " + std::to_string(d) +
                                                       " (this process sees " +
                                                       std::to_string(ndev.value()) + ")");
+  // Instances (FlatPlan::lower): as many as put a block on every SM of the
+  // busiest GPU, at most kAutoInstances, unless the caller says.
+  if (options.instances < 0 || options.instances > runtime::kMostInstances)
+    return Status(StatusCode::kInvalidArgument, "instances must be in [1, " +
+                                                    std::to_string(runtime::kMostInstances) +
+                                                    "] (0: chosen from the GPU)");
+  int instances = options.instances;
+  if (instances == 0) {
+    std::map<int, int> baseOn;  // device -> blocks of one instance
+    for (const runtime::PlanBlock& pb : m.plan.blocks)
+      ++baseOn[m.rankDevice[static_cast<size_t>(pb.rank)]];
+    instances = kAutoInstances;
+    for (auto [d, n] : baseOn) {
+      cudaDeviceProp p{};
+      CHORUS_CUDA_TRY(cudaGetDeviceProperties(&p, d));
+      CHORUS_CUDA_TRY(cudaSetDevice(d));
+      int perSm = 0;
+      CHORUS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, planKernel,
+                                                                    options.threadsPerBlock, 0));
+      int fit = std::min(p.multiProcessorCount, perSm * p.multiProcessorCount) / n;
+      instances = std::min(instances, std::max(fit, 1));
+    }
+  }
+  if (instances > 1) m.plan = FlatPlan::lower(va, instances);
   for (size_t b = 0; b < m.plan.blocks.size(); ++b) {
     int d = m.rankDevice[static_cast<size_t>(m.plan.blocks[b].rank)];
     auto [it, added] = m.groupOf.try_emplace(d, m.groups.size());
@@ -498,7 +522,8 @@ Status CudaWorld::Impl::growScratch(int rank, size_t bytes) {
 Result<runtime::Geometry> CudaWorld::Impl::prepare(const std::vector<CallArgs>& calls) {
   Result<runtime::Geometry> planned = runtime::planCall(*va, calls, o.sliceBytes);
   if (!planned.isOk()) return planned.status();
-  const runtime::Geometry& g = planned.value();
+  runtime::Geometry g = planned.value();
+  plan.splitSlices(&g);
   size_t nranks = static_cast<size_t>(plan.nranks);
   for (size_t r = 0; r < nranks; ++r) {
     if (calls[r].count == 0) continue;
@@ -516,7 +541,7 @@ Result<runtime::Geometry> CudaWorld::Impl::prepare(const std::vector<CallArgs>& 
         !st.isOk())
       return st;
   }
-  return planned;
+  return g;
 }
 
 Status CudaWorld::Impl::launch(const std::vector<CallArgs>& calls, const runtime::Geometry& g,
@@ -589,6 +614,7 @@ Status CudaWorld::Impl::launchGroup(size_t i, const std::vector<engine::RankView
     v.op = calls[0].op;
     v.protocol = plan.protocol;
     v.nslots = o.slots;
+    v.instances = plan.instances;
     const int32_t* map = grp.dBlockMap;
     Control* c = dCtl;
     uint64_t timeoutNs = static_cast<uint64_t>(o.timeoutMs) * 1000000ull;
@@ -737,7 +763,8 @@ Status CudaWorld::wait() {
     // (A block that never ran has a zeroed position: step 0.)
     if (p.finished || p.pc < 0 || p.pc >= pb.nsteps) continue;
     const runtime::PlanStep& s = m.plan.steps[static_cast<size_t>(pb.firstStep + p.pc)];
-    msg += "\n  rank " + std::to_string(pb.rank) + " tb " + std::to_string(pb.tb) + " step " +
+    msg += "\n  rank " + std::to_string(pb.rank) + " tb " + std::to_string(pb.tb) +
+           (m.plan.instances > 1 ? " instance " + std::to_string(pb.instance) : "") + " step " +
            std::to_string(p.pc) + " (" +
            std::string(ir::stepTypeName(static_cast<ir::StepType>(s.type))) + ", iteration " +
            std::to_string(p.iter) + ") did not finish";

@@ -34,9 +34,15 @@ struct CudaOptions {
   std::vector<int> rankDevices;  // per rank (empty: all on `device`)
   size_t sliceBytes = 0;         // 0: the protocol's default (docs/spec/IR.md section 3)
   int slots = 8;                 // messages in flight per connection (as the CPU runtime)
-  int threadsPerBlock = 256;     // CUDA threads per IR threadblock
+  int threadsPerBlock = 256;     // CUDA threads per block
   int timeoutMs = 20000;         // a call that makes no progress this long fails (kTimeout)
+  // CUDA blocks per IR threadblock, each with its share of every slice
+  // (runtime::FlatPlan::lower); 0: as many as put one block on every SM of
+  // the busiest GPU, at most kAutoInstances.
+  int instances = 0;
 };
+
+inline constexpr int kAutoInstances = 16;
 
 class CudaWorld {
  public:

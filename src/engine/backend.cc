@@ -80,6 +80,7 @@ class Backend final : public runtime::DeviceBackend {
       const runtime::VerifiedAlgorithm& va, const runtime::DeviceOptions& options) const override {
     runtime::PlanRunOptions o;
     if (options.hostThreads > 0) o.threads = options.hostThreads;
+    if (options.instances != 0) o.instances = options.instances;
     o.sliceBytes = options.sliceBytes;
     o.slots = options.slots;
     auto w = runtime::PlanWorld::make(va, o);
@@ -97,7 +98,7 @@ class Backend final : public runtime::DeviceBackend {
     return Status::ok();
   }
   Result<std::string> describeDevice(int) const override {
-    return std::string("step engine (the CUDA executor's code) on host threads");
+    return std::string("step engine (the CUDA executor's code) on the host");
   }
   // A copy reads and writes each byte: twice memcpy's rate.
   Result<double> copyBandwidth(int, std::string* how) const override {

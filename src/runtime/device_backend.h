@@ -33,8 +33,12 @@ struct DeviceOptions {
   size_t sliceBytes = 0;         // 0: the protocol's default
   int slots = 8;                 // messages in flight per connection
   int timeoutMs = 300000;        // a call that makes no progress this long fails (kTimeout)
-  int threadsPerBlock = 0;       // device threads per IR threadblock (0: the backend's default)
-  int hostThreads = 0;           // backends on host threads: how many (0: the backend's default)
+  int threadsPerBlock = 0;       // device threads per block (0: the backend's default)
+  // Blocks per IR threadblock, each with its share of every slice
+  // (FlatPlan::lower); 0: the backend's choice (CUDA: from the GPU's SMs;
+  // the step engine: 1).
+  int instances = 0;
+  int hostThreads = 0;  // backends on host threads: how many (0: the backend's default)
 };
 
 // Device copies of a set of host calls' buffers (what `chorus run` and

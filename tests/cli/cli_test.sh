@@ -310,6 +310,12 @@ check run-engine-memory 0 '^memory +[0-9.]+ GB/s read\+written by the steps' \
   -- "$chorus" run "$msccl/ag-1m.xml" --device engine -b 1M -n 1 -w 0
 check perf-engine 0 'Out of bounds values : 0 OK' -- "$chorus" perf allreduce --device engine \
   --ranks 8 -b 8 -e 64K -f 8 -n 1 -w 1 --check
+check run-engine-instances 0 'check +0 wrong element' -- "$chorus" run "$msccl/ap4ll.xml" \
+  --device engine --instances 3 --host-threads 2 --check -b 256K -n 1 -w 0
+check perf-engine-instances 0 'Out of bounds values : 0 OK' -- "$chorus" perf reducescatter \
+  --device engine --instances 5 --ranks 8 -b 8 -e 1M -f 32 -n 1 -w 0 --check
+check instances-range 2 'instances' -- "$chorus" run "$msccl/ap4ll.xml" --device engine \
+  --instances 65
 check perf-engine-file 0 'Out of bounds values : 0 OK' -- "$chorus" perf allgather --device engine \
   --ranks 8 --algo "$msccl/ag-1m.xml" -b 1M -e 1M -n 1 -w 0 --check
 check perf-engine-sendrecv 2 'no sendrecv' -- "$chorus" perf sendrecv --device engine

@@ -59,6 +59,78 @@ TEST(StepEngine, PlanLowersEveryStepAndConnection) {
     }
 }
 
+// A plan of K instances: each threadblock K times, each copy with its own
+// connections, waiting only for its own instance; the bytes a call moves do
+// not depend on K; slices are cut so that every instance has work.
+TEST(StepEngine, PlanLowersEachThreadblockAsInstances) {
+  auto va = load(std::string(CHORUS_MSCCL_DIR) + "/ap4ll.xml");
+  ASSERT_TRUE(va);
+  const int k = 3;
+  FlatPlan one = FlatPlan::lower(*va);
+  FlatPlan p = FlatPlan::lower(*va, k);
+  EXPECT_EQ(p.instances, k);
+  EXPECT_EQ(p.blocks.size(), one.blocks.size() * k);
+  EXPECT_EQ(p.steps.size(), one.steps.size() * k);
+  EXPECT_EQ(p.conns.size(), one.conns.size() * k);
+  for (int r = 0; r < p.nranks; ++r) EXPECT_EQ(p.blocksOf(r), one.blocksOf(r) * k);
+  for (size_t b = 0; b < p.blocks.size(); ++b) {
+    const PlanBlock& pb = p.blocks[b];
+    for (int32_t conn : {pb.sendConn, pb.recvConn}) {
+      if (conn >= 0) {
+        EXPECT_EQ(p.conns[static_cast<size_t>(conn)].instance, pb.instance);
+      }
+    }
+    for (int32_t i = 0; i < pb.nsteps; ++i) {
+      const PlanStep& s = p.steps[static_cast<size_t>(pb.firstStep + i)];
+      if (s.depBlock < 0) continue;
+      const PlanBlock& dep = p.blocks[static_cast<size_t>(s.depBlock)];
+      EXPECT_EQ(dep.instance, pb.instance);
+      EXPECT_EQ(dep.rank, pb.rank);
+    }
+  }
+  // 16 MiB of fp32 in 2 MiB slices: one slice per chunk, cut for 3 instances.
+  ir::Slicing g =
+      ir::Slicing::make(4, size_t{1} << 22, static_cast<size_t>(va->algo().nchunksPerLoop),
+                        ir::defaultSliceBytes(ir::Protocol::kSimple));
+  ir::Slicing cut = g;
+  p.splitSlices(&cut);
+  EXPECT_GE(cut.iterations, static_cast<size_t>(k));
+  EXPECT_EQ(cut.sliceElems % 4, 0u);  // whole 16-byte words
+  const double moved = one.bytesMoved(g, ir::Protocol::kSimple);
+  EXPECT_NEAR(p.bytesMoved(cut, ir::Protocol::kSimple), moved, moved * 1e-12);
+  ir::Slicing same = g;
+  one.splitSlices(&same);  // one instance: as it was
+  EXPECT_EQ(same.sliceElems, g.sliceElems);
+  // Never below kInstanceSliceBytes: a small call keeps one slice.
+  ir::Slicing small = ir::Slicing::make(4, 64, 8, ir::defaultSliceBytes(ir::Protocol::kSimple));
+  p.splitSlices(&small);
+  EXPECT_EQ(small.iterations, 1u);
+}
+
+// Every production file and every DSL program at 8 ranks with each
+// threadblock split into 3 instances (more blocks than one per connection
+// pair, odd slice counts), every protocol, data checked.
+TEST(StepEngine, ProductionFilesSplitIntoInstances) {
+  for (const auto& path : chorus::testing::productionFiles()) {
+    SCOPED_TRACE(chorus::testing::baseName(path));
+    auto va = load(path);
+    ASSERT_TRUE(va);
+    chorus::testing::runOnEngineEveryWay(*va, nullptr, /*threads=*/1, /*slots=*/2,
+                                         /*instances=*/3);
+  }
+}
+
+TEST(StepEngine, EveryDslProgramSplitIntoInstances) {
+  for (const lang::ProgramEntry& e : lang::programs()) {
+    if (!e.ranksOk(8)) continue;
+    SCOPED_TRACE(e.name);
+    chorus::testing::BuiltProgram p = chorus::testing::buildProgram(e, 8, /*inplace=*/false);
+    ASSERT_TRUE(p.va);
+    chorus::testing::runOnEngineEveryWay(*p.va, p.spec ? &*p.spec : nullptr, /*threads=*/1,
+                                         /*slots=*/4, /*instances=*/3);
+  }
+}
+
 TEST(StepEngine, ProductionFilesWithEveryProtocol) {
   for (const auto& path : chorus::testing::productionFiles()) {
     SCOPED_TRACE(chorus::testing::baseName(path));

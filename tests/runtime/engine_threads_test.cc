@@ -26,6 +26,19 @@ TEST(StepEngineThreads, ProductionFilesOnFourThreadsWithOneSlot) {
   }
 }
 
+// Instances on several threads: one block's instances on different threads
+// share nothing but the buffers' disjoint parts (TSan checks that). Two
+// slots: some files need two messages in flight per connection.
+TEST(StepEngineThreads, ProductionFilesInTwoInstancesOnThreeThreads) {
+  for (const auto& path : chorus::testing::productionFiles()) {
+    SCOPED_TRACE(chorus::testing::baseName(path));
+    auto va = chorus::testing::load(path);
+    ASSERT_TRUE(va);
+    chorus::testing::runOnEngineEveryWay(*va, nullptr, /*threads=*/3, /*slots=*/2,
+                                         /*instances=*/2);
+  }
+}
+
 TEST(StepEngineThreads, RunsRepeatedlyOnTheSameConnections) {
   auto va = load(std::string(CHORUS_MSCCL_DIR) + "/r48ll.xml");
   ASSERT_TRUE(va);

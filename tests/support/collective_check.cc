@@ -32,6 +32,7 @@ void runAndCheck(const VerifiedAlgorithm& va, const Case& c) {
     eo.protocol = c.protocol;
     eo.sliceBytes = c.options.sliceBytes;
     eo.slots = c.options.slots;
+    eo.instances = c.instances;
     auto world = runtime::PlanWorld::make(va, eo);
     ASSERT_TRUE(world.isOk()) << world.status().toString();
     st = world.value()->run(calls);
@@ -48,7 +49,7 @@ void runAndCheck(const VerifiedAlgorithm& va, const Case& c) {
 size_t unitCount(const ir::Algorithm& a) { return runtime::countQuantum(a); }
 
 void runOnEngineEveryWay(const VerifiedAlgorithm& va, const verify::PostCondition* spec,
-                         int threads, int slots) {
+                         int threads, int slots, int instances) {
   std::vector<bool> forms;
   if (va.algo().outofplace) forms.push_back(false);
   if (va.algo().inplace) forms.push_back(true);
@@ -64,6 +65,7 @@ void runOnEngineEveryWay(const VerifiedAlgorithm& va, const verify::PostConditio
         c.options.sliceBytes = slice;
         c.options.slots = slots;
         c.engineThreads = threads;
+        c.instances = instances;
         c.protocol = static_cast<int>(protocol);
         c.spec = spec;
         runAndCheck(va, c);

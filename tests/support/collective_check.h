@@ -24,6 +24,7 @@ struct Case {
   // (-1: the algorithm's); options.sliceBytes and options.slots apply.
   int engineThreads = 0;
   int protocol = -1;
+  int instances = 1;  // the step engine's blocks per IR threadblock
 };
 
 // Loads and verifies an algorithm file (ADD_FAILURE and nullptr if it fails).
@@ -35,8 +36,9 @@ void runAndCheck(const runtime::VerifiedAlgorithm& va, const Case& c);
 
 // The step engine (engine_host.h) on `va` in each call form it serves, with
 // each protocol's slot layout, at two slice sizes (4 bytes: many iterations
-// and odd LL / LL128 tails; the protocol's default), int32 sums checked.
+// and odd LL / LL128 tails; the protocol's default), int32 sums checked;
+// each IR threadblock run as `instances` blocks.
 void runOnEngineEveryWay(const runtime::VerifiedAlgorithm& va, const verify::PostCondition* spec,
-                         int threads, int slots);
+                         int threads, int slots, int instances = 1);
 
 }  // namespace chorus::testing

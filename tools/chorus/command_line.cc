@@ -25,8 +25,13 @@ void addDeviceOptions(CLI::App* app, DeviceArgs& d) {
   app->add_option("--host-threads", d.hostThreads, "--device engine: host threads (default 1)")
       ->check(CLI::PositiveNumber);
   app->add_option("--threads-per-block", d.threadsPerBlock,
-                  "--device cuda: CUDA threads per IR threadblock (default 256)")
+                  "--device cuda: CUDA threads per block (default 256)")
       ->check(CLI::Range(32, 1024));
+  app->add_option("--instances", d.instances,
+                  "--device engine or cuda: blocks per IR threadblock, each with its share of "
+                  "every slice (default: cuda, one block per SM of the GPU, at most 16; "
+                  "engine, 1)")
+      ->check(CLI::Range(1, 64));
 }
 
 // "1K:1G" (K, M, G: binary) into its bounds; false where it is not one.

@@ -43,7 +43,8 @@ struct DeviceArgs {
   std::string device = "cpu";  // cpu, engine (the CUDA executor's code on host threads), cuda
   int gpu = 0;                 // cuda: the GPU every rank runs on
   int hostThreads = 1;         // engine: its threads
-  int threadsPerBlock = 256;   // cuda: CUDA threads per IR threadblock
+  int threadsPerBlock = 256;   // cuda: CUDA threads per block
+  int instances = 0;           // engine, cuda: blocks per IR threadblock (0: the backend's choice)
 };
 
 struct RunArgs {

@@ -41,9 +41,12 @@ class DeviceSeamBackend final : public Backend {
     return Result<std::unique_ptr<Backend>>(std::move(b));
   }
   std::string describe() const override {
-    if (backend_.emulated()) return name_ + ", " + std::to_string(o_.dev.hostThreads) + " of them";
+    std::string inst =
+        o_.dev.instances > 0 ? ", " + std::to_string(o_.dev.instances) + " instance(s)" : "";
+    if (backend_.emulated())
+      return name_ + ", " + std::to_string(o_.dev.hostThreads) + " thread(s)" + inst;
     return std::string(backend_.name()) + " device " + std::to_string(gpu_) + ": " + name_ +
-           ", every rank on it";
+           ", every rank on it" + inst;
   }
   double copyBandwidth() const override { return copyBw_; }
   std::string copyBandwidthHow() const override { return copyHow_; }
@@ -66,6 +69,7 @@ class DeviceSeamBackend final : public Backend {
       o.slots = o_.slots;
       o.threadsPerBlock = o_.dev.threadsPerBlock;
       o.hostThreads = o_.dev.hostThreads;
+      o.instances = o_.dev.instances;
       o.timeoutMs = 20000;  // a stalled measurement fails in 20 s, not a communicator's 300
       auto x = backend_.makeExecutor(va, o);
       if (!x.isOk()) return x.status();

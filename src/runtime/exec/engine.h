@@ -17,6 +17,10 @@
 // instruction of docs/spec/IR.md section 2, avg divided at the end of the call (by
 // the rank's last block to finish, not by a host pass).
 //
+// Instances (FlatPlan::lower): a plan may run each IR threadblock as K
+// blocks, instance i running slice iterations i, i + K, ... over
+// connections of its own, so K blocks share a threadblock's data.
+//
 // Connections: a ring of `nslots` slots per (channel, sender, receiver),
 // with two counters, `head` (messages the sender has published) and `tail`
 // (messages the receiver has consumed). A sender may write slot
@@ -146,7 +150,18 @@ struct CallView {
   ReduceOp op = ReduceOp::kSum;
   ir::Protocol protocol = ir::Protocol::kSimple;
   int nslots = 8;
+  int32_t instances = 1;  // the plan's: a block runs iterations instance, + instances, ...
 };
+
+// Steps block `depBlock` must have completed before a step waiting for its
+// step `s.depStep` may run at iteration `iter` of a block of instance
+// `instance`: the dependency's instance runs the same iterations, so count
+// in this instance's iterations (ir::stepsNeeded for one instance).
+CHORUS_HD_INLINE uint64_t depStepsNeeded(const PlanStep& s, uint64_t iter, int32_t instance,
+                                         int32_t instances) {
+  uint64_t mine = (iter - static_cast<uint64_t>(instance)) / static_cast<uint64_t>(instances);
+  return ir::stepsNeeded(static_cast<size_t>(mine), static_cast<size_t>(s.depSteps), s.depStep);
+}
 
 // A block's position, kept by every thread of the block alike.
 struct Cursor {
@@ -173,6 +188,7 @@ class Block {
   CHORUS_HD Cursor start() const {
     Cursor c;
     const PlanBlock& pb = v_.blocks[b_];
+    c.iter = static_cast<uint64_t>(pb.instance);
     if (pb.sendConn >= 0) c.sent = ctx_.loadAcquire(&v_.conns[pb.sendConn].ctr->head);
     if (pb.recvConn >= 0) c.recvd = ctx_.loadAcquire(&v_.conns[pb.recvConn].ctr->tail);
     return c;
@@ -188,7 +204,7 @@ class Block {
     if (finished(c)) return StepResult::kFinished;
     const PlanStep& s = v_.steps[pb.firstStep + c.pc];
     if (s.depBlock >= 0) {
-      uint64_t need = ir::stepsNeeded(c.iter, static_cast<size_t>(s.depSteps), s.depStep);
+      uint64_t need = depStepsNeeded(s, c.iter, pb.instance, v_.instances);
       if (!ctx_.all(ctx_.loadAcquire(&v_.completed[s.depBlock]) >= need))
         return StepResult::kBlocked;
     }
@@ -281,7 +297,7 @@ class Block {
     }
     if (++c.pc == pb.nsteps) {
       c.pc = 0;
-      ++c.iter;
+      c.iter += static_cast<uint64_t>(v_.instances);
     }
     return StepResult::kRan;
   }

@@ -16,12 +16,15 @@ Result<std::unique_ptr<PlanWorld>> PlanWorld::make(const VerifiedAlgorithm& va,
                                                    const PlanRunOptions& options) {
   if (options.threads < 1) return Status(StatusCode::kInvalidArgument, "threads must be >= 1");
   if (options.slots < 1) return Status(StatusCode::kInvalidArgument, "slots must be >= 1");
+  if (options.instances < 1 || options.instances > kMostInstances)
+    return Status(StatusCode::kInvalidArgument,
+                  "instances must be in [1, " + std::to_string(kMostInstances) + "]");
   if (options.protocol > static_cast<int>(ir::Protocol::kLL128))
     return Status(StatusCode::kInvalidArgument, "no protocol " + std::to_string(options.protocol));
   std::unique_ptr<PlanWorld> w(new PlanWorld());
   w->va_ = &va;
   w->options_ = options;
-  w->plan_ = FlatPlan::lower(va);
+  w->plan_ = FlatPlan::lower(va, options.instances);
   w->protocol_ =
       options.protocol >= 0 ? static_cast<ir::Protocol>(options.protocol) : va.algo().protocol;
   return w;
@@ -48,7 +51,8 @@ Status PlanWorld::run(const std::vector<CallArgs>& calls) {
   const VerifiedAlgorithm& va = *va_;
   Result<Geometry> planned = planCall(va, calls, options_.sliceBytes);
   if (!planned.isOk()) return planned.status();
-  const Geometry& g = planned.value();
+  Geometry g = planned.value();
+  plan_.splitSlices(&g);
   allocate(plan_.largestMessageBytes(g));
 
   auto nranks = static_cast<size_t>(plan_.nranks);
@@ -79,6 +83,7 @@ Status PlanWorld::run(const std::vector<CallArgs>& calls) {
   v.op = calls[0].op;
   v.protocol = protocol_;
   v.nslots = options_.slots;
+  v.instances = plan_.instances;
 
   // Each thread polls its blocks round-robin until all are finished. One
   // thread: a sweep in which no block moves is a deadlock. Several: no
@@ -155,8 +160,7 @@ std::string PlanWorld::describe(const CallView& v) const {
     const PlanStep& s = plan_.steps[static_cast<size_t>(pb.firstStep + p.pc)];
     std::string wait;
     if (s.depBlock >= 0 &&
-        v.completed[s.depBlock] <
-            ir::stepsNeeded(p.iter, static_cast<size_t>(s.depSteps), s.depStep)) {
+        v.completed[s.depBlock] < engine::depStepsNeeded(s, p.iter, pb.instance, v.instances)) {
       wait = "tb " + std::to_string(plan_.blocks[static_cast<size_t>(s.depBlock)].tb) + " step " +
              std::to_string(s.depStep);
     } else if (engine::stepReceives(s.type)) {
@@ -168,7 +172,8 @@ std::string PlanWorld::describe(const CallView& v) const {
       wait = "a free slot to rank " + std::to_string(c.to) + " on channel " +
              std::to_string(c.channel);
     }
-    out += "\n  rank " + std::to_string(pb.rank) + " tb " + std::to_string(pb.tb) + " step " +
+    out += "\n  rank " + std::to_string(pb.rank) + " tb " + std::to_string(pb.tb) +
+           (plan_.instances > 1 ? " instance " + std::to_string(pb.instance) : "") + " step " +
            std::to_string(p.pc) + " (" +
            std::string(ir::stepTypeName(static_cast<ir::StepType>(s.type))) + ", iteration " +
            std::to_string(p.iter) + "): waiting for " + wait;

@@ -54,6 +54,9 @@ struct PlanRunOptions {
   int protocol = -1;   // -1 or an ir::Protocol
   int slots = 8;       // messages in flight per connection
   int stallMs = 2000;  // threads > 1: a deadlock once no block moved this long
+  // Blocks per IR threadblock (FlatPlan::lower), each with its share of the
+  // slices: what the CUDA executor does to fill a GPU, here on threads.
+  int instances = 1;
 };
 
 class PlanWorld {

@@ -9,19 +9,23 @@
 
 namespace chorus::runtime {
 
-FlatPlan FlatPlan::lower(const VerifiedAlgorithm& va) {
+FlatPlan FlatPlan::lower(const VerifiedAlgorithm& va, int instances) {
+  CHORUS_CHECK(instances >= 1 && instances <= kMostInstances,
+               "a plan has 1 to kMostInstances instances");
   const ir::Algorithm& a = va.algo();
   FlatPlan p;
   p.nranks = a.ngpus;
+  p.instances = instances;
   p.protocol = a.protocol;
   p.collective = a.collective;
   p.root = va.root();
   p.rankFirstBlock.assign(static_cast<size_t>(a.ngpus) + 1, 0);
   p.scratchChunks.assign(static_cast<size_t>(a.ngpus), 0);
-  // Blocks in rank order, each rank's in threadblock id order, so a step's
-  // dependency (depid within its rank) is rankFirstBlock[r] + depid.
+  // Blocks in rank order, each rank's by instance, then threadblock id, so a
+  // step's dependency (depid within its rank) is
+  // rankFirstBlock[r] + instance x (the rank's threadblocks) + depid.
   for (const ir::Rank& r : a.ranks) {
-    p.rankFirstBlock[static_cast<size_t>(r.id)] = static_cast<int32_t>(r.tbs.size());
+    p.rankFirstBlock[static_cast<size_t>(r.id)] = static_cast<int32_t>(r.tbs.size()) * instances;
     p.scratchChunks[static_cast<size_t>(r.id)] = r.scratchChunks;
   }
   int32_t total = 0;
@@ -31,12 +35,13 @@ FlatPlan FlatPlan::lower(const VerifiedAlgorithm& va) {
     total += n;
   }
   p.blocks.resize(static_cast<size_t>(total));
-  std::map<std::tuple<int, int, int>, int32_t> connOf;  // (channel, from, to)
-  auto conn = [&](int channel, int from, int to) {
+  std::map<std::tuple<int, int, int, int>, int32_t> connOf;  // (instance, channel, from, to)
+  auto conn = [&](int instance, int channel, int from, int to) {
     auto [it, added] =
-        connOf.try_emplace({channel, from, to}, static_cast<int32_t>(p.conns.size()));
+        connOf.try_emplace({instance, channel, from, to}, static_cast<int32_t>(p.conns.size()));
     if (added) {
       PlanConn c;
+      c.instance = instance;
       c.channel = channel;
       c.from = from;
       c.to = to;
@@ -45,51 +50,74 @@ FlatPlan FlatPlan::lower(const VerifiedAlgorithm& va) {
     return it->second;
   };
   for (const ir::Rank& r : a.ranks) {
-    int32_t first = p.rankFirstBlock[static_cast<size_t>(r.id)];
-    for (size_t t = 0; t < r.tbs.size(); ++t) {
-      const ir::Threadblock& tb = r.tbs[t];
-      CHORUS_CHECK(tb.id == static_cast<int>(t), "verified threadblocks are numbered densely");
-      int32_t b = first + static_cast<int32_t>(t);
-      PlanBlock& pb = p.blocks[static_cast<size_t>(b)];
-      pb.rank = r.id;
-      pb.tb = tb.id;
-      pb.firstStep = static_cast<int32_t>(p.steps.size());
-      pb.nsteps = static_cast<int32_t>(tb.steps.size());
-      int maxSend = 0, maxRecv = 0;
-      for (const ir::Step& s : tb.steps) {
-        PlanStep ps;
-        ps.type = static_cast<uint8_t>(s.type);
-        ps.srcBuf = static_cast<uint8_t>(s.srcBuf);
-        ps.dstBuf = static_cast<uint8_t>(s.dstBuf);
-        ps.srcOff = s.srcOff;
-        ps.dstOff = s.dstOff;
-        ps.count = s.count;
-        if (s.depTb >= 0) {
-          ps.depBlock = first + s.depTb;
-          ps.depStep = s.depStep;
-          ps.depSteps = static_cast<int32_t>(r.tbs[static_cast<size_t>(s.depTb)].steps.size());
+    const auto ntb = static_cast<int32_t>(r.tbs.size());
+    for (int i = 0; i < instances; ++i) {
+      const int32_t first = p.rankFirstBlock[static_cast<size_t>(r.id)] + i * ntb;
+      for (int32_t t = 0; t < ntb; ++t) {
+        const ir::Threadblock& tb = r.tbs[static_cast<size_t>(t)];
+        CHORUS_CHECK(tb.id == t, "verified threadblocks are numbered densely");
+        int32_t b = first + t;
+        PlanBlock& pb = p.blocks[static_cast<size_t>(b)];
+        pb.rank = r.id;
+        pb.tb = tb.id;
+        pb.instance = i;
+        pb.firstStep = static_cast<int32_t>(p.steps.size());
+        pb.nsteps = static_cast<int32_t>(tb.steps.size());
+        int maxSend = 0, maxRecv = 0;
+        for (const ir::Step& s : tb.steps) {
+          PlanStep ps;
+          ps.type = static_cast<uint8_t>(s.type);
+          ps.srcBuf = static_cast<uint8_t>(s.srcBuf);
+          ps.dstBuf = static_cast<uint8_t>(s.dstBuf);
+          ps.srcOff = s.srcOff;
+          ps.dstOff = s.dstOff;
+          ps.count = s.count;
+          if (s.depTb >= 0) {
+            ps.depBlock = first + s.depTb;
+            ps.depStep = s.depStep;
+            ps.depSteps = static_cast<int32_t>(r.tbs[static_cast<size_t>(s.depTb)].steps.size());
+          }
+          if (ir::sends(s.type)) maxSend = std::max(maxSend, s.count);
+          if (ir::receives(s.type)) maxRecv = std::max(maxRecv, s.count);
+          p.steps.push_back(ps);
         }
-        if (ir::sends(s.type)) maxSend = std::max(maxSend, s.count);
-        if (ir::receives(s.type)) maxRecv = std::max(maxRecv, s.count);
-        p.steps.push_back(ps);
-      }
-      if (tb.sendPeer >= 0) {
-        pb.sendConn = conn(tb.channel, r.id, tb.sendPeer);
-        PlanConn& c = p.conns[static_cast<size_t>(pb.sendConn)];
-        CHORUS_CHECK(c.sendBlock < 0, "a verified connection has one sender");
-        c.sendBlock = b;
-        c.maxCount = std::max(c.maxCount, maxSend);
-      }
-      if (tb.recvPeer >= 0) {
-        pb.recvConn = conn(tb.channel, tb.recvPeer, r.id);
-        PlanConn& c = p.conns[static_cast<size_t>(pb.recvConn)];
-        CHORUS_CHECK(c.recvBlock < 0, "a verified connection has one receiver");
-        c.recvBlock = b;
-        c.maxCount = std::max(c.maxCount, maxRecv);
+        if (tb.sendPeer >= 0) {
+          pb.sendConn = conn(i, tb.channel, r.id, tb.sendPeer);
+          PlanConn& c = p.conns[static_cast<size_t>(pb.sendConn)];
+          CHORUS_CHECK(c.sendBlock < 0, "a verified connection has one sender");
+          c.sendBlock = b;
+          c.maxCount = std::max(c.maxCount, maxSend);
+        }
+        if (tb.recvPeer >= 0) {
+          pb.recvConn = conn(i, tb.channel, tb.recvPeer, r.id);
+          PlanConn& c = p.conns[static_cast<size_t>(pb.recvConn)];
+          CHORUS_CHECK(c.recvBlock < 0, "a verified connection has one receiver");
+          c.recvBlock = b;
+          c.maxCount = std::max(c.maxCount, maxRecv);
+        }
       }
     }
   }
   return p;
+}
+
+void FlatPlan::splitSlices(ir::Slicing* g) const {
+  if (instances <= 1 || g->chunkElems == 0 || g->elemSize == 0) return;
+  auto ceilDiv = [](size_t a, size_t b) { return (a + b - 1) / b; };
+  const auto k = static_cast<size_t>(instances);
+  // Whole 16-byte words where the element size divides 16.
+  const size_t word = g->elemSize < 16 && 16 % g->elemSize == 0 ? 16 / g->elemSize : 1;
+  auto words = [&](size_t elems) { return std::max(ceilDiv(elems, word) * word, word); };
+  const size_t least = words(kInstanceSliceBytes / g->elemSize);
+  // A K-th of one instance's slice, so that the instances' slots together
+  // hold what one instance's did; then as many slices per instance as that
+  // makes, balanced (a multiple of K where the chunk allows).
+  size_t elems = std::max(words(ceilDiv(g->sliceElems, k)), least);
+  const size_t perInstance = ceilDiv(ceilDiv(g->chunkElems, elems), k);
+  elems = std::max(words(ceilDiv(g->chunkElems, perInstance * k)), least);
+  if (elems >= g->sliceElems) return;
+  g->sliceElems = elems;
+  g->iterations = ceilDiv(g->chunkElems, elems);
 }
 
 int FlatPlan::maxCount() const {
@@ -124,11 +152,18 @@ double FlatPlan::bytesMoved(const ir::Slicing& g, ir::Protocol p) const {
     }
     return 0;
   };
+  // Each block runs its instance's iterations: i, i + K, i + 2K, ...
   double total = 0;
-  for (size_t it = 0; it < g.iterations; ++it) {
-    double slice = static_cast<double>(g.sliceLen(it) * g.elemSize);
-    for (const PlanStep& s : steps)
-      total += perChunk(static_cast<ir::StepType>(s.type)) * s.count * slice;
+  for (const PlanBlock& b : blocks) {
+    double perSlice = 0;  // bytes per element of one slice of every chunk the block's steps touch
+    for (int32_t k = 0; k < b.nsteps; ++k) {
+      const PlanStep& s = steps[static_cast<size_t>(b.firstStep + k)];
+      perSlice += perChunk(static_cast<ir::StepType>(s.type)) * s.count;
+    }
+    if (perSlice == 0) continue;
+    for (size_t it = static_cast<size_t>(b.instance); it < g.iterations;
+         it += static_cast<size_t>(instances))
+      total += perSlice * static_cast<double>(g.sliceLen(it) * g.elemSize);
   }
   return total;
 }

@@ -33,18 +33,23 @@ struct PlanStep {
   int32_t depSteps = 0;   // that block's steps per iteration
 };
 
-// One IR threadblock of one rank.
+// One IR threadblock of one rank, or one instance of it: a plan lowered
+// with K instances runs each threadblock as K blocks, instance i taking
+// slice iterations i, i + K, i + 2K, ... (disjoint parts of every chunk)
+// over connections of its own.
 struct PlanBlock {
   int32_t rank = 0;
-  int32_t tb = 0;  // IR threadblock id within its rank
+  int32_t tb = 0;        // IR threadblock id within its rank
+  int32_t instance = 0;  // which of the plan's instances
   int32_t firstStep = 0;
   int32_t nsteps = 0;
   int32_t sendConn = -1;  // the connection it sends on (plan index), -1: none
   int32_t recvConn = -1;  // the connection it receives on
 };
 
-// One (channel, sender, receiver) connection.
+// One (instance, channel, sender, receiver) connection.
 struct PlanConn {
+  int32_t instance = 0;
   int32_t channel = 0;
   int32_t from = 0, to = 0;  // ranks
   int32_t sendBlock = -1;    // plan block indices
@@ -52,8 +57,12 @@ struct PlanConn {
   int32_t maxCount = 0;  // chunks of the largest message sent on it
 };
 
+// The most instances a plan may be lowered with.
+inline constexpr int kMostInstances = 64;
+
 struct FlatPlan {
   int nranks = 0;
+  int instances = 1;  // blocks per IR threadblock
   ir::Protocol protocol = ir::Protocol::kSimple;
   CollectiveKind collective = CollectiveKind::kCustom;
   int root = -1;  // rooted collectives; -1 otherwise
@@ -63,10 +72,25 @@ struct FlatPlan {
   std::vector<int32_t> rankFirstBlock;  // rank r's blocks: [rankFirstBlock[r], [r + 1])
   std::vector<int32_t> scratchChunks;   // per rank
 
-  // Lowers a verified algorithm (every rank). The verifier's structural
+  // Lowers a verified algorithm (every rank), each threadblock as
+  // `instances` blocks (1 to kMostInstances). The verifier's structural
   // rules make this total: each connection has one sending and one
-  // receiving block, dependencies name existing steps.
-  static FlatPlan lower(const VerifiedAlgorithm& va);
+  // receiving block, dependencies name existing steps. Rank r's blocks are
+  // contiguous: instance i of threadblock t is rankFirstBlock[r] + i x
+  // (its threadblocks) + t, and a step waits for the same instance of its
+  // dependency. Each instance is the algorithm run on its own iterations,
+  // so the verifier's proof covers every instance count.
+  static FlatPlan lower(const VerifiedAlgorithm& va, int instances = 1);
+
+  // Cuts `g`'s slices for the plan's K instances: a K-th of the slice one
+  // instance would move (so all instances' slots together hold what one
+  // instance's did, and a chunk of one slice still feeds every instance),
+  // balanced so each instance gets as many slices as the others, at least
+  // kInstanceSliceBytes and whole 16-byte words where the element size
+  // allows, never larger than before. A plan of one instance leaves `g`
+  // as it is.
+  static constexpr size_t kInstanceSliceBytes = 4096;
+  void splitSlices(ir::Slicing* g) const;
 
   int blocksOf(int rank) const {
     return rankFirstBlock[static_cast<size_t>(rank) + 1] -
