@@ -156,7 +156,9 @@ struct CallView {
 // Steps block `depBlock` must have completed before a step waiting for its
 // step `s.depStep` may run at iteration `iter` of a block of instance
 // `instance`: the dependency's instance runs the same iterations, so count
-// in this instance's iterations (ir::stepsNeeded for one instance).
+// in this instance's iterations (ir::stepsNeeded for one instance). A
+// running block keeps that count in its Cursor (`round`); this is for
+// reports from a stopped block's position.
 CHORUS_HD_INLINE uint64_t depStepsNeeded(const PlanStep& s, uint64_t iter, int32_t instance,
                                          int32_t instances) {
   uint64_t mine = (iter - static_cast<uint64_t>(instance)) / static_cast<uint64_t>(instances);
@@ -166,6 +168,7 @@ CHORUS_HD_INLINE uint64_t depStepsNeeded(const PlanStep& s, uint64_t iter, int32
 // A block's position, kept by every thread of the block alike.
 struct Cursor {
   uint64_t iter = 0;   // slice iteration
+  uint64_t round = 0;  // iterations this block has finished (its instance's)
   int32_t pc = 0;      // step within the iteration
   uint64_t done = 0;   // steps completed this call
   uint64_t sent = 0;   // messages sent on the send connection, ever (= head)
@@ -204,7 +207,8 @@ class Block {
     if (finished(c)) return StepResult::kFinished;
     const PlanStep& s = v_.steps[pb.firstStep + c.pc];
     if (s.depBlock >= 0) {
-      uint64_t need = depStepsNeeded(s, c.iter, pb.instance, v_.instances);
+      uint64_t need =
+          ir::stepsNeeded(static_cast<size_t>(c.round), static_cast<size_t>(s.depSteps), s.depStep);
       if (!ctx_.all(ctx_.loadAcquire(&v_.completed[s.depBlock]) >= need))
         return StepResult::kBlocked;
     }
@@ -298,6 +302,7 @@ class Block {
     if (++c.pc == pb.nsteps) {
       c.pc = 0;
       c.iter += static_cast<uint64_t>(v_.instances);
+      ++c.round;
     }
     return StepResult::kRan;
   }
