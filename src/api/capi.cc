@@ -344,6 +344,15 @@ Status endGroup(CallGroup g, bool run) {
   return runGroup(std::move(all.ops));
 }
 
+// chorusGroupEnd (`run`) or chorusGroupCancel (`fn`): an inner group only
+// closes; the outermost ends.
+Status leaveGroup(const char* fn, bool run) {
+  if (group.depth == 0)
+    return Status(StatusCode::kUnsupported, std::string(fn) + " without chorusGroupStart");
+  if (--group.depth > 0) return Status::ok();
+  return endGroup(std::exchange(group, CallGroup()), run);
+}
+
 // The rooted collectives take a buffer only the root uses (gather's and
 // reduce's recvbuff, scatter's and broadcast's sendbuff) on every rank, as an
 // algorithm may relay through it; a NULL one on a host rank stands for
@@ -724,21 +733,12 @@ chorusResult_t chorusGroupStart(void) {
 }
 
 chorusResult_t chorusGroupEnd(void) {
-  return apiCall("chorusGroupEnd", [&]() -> Status {
-    if (group.depth == 0)
-      return Status(StatusCode::kUnsupported, "chorusGroupEnd without chorusGroupStart");
-    if (--group.depth > 0) return Status::ok();
-    return endGroup(std::exchange(group, CallGroup()), /*run=*/true);
-  });
+  return apiCall("chorusGroupEnd", [&] { return leaveGroup("chorusGroupEnd", /*run=*/true); });
 }
 
 chorusResult_t chorusGroupCancel(void) {
-  return apiCall("chorusGroupCancel", [&]() -> Status {
-    if (group.depth == 0)
-      return Status(StatusCode::kUnsupported, "chorusGroupCancel without chorusGroupStart");
-    if (--group.depth > 0) return Status::ok();
-    return endGroup(std::exchange(group, CallGroup()), /*run=*/false);
-  });
+  return apiCall("chorusGroupCancel",
+                 [&] { return leaveGroup("chorusGroupCancel", /*run=*/false); });
 }
 
 chorusResult_t chorusLoadAlgo(const char* algoFilePath, chorusAlgoHandle_t* handle, int) {
