@@ -58,33 +58,6 @@ struct DeviceCtx {
     asm volatile("atom.acq_rel.sys.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
     return old;
   }
-
-  // The block's threads copy `bytes` together, 16 bytes per access where
-  // both ends are 16-byte aligned (8, 4, 1 otherwise).
-  __device__ __forceinline__ void copy(unsigned char* dst, const unsigned char* src,
-                                       size_t bytes) const {
-    auto both = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src);
-    if (both % 16 == 0) {
-      copyAs<uint4>(dst, src, bytes);
-    } else if (both % 8 == 0) {
-      copyAs<uint64_t>(dst, src, bytes);
-    } else if (both % 4 == 0) {
-      copyAs<uint32_t>(dst, src, bytes);
-    } else {
-      for (size_t i = threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
-    }
-  }
-
- private:
-  template <typename V>
-  __device__ __forceinline__ void copyAs(unsigned char* dst, const unsigned char* src,
-                                         size_t bytes) const {
-    size_t n = bytes / sizeof(V);
-    auto* d = reinterpret_cast<V*>(dst);
-    const auto* s = reinterpret_cast<const V*>(src);
-    for (size_t i = threadIdx.x; i < n; i += blockDim.x) d[i] = s[i];
-    for (size_t i = n * sizeof(V) + threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
-  }
 };
 
 }  // namespace chorus::cuda

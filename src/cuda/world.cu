@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <string>
 #include <utility>
@@ -46,8 +47,14 @@ struct InlineRanks {
   engine::RankView r[kInlineRanks];
 };
 
-__global__ void planKernel(engine::CallView v, const __grid_constant__ InlineRanks inl,
-                           const int32_t* blockMap, Control* ctl, uint64_t timeoutNs) {
+// The kernel, one instantiation per block shape: __launch_bounds__ caps
+// its registers so that kMinBlocks blocks of kThreads fit on an SM (64K
+// registers: 1024 x 1 and 512 x 2 at 64 per thread, 256 x 3 and 128 x 6 at
+// 85). A launch uses the smallest shape that holds its block size.
+template <int kThreads, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    planKernel(engine::CallView v, const __grid_constant__ InlineRanks inl, const int32_t* blockMap,
+               Control* ctl, uint64_t timeoutNs) {
   if (v.ranks == nullptr) v.ranks = const_cast<engine::RankView*>(inl.r);
   DeviceCtx ctx;
   int b = blockMap[blockIdx.x];
@@ -88,6 +95,24 @@ __global__ void planKernel(engine::CallView v, const __grid_constant__ InlineRan
     __nanosleep(64);
   }
   blk.finish(c);
+}
+
+struct KernelShape {
+  int threads;  // the most threads per block it is compiled for
+  const void* fn;
+};
+const KernelShape kShapes[] = {
+    {128, reinterpret_cast<const void*>(planKernel<128, 6>)},
+    {256, reinterpret_cast<const void*>(planKernel<256, 3>)},
+    {512, reinterpret_cast<const void*>(planKernel<512, 2>)},
+    {1024, reinterpret_cast<const void*>(planKernel<1024, 1>)},
+};
+
+// The kernel that runs blocks of `threads` threads.
+const void* kernelFor(int threads) {
+  for (const KernelShape& k : kShapes)
+    if (threads <= k.threads) return k.fn;
+  return kShapes[std::size(kShapes) - 1].fn;
 }
 
 // Restores the caller's current device when a call that switches devices
@@ -183,14 +208,44 @@ struct GpuBlocks {
   runtime::PlanStep* dSteps = nullptr;
   runtime::PlanBlock* dBlocks = nullptr;
   int32_t* dRankFirst = nullptr;
+  // Kept across calls (engine::CallCounters); zeroed with the connections.
   uint64_t* dCompleted = nullptr;
   uint32_t* dFinished = nullptr;
+  engine::CallCounters* dCalls = nullptr;
   engine::RankView* dRanks = nullptr;
   engine::ConnView* dConns = nullptr;
   unsigned char* dStage = nullptr;
   cudaStream_t stream = nullptr;  // groups after the first: their own stream
+  // Recorded after each launch: `done` after an eager one (and
+  // `lastStream` where), `captured` after one captured into a CUDA graph
+  // (an event recorded in a capture may not be waited for outside it).
   cudaEvent_t done = nullptr;
+  cudaEvent_t captured = nullptr;
+  cudaStream_t lastStream = nullptr;
+  bool launched = false;
+  bool lastCaptured = false;  // the last launch was captured
 };
+
+// Whether work enqueued on `s` now is being captured into a CUDA graph.
+Result<bool> capturing(cudaStream_t s) {
+  cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone;
+  CHORUS_CUDA_TRY(cudaStreamIsCapturing(s, &c));
+  return c != cudaStreamCaptureStatusNone;
+}
+
+// `s` waits for `e`, last recorded on `from`. Nothing to do on the same
+// stream (stream order). A capture waits for an event that is not one of
+// its own records (`inCapture`: recorded by this capture as a plain
+// record) as an external wait; a plain one fails with
+// cudaErrorStreamCaptureIsolation.
+Status waitFor(cudaStream_t s, cudaEvent_t e, cudaStream_t from, bool inCapture) {
+  if (s == from) return Status::ok();
+  Result<bool> cap = capturing(s);
+  if (!cap.isOk()) return cap.status();
+  CHORUS_CUDA_TRY(cudaStreamWaitEvent(
+      s, e, cap.value() && !inCapture ? cudaEventWaitExternal : cudaEventWaitDefault));
+  return Status::ok();
+}
 
 struct CudaWorld::Impl {
   const runtime::VerifiedAlgorithm* va = nullptr;
@@ -213,6 +268,7 @@ struct CudaWorld::Impl {
   engine::BlockPos* positions = nullptr;  // mapped pinned memory
   engine::BlockPos* dPositions = nullptr;
   int maxResident = 0;
+  int threads = 0;  // CUDA threads per block
   cudaEvent_t fork = nullptr;
   std::vector<cudaEvent_t> before;  // per rank, on its device: what its stream held
 
@@ -222,10 +278,30 @@ struct CudaWorld::Impl {
   Status launchGroup(size_t i, const std::vector<engine::RankView>& ranks,
                      const std::vector<CallArgs>& calls, const runtime::Geometry& g,
                      cudaStream_t s);
-  // Copies the call's rank views, zeroes its counters and launches every
+  // Copies the call's rank views (if they do not travel inline) and launches every
   // group's kernel, group i on streams[i].
   Status launch(const std::vector<CallArgs>& calls, const runtime::Geometry& g,
                 const std::vector<cudaStream_t>& streams);
+  // `s` waits for group `grp`'s launch of the call just enqueued.
+  Status join(cudaStream_t s, const GpuBlocks& grp) const {
+    if (grp.lastCaptured) {  // a join inside the capture
+      CHORUS_CUDA_TRY(cudaStreamWaitEvent(s, grp.captured, 0));
+      return Status::ok();
+    }
+    return waitFor(s, grp.done, grp.lastStream, false);
+  }
+  // checkDevicePointer once per pointer and device: a training loop calls
+  // with the same few buffers, and each check is a driver call (16 per
+  // call at 8 ranks). Bounded: the cache starts over when full.
+  std::vector<std::pair<const void*, int>> checked;
+  Status checkPointer(const void* p, int device, int rank, const char* what) {
+    std::pair<const void*, int> key{p, device};
+    if (std::find(checked.begin(), checked.end(), key) != checked.end()) return Status::ok();
+    if (Status st = checkDevicePointer(p, device, rank, what); !st.isOk()) return st;
+    if (checked.size() >= 64) checked.clear();
+    checked.push_back(key);
+    return Status::ok();
+  }
   // planCall, the pointer checks and the growth every enqueue does first.
   Result<runtime::Geometry> prepare(const std::vector<CallArgs>& calls);
   Status growScratch(int rank, size_t bytes);
@@ -244,14 +320,15 @@ void CudaWorld::Impl::release() {
   (void)syncAll();
   for (GpuBlocks& g : groups) {
     cudaSetDevice(g.device);
-    for (void* p :
-         {static_cast<void*>(g.dBlockMap), static_cast<void*>(g.dSteps),
-          static_cast<void*>(g.dBlocks), static_cast<void*>(g.dRankFirst),
-          static_cast<void*>(g.dCompleted), static_cast<void*>(g.dFinished),
-          static_cast<void*>(g.dRanks), static_cast<void*>(g.dConns), static_cast<void*>(g.dStage)})
+    for (void* p : {static_cast<void*>(g.dBlockMap), static_cast<void*>(g.dSteps),
+                    static_cast<void*>(g.dBlocks), static_cast<void*>(g.dRankFirst),
+                    static_cast<void*>(g.dCompleted), static_cast<void*>(g.dFinished),
+                    static_cast<void*>(g.dCalls), static_cast<void*>(g.dRanks),
+                    static_cast<void*>(g.dConns), static_cast<void*>(g.dStage)})
       if (p != nullptr) cudaFree(p);
     if (g.stream != nullptr) cudaStreamDestroy(g.stream);
     if (g.done != nullptr) cudaEventDestroy(g.done);
+    if (g.captured != nullptr) cudaEventDestroy(g.captured);
   }
   groups.clear();
   for (auto* p : counters)
@@ -300,10 +377,11 @@ Status CudaWorld::Impl::syncAll() {
 Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgorithm& va,
                                                    const CudaOptions& options) {
   if (options.slots < 1) return Status(StatusCode::kInvalidArgument, "slots must be >= 1");
-  if (options.threadsPerBlock < 32 || options.threadsPerBlock > 1024 ||
-      options.threadsPerBlock % 32 != 0)
+  if (options.threadsPerBlock != 0 &&
+      (options.threadsPerBlock < 32 || options.threadsPerBlock > 1024 ||
+       options.threadsPerBlock % 32 != 0))
     return Status(StatusCode::kInvalidArgument,
-                  "threads per block must be a multiple of 32 in [32, 1024]");
+                  "threads per block must be a multiple of 32 in [32, 1024] (0: chosen)");
   if (options.timeoutMs < 1) return Status(StatusCode::kInvalidArgument, "timeout must be >= 1 ms");
   Result<int> ndev = deviceCount();
   if (!ndev.isOk()) return ndev.status();
@@ -329,26 +407,47 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
       return Status(StatusCode::kInvalidArgument, "no CUDA device " + std::to_string(d) +
                                                       " (this process sees " +
                                                       std::to_string(ndev.value()) + ")");
-  // Instances (FlatPlan::lower): as many as put a block on every SM of the
-  // busiest GPU, at most kAutoInstances, unless the caller says.
   if (options.instances < 0 || options.instances > runtime::kMostInstances)
     return Status(StatusCode::kInvalidArgument, "instances must be in [1, " +
                                                     std::to_string(runtime::kMostInstances) +
                                                     "] (0: chosen from the GPU)");
-  int instances = options.instances;
-  if (instances == 0) {
-    std::map<int, int> baseOn;  // device -> blocks of one instance
-    for (const runtime::PlanBlock& pb : m.plan.blocks)
-      ++baseOn[m.rankDevice[static_cast<size_t>(pb.rank)]];
-    instances = kAutoInstances;
+  std::map<int, int> baseOn;  // device -> blocks of one instance
+  for (const runtime::PlanBlock& pb : m.plan.blocks)
+    ++baseOn[m.rankDevice[static_cast<size_t>(pb.rank)]];
+  std::map<int, std::pair<int, int>> smsAndPerSm;  // device -> (SMs, blocks per SM) at m.threads
+  auto measure = [&](int threads) -> Status {
     for (auto [d, n] : baseOn) {
       cudaDeviceProp p{};
       CHORUS_CUDA_TRY(cudaGetDeviceProperties(&p, d));
       CHORUS_CUDA_TRY(cudaSetDevice(d));
       int perSm = 0;
-      CHORUS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, planKernel,
-                                                                    options.threadsPerBlock, 0));
-      int fit = std::min(p.multiProcessorCount, perSm * p.multiProcessorCount) / n;
+      CHORUS_CUDA_TRY(
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernelFor(threads), threads, 0));
+      smsAndPerSm[d] = {p.multiProcessorCount, perSm};
+    }
+    return Status::ok();
+  };
+  // Block size: the caller's, or kDefaultThreads unless one instance's
+  // blocks only fit at smaller blocks (files of 448 blocks at 8 ranks on
+  // one GPU: more blocks per SM, each with fewer threads).
+  m.threads = options.threadsPerBlock;
+  for (int t = kDefaultThreads; m.threads == 0; t /= 2) {
+    if (Status st = measure(t); !st.isOk()) return st;
+    bool fits = std::all_of(baseOn.begin(), baseOn.end(), [&](const auto& dn) {
+      auto [sms, perSm] = smsAndPerSm[dn.first];
+      return dn.second <= sms * perSm;
+    });
+    if (fits || t / 2 < kFewestThreads) m.threads = t;
+  }
+  if (Status st = measure(m.threads); !st.isOk()) return st;
+  // Instances (FlatPlan::lower): as many as put a block on every SM of the
+  // busiest GPU, at most kAutoInstances, unless the caller says.
+  int instances = options.instances;
+  if (instances == 0) {
+    instances = kAutoInstances;
+    for (auto [d, n] : baseOn) {
+      auto [sms, perSm] = smsAndPerSm[d];
+      int fit = std::min(sms, perSm * sms) / n;
       instances = std::min(instances, std::max(fit, 1));
     }
   }
@@ -387,9 +486,7 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
     cudaDeviceProp p{};
     CHORUS_CUDA_TRY(cudaGetDeviceProperties(&p, g.device));
     CHORUS_CUDA_TRY(cudaSetDevice(g.device));
-    int perSm = 0;
-    CHORUS_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, planKernel,
-                                                                  options.threadsPerBlock, 0));
+    int perSm = smsAndPerSm[g.device].second;
     int resident = perSm * p.multiProcessorCount;
     if (&g == &m.groups.front()) m.maxResident = resident;
     if (static_cast<int>(g.blockMap.size()) > resident)
@@ -399,7 +496,7 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
                         p.name + "), which holds " + std::to_string(resident) + " (" +
                         std::to_string(perSm) + " per SM x " +
                         std::to_string(p.multiProcessorCount) + " SMs at " +
-                        std::to_string(options.threadsPerBlock) +
+                        std::to_string(m.threads) +
                         " threads per block); use fewer ranks per GPU or fewer threads per block");
     int coop = 0;
     CHORUS_CUDA_TRY(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, g.device));
@@ -438,10 +535,12 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
     if (Status st = allocOn(g.device, &g.dCompleted, nblocks); !st.isOk()) return st;
     if (Status st = allocOn(g.device, &g.dFinished, static_cast<size_t>(a.ngpus)); !st.isOk())
       return st;
+    if (Status st = allocOn(g.device, &g.dCalls, 1); !st.isOk()) return st;
     if (Status st = allocOn(g.device, &g.dRanks, static_cast<size_t>(a.ngpus)); !st.isOk())
       return st;
     if (Status st = allocOn(g.device, &g.dConns, m.plan.conns.size()); !st.isOk()) return st;
     CHORUS_CUDA_TRY(cudaEventCreateWithFlags(&g.done, cudaEventDisableTiming));
+    CHORUS_CUDA_TRY(cudaEventCreateWithFlags(&g.captured, cudaEventDisableTiming));
     if (i > 0) CHORUS_CUDA_TRY(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
   }
   for (int d : m.rankDevice) {
@@ -495,6 +594,11 @@ Status CudaWorld::Impl::reallocateConnections(size_t bytes) {
   }
   for (GpuBlocks& g : groups) {
     CHORUS_CUDA_TRY(cudaSetDevice(g.device));
+    cudaStream_t su = setup.at(g.device);
+    CHORUS_CUDA_TRY(cudaMemsetAsync(g.dCompleted, 0, plan.blocks.size() * sizeof(uint64_t), su));
+    CHORUS_CUDA_TRY(
+        cudaMemsetAsync(g.dFinished, 0, static_cast<size_t>(plan.nranks) * sizeof(uint32_t), su));
+    CHORUS_CUDA_TRY(cudaMemsetAsync(g.dCalls, 0, sizeof(engine::CallCounters), su));
     if (g.dStage != nullptr) cudaFree(g.dStage);
     g.dStage = nullptr;
     if (Status st = allocOn(g.device, &g.dStage, plan.blocks.size() * stageBytes); !st.isOk())
@@ -528,11 +632,9 @@ Result<runtime::Geometry> CudaWorld::Impl::prepare(const std::vector<CallArgs>& 
   for (size_t r = 0; r < nranks; ++r) {
     if (calls[r].count == 0) continue;
     int d = rankDevice[r];
-    if (Status st = checkDevicePointer(calls[r].sendbuff, d, static_cast<int>(r), "sendbuff");
-        !st.isOk())
+    if (Status st = checkPointer(calls[r].sendbuff, d, static_cast<int>(r), "sendbuff"); !st.isOk())
       return st;
-    if (Status st = checkDevicePointer(calls[r].recvbuff, d, static_cast<int>(r), "recvbuff");
-        !st.isOk())
+    if (Status st = checkPointer(calls[r].recvbuff, d, static_cast<int>(r), "recvbuff"); !st.isOk())
       return st;
   }
   if (Status st = growConnections(plan.largestMessageBytes(g)); !st.isOk()) return st;
@@ -557,7 +659,9 @@ Status CudaWorld::Impl::launch(const std::vector<CallArgs>& calls, const runtime
   // any launch: one call's groups must run at once, not one after another.
   for (size_t i = 0; i < groups.size(); ++i) {
     CHORUS_CUDA_TRY(cudaSetDevice(groups[i].device));
-    for (const GpuBlocks& h : groups) CHORUS_CUDA_TRY(cudaStreamWaitEvent(streams[i], h.done, 0));
+    for (const GpuBlocks& h : groups)
+      if (h.launched)
+        if (Status st = waitFor(streams[i], h.done, h.lastStream, false); !st.isOk()) return st;
   }
   for (size_t i = 0; i < groups.size(); ++i) {
     Status st = launchGroup(i, ranks, calls, g, streams[i]);
@@ -586,9 +690,9 @@ Status CudaWorld::Impl::launchGroup(size_t i, const std::vector<engine::RankView
     if (inlined) {
       std::copy(ranks.begin(), ranks.end(), inl.r);
     } else {
-      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-      CHORUS_CUDA_TRY(cudaStreamIsCapturing(s, &capturing));
-      if (capturing != cudaStreamCaptureStatusNone)
+      Result<bool> cap = capturing(s);
+      if (!cap.isOk()) return cap.status();
+      if (cap.value())
         return Status(StatusCode::kUnsupported,
                       "a CUDA graph can capture calls of worlds of up to " +
                           std::to_string(kInlineRanks) + " ranks per GPU; this one has " +
@@ -596,8 +700,6 @@ Status CudaWorld::Impl::launchGroup(size_t i, const std::vector<engine::RankView
       CHORUS_CUDA_TRY(cudaMemcpyAsync(grp.dRanks, ranks.data(), nranks * sizeof(engine::RankView),
                                       cudaMemcpyHostToDevice, s));
     }
-    CHORUS_CUDA_TRY(cudaMemsetAsync(grp.dCompleted, 0, plan.blocks.size() * sizeof(uint64_t), s));
-    CHORUS_CUDA_TRY(cudaMemsetAsync(grp.dFinished, 0, nranks * sizeof(uint32_t), s));
     engine::CallView v;
     v.steps = grp.dSteps;
     v.blocks = grp.dBlocks;
@@ -606,6 +708,8 @@ Status CudaWorld::Impl::launchGroup(size_t i, const std::vector<engine::RankView
     v.ranks = inlined ? nullptr : grp.dRanks;
     v.completed = grp.dCompleted;
     v.ranksFinished = grp.dFinished;
+    v.calls = grp.dCalls;
+    v.groupBlocks = static_cast<int32_t>(grp.blockMap.size());
     v.stage = grp.dStage;
     v.stageBytes = stageBytes;
     v.positions = dPositions;
@@ -619,10 +723,19 @@ Status CudaWorld::Impl::launchGroup(size_t i, const std::vector<engine::RankView
     Control* c = dCtl;
     uint64_t timeoutNs = static_cast<uint64_t>(o.timeoutMs) * 1000000ull;
     void* args[] = {&v, &inl, &map, &c, &timeoutNs};
-    CHORUS_CUDA_TRY(cudaLaunchCooperativeKernel(
-        reinterpret_cast<const void*>(planKernel), dim3(static_cast<unsigned>(grp.blockMap.size())),
-        dim3(static_cast<unsigned>(o.threadsPerBlock)), args, 0, s));
-    CHORUS_CUDA_TRY(cudaEventRecord(grp.done, s));
+    CHORUS_CUDA_TRY(cudaLaunchCooperativeKernel(kernelFor(threads),
+                                                dim3(static_cast<unsigned>(grp.blockMap.size())),
+                                                dim3(static_cast<unsigned>(threads)), args, 0, s));
+    Result<bool> cap = capturing(s);
+    if (!cap.isOk()) return cap.status();
+    grp.lastCaptured = cap.value();
+    if (cap.value()) {
+      CHORUS_CUDA_TRY(cudaEventRecord(grp.captured, s));
+    } else {
+      CHORUS_CUDA_TRY(cudaEventRecord(grp.done, s));
+      grp.lastStream = s;
+      grp.launched = true;
+    }
   }
   return Status::ok();
 }
@@ -648,7 +761,7 @@ Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, void* stream) {
   if (Status st = m.launch(calls, g.value(), streams); !st.isOk()) return st;
   CHORUS_CUDA_TRY(cudaSetDevice(m.groups.front().device));
   for (size_t i = 1; i < m.groups.size(); ++i)
-    CHORUS_CUDA_TRY(cudaStreamWaitEvent(main, m.groups[i].done, 0));
+    if (Status st = m.join(main, m.groups[i]); !st.isOk()) return st;
   return Status::ok();
 }
 
@@ -662,24 +775,42 @@ Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, const std::vector<
   if (!g.isOk()) return g.status();
   // Each group launches on its first rank's stream after every rank's
   // stream has reached the call; every rank's stream then waits for every
-  // group's launch.
+  // group's launch. Each distinct stream once, and no event where the
+  // launch is on that very stream: ranks sharing one stream cost nothing.
+  std::vector<size_t> distinct;  // the first rank of each distinct stream
+  std::vector<bool> inCapture;   // of `distinct`: its stream is capturing
   for (size_t r = 0; r < streams.size(); ++r) {
+    bool seen = false;
+    for (size_t q : distinct) seen = seen || streams[q] == streams[r];
+    if (seen) continue;
+    auto sr = static_cast<cudaStream_t>(streams[r]);
     CHORUS_CUDA_TRY(cudaSetDevice(m.rankDevice[r]));
-    CHORUS_CUDA_TRY(cudaEventRecord(m.before[r], static_cast<cudaStream_t>(streams[r])));
+    Result<bool> cap = capturing(sr);
+    if (!cap.isOk()) return cap.status();
+    distinct.push_back(r);
+    inCapture.push_back(cap.value());
   }
   std::vector<cudaStream_t> launchOn;
-  for (GpuBlocks& grp : m.groups) {
-    auto s = static_cast<cudaStream_t>(streams[static_cast<size_t>(
-        m.plan.blocks[static_cast<size_t>(grp.blockMap.front())].rank)]);
-    CHORUS_CUDA_TRY(cudaSetDevice(grp.device));
-    for (cudaEvent_t e : m.before) CHORUS_CUDA_TRY(cudaStreamWaitEvent(s, e, 0));
-    launchOn.push_back(s);
+  for (GpuBlocks& grp : m.groups)
+    launchOn.push_back(static_cast<cudaStream_t>(streams[static_cast<size_t>(
+        m.plan.blocks[static_cast<size_t>(grp.blockMap.front())].rank)]));
+  for (size_t k = 0; k < distinct.size(); ++k) {
+    size_t r = distinct[k];
+    auto sr = static_cast<cudaStream_t>(streams[r]);
+    if (std::all_of(launchOn.begin(), launchOn.end(), [&](cudaStream_t s) { return s == sr; }))
+      continue;
+    CHORUS_CUDA_TRY(cudaSetDevice(m.rankDevice[r]));
+    CHORUS_CUDA_TRY(cudaEventRecord(m.before[r], sr));
+    for (size_t i = 0; i < m.groups.size(); ++i) {
+      CHORUS_CUDA_TRY(cudaSetDevice(m.groups[i].device));
+      if (Status st = waitFor(launchOn[i], m.before[r], sr, inCapture[k]); !st.isOk()) return st;
+    }
   }
   if (Status st = m.launch(calls, g.value(), launchOn); !st.isOk()) return st;
-  for (size_t r = 0; r < streams.size(); ++r) {
+  for (size_t r : distinct) {
     CHORUS_CUDA_TRY(cudaSetDevice(m.rankDevice[r]));
     for (const GpuBlocks& grp : m.groups)
-      CHORUS_CUDA_TRY(cudaStreamWaitEvent(static_cast<cudaStream_t>(streams[r]), grp.done, 0));
+      if (Status st = m.join(static_cast<cudaStream_t>(streams[r]), grp); !st.isOk()) return st;
   }
   return Status::ok();
 }
@@ -778,6 +909,7 @@ Status CudaWorld::wait() {
 void CudaWorld::abort() { __atomic_store_n(&impl_->ctl->abort, 1, __ATOMIC_RELEASE); }
 
 int CudaWorld::maxResident() const { return impl_->maxResident; }
+int CudaWorld::threadsPerBlock() const { return impl_->threads; }
 
 Result<std::unique_ptr<DeviceBuffers>> DeviceBuffers::make(const std::vector<CallArgs>& hostCalls,
                                                            CollectiveKind coll, int nranks,

@@ -34,8 +34,10 @@ struct CudaOptions {
   std::vector<int> rankDevices;  // per rank (empty: all on `device`)
   size_t sliceBytes = 0;         // 0: the protocol's default (docs/spec/IR.md section 3)
   int slots = 8;                 // messages in flight per connection (as the CPU runtime)
-  int threadsPerBlock = 256;     // CUDA threads per block
-  int timeoutMs = 20000;         // a call that makes no progress this long fails (kTimeout)
+  // CUDA threads per block; 0: kDefaultThreads, or fewer (down to
+  // kFewestThreads) where the algorithm's blocks only fit at smaller ones.
+  int threadsPerBlock = 0;
+  int timeoutMs = 20000;  // a call that makes no progress this long fails (kTimeout)
   // CUDA blocks per IR threadblock, each with its share of every slice
   // (runtime::FlatPlan::lower); 0: as many as put one block on every SM of
   // the busiest GPU, at most kAutoInstances.
@@ -43,6 +45,8 @@ struct CudaOptions {
 };
 
 inline constexpr int kAutoInstances = 16;
+inline constexpr int kDefaultThreads = 256;
+inline constexpr int kFewestThreads = 64;
 
 class CudaWorld {
  public:
@@ -83,7 +87,8 @@ class CudaWorld {
   // (safe beside enqueue() on another thread; wait() is not).
   Status waitLaunches() const;
 
-  int maxResident() const;  // blocks the first device can hold at once for this kernel
+  int maxResident() const;      // blocks the first device can hold at once for this kernel
+  int threadsPerBlock() const;  // the block size the world launches
 
  private:
   CudaWorld();

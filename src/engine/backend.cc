@@ -1,7 +1,8 @@
 // The step engine behind the device seam (runtime/device_backend.h): each
 // "device" is this host, each IR threadblock a block polled by host threads
-// (runtime::PlanWorld). Calls run when enqueued, on the calling thread and
-// its helpers; streams must be null. Registered by registerEngineBackend()
+// (runtime::PlanWorld), or by a team of them (threadsPerBlock > 1: the
+// data divided among them as among a CUDA block's threads). Calls run when enqueued, on the calling
+// thread and its helpers; streams must be null. Registered by registerEngineBackend()
 // (src/engine/CMakeLists.txt: chorus_device_backend).
 #include <algorithm>
 #include <chrono>
@@ -81,6 +82,7 @@ class Backend final : public runtime::DeviceBackend {
     runtime::PlanRunOptions o;
     if (options.hostThreads > 0) o.threads = options.hostThreads;
     if (options.instances != 0) o.instances = options.instances;
+    if (options.threadsPerBlock > 0) o.teamThreads = options.threadsPerBlock;
     o.sliceBytes = options.sliceBytes;
     o.slots = options.slots;
     auto w = runtime::PlanWorld::make(va, o);

@@ -39,6 +39,52 @@ TEST(StepEngineThreads, ProductionFilesInTwoInstancesOnThreeThreads) {
   }
 }
 
+// A block run by a team of host threads, as a CUDA block's threads run it:
+// each thread takes its share of every step (16-byte packs, unaligned heads
+// and tails), and the barriers and votes stand for __syncthreads. Counts
+// are odd multiples of the algorithm's unit, so chunks end mid-pack; TSan
+// checks the team's memory ordering.
+TEST(StepEngineThreads, ProductionFilesOnTeamsOfThreads) {
+  for (const auto& path : chorus::testing::productionFiles()) {
+    SCOPED_TRACE(chorus::testing::baseName(path));
+    auto va = chorus::testing::load(path);
+    ASSERT_TRUE(va);
+    for (int protocol : {0, 1, 2}) {
+      SCOPED_TRACE(protocol);
+      Case c;
+      c.count = chorus::testing::unitCount(va->algo()) * 37;
+      c.inplace = va->algo().inplace;
+      c.type = DataType::kFloat16;
+      c.options.slots = 2;
+      c.engineThreads = 2;
+      c.team = 3;
+      c.instances = 2;
+      c.protocol = protocol;
+      runAndCheck(*va, c);
+    }
+  }
+}
+
+// Every type and op of a ring allreduce on teams of 4 threads, and one on a
+// warp's 32 (reduce_copy_test.cc deals packs to 32 and 256 threads).
+TEST(StepEngineThreads, EveryTypeAndOpOnTeams) {
+  auto va = load(std::string(CHORUS_MSCCL_DIR) + "/r48ll.xml");
+  ASSERT_TRUE(va);
+  for (int ti = 0; ti < kNumDataTypes; ++ti)
+    for (int oi = 0; oi < kNumReduceOps; ++oi) {
+      Case c;
+      c.type = static_cast<DataType>(ti);
+      c.op = static_cast<ReduceOp>(oi);
+      SCOPED_TRACE(std::string(dataTypeName(c.type)) + " " + std::string(reduceOpName(c.op)));
+      c.count = chorus::testing::unitCount(va->algo()) * 101;
+      c.inplace = va->algo().inplace;
+      c.engineThreads = 1;
+      c.team = ti == 0 && oi == 0 ? 32 : 4;
+      c.protocol = 0;
+      runAndCheck(*va, c);
+    }
+}
+
 TEST(StepEngineThreads, RunsRepeatedlyOnTheSameConnections) {
   auto va = load(std::string(CHORUS_MSCCL_DIR) + "/r48ll.xml");
   ASSERT_TRUE(va);

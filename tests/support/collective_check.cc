@@ -33,6 +33,7 @@ void runAndCheck(const VerifiedAlgorithm& va, const Case& c) {
     eo.sliceBytes = c.options.sliceBytes;
     eo.slots = c.options.slots;
     eo.instances = c.instances;
+    eo.teamThreads = c.team;
     auto world = runtime::PlanWorld::make(va, eo);
     ASSERT_TRUE(world.isOk()) << world.status().toString();
     st = world.value()->run(calls);

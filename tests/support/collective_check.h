@@ -25,6 +25,7 @@ struct Case {
   int engineThreads = 0;
   int protocol = -1;
   int instances = 1;  // the step engine's blocks per IR threadblock
+  int team = 1;       // host threads per block (engine_host.h's Team)
 };
 
 // Loads and verifies an algorithm file (ADD_FAILURE and nullptr if it fails).

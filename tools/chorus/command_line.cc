@@ -25,8 +25,10 @@ void addDeviceOptions(CLI::App* app, DeviceArgs& d) {
   app->add_option("--host-threads", d.hostThreads, "--device engine: host threads (default 1)")
       ->check(CLI::PositiveNumber);
   app->add_option("--threads-per-block", d.threadsPerBlock,
-                  "--device cuda: CUDA threads per block (default 256)")
-      ->check(CLI::Range(32, 1024));
+                  "--device cuda: CUDA threads per block, a multiple of 32 (default 256, or "
+                  "fewer where the algorithm's blocks need room on the GPU); --device engine: "
+                  "host threads that run each block together (default 1)")
+      ->check(CLI::Range(1, 1024));
   app->add_option("--instances", d.instances,
                   "--device engine or cuda: blocks per IR threadblock, each with its share of "
                   "every slice (default: cuda, one block per SM of the GPU, at most 16; "
@@ -294,7 +296,8 @@ Subcommand addSim(CLI::App& app, CommandLine* cl) {
   SimArgs& simArgs = cl->sim;
   auto* sm = app.add_subcommand("sim", "predict how fast algorithms run on a topology");
   sm->add_option("files", simArgs.files,
-                 "algorithm files (several: compared side by side; 'compare' may come first)")
+                 "algorithm files or built-in names (several: compared side by side; 'compare' "
+                 "may come first)")
       ->required();
   sm->add_option("--topo,-t", simArgs.topo, "a preset (chorus topo list) or a .json file")
       ->required();
@@ -314,6 +317,10 @@ Subcommand addSim(CLI::App& app, CommandLine* cl) {
       ->check(CLI::PositiveNumber);
   sm->add_option("--slots", simArgs.slots, "messages in flight per connection (default 8)")
       ->check(CLI::PositiveNumber);
+  sm->add_option("--instances", simArgs.instances,
+                 "each threadblock run as N instances on its own share of the slices, as "
+                 "run/perf --instances do (default 1)")
+      ->check(CLI::Range(1, 64));
   sm->add_option("--step-latency-us", simArgs.stepLatencyUs,
                  "per-step latency besides the links' (default: the protocol's)")
       ->check(CLI::NonNegativeNumber);

@@ -43,7 +43,7 @@ struct DeviceArgs {
   std::string device = "cpu";  // cpu, engine (the CUDA executor's code on host threads), cuda
   int gpu = 0;                 // cuda: the GPU every rank runs on
   int hostThreads = 1;         // engine: its threads
-  int threadsPerBlock = 256;   // cuda: CUDA threads per block
+  int threadsPerBlock = 0;     // cuda: CUDA threads per block; engine: team threads (0: default)
   int instances = 0;           // engine, cuda: blocks per IR threadblock (0: the backend's choice)
 };
 
@@ -166,6 +166,7 @@ struct SimArgs {
   size_t sliceBytes = 0;
   size_t parts = 0;  // per slice; 0: the protocol's
   int slots = 8;
+  int instances = 1;
   double stepLatencyUs = -1;
   std::string trace;  // Chrome trace of the largest size (first file)
   int timeline = 0;   // intervals of the busiest links' utilization (0: none)

@@ -49,6 +49,7 @@
 #include "core/types.h"
 #include "ir/slicing.h"
 #include "runtime/exec/flat_plan.h"
+#include "runtime/exec/reduce_copy.h"
 
 namespace chorus::runtime::engine {
 
@@ -133,6 +134,29 @@ struct BlockPos {
   int32_t finished = 0;
 };
 
+// The blocks launched together (one GPU's, or the host's) count their
+// calls, so that nothing is zeroed between calls: `epoch` is the number of
+// calls every block of the group has finished, `finished` the blocks done
+// with this one (the last resets it and advances the epoch). A stopped
+// call leaves them mid-way; the world zeroes them with its connections.
+struct CallCounters {
+  alignas(128) uint64_t epoch;
+  alignas(128) uint32_t finished;
+};
+
+// A block's steps completed in a call, stamped with the call: the epoch's
+// low kEpochBits bits above the count, so a count left by an earlier call
+// never meets a dependency of this one (the epochs differ even as they
+// wrap).
+inline constexpr int kDoneBits = 40;
+inline constexpr uint64_t kDoneMask = (uint64_t{1} << kDoneBits) - 1;
+CHORUS_HD_INLINE uint64_t stamp(uint64_t epoch) { return epoch << kDoneBits; }
+// Whether a block whose counter reads `completed` has completed `need`
+// steps of the call stamped `base`.
+CHORUS_HD_INLINE bool reached(uint64_t completed, uint64_t base, uint64_t need) {
+  return (completed & ~kDoneMask) == base && (completed & kDoneMask) >= need;
+}
+
 // Everything a block needs for one call, as plain pointers.
 struct CallView {
   const PlanStep* steps = nullptr;
@@ -140,8 +164,10 @@ struct CallView {
   const int32_t* rankFirstBlock = nullptr;
   ConnView* conns = nullptr;
   RankView* ranks = nullptr;
-  uint64_t* completed = nullptr;      // per block: steps completed in this call (zeroed per call)
-  uint32_t* ranksFinished = nullptr;  // per rank: blocks finished (zeroed per call)
+  uint64_t* completed = nullptr;      // per block: stamp(epoch) + steps completed in the call
+  uint32_t* ranksFinished = nullptr;  // per rank: blocks finished (the rank's last resets it)
+  CallCounters* calls = nullptr;      // the group's
+  int32_t groupBlocks = 0;            // blocks in the group (of the launch)
   unsigned char* stage = nullptr;     // per block: stageBytes (LL and LL128 pack and unpack here)
   size_t stageBytes = 0;              // 2 x the largest message
   BlockPos* positions = nullptr;      // per block, written when it stops
@@ -173,6 +199,8 @@ struct Cursor {
   uint64_t done = 0;   // steps completed this call
   uint64_t sent = 0;   // messages sent on the send connection, ever (= head)
   uint64_t recvd = 0;  // messages consumed on the receive connection, ever (= tail)
+  uint64_t epoch = 0;  // the call's number in the group
+  uint64_t base = 0;   // stamp(epoch): completed counters of this call start here
 };
 
 enum class StepResult { kRan, kBlocked, kFinished };
@@ -180,6 +208,13 @@ enum class StepResult { kRan, kBlocked, kFinished };
 // LL flags: the message's sequence number, never 0 (fresh slots are zero).
 CHORUS_HD_INLINE uint32_t llFlag(uint64_t seq) {
   return static_cast<uint32_t>(seq % 0xffffffffull) + 1u;
+}
+
+// avg's division of a rank's output, a call of its own on a GPU (its
+// twelve types' loops stay out of the step loop's registers).
+CHORUS_HD_NOINLINE void divideOutput(DataType t, unsigned char* out, int divisor, size_t tid,
+                                     size_t n, size_t nthreads) {
+  elem::divideRange(t, out, divisor, tid, n, nthreads);
 }
 
 template <class Ctx>
@@ -194,6 +229,8 @@ class Block {
     c.iter = static_cast<uint64_t>(pb.instance);
     if (pb.sendConn >= 0) c.sent = ctx_.loadAcquire(&v_.conns[pb.sendConn].ctr->head);
     if (pb.recvConn >= 0) c.recvd = ctx_.loadAcquire(&v_.conns[pb.recvConn].ctr->tail);
+    c.epoch = ctx_.loadAcquire(&v_.calls->epoch);
+    c.base = stamp(c.epoch);
     return c;
   }
 
@@ -209,7 +246,7 @@ class Block {
     if (s.depBlock >= 0) {
       uint64_t need =
           ir::stepsNeeded(static_cast<size_t>(c.round), static_cast<size_t>(s.depSteps), s.depStep);
-      if (!ctx_.all(ctx_.loadAcquire(&v_.completed[s.depBlock]) >= need))
+      if (!ctx_.all(reached(ctx_.loadAcquire(&v_.completed[s.depBlock]), c.base, need)))
         return StepResult::kBlocked;
     }
     const bool snd = stepSends(s.type), rcv = stepReceives(s.type);
@@ -251,31 +288,28 @@ class Block {
       unsigned char* dst = s.dstOff >= 0 ? ptr(pb.rank, s.dstBuf, s.dstOff + k, c.iter) : nullptr;
       switch (s.type) {
         case kSend:
-          copy(out + at, src, chunkBytes);
+          copy(out + at, nullptr, src, chunkBytes);
           break;
         case kRecv:
-          copy(dst, in + at, chunkBytes);
+          copy(dst, nullptr, in + at, chunkBytes);
           break;
-        case kRecvCopySend:
-          copy(dst, in + at, chunkBytes);
-          copy(out + at, in + at, chunkBytes);
+        case kRecvCopySend:  // one pass: the slot is read once
+          copy(dst, out + at, in + at, chunkBytes);
           break;
         case kRecvReduceSend:
-          reduce(out + at, in + at, src, n);
+          reduce(out + at, nullptr, in + at, src, n);
           break;
         case kRecvReduceCopy:
-          reduce(dst, in + at, src, n);
+          reduce(dst, nullptr, in + at, src, n);
           break;
-        case kRecvReduceCopySend:
-          reduce(dst, in + at, src, n);
-          ctx_.sync();  // the copy's threads read what others reduced
-          copy(out + at, dst, chunkBytes);
+        case kRecvReduceCopySend:  // one pass to both destinations
+          reduce(dst, out + at, in + at, src, n);
           break;
         case kCopy:
-          if (dst != src) copy(dst, src, chunkBytes);
+          if (dst != src) copy(dst, nullptr, src, chunkBytes);
           break;
         case kReduce:
-          reduce(dst, dst, src, n);
+          reduce(dst, nullptr, dst, src, n);
           break;
         default:
           break;
@@ -297,7 +331,7 @@ class Block {
     if (ctx_.tid() == 0) {
       if (rcv) ctx_.storeRelease(&rc->ctr->tail, c.recvd);
       if (snd) ctx_.storeRelease(&sc->ctr->head, c.sent);
-      ctx_.storeRelease(&v_.completed[b_], c.done);
+      ctx_.storeRelease(&v_.completed[b_], c.base + c.done);
     }
     if (++c.pc == pb.nsteps) {
       c.pc = 0;
@@ -308,26 +342,39 @@ class Block {
   }
 
   // Called by every block once it has finished (or stopped): records where
-  // it is and, for avg, lets the rank's last block divide the output.
+  // it is; for avg, lets the rank's last block divide the output; and lets
+  // the group's last block advance the epoch for the next call.
   CHORUS_HD void finish(const Cursor& c) {
     const PlanBlock& pb = v_.blocks[b_];
     bool done = finished(c);
     if (ctx_.tid() == 0 && v_.positions != nullptr)
       v_.positions[b_] = BlockPos{c.iter, c.pc, done ? 1 : 0};
+    if (!done) return;
     const RankView& r = v_.ranks[pb.rank];
-    if (!done || r.divisor == 0) return;
     ctx_.fenceRelease();
     ctx_.sync();
-    int32_t blocks = v_.rankFirstBlock[pb.rank + 1] - v_.rankFirstBlock[pb.rank];
-    bool last = false;
-    if (ctx_.tid() == 0)
-      last =
-          ctx_.fetchAddAcqRel(&v_.ranksFinished[pb.rank], 1u) + 1 == static_cast<uint32_t>(blocks);
-    if (!ctx_.any(last)) return;
-    ctx_.fenceAcquire();
-    elem::divideRange(v_.type, r.base[static_cast<int>(ir::Buffer::kOutput)], r.divisor,
-                      static_cast<size_t>(ctx_.tid()), r.outElems,
-                      static_cast<size_t>(ctx_.nthreads()));
+    if (r.divisor != 0) {
+      auto blocks =
+          static_cast<uint32_t>(v_.rankFirstBlock[pb.rank + 1] - v_.rankFirstBlock[pb.rank]);
+      bool last = false;
+      if (ctx_.tid() == 0) {
+        last = ctx_.fetchAddAcqRel(&v_.ranksFinished[pb.rank], 1u) + 1 == blocks;
+        if (last) ctx_.fetchAddAcqRel(&v_.ranksFinished[pb.rank], 0u - blocks);  // to 0
+      }
+      if (ctx_.any(last)) {
+        ctx_.fenceAcquire();
+        divideOutput(v_.type, r.base[static_cast<int>(ir::Buffer::kOutput)], r.divisor,
+                     static_cast<size_t>(ctx_.tid()), r.outElems,
+                     static_cast<size_t>(ctx_.nthreads()));
+      }
+    }
+    if (ctx_.tid() == 0) {
+      auto blocks = static_cast<uint32_t>(v_.groupBlocks);
+      if (ctx_.fetchAddAcqRel(&v_.calls->finished, 1u) + 1 == blocks) {
+        ctx_.fetchAddAcqRel(&v_.calls->finished, 0u - blocks);  // to 0
+        ctx_.storeRelease(&v_.calls->epoch, c.epoch + 1);
+      }
+    }
   }
 
  private:
@@ -370,8 +417,8 @@ class Block {
 
   // LL / LL128: the payload of message `seq` from its lines into `dst`.
   // Each thread reads the lines whose flags it checked in arrived().
-  CHORUS_HD void unpack(const unsigned char* slot, uint64_t seq, size_t msgBytes,
-                        unsigned char* dst) const {
+  CHORUS_HD_NOINLINE void unpack(const unsigned char* slot, uint64_t seq, size_t msgBytes,
+                                 unsigned char* dst) const {
     (void)seq;
     const auto* words = reinterpret_cast<const uint64_t*>(slot);
     if (v_.protocol == ir::Protocol::kLL) {
@@ -400,8 +447,8 @@ class Block {
 
   // LL / LL128: `msgBytes` at `src` into lines of message `seq` in `slot`.
   // Every thread first waits for the whole payload (other threads wrote it).
-  CHORUS_HD void pack(const unsigned char* src, uint64_t seq, size_t msgBytes,
-                      unsigned char* slot) {
+  CHORUS_HD_NOINLINE void pack(const unsigned char* src, uint64_t seq, size_t msgBytes,
+                               unsigned char* slot) {
     ctx_.sync();
     auto* words = reinterpret_cast<uint64_t*>(slot);
     if (v_.protocol == ir::Protocol::kLL) {
@@ -432,14 +479,17 @@ class Block {
     }
   }
 
-  CHORUS_HD void copy(unsigned char* dst, const unsigned char* src, size_t bytes) {
-    ctx_.copy(dst, src, bytes);
+  // The block's threads move data together (reduce_copy.h).
+  CHORUS_HD void copy(unsigned char* dst0, unsigned char* dst1, const unsigned char* src,
+                      size_t bytes) {
+    rc::copy(dst0, dst1, src, bytes, static_cast<size_t>(ctx_.tid()),
+             static_cast<size_t>(ctx_.nthreads()));
   }
 
-  CHORUS_HD void reduce(unsigned char* dst, const unsigned char* a, const unsigned char* b,
-                        size_t n) {
-    elem::reduceRange(v_.type, v_.op, dst, a, b, static_cast<size_t>(ctx_.tid()), n,
-                      static_cast<size_t>(ctx_.nthreads()));
+  CHORUS_HD void reduce(unsigned char* dst0, unsigned char* dst1, const unsigned char* a,
+                        const unsigned char* b, size_t n) {
+    rc::reduce(v_.type, v_.op, dst0, dst1, a, b, n, static_cast<size_t>(ctx_.tid()),
+               static_cast<size_t>(ctx_.nthreads()));
   }
 
   Ctx& ctx_;

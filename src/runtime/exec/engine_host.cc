@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
+#include <type_traits>
 
 namespace chorus::runtime {
 
@@ -16,6 +18,8 @@ Result<std::unique_ptr<PlanWorld>> PlanWorld::make(const VerifiedAlgorithm& va,
                                                    const PlanRunOptions& options) {
   if (options.threads < 1) return Status(StatusCode::kInvalidArgument, "threads must be >= 1");
   if (options.slots < 1) return Status(StatusCode::kInvalidArgument, "slots must be >= 1");
+  if (options.teamThreads < 1 || options.teamThreads > 1024)
+    return Status(StatusCode::kInvalidArgument, "team threads must be in [1, 1024]");
   if (options.instances < 1 || options.instances > kMostInstances)
     return Status(StatusCode::kInvalidArgument,
                   "instances must be in [1, " + std::to_string(kMostInstances) + "]");
@@ -27,6 +31,7 @@ Result<std::unique_ptr<PlanWorld>> PlanWorld::make(const VerifiedAlgorithm& va,
   w->plan_ = FlatPlan::lower(va, options.instances);
   w->protocol_ =
       options.protocol >= 0 ? static_cast<ir::Protocol>(options.protocol) : va.algo().protocol;
+  w->resetCounters();
   return w;
 }
 
@@ -63,9 +68,8 @@ Status PlanWorld::run(const std::vector<CallArgs>& calls) {
     ranks[r] = engine::rankView(plan_, static_cast<int>(r), calls[r], scratch[r].data());
   }
   size_t nblocks = plan_.blocks.size();
-  std::vector<uint64_t> completed(nblocks, 0);
-  std::vector<uint32_t> finished(nranks, 0);
   std::vector<engine::BlockPos> positions(nblocks);
+  const uint64_t base = engine::stamp(calls_.epoch);
 
   CallView v;
   v.steps = plan_.steps.data();
@@ -73,8 +77,10 @@ Status PlanWorld::run(const std::vector<CallArgs>& calls) {
   v.rankFirstBlock = plan_.rankFirstBlock.data();
   v.conns = conns_.data();
   v.ranks = ranks.data();
-  v.completed = completed.data();
-  v.ranksFinished = finished.data();
+  v.completed = completed_.data();
+  v.ranksFinished = ranksFinished_.data();
+  v.calls = &calls_;
+  v.groupBlocks = static_cast<int32_t>(nblocks);
   v.stage = reinterpret_cast<unsigned char*>(stage_.data());
   v.stageBytes = (msgBytes_ + 7) / 8 * 8 * 2;
   v.positions = positions.data();
@@ -91,21 +97,23 @@ Status PlanWorld::run(const std::vector<CallArgs>& calls) {
   auto threads = static_cast<size_t>(std::min<int>(options_.threads, static_cast<int>(nblocks)));
   std::atomic<uint64_t> moves{0};
   std::atomic<bool> stop{false};
-  auto worker = [&](size_t k) {
-    HostCtx ctx;
+  // A team's threads take every decision together: each is a vote (all /
+  // any) or follows from the blocks' own, voted, results.
+  auto worker = [&](size_t k, auto& ctx) {
+    using C = std::remove_reference_t<decltype(ctx)>;
     std::vector<size_t> mine;
     for (size_t b = k; b < nblocks; b += std::max<size_t>(threads, 1)) mine.push_back(b);
     std::vector<Cursor> cursors;
-    for (size_t b : mine) cursors.push_back(Block<HostCtx>(ctx, v, static_cast<int>(b)).start());
+    for (size_t b : mine) cursors.push_back(Block<C>(ctx, v, static_cast<int>(b)).start());
     size_t left = mine.size();
     std::vector<uint8_t> over(mine.size(), 0);
     auto lastMove = std::chrono::steady_clock::now();
     uint64_t seen = moves.load();
-    while (left > 0 && !stop.load(std::memory_order_relaxed)) {
+    while (left > 0 && !ctx.any(stop.load(std::memory_order_relaxed))) {
       bool moved = false;
       for (size_t i = 0; i < mine.size(); ++i) {
         if (over[i]) continue;
-        Block<HostCtx> blk(ctx, v, static_cast<int>(mine[i]));
+        Block<C> blk(ctx, v, static_cast<int>(mine[i]));
         StepResult r;
         while ((r = blk.tryStep(cursors[i])) == StepResult::kRan) moved = true;
         if (r == StepResult::kFinished) {
@@ -131,27 +139,53 @@ Status PlanWorld::run(const std::vector<CallArgs>& calls) {
       std::this_thread::yield();
     }
     for (size_t i = 0; i < mine.size(); ++i)
-      if (!over[i]) Block<HostCtx>(ctx, v, static_cast<int>(mine[i])).finish(cursors[i]);
+      if (!over[i]) Block<C>(ctx, v, static_cast<int>(mine[i])).finish(cursors[i]);
   };
-  if (threads <= 1) {
-    worker(0);
-  } else {
+  auto team = static_cast<size_t>(options_.teamThreads);
+  if (threads <= 1 && team == 1) {
+    HostCtx ctx;
+    worker(0, ctx);
+  } else if (team == 1) {
     std::vector<std::thread> pool;
-    for (size_t k = 0; k < threads; ++k) pool.emplace_back(worker, k);
+    for (size_t k = 0; k < threads; ++k)
+      pool.emplace_back([&worker, k] {
+        HostCtx ctx;
+        worker(k, ctx);
+      });
+    for (auto& t : pool) t.join();
+  } else {
+    std::vector<std::unique_ptr<Team>> teams;
+    std::vector<std::thread> pool;
+    for (size_t k = 0; k < std::max<size_t>(threads, 1); ++k) {
+      teams.push_back(std::make_unique<Team>(static_cast<int>(team)));
+      for (size_t t = 0; t < team; ++t)
+        pool.emplace_back([&worker, k, t, tm = teams.back().get()] {
+          TeamCtx ctx(tm, static_cast<int>(t));
+          worker(k, ctx);
+        });
+    }
     for (auto& t : pool) t.join();
   }
   bool allDone = std::all_of(positions.begin(), positions.end(),
                              [](const engine::BlockPos& p) { return p.finished != 0; });
   if (allDone) return Status::ok();
-  std::string why = describe(v);
-  // The connections hold a half-run call: start the next one afresh.
+  std::string why = describe(v, base);
+  // The connections and counters hold a half-run call: start the next one
+  // afresh.
   conns_.clear();
   msgBytes_ = 0;
+  resetCounters();
   return Status(StatusCode::kDeadlock,
                 "algorithm '" + va.algo().name + "' made no progress on the step engine:" + why);
 }
 
-std::string PlanWorld::describe(const CallView& v) const {
+void PlanWorld::resetCounters() {
+  completed_.assign(plan_.blocks.size(), 0);
+  ranksFinished_.assign(static_cast<size_t>(plan_.nranks), 0);
+  calls_ = engine::CallCounters{};
+}
+
+std::string PlanWorld::describe(const CallView& v, uint64_t base) const {
   std::string out;
   for (size_t b = 0; b < plan_.blocks.size(); ++b) {
     const engine::BlockPos& p = v.positions[b];
@@ -160,7 +194,8 @@ std::string PlanWorld::describe(const CallView& v) const {
     const PlanStep& s = plan_.steps[static_cast<size_t>(pb.firstStep + p.pc)];
     std::string wait;
     if (s.depBlock >= 0 &&
-        v.completed[s.depBlock] < engine::depStepsNeeded(s, p.iter, pb.instance, v.instances)) {
+        !engine::reached(v.completed[s.depBlock], base,
+                         engine::depStepsNeeded(s, p.iter, pb.instance, v.instances))) {
       wait = "tb " + std::to_string(plan_.blocks[static_cast<size_t>(s.depBlock)].tb) + " step " +
              std::to_string(s.depStep);
     } else if (engine::stepReceives(s.type)) {

@@ -10,6 +10,8 @@
 // Calls take host buffers (CallArgs per rank) and run all ranks here.
 #pragma once
 
+#include <atomic>
+#include <barrier>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -38,9 +40,47 @@ struct HostCtx {
   static uint32_t fetchAddAcqRel(uint32_t* p, uint32_t v) {
     return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
   }
-  static void copy(unsigned char* dst, const unsigned char* src, size_t bytes) {
-    std::memcpy(dst, src, bytes);
+};
+
+// A block run by several host threads together, as a CUDA block's threads
+// run it: sync() is a barrier, all() and any() are votes over a barrier, and
+// each thread takes its share (tid of nthreads) of every step's data. This
+// is how the GPU's division of work, its barriers and its per-thread memory
+// ordering run in CI and under ThreadSanitizer without a GPU.
+class Team {
+ public:
+  explicit Team(int size) : size_(size), barrier_(size) {}
+  int size() const { return size_; }
+
+ private:
+  friend class TeamCtx;
+  int size_;
+  std::barrier<> barrier_;
+  // Vote k counts in votes_[k % 3]; thread 0 clears the next one before
+  // the barrier of this one, after every thread has read it (two votes ago).
+  std::atomic<int> votes_[3] = {0, 0, 0};
+};
+
+class TeamCtx : public HostCtx {
+ public:
+  TeamCtx(Team* team, int tid) : team_(team), tid_(tid) {}
+  int tid() const { return tid_; }
+  int nthreads() const { return team_->size(); }
+  void sync() const { team_->barrier_.arrive_and_wait(); }
+  bool all(bool x) { return count(!x) == 0; }
+  bool any(bool x) { return count(x) != 0; }
+
+ private:
+  int count(bool x) {
+    unsigned k = use_++ % 3;
+    if (tid_ == 0) team_->votes_[(k + 1) % 3].store(0, std::memory_order_relaxed);
+    if (x) team_->votes_[k].fetch_add(1, std::memory_order_relaxed);
+    sync();
+    return team_->votes_[k].load(std::memory_order_relaxed);
   }
+  Team* team_;
+  int tid_;
+  unsigned use_ = 0;
 };
 
 struct PlanRunOptions {
@@ -57,6 +97,9 @@ struct PlanRunOptions {
   // Blocks per IR threadblock (FlatPlan::lower), each with its share of the
   // slices: what the CUDA executor does to fill a GPU, here on threads.
   int instances = 1;
+  // Host threads that run each block together (a Team): 1 is one thread
+  // per block; 32 or 256 run the data path as a warp or a CUDA block does.
+  int teamThreads = 1;
 };
 
 class PlanWorld {
@@ -76,7 +119,8 @@ class PlanWorld {
  private:
   PlanWorld() = default;
   void allocate(size_t msgBytes);
-  std::string describe(const engine::CallView& v) const;
+  std::string describe(const engine::CallView& v, uint64_t base) const;
+  void resetCounters();
 
   const VerifiedAlgorithm* va_ = nullptr;
   PlanRunOptions options_;
@@ -87,6 +131,10 @@ class PlanWorld {
   std::vector<std::vector<uint64_t>> slots_;  // per connection (8-byte aligned)
   std::vector<uint64_t> stage_;
   std::vector<engine::ConnView> conns_;
+  // Kept across calls, as on a GPU (engine::CallCounters).
+  std::vector<uint64_t> completed_;
+  std::vector<uint32_t> ranksFinished_;
+  engine::CallCounters calls_{};
 };
 
 }  // namespace chorus::runtime
