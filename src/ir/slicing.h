@@ -11,6 +11,9 @@
 
 namespace chorus::ir {
 
+// The most instances (runtime::FlatPlan::lower) a threadblock may run as.
+inline constexpr int kMostInstances = 64;
+
 struct Slicing {
   size_t elemSize = 0;
   size_t totalElems = 0;  // T = count x m
@@ -47,6 +50,30 @@ struct Slicing {
   // A step's `count` chunks are contiguous in its buffers at one iteration
   // when a chunk is one slice (or there is one chunk).
   CHORUS_HD bool contiguous(int count) const { return count == 1 || iterations == 1; }
+
+  // Cuts the slices for `k` instances (runtime::FlatPlan::lower), each
+  // running every k-th iteration: a k-th of the slice one instance would
+  // move (so all instances' slots together hold what one instance's did,
+  // and a chunk of one slice still feeds every instance), balanced so each
+  // instance gets as many slices as the others, at least
+  // kInstanceSliceBytes and whole 16-byte words where the element size
+  // allows, never larger than before. k <= 1 leaves the slicing as it is.
+  static constexpr size_t kInstanceSliceBytes = 4096;
+  void splitForInstances(size_t k) {
+    if (k <= 1 || chunkElems == 0 || elemSize == 0) return;
+    auto ceilDiv = [](size_t a, size_t b) { return (a + b - 1) / b; };
+    auto most = [](size_t a, size_t b) { return a < b ? b : a; };
+    // Whole 16-byte words where the element size divides 16.
+    const size_t word = elemSize < 16 && 16 % elemSize == 0 ? 16 / elemSize : 1;
+    auto words = [&](size_t elems) { return most(ceilDiv(elems, word) * word, word); };
+    const size_t least = words(kInstanceSliceBytes / elemSize);
+    size_t elems = most(words(ceilDiv(sliceElems, k)), least);
+    const size_t perInstance = ceilDiv(ceilDiv(chunkElems, elems), k);
+    elems = most(words(ceilDiv(chunkElems, perInstance * k)), least);
+    if (elems >= sliceElems) return;
+    sliceElems = elems;
+    iterations = ceilDiv(chunkElems, elems);
+  }
 };
 
 // A step with dependency (depTb, depStep) at iteration `iter` may run once

@@ -82,6 +82,7 @@ struct Connection {
 
 struct Tb {
   int rank = 0, index = 0;
+  int instance = 0;  // Options::instances: it runs iterations instance, + instances, ...
   const ir::Threadblock* ir = nullptr;
   size_t base = 0;  // first step instance id of iteration 0
   size_t iter = 0;
@@ -230,7 +231,8 @@ class Engine {
   const topo::Topology& t_;
   const Options& o_;
   std::vector<Tb> tbs_;
-  std::vector<std::vector<int>> tbOf_;  // [rank][tb id] -> tbs_ index
+  // [instance x ranks + rank][tb id] -> tbs_ index
+  std::vector<std::vector<int>> tbOf_;
   std::vector<Connection> conns_;
   std::vector<Route> routes_;
   std::vector<int> changed_;  // routes whose flows came or went since computeRates
@@ -284,44 +286,56 @@ chorus::Status Engine::setup(Result& out) {
   size_t slice = o_.sliceBytes > 0 ? o_.sliceBytes : ir::defaultSliceBytes(a_.protocol);
   slicing_ =
       ir::Slicing::make(o_.elementSize, count * m, static_cast<size_t>(a_.nchunksPerLoop), slice);
+  slicing_.splitForInstances(static_cast<size_t>(o_.instances));
   iterations_ = slicing_.iterations;
   parts_ = o_.partsPerSlice > 0 ? o_.partsPerSlice : defaultPartsPerSlice(a_.protocol);
   out.iterations = iterations_;
   stepLatency_ = o_.stepLatency >= 0 ? o_.stepLatency : protocolLatency(a_.protocol);
   overhead_ = protocolOverhead(a_.protocol);
-  tbOf_.assign(static_cast<size_t>(n), {});
-  std::map<std::tuple<int, int, int>, int> connOf;  // (from, to, channel)
-  auto connection = [&](int from, int to, int channel) {
-    auto [it, fresh] = connOf.try_emplace({from, to, channel}, static_cast<int>(conns_.size()));
+  const int k = o_.instances;
+  tbOf_.assign(static_cast<size_t>(n) * static_cast<size_t>(k), {});
+  // (from, to, channel, instance): each instance has connections of its own.
+  std::map<std::tuple<int, int, int, int>, int> connOf;
+  auto connection = [&](int from, int to, int channel, int instance) {
+    auto [it, fresh] =
+        connOf.try_emplace({from, to, channel, instance}, static_cast<int>(conns_.size()));
     if (fresh) conns_.emplace_back();
     return it->second;
   };
-  for (const ir::Rank& r : a_.ranks)
-    for (const ir::Threadblock& irTb : r.tbs) {
-      Tb tb;
-      tb.rank = r.id;
-      tb.index = irTb.id;
-      tb.ir = &irTb;
-      tb.base = stepsPerIter_;
-      stepsPerIter_ += irTb.steps.size();
-      int me = static_cast<int>(tbs_.size());
-      if (irTb.sendPeer >= 0) {
-        tb.sendConn = connection(r.id, irTb.sendPeer, irTb.channel);
-        conns_[static_cast<size_t>(tb.sendConn)].senderTb = me;
+  for (int inst = 0; inst < k; ++inst) {
+    size_t base = 0;  // the same step ids in every instance (their iterations differ)
+    for (const ir::Rank& r : a_.ranks)
+      for (const ir::Threadblock& irTb : r.tbs) {
+        Tb tb;
+        tb.rank = r.id;
+        tb.index = irTb.id;
+        tb.instance = inst;
+        tb.iter = static_cast<size_t>(inst);
+        tb.ir = &irTb;
+        tb.base = base;
+        base += irTb.steps.size();
+        int me = static_cast<int>(tbs_.size());
+        if (irTb.sendPeer >= 0) {
+          tb.sendConn = connection(r.id, irTb.sendPeer, irTb.channel, inst);
+          conns_[static_cast<size_t>(tb.sendConn)].senderTb = me;
+        }
+        if (irTb.recvPeer >= 0) {
+          tb.recvConn = connection(irTb.recvPeer, r.id, irTb.channel, inst);
+          conns_[static_cast<size_t>(tb.recvConn)].receiverTb = me;
+        }
+        auto& ids = tbOf_[static_cast<size_t>(inst * n + r.id)];
+        if (ids.size() <= static_cast<size_t>(irTb.id))
+          ids.resize(static_cast<size_t>(irTb.id) + 1, -1);
+        ids[static_cast<size_t>(irTb.id)] = me;
+        tbs_.push_back(tb);
       }
-      if (irTb.recvPeer >= 0) {
-        tb.recvConn = connection(irTb.recvPeer, r.id, irTb.channel);
-        conns_[static_cast<size_t>(tb.recvConn)].receiverTb = me;
-      }
-      auto& ids = tbOf_[static_cast<size_t>(r.id)];
-      if (ids.size() <= static_cast<size_t>(irTb.id))
-        ids.resize(static_cast<size_t>(irTb.id) + 1, -1);
-      ids[static_cast<size_t>(irTb.id)] = me;
-      tbs_.push_back(tb);
-    }
+    stepsPerIter_ = base;
+  }
   std::map<std::pair<int, int>, int> routeOf;  // (from, to)
   for (auto& [key, id] : connOf) {
-    auto [from, to, channel] = key;
+    auto [from, to, channel, inst] = key;
+    (void)channel;
+    (void)inst;
     Connection& c = conns_[static_cast<size_t>(id)];
     auto [it, fresh] = routeOf.try_emplace({from, to}, static_cast<int>(routes_.size()));
     c.route = it->second;
@@ -379,7 +393,7 @@ void Engine::advance(int t) {
   while (!tb.done && !tb.busy) {
     const ir::Step& s = tb.ir->steps[static_cast<size_t>(tb.pos)];
     if (s.depTb >= 0) {
-      const auto& ids = tbOf_[static_cast<size_t>(tb.rank)];
+      const auto& ids = tbOf_[static_cast<size_t>(tb.instance * a_.ngpus + tb.rank)];
       int d = ids[static_cast<size_t>(s.depTb)];
       Tb& dep = tbs_[static_cast<size_t>(d)];
       if (!stepDone(dep, tb.iter, s.depStep)) {
@@ -495,7 +509,8 @@ void Engine::complete(Tb& tb) {
   size_t previous = instance(tb);
   if (++tb.pos == static_cast<int>(tb.ir->steps.size())) {
     tb.pos = 0;
-    if (++tb.iter == iterations_) tb.done = true;
+    tb.iter += static_cast<size_t>(o_.instances);
+    if (tb.iter >= iterations_) tb.done = true;
   }
   tb.stepStart = now_;
   tb.blocker = previous;
@@ -701,7 +716,7 @@ void Engine::fillRates() {
 chorus::Status Engine::run(Result& out) {
   CHORUS_RETURN_IF_ERROR(setup(out));
   for (size_t t = 0; t < tbs_.size(); ++t) {
-    if (tbs_[t].ir->steps.empty()) tbs_[t].done = true;
+    if (tbs_[t].ir->steps.empty() || tbs_[t].iter >= iterations_) tbs_[t].done = true;
     ready_.push_back(static_cast<int>(t));
   }
   for (uint64_t events = 1;; ++events) {
@@ -758,12 +773,13 @@ chorus::Status Engine::run(Result& out) {
   for (const Tb& tb : tbs_)
     if (!tb.done) {
       const ir::Step& s = tb.ir->steps[static_cast<size_t>(tb.pos)];
-      return chorus::Status(StatusCode::kDeadlock,
-                            "rank " + std::to_string(tb.rank) + " tb " + std::to_string(tb.index) +
-                                " step " + std::to_string(tb.pos) + " (" +
-                                std::string(ir::stepTypeName(s.type)) + ", iteration " +
-                                std::to_string(tb.iter) + ") waits forever with " +
-                                std::to_string(o_.slots) + " slot(s) per connection");
+      return chorus::Status(
+          StatusCode::kDeadlock,
+          "rank " + std::to_string(tb.rank) + " tb " + std::to_string(tb.index) +
+              (o_.instances > 1 ? " instance " + std::to_string(tb.instance) : std::string()) +
+              " step " + std::to_string(tb.pos) + " (" + std::string(ir::stepTypeName(s.type)) +
+              ", iteration " + std::to_string(tb.iter) + ") waits forever with " +
+              std::to_string(o_.slots) + " slot(s) per connection");
     }
   out.time = now_;
   out.transfers = transfers_;
@@ -843,6 +859,9 @@ chorus::Result<Result> simulate(const ir::Algorithm& algo, const topo::Topology&
                                 const Options& options) {
   if (options.slots < 1 || options.elementSize < 1)
     return chorus::Status(StatusCode::kInvalidArgument, "slots and element size must be >= 1");
+  if (options.instances < 1 || options.instances > ir::kMostInstances)
+    return chorus::Status(StatusCode::kInvalidArgument,
+                          "instances must be in [1, " + std::to_string(ir::kMostInstances) + "]");
   if (!(options.timelineStep >= 0))
     return chorus::Status(StatusCode::kInvalidArgument, "the timeline's step must be >= 0");
   Engine e(algo, topo, options);

@@ -37,6 +37,11 @@ struct Options {
   // Simple 2 (MSCCL's slices per chunk), LL and LL128 1.
   size_t partsPerSlice = 0;
   int slots = 8;  // messages (parts) in flight per connection (NCCL_STEPS)
+  // Each threadblock run as this many instances, as the step engine and the
+  // CUDA executor run them (runtime::FlatPlan::lower): instance i runs
+  // slice iterations i, i + instances, ... over connections of its own,
+  // with slices cut by ir::Slicing::splitForInstances.
+  int instances = 1;
   // Seconds every transfer step costs before its bytes move, besides the
   // links' latencies; < 0: the protocol's (LL 0.6 us, LL128 1.9 us,
   // Simple 3.4 us: NCCL's ring figures for NVLink).

@@ -81,6 +81,22 @@ Topology full(int n, double bw) {
   return t;
 }
 
+// N ranks sharing one GPU, as the CUDA executor's one-GPU worlds run: every
+// message crosses the GPU's memory twice (the sender writes a slot, the
+// receiver reads it and writes its buffer, each byte read and written), so
+// the ranks' links to it share a quarter of the copy bandwidth `gbps`
+// (bytes read + written per second) and a rank's local copies and
+// reductions get its share of half. A first-order model for predictions
+// beside measurements (bench/gpu_bench.sh); it knows no caches.
+Topology oneGpu(int n, double gbps) {
+  Topology t;
+  t.memoryBandwidth = gbps / (2.0 * n);
+  auto r = addRanks(t, n, 0);
+  int hbm = t.addNode("hbm", NodeKind::kSwitch, 0);
+  for (int id : r) t.connect(id, hbm, gbps / (4.0 * n), kSwitchLat, LinkKind::kGeneric);
+  return t;
+}
+
 // Boxes of `gpus` GPUs on an NVSwitch, one NIC per GPU; NIC g of every box
 // on rail switch g (`rails`) or all NICs on one switch. One box has no NICs:
 // traffic within a box never leaves it (NCCL does not loop through the
@@ -205,6 +221,8 @@ const std::vector<PresetInfo>& presets() {
       {"ring", ":N[:GBPS]", "bidirectional ring of N ranks (25 GB/s per direction)"},
       {"torus", ":K[:GBPS]", "K x K 2D torus (25 GB/s per direction)"},
       {"full", ":N[:GBPS]", "N ranks, every pair linked (25 GB/s per direction)"},
+      {"gpu", ":N[:GBPS]",
+       "N ranks on one GPU whose copy bandwidth (read + write) is GBPS (default 4150: H200)"},
       {"dgx1", "", "DGX-1: 8 V100, NVLink2 hybrid cube-mesh, 25 GB/s per link"},
       {"ndv2", "[:BOXES]",
        "Azure NDv2: DGX-1 boxes; two boxes joined by one 12.5 GB/s arc each way"},
@@ -270,6 +288,11 @@ Result<Topology> makePreset(const std::string& spec) {
       return invalidArgument("topology '" + spec + "': size out of range");
     double bw = arg(1, 25);
     made = name == "ring" ? ring(n, bw) : name == "full" ? full(n, bw) : torus(n, bw);
+  } else if (name == "gpu") {
+    CHORUS_RETURN_IF_ERROR(needs(2, true));
+    int n = count(0, 0);
+    if (n < 1 || n > 1024) return invalidArgument("topology '" + spec + "': size out of range");
+    made = oneGpu(n, arg(1, 4150));
   } else if (name == "dgx1") {
     CHORUS_RETURN_IF_ERROR(needs(0, false));
     made = dgx1(1, false);

@@ -103,6 +103,70 @@ TEST(Sim, ChainsPipelineSlicesAndParts) {
   EXPECT_NEAR(r.time, want(8 << 20, 1), want(8 << 20, 1) * 1e-6);
 }
 
+// Instances (sim::Options::instances, as the CUDA executor runs them):
+// each runs every K-th slice over connections of its own, so the same
+// bytes cross the same links. On a chain, K instances of slices cut to a
+// K-th, sharing each link, pipeline exactly as one instance of the whole
+// slices: (n-1)(a + U/B) + (units-1) U/B again. What instances overlap is
+// a block's own work: its local copies and reductions.
+TEST(Sim, InstancesShareTheLinksAndOverlapLocalWork) {
+  const int n = 4;
+  const double a = 1e-6, b = 25 * kGB;
+  topo::Topology ring = preset("ring:" + std::to_string(n) + ":25");
+  sim::Options o = plain(size_t{8} << 20);
+  o.sliceBytes = size_t{1} << 20;
+  sim::Result one = mustSimulate(algorithms::chainBroadcast(n, 0), ring, o);
+  o.instances = 2;
+  sim::Result two = mustSimulate(algorithms::chainBroadcast(n, 0), ring, o);
+  EXPECT_EQ(two.iterations, 16u);  // slices of 512 KiB, 8 per instance
+  const double want = (n - 1) * (a + (1 << 20) / b) + 7 * (1 << 20) / b;
+  EXPECT_NEAR(two.time, want, want * 1e-6);
+  EXPECT_EQ(two.linkBytes, one.linkBytes);
+
+  // A ring allreduce on a ring of links: the links bound it, however many
+  // instances share them. On one GPU, where a step's reduction costs memory
+  // time, each instance's local work overlaps the others' transfers.
+  for (const char* where : {"ring:8", "gpu:8"}) {
+    topo::Topology t = preset(where);
+    double last = 0;
+    for (int k : {1, 2, 4, 16}) {
+      SCOPED_TRACE(std::string(where) + " instances " + std::to_string(k));
+      sim::Options d;
+      d.bytes = size_t{4} << 20;
+      sim::Result base = mustSimulate(algorithms::ringAllReduce(8), t, d);
+      d.instances = k;
+      sim::Result split = mustSimulate(algorithms::ringAllReduce(8), t, d);
+      if (t.memoryBandwidth == 0) {
+        EXPECT_NEAR(split.time, base.time, base.time * 1e-9);
+      } else if (k > 1) {
+        EXPECT_LT(split.time, last);
+      }
+      last = split.time;
+      ASSERT_EQ(split.linkBytes.size(), base.linkBytes.size());
+      for (size_t l = 0; l < base.linkBytes.size(); ++l)
+        EXPECT_NEAR(split.linkBytes[l], base.linkBytes[l], base.linkBytes[l] * 1e-12);
+    }
+  }
+  // Every production file in 3 instances: no deadlock, the same bytes.
+  topo::Topology ndv4 = preset("ndv4");
+  for (const std::string& f : testing::productionFiles()) {
+    ir::Algorithm alg = testing::mustRead(f);
+    sim::Options p;
+    p.bytes = size_t{4} << 20;
+    p.inplace = !alg.outofplace;
+    p.criticalPath = false;
+    sim::Result base = mustSimulate(alg, ndv4, p);
+    p.instances = 3;
+    auto split = sim::simulate(alg, ndv4, p);
+    ASSERT_TRUE(split.isOk()) << f << ": " << split.status().toString();
+    for (size_t l = 0; l < base.linkBytes.size(); ++l)
+      EXPECT_NEAR(split.value().linkBytes[l], base.linkBytes[l], base.linkBytes[l] * 1e-9) << f;
+  }
+  o.instances = 65;
+  EXPECT_EQ(sim::simulate(algorithms::chainBroadcast(n, 0), ring, o).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 // Step times (what the report draws): one per step of the first slice
 // iteration, in the algorithm's order; a step that waited for its
 // message names the peer's send; along a chain stored and forwarded, rank
@@ -485,8 +549,8 @@ TEST(Topo, PresetsHaveTheirShapes) {
   for (auto [name, ranks] :
        {Case{"dgx1", 8}, Case{"ndv2:2", 16}, Case{"dgx2:2", 32}, Case{"ndv4:4", 32},
         Case{"dgx-h100:2", 16}, Case{"mi250", 16}, Case{"mi250:2", 32}, Case{"ring:5", 5},
-        Case{"torus:4", 16}, Case{"full:6", 6}, Case{"fattree:4:8:2", 32},
-        Case{"dgx1@0,1,4,5", 4}}) {
+        Case{"torus:4", 16}, Case{"full:6", 6}, Case{"fattree:4:8:2", 32}, Case{"dgx1@0,1,4,5", 4},
+        Case{"gpu:8", 8}, Case{"gpu:2:1000", 2}}) {
     topo::Topology t = preset(name);
     EXPECT_EQ(t.ranks(), ranks) << name;
     EXPECT_TRUE(t.validate().isOk()) << name << ": " << t.validate().toString();
@@ -506,8 +570,15 @@ TEST(Topo, PresetsHaveTheirShapes) {
   topo::Topology two = preset("ndv4:2");
   EXPECT_EQ(two.route(0, 1).size(), 2u);
   EXPECT_EQ(two.route(0, 9).size(), 4u);
-  for (const char* bad :
-       {"nosuch", "ring", "ring:0", "ring:x", "ndv2:3", "dgx1@9", "dgx1@1,1", "ndv4:1:2"}) {
+  // One GPU: its ranks' links to its memory share a quarter of the copy
+  // bandwidth (each byte crosses it twice, read and written), local work
+  // half of it.
+  topo::Topology gpu = preset("gpu:8:4000");
+  EXPECT_EQ(gpu.route(0, 5).size(), 2u);
+  for (const topo::Link& l : gpu.links) EXPECT_EQ(l.bandwidth, 4000.0 / 4 / 8);
+  EXPECT_EQ(gpu.memoryBandwidth, 4000.0 / 2 / 8);
+  for (const char* bad : {"nosuch", "ring", "ring:0", "ring:x", "ndv2:3", "dgx1@9", "dgx1@1,1",
+                          "ndv4:1:2", "gpu", "gpu:0"}) {
     auto t = topo::makePreset(bad);
     EXPECT_FALSE(t.isOk()) << bad;
   }

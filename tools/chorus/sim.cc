@@ -198,6 +198,17 @@ int runSim(const SimArgs& args) {
   }
   std::vector<ir::Algorithm> algos;
   for (const std::string& f : files) {
+    // A built-in's name (chorus perf --algo's) that is not a file: made for
+    // the topology's ranks, rooted at 0.
+    if (!std::filesystem::exists(f)) {
+      auto builtin = algorithms::makeClassic(f, topology.value().ranks());
+      if (builtin.isOk()) {
+        algos.push_back(std::move(builtin).value());
+        continue;
+      }
+      if (builtin.status().code() != StatusCode::kNotFound)
+        return fail(f + ": " + builtin.status().message());
+    }
     ir::ReadResult rr = ir::readAlgorithmFile(f, compiler::readOptions());
     if (!rr.algorithm) {
       rr.diagnostics.sort();
@@ -216,6 +227,7 @@ int runSim(const SimArgs& args) {
   }
   sim::Options o;
   o.slots = args.slots;
+  o.instances = args.instances;
   o.sliceBytes = args.sliceBytes;
   o.partsPerSlice = args.parts;
   o.stepLatency = args.stepLatencyUs >= 0 ? args.stepLatencyUs * 1e-6 : -1;
@@ -223,7 +235,10 @@ int runSim(const SimArgs& args) {
   const bool compare = algos.size() > 1;
   nlohmann::ordered_json doc = nlohmann::ordered_json::array();
   if (!args.json) {
-    fmt::print("# chorus sim on {} ({} ranks)\n", topology.value().name, topology.value().ranks());
+    fmt::print("# chorus sim on {} ({} ranks){}\n", topology.value().name, topology.value().ranks(),
+               args.instances > 1
+                   ? fmt::format(", each threadblock as {} instances", args.instances)
+                   : std::string());
     for (size_t i = 0; i < algos.size(); ++i)
       fmt::print("# [{}] {} ({}): {} ranks, {}, {}\n", i, algos[i].name, args.files[i],
                  algos[i].ngpus, algos[i].collectiveName, ir::protocolName(algos[i].protocol));

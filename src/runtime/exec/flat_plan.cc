@@ -102,22 +102,7 @@ FlatPlan FlatPlan::lower(const VerifiedAlgorithm& va, int instances) {
 }
 
 void FlatPlan::splitSlices(ir::Slicing* g) const {
-  if (instances <= 1 || g->chunkElems == 0 || g->elemSize == 0) return;
-  auto ceilDiv = [](size_t a, size_t b) { return (a + b - 1) / b; };
-  const auto k = static_cast<size_t>(instances);
-  // Whole 16-byte words where the element size divides 16.
-  const size_t word = g->elemSize < 16 && 16 % g->elemSize == 0 ? 16 / g->elemSize : 1;
-  auto words = [&](size_t elems) { return std::max(ceilDiv(elems, word) * word, word); };
-  const size_t least = words(kInstanceSliceBytes / g->elemSize);
-  // A K-th of one instance's slice, so that the instances' slots together
-  // hold what one instance's did; then as many slices per instance as that
-  // makes, balanced (a multiple of K where the chunk allows).
-  size_t elems = std::max(words(ceilDiv(g->sliceElems, k)), least);
-  const size_t perInstance = ceilDiv(ceilDiv(g->chunkElems, elems), k);
-  elems = std::max(words(ceilDiv(g->chunkElems, perInstance * k)), least);
-  if (elems >= g->sliceElems) return;
-  g->sliceElems = elems;
-  g->iterations = ceilDiv(g->chunkElems, elems);
+  g->splitForInstances(static_cast<size_t>(instances));
 }
 
 int FlatPlan::maxCount() const {

@@ -58,7 +58,7 @@ struct PlanConn {
 };
 
 // The most instances a plan may be lowered with.
-inline constexpr int kMostInstances = 64;
+inline constexpr int kMostInstances = ir::kMostInstances;
 
 struct FlatPlan {
   int nranks = 0;
@@ -82,14 +82,7 @@ struct FlatPlan {
   // so the verifier's proof covers every instance count.
   static FlatPlan lower(const VerifiedAlgorithm& va, int instances = 1);
 
-  // Cuts `g`'s slices for the plan's K instances: a K-th of the slice one
-  // instance would move (so all instances' slots together hold what one
-  // instance's did, and a chunk of one slice still feeds every instance),
-  // balanced so each instance gets as many slices as the others, at least
-  // kInstanceSliceBytes and whole 16-byte words where the element size
-  // allows, never larger than before. A plan of one instance leaves `g`
-  // as it is.
-  static constexpr size_t kInstanceSliceBytes = 4096;
+  // Cuts `g`'s slices for the plan's instances (ir::Slicing::splitForInstances).
   void splitSlices(ir::Slicing* g) const;
 
   int blocksOf(int rank) const {
