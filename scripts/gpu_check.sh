@@ -12,8 +12,11 @@
 #                                     allgather / reducescatter / alltoall;
 #                                     64 MiB allreduce at 1 instance and at
 #                                     the GPU's choice; a ring at 7 instances
-#   compute-sanitizer                 memcheck and racecheck on a ring
-#                                     allreduce and ap4ll
+#   bench/gpu_bench.sh                the five collectives 8 B .. 1 GiB, checked,
+#                                     with mem, the algorithm and sim's
+#                                     prediction (CSV in gpu-bench.log)
+#   compute-sanitizer                 memcheck, racecheck and synccheck on a
+#                                     ring allreduce, ap4ll and r48ll128
 #   NCCL drop-in (docs/nccl.md)       tests/nccl/nccl_check.c linked first
 #                                     against the NCCL there (1 rank), then
 #                                     on libchorus-nccl with 1, 2, 4 and 8
@@ -98,13 +101,17 @@ step run-instances-7 "$B" run "$out/ring8-instances.xml" --device cuda --instanc
 for c in allgather reducescatter alltoall; do
   step "perf-$c" "$B" perf "$c" --device cuda --ranks 8 -b 4K -e 256M -f 4 --check
 done
+step perf-allreduce-2-ranks "$B" perf allreduce --device cuda --ranks 2 -b 8 -e 64K -f 8 --check
+step gpu-bench bench/gpu_bench.sh build/gpu
 if command -v compute-sanitizer >/dev/null; then
   "$B" gen ring_allreduce --ranks 8 -o "$out/ring8.xml" >/dev/null
-  for tool in memcheck racecheck; do
+  for tool in memcheck racecheck synccheck; do
     step "sanitizer-$tool-ring" compute-sanitizer --tool "$tool" --error-exitcode 1 \
       "$B" run "$out/ring8.xml" --device cuda --check -b 64K -n 1 -w 0
-    step "sanitizer-$tool-ap4ll" compute-sanitizer --tool "$tool" --error-exitcode 1 \
-      "$B" run "$algos/ap4ll.xml" --device cuda --check -b 64K -n 1 -w 0
+    for f in ap4ll r48ll128; do
+      step "sanitizer-$tool-$f" compute-sanitizer --tool "$tool" --error-exitcode 1 \
+        "$B" run "$algos/$f.xml" --device cuda --check -b 64K -n 1 -w 0
+    done
   done
 else
   echo "== compute-sanitizer not found: sanitizer checks not run" | tee -a "$out/summary.txt"

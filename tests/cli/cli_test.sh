@@ -314,6 +314,18 @@ check run-engine-instances 0 'check +0 wrong element' -- "$chorus" run "$msccl/a
   --device engine --instances 3 --host-threads 2 --check -b 256K -n 1 -w 0
 check perf-engine-instances 0 'Out of bounds values : 0 OK' -- "$chorus" perf reducescatter \
   --device engine --instances 5 --ranks 8 -b 8 -e 1M -f 32 -n 1 -w 0 --check
+# A team of 8 host threads per block: the data split among them as among a
+# CUDA block's threads.
+check run-engine-team 0 'check +0 wrong element' -- "$chorus" run "$msccl/r48ll128.xml" \
+  --device engine --threads-per-block 8 --check -b 1M -n 1 -w 0
+# bench/gpu_bench.sh on the host engine: a checked row with the algorithm
+# that ran and the simulator's prediction beside it (python3 reads sim's JSON).
+build=$(cd "$(dirname "$chorus")/../.." && pwd)
+check gpu-bench-engine 0 '^allreduce,4,2048,[0-9.]+,[0-9.]+,[0-9.]+,0,recursive_doubling_allreduce/Simple,[0-9.]+,[0-9.]+,' \
+  -- env DEVICE=engine COLLS=allreduce MIN=2K MAX=2K RANKS=4 ITERS=1 WARMUP=0 PYTHON=/usr/bin/python3 \
+  bash "$src/bench/gpu_bench.sh" "$build"
+check sim-instances 0 'each threadblock as 4 instances' -- "$chorus" sim ring_allreduce \
+  --topo gpu:8 --bytes 4M --instances 4
 check instances-range 2 'instances' -- "$chorus" run "$msccl/ap4ll.xml" --device engine \
   --instances 65
 check perf-engine-file 0 'Out of bounds values : 0 OK' -- "$chorus" perf allgather --device engine \

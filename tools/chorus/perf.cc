@@ -45,6 +45,7 @@ struct Measure {
   size_t wrong = 0;
   std::string error;
   double memFrac = -1;  // --device: bytes the steps moved per second / copy bandwidth
+  std::string algo;     // --device: the algorithm(s) that ran, "name/protocol" joined by '+'
 };
 
 // Runs one form (in place or not) of one size: warm-up, timed calls,
@@ -186,6 +187,8 @@ Measure measureOnDevice(const PerfArgs& a, CollectiveKind coll, int n, DeviceRun
     if (it == dev.plans.end())
       it = dev.plans.emplace(p.va.get(), runtime::FlatPlan::lower(*p.va)).first;
     moved += it->second.bytesMoved(g.value(), p.va->algo().protocol);
+    if (!m.algo.empty()) m.algo += "+";
+    m.algo += p.va->algo().name + "/" + std::string(ir::protocolName(p.va->algo().protocol));
     partCalls.push_back(std::move(calls));
   }
   auto call = [&]() -> Status {
@@ -401,7 +404,8 @@ int runPerf(const PerfArgs& a) {
     std::printf(
         "collective,ranks,size_bytes,count,type,redop,root,oop_time_us,oop_algbw_gbs,"
         "oop_busbw_gbs,oop_busbw_frac_memcpy,oop_wrong,ip_time_us,ip_algbw_gbs,ip_busbw_gbs,"
-        "ip_busbw_frac_memcpy,ip_wrong,memcpy_gbs\n");
+        "ip_busbw_frac_memcpy,ip_wrong,memcpy_gbs%s\n",
+        onDevice ? ",algorithm" : "");
   } else {
     const char* t = std::getenv("CHORUS_TRANSPORT");
     std::string transport = t == nullptr || *t == '\0' || std::string_view(t) == "auto"
@@ -432,9 +436,9 @@ int runPerf(const PerfArgs& a) {
                     local.nranks);
     }
     std::printf("#%74s %36s\n", "out-of-place", "in-place");
-    std::printf("# %10s %12s %6s %6s %5s %9s %7s %7s %5s %6s %9s %7s %7s %5s %6s\n", "size",
+    std::printf("# %10s %12s %6s %6s %5s %9s %7s %7s %5s %6s %9s %7s %7s %5s %6s%s\n", "size",
                 "count", "type", "redop", "root", "time", "algbw", "busbw", "mem", "#wrong", "time",
-                "algbw", "busbw", "mem", "#wrong");
+                "algbw", "busbw", "mem", "#wrong", onDevice ? "  algorithm/protocol" : "");
     std::printf("# %10s %12s %6s %6s %5s %9s %7s %7s %5s %6s %9s %7s %7s %5s %6s\n", "(B)",
                 "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "", "(us)", "(GB/s)",
                 "(GB/s)", "", "");
@@ -478,15 +482,18 @@ int runPerf(const PerfArgs& a) {
     std::string cells[2];
     for (int f = 0; f < 2; ++f)
       cells[f] = formCells(served[f], forms[f], alg[f], bus[f], memBw, a.check, a.csv);
+    // The algorithm each form ran (--device), once where both ran the same.
+    std::string ran = forms[served[0] ? 0 : 1].algo;
+    if (served[0] && served[1] && forms[1].algo != forms[0].algo) ran += " | " + forms[1].algo;
     if (!printer) {
       // Another rank prints.
     } else if (a.csv) {
-      std::printf("%s,%d,%zu,%zu,%s,%s,%d,%s,%s,%.3f\n", a.collective.c_str(), local.nranks, size,
+      std::printf("%s,%d,%zu,%zu,%s,%s,%d,%s,%s,%.3f%s\n", a.collective.c_str(), local.nranks, size,
                   count, a.dtype.c_str(), redop.c_str(), root, cells[0].c_str(), cells[1].c_str(),
-                  memBw);
+                  memBw, onDevice ? ("," + ran).c_str() : "");
     } else {
-      std::printf("  %10zu %12zu %6s %6s %5d%s%s\n", size, count, a.dtype.c_str(), redop.c_str(),
-                  root, cells[0].c_str(), cells[1].c_str());
+      std::printf("  %10zu %12zu %6s %6s %5d%s%s%s\n", size, count, a.dtype.c_str(), redop.c_str(),
+                  root, cells[0].c_str(), cells[1].c_str(), onDevice ? ("  " + ran).c_str() : "");
     }
     std::fflush(stdout);
     if (bytes > a.maxBytes / static_cast<size_t>(a.factor)) break;
