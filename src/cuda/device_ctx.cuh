@@ -5,12 +5,15 @@
 // scope (peers may be other GPUs, or the host for the control word).
 //
 // Memory ordering, per protocol (engine.h has the layouts):
-//   Simple  every thread writes its part of the slot, fences
-//           (__threadfence_system), the block synchronizes, and thread 0
-//           stores head with st.release; every receiving thread loads head
-//           with ld.acquire before it reads the slot, so each reader has
-//           its own acquire that synchronizes with the release whose
-//           fence-cumulativity covers all the writers' stores.
+//   Simple  every thread writes its part of the slot, the block
+//           synchronizes (bar.sync), and thread 0 stores head with
+//           st.release: the barrier puts the other threads' stores in
+//           causality order before thread 0's release, which is
+//           cumulative over them. On the receiving side thread 0 loads head
+//           with ld.acquire and the block synchronizes before any thread
+//           reads the slot: acquire, then barrier, orders every reader's
+//           loads after the writers' stores. (NCCL's Simple protocol posts
+//           and waits the same way: one thread, then a barrier.)
 //   LL      each 8-byte line is written by one st.relaxed of 64 bits and
 //           read by one ld.relaxed of 64 bits: single-copy atomicity of an
 //           aligned 8-byte access makes payload and flag arrive together;
@@ -34,8 +37,6 @@ struct DeviceCtx {
   __device__ __forceinline__ bool all(bool x) const { return __syncthreads_and(x) != 0; }
   __device__ __forceinline__ bool any(bool x) const { return __syncthreads_or(x) != 0; }
   __device__ __forceinline__ void sync() const { __syncthreads(); }
-  __device__ __forceinline__ void fenceRelease() const { __threadfence_system(); }
-  __device__ __forceinline__ void fenceAcquire() const { __threadfence_system(); }
 
   __device__ __forceinline__ uint64_t loadAcquire(const uint64_t* p) const {
     uint64_t v;

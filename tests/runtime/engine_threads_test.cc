@@ -56,7 +56,10 @@ TEST(StepEngineThreads, ProductionFilesOnTeamsOfThreads) {
       c.inplace = va->algo().inplace;
       c.type = DataType::kFloat16;
       c.options.slots = 2;
-      c.engineThreads = 2;
+      // Three teams: blocks go to teams round robin, and with an odd count
+      // a connection's sender and receiver are mostly in different teams
+      // (two teams and an even number of blocks per rank would pair them).
+      c.engineThreads = 3;
       c.team = 3;
       c.instances = 2;
       c.protocol = protocol;

@@ -5,8 +5,10 @@
 // production file and DSL program without a GPU.
 //
 // A `Ctx` says what a block is: its threads (tid, nthreads), a block-wide
-// barrier and vote (sync, all, any), memory fences, and loads and stores of
-// 64-bit words with acquire / release / relaxed order. The engine is a
+// barrier and vote (sync, all, any), and loads and stores of 64-bit words
+// with acquire / release / relaxed order. Counters are polled and
+// published by thread 0 alone, around a barrier (tryStep says why that
+// orders every thread's accesses). The engine is a
 // non-blocking state machine: tryStep() runs the block's next step if it
 // can and otherwise says it is blocked, so a driver can poll many blocks
 // from one thread, and a GPU block can give up on an abort or a timeout.
@@ -26,9 +28,10 @@
 // (messages the receiver has consumed). A sender may write slot
 // head % nslots once head - tail < nslots. The three protocols differ in
 // how a message shows it has arrived:
-//   Simple  the payload as is; the sender publishes it by storing head with
-//           release order after its threads' writes and a fence; the
-//           receiver loads head with acquire order.
+//   Simple  the payload as is; the block's threads write it, a barrier,
+//           then thread 0 stores head with release order; the receiver's
+//           thread 0 loads head with acquire order, then a barrier, then
+//           the threads read.
 //   LL      8-byte lines, 4 payload bytes and a 4-byte flag written by one
 //           64-bit store, so data and flag arrive together: the receiver
 //           polls the lines' flags and needs no separate signal. The flag
@@ -243,12 +246,6 @@ class Block {
     const PlanBlock& pb = v_.blocks[b_];
     if (finished(c)) return StepResult::kFinished;
     const PlanStep& s = v_.steps[pb.firstStep + c.pc];
-    if (s.depBlock >= 0) {
-      uint64_t need =
-          ir::stepsNeeded(static_cast<size_t>(c.round), static_cast<size_t>(s.depSteps), s.depStep);
-      if (!ctx_.all(reached(ctx_.loadAcquire(&v_.completed[s.depBlock]), c.base, need)))
-        return StepResult::kBlocked;
-    }
     const bool snd = stepSends(s.type), rcv = stepReceives(s.type);
     const size_t n = v_.g.sliceLen(c.iter);
     const size_t chunkBytes = n * v_.g.elemSize;
@@ -259,9 +256,21 @@ class Block {
 
     ConnView* sc = snd ? &v_.conns[pb.sendConn] : nullptr;
     ConnView* rc = rcv ? &v_.conns[pb.recvConn] : nullptr;
-    if (snd &&
-        !ctx_.all(c.sent - ctx_.loadAcquire(&sc->ctr->tail) < static_cast<uint64_t>(v_.nslots)))
-      return StepResult::kBlocked;
+    // Thread 0 alone polls the counters the step waits for (its dependency,
+    // a free slot, a Simple message), with acquire loads; the vote's barrier
+    // then orders every thread's later reads after them (a release, the
+    // acquire that saw it, a barrier: happens-before). One barrier per try.
+    bool ready = true;
+    if (ctx_.tid() == 0) {
+      if (s.depBlock >= 0)
+        ready = reached(ctx_.loadAcquire(&v_.completed[s.depBlock]), c.base,
+                        ir::stepsNeeded(static_cast<size_t>(c.round),
+                                        static_cast<size_t>(s.depSteps), s.depStep));
+      if (ready && snd)
+        ready = c.sent - ctx_.loadAcquire(&sc->ctr->tail) < static_cast<uint64_t>(v_.nslots);
+      if (ready && rcv && simple) ready = ctx_.loadAcquire(&rc->ctr->head) >= c.recvd + 1;
+    }
+    if (!ctx_.all(ready)) return StepResult::kBlocked;
     // LL / LL128 lines are unpacked straight into a plain receive's
     // destination and packed straight from a plain send's source when the
     // step's chunks are contiguous there (no staging pass).
@@ -269,7 +278,9 @@ class Block {
     const unsigned char* in = nullptr;
     if (rcv) {
       unsigned char* slot = slotOf(*rc, c.recvd);
-      if (!ctx_.all(arrived(*rc, slot, c.recvd + 1, msgBytes))) return StepResult::kBlocked;
+      // LL / LL128: each thread checks the lines it will read.
+      if (!simple && !ctx_.all(arrived(*rc, slot, c.recvd + 1, msgBytes)))
+        return StepResult::kBlocked;
       if (simple) {
         in = slot;
       } else if (direct) {
@@ -322,8 +333,8 @@ class Block {
       pack(direct ? ptr(pb.rank, s.srcBuf, s.srcOff, c.iter) : stageOut, c.sent + 1, msgBytes,
            slotOf(*sc, c.sent));
 
-    // Publish: every thread's writes before the counters that announce them.
-    ctx_.fenceRelease();
+    // Publish: the barrier orders every thread's writes before thread 0's
+    // release stores of the counters that announce them (cumulativity).
     ctx_.sync();
     ++c.done;
     if (rcv) ++c.recvd;
@@ -351,8 +362,7 @@ class Block {
       v_.positions[b_] = BlockPos{c.iter, c.pc, done ? 1 : 0};
     if (!done) return;
     const RankView& r = v_.ranks[pb.rank];
-    ctx_.fenceRelease();
-    ctx_.sync();
+    ctx_.sync();  // every thread's writes before thread 0's acq_rel counts
     if (r.divisor != 0) {
       auto blocks =
           static_cast<uint32_t>(v_.rankFirstBlock[pb.rank + 1] - v_.rankFirstBlock[pb.rank]);
@@ -361,8 +371,7 @@ class Block {
         last = ctx_.fetchAddAcqRel(&v_.ranksFinished[pb.rank], 1u) + 1 == blocks;
         if (last) ctx_.fetchAddAcqRel(&v_.ranksFinished[pb.rank], 0u - blocks);  // to 0
       }
-      if (ctx_.any(last)) {
-        ctx_.fenceAcquire();
+      if (ctx_.any(last)) {  // (the acquire was thread 0's; the vote's barrier carries it)
         divideOutput(v_.type, r.base[static_cast<int>(ir::Buffer::kOutput)], r.divisor,
                      static_cast<size_t>(ctx_.tid()), r.outElems,
                      static_cast<size_t>(ctx_.nthreads()));

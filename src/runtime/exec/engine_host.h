@@ -31,8 +31,6 @@ struct HostCtx {
   static bool all(bool x) { return x; }
   static bool any(bool x) { return x; }
   static void sync() {}
-  static void fenceRelease() {}
-  static void fenceAcquire() {}
   static uint64_t loadAcquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
   static uint64_t loadRelaxed(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
   static void storeRelease(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
