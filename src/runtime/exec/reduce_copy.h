@@ -129,8 +129,8 @@ CHORUS_HD_INLINE void elementsOneByOne(const unsigned char* src0, const unsigned
 // Thread tid's share of n elements of the operation Fn (see the header).
 template <typename Fn>
 CHORUS_HD_NOINLINE void reduceCopyWith(const unsigned char* src0, const unsigned char* src1,
-                              unsigned char* dst0, unsigned char* dst1, size_t n, size_t tid,
-                              size_t nthreads) {
+                                       unsigned char* dst0, unsigned char* dst1, size_t n,
+                                       size_t tid, size_t nthreads) {
   constexpr size_t kE = Fn::kElemBytes;
   constexpr int kU = Fn::kUnroll;
   // Packs need every pointer at the same offset within 16 bytes.
