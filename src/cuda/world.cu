@@ -272,8 +272,23 @@ struct CudaWorld::Impl {
   cudaEvent_t fork = nullptr;
   std::vector<cudaEvent_t> before;  // per rank, on its device: what its stream held
 
-  bool allocated = false;  // connections and staging made for msgBytes
-  Status growConnections(size_t bytes);
+  bool allocated = false;     // connections and staging made for msgBytes
+  bool everCaptured = false;  // a call was captured: its graph holds the buffers
+  // kUnsupported where buffers may not move: while capturing, or once a
+  // graph holds them (`what` names the growth).
+  Status mayMove(bool capturingNow, const std::string& what) const;
+  // The failure (timeout, abort) of a call wait() has not reported yet.
+  Status pendingFailure() const {
+    const char* why = __atomic_load_n(&ctl->abort, __ATOMIC_ACQUIRE) != 0 ? "was aborted"
+                      : __atomic_load_n(&ctl->error, __ATOMIC_ACQUIRE) != kNoError
+                          ? "made no progress"
+                          : nullptr;
+    if (why == nullptr) return Status::ok();
+    return Status(why[0] == 'w' ? StatusCode::kAborted : StatusCode::kTimeout,
+                  std::string("a previous call of this world ") + why +
+                      "; wait() reports it and resets the world before the next call");
+  }
+  Status growConnections(size_t bytes, bool capturingNow);
   Status reallocateConnections(size_t bytes);
   Status launchGroup(size_t i, const std::vector<engine::RankView>& ranks,
                      const std::vector<CallArgs>& calls, const runtime::Geometry& g,
@@ -303,8 +318,8 @@ struct CudaWorld::Impl {
     return Status::ok();
   }
   // planCall, the pointer checks and the growth every enqueue does first.
-  Result<runtime::Geometry> prepare(const std::vector<CallArgs>& calls);
-  Status growScratch(int rank, size_t bytes);
+  Result<runtime::Geometry> prepare(const std::vector<CallArgs>& calls, bool capturingNow);
+  Status growScratch(int rank, size_t bytes, bool capturingNow);
   // Waits for this world's own work (its last launch on each GPU, its
   // uploads), never the whole device: other communicators' kernels, a
   // staged rank's wait for a remote peer among them, are not ours to wait for.
@@ -433,9 +448,11 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
   m.threads = options.threadsPerBlock;
   for (int t = kDefaultThreads; m.threads == 0; t /= 2) {
     if (Status st = measure(t); !st.isOk()) return st;
+    // One instance's blocks, or the caller's instances of them.
+    const int k = std::max(options.instances, 1);
     bool fits = std::all_of(baseOn.begin(), baseOn.end(), [&](const auto& dn) {
       auto [sms, perSm] = smsAndPerSm[dn.first];
-      return dn.second <= sms * perSm;
+      return dn.second * k <= sms * perSm;
     });
     if (fits || t / 2 < kFewestThreads) m.threads = t;
   }
@@ -560,8 +577,33 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
 
 // Slots for messages of up to `bytes` (and staging for them); the first
 // call and any larger call than before allocate, after the GPUs are idle.
-Status CudaWorld::Impl::growConnections(size_t bytes) {
+Status CudaWorld::Impl::mayMove(bool capturingNow, const std::string& what) const {
+  if (capturingNow)
+    return Status(StatusCode::kUnsupported,
+                  "a call captured into a CUDA graph needs " + what +
+                      " made already (synchronizing and allocating are not allowed while a "
+                      "stream is captured): make one call of this size before capturing");
+  if (everCaptured)
+    return Status(StatusCode::kUnsupported,
+                  "this world's calls were captured into a CUDA graph, whose launches hold its "
+                  "buffers; this call needs " +
+                      what +
+                      ", which would move them: make the largest call before capturing, or a "
+                      "new communicator for larger calls");
+  return Status::ok();
+}
+
+Status CudaWorld::Impl::growConnections(size_t bytes, bool capturingNow) {
   if (allocated && bytes <= msgBytes) return Status::ok();
+  // A stalled call's reset keeps the sizes (and so the buffers a graph
+  // holds); growth moves the staging area.
+  if (capturingNow || bytes > msgBytes) {
+    if (Status st =
+            mayMove(capturingNow, "connections for " + std::to_string(bytes) + "-byte messages (" +
+                                      std::to_string(msgBytes) + " so far)");
+        !st.isOk())
+      return st;
+  }
   // Half-made connections are never used: the next call starts afresh.
   allocated = false;
   if (Status st = reallocateConnections(std::max(bytes, msgBytes)); !st.isOk()) return st;
@@ -573,20 +615,28 @@ Status CudaWorld::Impl::growConnections(size_t bytes) {
 
 Status CudaWorld::Impl::reallocateConnections(size_t bytes) {
   if (Status st = syncAll(); !st.isOk()) return st;
+  // The same sizes (a reset after a stalled call): zero what is there, so
+  // that launches a CUDA graph holds keep their pointers.
+  const bool same = msgBytes == bytes && stageBytes == 2 * round16(bytes) &&
+                    std::none_of(counters.begin(), counters.end(),
+                                 [](const engine::ConnCounters* c) { return c == nullptr; });
   msgBytes = bytes;
   slotBytes = round16(engine::slotBytesFor(plan.protocol, msgBytes));
+  const size_t oldStage = stageBytes;
   stageBytes = 2 * round16(msgBytes);
   std::vector<engine::ConnView> views(plan.conns.size());
   for (size_t c = 0; c < plan.conns.size(); ++c) {
     int d = rankDevice[static_cast<size_t>(plan.conns[c].to)];
     CHORUS_CUDA_TRY(cudaSetDevice(d));
-    if (counters[c] != nullptr) cudaFree(counters[c]);
-    if (slots[c] != nullptr) cudaFree(slots[c]);
-    counters[c] = nullptr;
-    slots[c] = nullptr;
-    if (Status st = allocOn(d, &counters[c], 1); !st.isOk()) return st;
-    if (Status st = allocOn(d, &slots[c], slotBytes * static_cast<size_t>(o.slots)); !st.isOk())
-      return st;
+    if (!same) {
+      if (counters[c] != nullptr) cudaFree(counters[c]);
+      if (slots[c] != nullptr) cudaFree(slots[c]);
+      counters[c] = nullptr;
+      slots[c] = nullptr;
+      if (Status st = allocOn(d, &counters[c], 1); !st.isOk()) return st;
+      if (Status st = allocOn(d, &slots[c], slotBytes * static_cast<size_t>(o.slots)); !st.isOk())
+        return st;
+    }
     CHORUS_CUDA_TRY(cudaMemsetAsync(counters[c], 0, sizeof(engine::ConnCounters), setup.at(d)));
     CHORUS_CUDA_TRY(
         cudaMemsetAsync(slots[c], 0, slotBytes * static_cast<size_t>(o.slots), setup.at(d)));
@@ -599,10 +649,12 @@ Status CudaWorld::Impl::reallocateConnections(size_t bytes) {
     CHORUS_CUDA_TRY(
         cudaMemsetAsync(g.dFinished, 0, static_cast<size_t>(plan.nranks) * sizeof(uint32_t), su));
     CHORUS_CUDA_TRY(cudaMemsetAsync(g.dCalls, 0, sizeof(engine::CallCounters), su));
-    if (g.dStage != nullptr) cudaFree(g.dStage);
-    g.dStage = nullptr;
-    if (Status st = allocOn(g.device, &g.dStage, plan.blocks.size() * stageBytes); !st.isOk())
-      return st;
+    if (g.dStage == nullptr || stageBytes != oldStage) {
+      if (g.dStage != nullptr) cudaFree(g.dStage);
+      g.dStage = nullptr;
+      if (Status st = allocOn(g.device, &g.dStage, plan.blocks.size() * stageBytes); !st.isOk())
+        return st;
+    }
     if (!views.empty())
       CHORUS_CUDA_TRY(cudaMemcpyAsync(g.dConns, views.data(),
                                       views.size() * sizeof(engine::ConnView),
@@ -611,9 +663,13 @@ Status CudaWorld::Impl::reallocateConnections(size_t bytes) {
   return Status::ok();
 }
 
-Status CudaWorld::Impl::growScratch(int rank, size_t bytes) {
+Status CudaWorld::Impl::growScratch(int rank, size_t bytes, bool capturingNow) {
   auto r = static_cast<size_t>(rank);
   if (bytes <= scratchBytes[r]) return Status::ok();
+  if (Status st = mayMove(capturingNow, "more scratch for rank " + std::to_string(rank) + " (" +
+                                            std::to_string(bytes) + " bytes)");
+      !st.isOk())
+    return st;
   if (Status st = syncAll(); !st.isOk()) return st;
   if (scratch[r] != nullptr) cudaFree(scratch[r]);
   scratch[r] = nullptr;
@@ -623,7 +679,12 @@ Status CudaWorld::Impl::growScratch(int rank, size_t bytes) {
   return Status::ok();
 }
 
-Result<runtime::Geometry> CudaWorld::Impl::prepare(const std::vector<CallArgs>& calls) {
+Result<runtime::Geometry> CudaWorld::Impl::prepare(const std::vector<CallArgs>& calls,
+                                                   bool capturingNow) {
+  // A failed call (stalled, aborted) leaves the connections mid-way until
+  // wait() reports it and resets them: refuse calls until then.
+  if (Status st = pendingFailure(); !st.isOk()) return st;
+  if (capturingNow) everCaptured = true;
   Result<runtime::Geometry> planned = runtime::planCall(*va, calls, o.sliceBytes);
   if (!planned.isOk()) return planned.status();
   runtime::Geometry g = planned.value();
@@ -637,9 +698,10 @@ Result<runtime::Geometry> CudaWorld::Impl::prepare(const std::vector<CallArgs>& 
     if (Status st = checkPointer(calls[r].recvbuff, d, static_cast<int>(r), "recvbuff"); !st.isOk())
       return st;
   }
-  if (Status st = growConnections(plan.largestMessageBytes(g)); !st.isOk()) return st;
+  if (Status st = growConnections(plan.largestMessageBytes(g), capturingNow); !st.isOk()) return st;
   for (size_t r = 0; r < nranks; ++r) {
-    if (Status st = growScratch(static_cast<int>(r), plan.scratchBytes(static_cast<int>(r), g));
+    if (Status st = growScratch(static_cast<int>(r), plan.scratchBytes(static_cast<int>(r), g),
+                                capturingNow);
         !st.isOk())
       return st;
   }
@@ -666,13 +728,18 @@ Status CudaWorld::Impl::launch(const std::vector<CallArgs>& calls, const runtime
   for (size_t i = 0; i < groups.size(); ++i) {
     Status st = launchGroup(i, ranks, calls, g, streams[i]);
     if (st.isOk()) continue;
-    if (i > 0) {
+    Result<bool> cap = capturing(streams[i]);
+    if (i > 0 && cap.isOk() && !cap.value()) {
       // Groups already launched wait for peers that will never start: stop them.
       __atomic_store_n(&ctl->abort, 1, __ATOMIC_SEQ_CST);
       return Status(st.code(),
                     st.message() + " (after " + std::to_string(i) +
                         " GPU(s) had started the call: it was aborted; wait() reports it)");
     }
+    if (i > 0)
+      return Status(st.code(),
+                    st.message() + " (while capturing, after " + std::to_string(i) +
+                        " GPU(s)' launches: the graph holds part of a call; discard it)");
     return st;
   }
   return Status::ok();
@@ -743,11 +810,14 @@ Status CudaWorld::Impl::launchGroup(size_t i, const std::vector<engine::RankView
 Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, void* stream) {
   DeviceGuard guard;
   Impl& m = *impl_;
-  Result<runtime::Geometry> g = m.prepare(calls);
+  auto main = static_cast<cudaStream_t>(stream);
+  CHORUS_CUDA_TRY(cudaSetDevice(m.groups.front().device));
+  Result<bool> cap = capturing(main);
+  if (!cap.isOk()) return cap.status();
+  Result<runtime::Geometry> g = m.prepare(calls, cap.value());
   if (!g.isOk()) return g.status();
   // The first group runs on `stream`; the others on their own streams,
   // forked from it and joined back into it by events.
-  auto main = static_cast<cudaStream_t>(stream);
   std::vector<cudaStream_t> streams{main};
   for (size_t i = 1; i < m.groups.size(); ++i) streams.push_back(m.groups[i].stream);
   CHORUS_CUDA_TRY(cudaSetDevice(m.groups.front().device));
@@ -758,11 +828,21 @@ Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, void* stream) {
       CHORUS_CUDA_TRY(cudaStreamWaitEvent(streams[i], m.fork, 0));
     }
   }
-  if (Status st = m.launch(calls, g.value(), streams); !st.isOk()) return st;
+  Status launched = m.launch(calls, g.value(), streams);
+  // Joined back even after a failed launch: a capture ends only with every
+  // forked stream joined.
   CHORUS_CUDA_TRY(cudaSetDevice(m.groups.front().device));
-  for (size_t i = 1; i < m.groups.size(); ++i)
-    if (Status st = m.join(main, m.groups[i]); !st.isOk()) return st;
-  return Status::ok();
+  for (size_t i = 1; i < m.groups.size(); ++i) {
+    if (launched.isOk()) {
+      if (Status st = m.join(main, m.groups[i]); !st.isOk()) return st;
+    } else if (cap.value()) {
+      CHORUS_CUDA_TRY(cudaSetDevice(m.groups[i].device));
+      CHORUS_CUDA_TRY(cudaEventRecord(m.groups[i].captured, streams[i]));
+      CHORUS_CUDA_TRY(cudaSetDevice(m.groups.front().device));
+      CHORUS_CUDA_TRY(cudaStreamWaitEvent(main, m.groups[i].captured, 0));
+    }
+  }
+  return launched;
 }
 
 Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, const std::vector<void*>& streams) {
@@ -771,7 +851,21 @@ Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, const std::vector<
   if (streams.size() != static_cast<size_t>(m.plan.nranks))
     return Status(StatusCode::kInvalidArgument, std::to_string(streams.size()) + " streams for " +
                                                     std::to_string(m.plan.nranks) + " ranks");
-  Result<runtime::Geometry> g = m.prepare(calls);
+  // Every stream in one capture or none: waits between captured and eager
+  // work would invalidate the capture.
+  std::vector<bool> streamCaptured(streams.size());
+  for (size_t r = 0; r < streams.size(); ++r) {
+    CHORUS_CUDA_TRY(cudaSetDevice(m.rankDevice[r]));
+    Result<bool> cap = capturing(static_cast<cudaStream_t>(streams[r]));
+    if (!cap.isOk()) return cap.status();
+    streamCaptured[r] = cap.value();
+  }
+  if (std::find(streamCaptured.begin(), streamCaptured.end(), !streamCaptured.front()) !=
+      streamCaptured.end())
+    return Status(StatusCode::kInvalidArgument,
+                  "some ranks' streams are being captured into a CUDA graph and others are not: "
+                  "capture all of a call's streams (forked from one) or none");
+  Result<runtime::Geometry> g = m.prepare(calls, streamCaptured.front());
   if (!g.isOk()) return g.status();
   // Each group launches on its first rank's stream after every rank's
   // stream has reached the call; every rank's stream then waits for every
@@ -783,12 +877,8 @@ Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, const std::vector<
     bool seen = false;
     for (size_t q : distinct) seen = seen || streams[q] == streams[r];
     if (seen) continue;
-    auto sr = static_cast<cudaStream_t>(streams[r]);
-    CHORUS_CUDA_TRY(cudaSetDevice(m.rankDevice[r]));
-    Result<bool> cap = capturing(sr);
-    if (!cap.isOk()) return cap.status();
     distinct.push_back(r);
-    inCapture.push_back(cap.value());
+    inCapture.push_back(streamCaptured[r]);
   }
   std::vector<cudaStream_t> launchOn;
   for (GpuBlocks& grp : m.groups)

@@ -168,8 +168,12 @@ class Engine {
     size_t mine = std::min(each, elems - std::min(elems, tb.part * each));
     return static_cast<size_t>(s.count) * mine * o_.elementSize;
   }
+  // A threadblock's local copies and reductions at the rank's memory
+  // bandwidth, shared by its instances (which run alike at once).
   double localCost(size_t bytes) const {
-    return t_.memoryBandwidth > 0 ? static_cast<double>(bytes) / (t_.memoryBandwidth * 1e9) : 0;
+    return t_.memoryBandwidth > 0
+               ? static_cast<double>(bytes) * o_.instances / (t_.memoryBandwidth * 1e9)
+               : 0;
   }
   size_t instance(const Tb& tb) const {
     return tb.iter * stepsPerIter_ + tb.base + static_cast<size_t>(tb.pos);
@@ -498,13 +502,16 @@ void Engine::complete(Tb& tb) {
     predOf_[i] = tb.blocker == SIZE_MAX ? kNoStep : static_cast<uint32_t>(tb.blocker);
   }
   if (o_.trace) {
-    events_.push_back({{"name", std::string(ir::stepTypeName(s.type))},
-                       {"ph", "X"},
-                       {"ts", tb.stepStart * 1e6},
-                       {"dur", (now_ - tb.stepStart) * 1e6},
-                       {"pid", tb.rank},
-                       {"tid", tb.index},
-                       {"args", {{"step", tb.pos}, {"iteration", tb.iter}, {"count", s.count}}}});
+    events_.push_back(
+        {{"name", std::string(ir::stepTypeName(s.type))},
+         {"ph", "X"},
+         {"ts", tb.stepStart * 1e6},
+         {"dur", (now_ - tb.stepStart) * 1e6},
+         {"pid", tb.rank},
+         // Instances of a threadblock on rows of their own.
+         {"tid", tb.instance * static_cast<int>(a_.ranks[static_cast<size_t>(tb.rank)].tbs.size()) +
+                     tb.index},
+         {"args", {{"step", tb.pos}, {"iteration", tb.iter}, {"count", s.count}}}});
   }
   size_t previous = instance(tb);
   if (++tb.pos == static_cast<int>(tb.ir->steps.size())) {

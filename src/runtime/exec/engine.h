@@ -148,9 +148,10 @@ struct CallCounters {
 };
 
 // A block's steps completed in a call, stamped with the call: the epoch's
-// low kEpochBits bits above the count, so a count left by an earlier call
-// never meets a dependency of this one (the epochs differ even as they
-// wrap).
+// low 64 - kDoneBits bits above the count, so a count left by an earlier
+// call never meets a dependency of this one (consecutive epochs differ
+// even as they wrap; a block with no iterations in a call stamps its
+// counter anyway, so no count is older than the last call).
 inline constexpr int kDoneBits = 40;
 inline constexpr uint64_t kDoneMask = (uint64_t{1} << kDoneBits) - 1;
 CHORUS_HD_INLINE uint64_t stamp(uint64_t epoch) { return epoch << kDoneBits; }
@@ -361,6 +362,7 @@ class Block {
     if (ctx_.tid() == 0 && v_.positions != nullptr)
       v_.positions[b_] = BlockPos{c.iter, c.pc, done ? 1 : 0};
     if (!done) return;
+    if (c.done == 0 && ctx_.tid() == 0) ctx_.storeRelease(&v_.completed[b_], c.base);
     const RankView& r = v_.ranks[pb.rank];
     ctx_.sync();  // every thread's writes before thread 0's acq_rel counts
     if (r.divisor != 0) {
