@@ -22,7 +22,9 @@
 // Every element is read and written by exactly one thread, with the same
 // codec and op as elem::reduceRange, so results are bit for bit those of the
 // element loops (tests/runtime/reduce_copy_test.cc checks every type, op,
-// offset, length and thread count). A destination may be a source exactly
+// offset, length and thread count), but for the sign and payload of a NaN
+// made from two NaNs, which IEEE 754 leaves to the machine (a compiler may
+// swap an addition's operands). A destination may be a source exactly
 // (in place), never overlap one partly.
 #pragma once
 
