@@ -205,6 +205,13 @@ TEST(StepEngine, BadCallsAreRefused) {
   bad = {};
   bad.threads = 0;
   EXPECT_EQ(PlanWorld::make(*va, bad).status().code(), StatusCode::kInvalidArgument);
+  for (int team : {0, 1025}) {
+    bad = {};
+    bad.teamThreads = team;
+    auto refused = PlanWorld::make(*va, bad);
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find("team threads"), std::string::npos);
+  }
 }
 
 // Two sends before a receive with one slot: blocked forever, reported with

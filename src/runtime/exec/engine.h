@@ -280,8 +280,7 @@ class Block {
     if (rcv) {
       unsigned char* slot = slotOf(*rc, c.recvd);
       // LL / LL128: each thread checks the lines it will read.
-      if (!simple && !ctx_.all(arrived(*rc, slot, c.recvd + 1, msgBytes)))
-        return StepResult::kBlocked;
+      if (!simple && !ctx_.all(arrived(slot, c.recvd + 1, msgBytes))) return StepResult::kBlocked;
       if (simple) {
         in = slot;
       } else if (direct) {
@@ -398,13 +397,13 @@ class Block {
            v_.g.sliceOffset(static_cast<size_t>(chunk), static_cast<size_t>(iter)) * v_.g.elemSize;
   }
 
-  // Whether message `seq` (1-based) of `msgBytes` is all in `slot`, as far
-  // as this thread can tell (the lines it reads; all() combines).
-  CHORUS_HD bool arrived(const ConnView& cv, const unsigned char* slot, uint64_t seq,
-                         size_t msgBytes) const {
+  // LL / LL128: whether message `seq` (1-based) of `msgBytes` is all in
+  // `slot`, as far as this thread can tell (the lines it reads; all()
+  // combines). A Simple message is seen by thread 0's poll of head.
+  CHORUS_HD bool arrived(const unsigned char* slot, uint64_t seq, size_t msgBytes) const {
     switch (v_.protocol) {
       case ir::Protocol::kSimple:
-        return ctx_.loadAcquire(&cv.ctr->head) >= seq;
+        break;
       case ir::Protocol::kLL: {
         const auto* lines = reinterpret_cast<const uint64_t*>(slot);
         size_t nlines = (msgBytes + kLLPayload - 1) / kLLPayload;
