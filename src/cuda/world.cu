@@ -456,7 +456,8 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
     });
     if (fits || t / 2 < kFewestThreads) m.threads = t;
   }
-  if (Status st = measure(m.threads); !st.isOk()) return st;
+  if (options.threadsPerBlock != 0)  // (the choice above measured its own)
+    if (Status st = measure(m.threads); !st.isOk()) return st;
   // Instances (FlatPlan::lower): as many as put a block on every SM of the
   // busiest GPU, at most kAutoInstances, unless the caller says.
   int instances = options.instances;

@@ -145,23 +145,22 @@ Status PlanWorld::run(const std::vector<CallArgs>& calls) {
   if (threads <= 1 && team == 1) {
     HostCtx ctx;
     worker(0, ctx);
-  } else if (team == 1) {
-    std::vector<std::thread> pool;
-    for (size_t k = 0; k < threads; ++k)
-      pool.emplace_back([&worker, k] {
-        HostCtx ctx;
-        worker(k, ctx);
-      });
-    for (auto& t : pool) t.join();
   } else {
+    // `threads` groups, each one thread (HostCtx) or a team of them.
     std::vector<std::unique_ptr<Team>> teams;
     std::vector<std::thread> pool;
     for (size_t k = 0; k < std::max<size_t>(threads, 1); ++k) {
-      teams.push_back(std::make_unique<Team>(static_cast<int>(team)));
+      Team* tm = team > 1 ? teams.emplace_back(std::make_unique<Team>(static_cast<int>(team))).get()
+                          : nullptr;
       for (size_t t = 0; t < team; ++t)
-        pool.emplace_back([&worker, k, t, tm = teams.back().get()] {
-          TeamCtx ctx(tm, static_cast<int>(t));
-          worker(k, ctx);
+        pool.emplace_back([&worker, k, t, tm] {
+          if (tm == nullptr) {
+            HostCtx ctx;
+            worker(k, ctx);
+          } else {
+            TeamCtx ctx(tm, static_cast<int>(t));
+            worker(k, ctx);
+          }
         });
     }
     for (auto& t : pool) t.join();

@@ -128,6 +128,19 @@ CHORUS_HD_INLINE void elementsOneByOne(const unsigned char* src0, const unsigned
   }
 }
 
+// Thread tid's packs of the round that starts at pack `base`, from `src`.
+template <int kU>
+CHORUS_HD_INLINE void loadRound(Pack (&into)[kU], const unsigned char* src, size_t base,
+                                size_t npacks, size_t tid, size_t nthreads) {
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int u = 0; u < kU; ++u) {
+    size_t p = base + static_cast<size_t>(u) * nthreads + tid;
+    if (p < npacks) into[u] = loadPack(src + p * 16);
+  }
+}
+
 // Thread tid's share of n elements of the operation Fn (see the header).
 template <typename Fn>
 CHORUS_HD_NOINLINE void reduceCopyWith(const unsigned char* src0, const unsigned char* src1,
@@ -152,22 +165,8 @@ CHORUS_HD_NOINLINE void reduceCopyWith(const unsigned char* src0, const unsigned
   const size_t round = static_cast<size_t>(kU) * nthreads;
   for (size_t base = 0; base < npacks; base += round) {
     Pack a[kU] = {}, b[kU] = {};
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
-    for (int u = 0; u < kU; ++u) {
-      size_t p = base + static_cast<size_t>(u) * nthreads + tid;
-      if (p < npacks) a[u] = loadPack(src0 + start + p * 16);
-    }
-    if constexpr (Fn::kReduces) {
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
-      for (int u = 0; u < kU; ++u) {
-        size_t p = base + static_cast<size_t>(u) * nthreads + tid;
-        if (p < npacks) b[u] = loadPack(src1 + start + p * 16);
-      }
-    }
+    loadRound(a, src0 + start, base, npacks, tid, nthreads);
+    if constexpr (Fn::kReduces) loadRound(b, src1 + start, base, npacks, tid, nthreads);
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
