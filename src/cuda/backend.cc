@@ -52,6 +52,7 @@ class Backend final : public runtime::DeviceBackend {
     o.timeoutMs = options.timeoutMs;
     if (options.threadsPerBlock > 0) o.threadsPerBlock = options.threadsPerBlock;
     o.instances = options.instances;
+    o.protocol = options.protocol;
     auto w = CudaWorld::make(va, o);
     if (!w.isOk()) return w.status();
     return std::unique_ptr<runtime::DeviceExecutor>(

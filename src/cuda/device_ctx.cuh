@@ -1,8 +1,8 @@
 // The step engine's Ctx in a CUDA block (see runtime/exec/engine.h): the
 // block's threads share each step, the barrier and votes are
 // __syncthreads's, and counters and flags are read and written with the
-// PTX memory model's acquire / release / relaxed operations at system
-// scope (peers may be other GPUs, or the host for the control word).
+// PTX memory model's acquire / release / relaxed operations, at system
+// scope where the launch's peers are other GPUs, else at GPU scope.
 //
 // Memory ordering, per protocol (engine.h has the layouts):
 //   Simple  every thread writes its part of the slot, the block
@@ -18,9 +18,11 @@
 //           read by one ld.relaxed of 64 bits: single-copy atomicity of an
 //           aligned 8-byte access makes payload and flag arrive together;
 //           a thread only uses a line whose flag it saw.
-//   LL128   a line's writer stores its 15 payload words, then the flag with
-//           st.release; a reader loads the flag with ld.acquire, then the
-//           payload (the same thread checks and unpacks a line).
+//   LL128   the block's threads store the payload words (st.relaxed), the
+//           block synchronizes, then each line's flag is stored with
+//           st.release (cumulative over the others' stores through the
+//           barrier); readers load the flags with ld.acquire, the block
+//           synchronizes (the vote), then they load the payload.
 //   Freeing a slot (tail) and completing a step (the dependency counters)
 //   follow Simple's pattern; the last block of a rank to finish takes a
 //   fetch-add with acq_rel before dividing avg's output.
@@ -31,7 +33,13 @@
 
 namespace chorus::cuda {
 
+// Scope: system where a launch's ranks span GPUs (a peer's counters and
+// slots are another device's memory), the GPU where they all share one
+// (cheaper fences, and L2 is the point of coherence). The control word the
+// host writes is read outside the Ctx (world.cu), always as system memory.
 struct DeviceCtx {
+  bool system = true;
+
   __device__ __forceinline__ int tid() const { return static_cast<int>(threadIdx.x); }
   __device__ __forceinline__ int nthreads() const { return static_cast<int>(blockDim.x); }
   __device__ __forceinline__ bool all(bool x) const { return __syncthreads_and(x) != 0; }
@@ -40,23 +48,44 @@ struct DeviceCtx {
 
   __device__ __forceinline__ uint64_t loadAcquire(const uint64_t* p) const {
     uint64_t v;
-    asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    if (system)
+      asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    else
+      asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
   }
   __device__ __forceinline__ uint64_t loadRelaxed(const uint64_t* p) const {
     uint64_t v;
-    asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    if (system)
+      asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    else
+      asm volatile("ld.relaxed.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
   }
   __device__ __forceinline__ void storeRelease(uint64_t* p, uint64_t v) const {
-    asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+    if (system)
+      asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+    else
+      asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
   }
   __device__ __forceinline__ void storeRelaxed(uint64_t* p, uint64_t v) const {
-    asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+    if (system)
+      asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+    else
+      asm volatile("st.relaxed.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
   }
   __device__ __forceinline__ uint32_t fetchAddAcqRel(uint32_t* p, uint32_t v) const {
     uint32_t old;
-    asm volatile("atom.acq_rel.sys.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    if (system)
+      asm volatile("atom.acq_rel.sys.add.u32 %0, [%1], %2;"
+                   : "=r"(old)
+                   : "l"(p), "r"(v)
+                   : "memory");
+    else
+      asm volatile("atom.acq_rel.gpu.add.u32 %0, [%1], %2;"
+                   : "=r"(old)
+                   : "l"(p), "r"(v)
+                   : "memory");
     return old;
   }
 };

@@ -54,9 +54,9 @@ struct InlineRanks {
 template <int kThreads, int kMinBlocks>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     planKernel(engine::CallView v, const __grid_constant__ InlineRanks inl, const int32_t* blockMap,
-               Control* ctl, uint64_t timeoutNs) {
+               Control* ctl, uint64_t timeoutNs, bool system) {
   if (v.ranks == nullptr) v.ranks = const_cast<engine::RankView*>(inl.r);
-  DeviceCtx ctx;
+  DeviceCtx ctx{system};
   int b = blockMap[blockIdx.x];
   engine::Block<DeviceCtx> blk(ctx, v, b);
   engine::Cursor c = blk.start();
@@ -131,7 +131,7 @@ class DeviceGuard {
   bool ok_ = false;
 };
 
-// Bytes rounded up to 16, so every staging area and slot stays aligned.
+// Bytes rounded up to 16, so every slot stays aligned.
 size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
 template <typename T>
@@ -214,7 +214,6 @@ struct GpuBlocks {
   engine::CallCounters* dCalls = nullptr;
   engine::RankView* dRanks = nullptr;
   engine::ConnView* dConns = nullptr;
-  unsigned char* dStage = nullptr;
   cudaStream_t stream = nullptr;  // groups after the first: their own stream
   // Recorded after each launch: `done` after an eager one (and
   // `lastStream` where), `captured` after one captured into a CUDA graph
@@ -252,6 +251,7 @@ struct CudaWorld::Impl {
   CudaOptions o;
   FlatPlan plan;
   std::vector<int> rankDevice;
+  bool multiDevice = false;  // ranks on more than one GPU: system-scope ordering
   std::vector<GpuBlocks> groups;
   std::map<int, size_t> groupOf;  // device -> group
   // Per device of the world: a non-blocking stream for its uploads and
@@ -260,7 +260,7 @@ struct CudaWorld::Impl {
   // Connections: counters and slots in the receiving rank's memory.
   std::vector<engine::ConnCounters*> counters;
   std::vector<unsigned char*> slots;
-  size_t msgBytes = 0, slotBytes = 0, stageBytes = 0;
+  size_t msgBytes = 0, slotBytes = 0;
   std::vector<unsigned char*> scratch;  // per rank
   std::vector<size_t> scratchBytes;
   Control* ctl = nullptr;  // mapped pinned memory
@@ -268,11 +268,12 @@ struct CudaWorld::Impl {
   engine::BlockPos* positions = nullptr;  // mapped pinned memory
   engine::BlockPos* dPositions = nullptr;
   int maxResident = 0;
-  int threads = 0;  // CUDA threads per block
+  int threads = 0;        // CUDA threads per block
+  int launchThreads = 0;  // this call's: `threads`, or a warp for a small call
   cudaEvent_t fork = nullptr;
   std::vector<cudaEvent_t> before;  // per rank, on its device: what its stream held
 
-  bool allocated = false;     // connections and staging made for msgBytes
+  bool allocated = false;     // connections made for msgBytes
   bool everCaptured = false;  // a call was captured: its graph holds the buffers
   // kUnsupported where buffers may not move: while capturing, or once a
   // graph holds them (`what` names the growth).
@@ -335,11 +336,11 @@ void CudaWorld::Impl::release() {
   (void)syncAll();
   for (GpuBlocks& g : groups) {
     cudaSetDevice(g.device);
-    for (void* p : {static_cast<void*>(g.dBlockMap), static_cast<void*>(g.dSteps),
-                    static_cast<void*>(g.dBlocks), static_cast<void*>(g.dRankFirst),
-                    static_cast<void*>(g.dCompleted), static_cast<void*>(g.dFinished),
-                    static_cast<void*>(g.dCalls), static_cast<void*>(g.dRanks),
-                    static_cast<void*>(g.dConns), static_cast<void*>(g.dStage)})
+    for (void* p :
+         {static_cast<void*>(g.dBlockMap), static_cast<void*>(g.dSteps),
+          static_cast<void*>(g.dBlocks), static_cast<void*>(g.dRankFirst),
+          static_cast<void*>(g.dCompleted), static_cast<void*>(g.dFinished),
+          static_cast<void*>(g.dCalls), static_cast<void*>(g.dRanks), static_cast<void*>(g.dConns)})
       if (p != nullptr) cudaFree(p);
     if (g.stream != nullptr) cudaStreamDestroy(g.stream);
     if (g.done != nullptr) cudaEventDestroy(g.done);
@@ -417,11 +418,16 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
   m.rankDevice = options.rankDevices.empty()
                      ? std::vector<int>(static_cast<size_t>(a.ngpus), options.device)
                      : options.rankDevices;
+  m.multiDevice = std::any_of(m.rankDevice.begin(), m.rankDevice.end(),
+                              [&](int d) { return d != m.rankDevice[0]; });
   for (int d : m.rankDevice)
     if (d < 0 || d >= ndev.value())
       return Status(StatusCode::kInvalidArgument, "no CUDA device " + std::to_string(d) +
                                                       " (this process sees " +
                                                       std::to_string(ndev.value()) + ")");
+  if (options.protocol < -1 || options.protocol > static_cast<int>(ir::Protocol::kLL128))
+    return Status(StatusCode::kInvalidArgument,
+                  "no protocol " + std::to_string(options.protocol) + " (-1: the algorithm's)");
   if (options.instances < 0 || options.instances > runtime::kMostInstances)
     return Status(StatusCode::kInvalidArgument, "instances must be in [1, " +
                                                     std::to_string(runtime::kMostInstances) +
@@ -470,6 +476,7 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
     }
   }
   if (instances > 1) m.plan = FlatPlan::lower(va, instances);
+  if (options.protocol >= 0) m.plan.protocol = static_cast<ir::Protocol>(options.protocol);
   for (size_t b = 0; b < m.plan.blocks.size(); ++b) {
     int d = m.rankDevice[static_cast<size_t>(m.plan.blocks[b].rank)];
     auto [it, added] = m.groupOf.try_emplace(d, m.groups.size());
@@ -576,8 +583,8 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
   return Result<std::unique_ptr<CudaWorld>>(std::move(w));
 }
 
-// Slots for messages of up to `bytes` (and staging for them); the first
-// call and any larger call than before allocate, after the GPUs are idle.
+// Whether buffers may be moved now (not while capturing, nor once a graph
+// holds them).
 Status CudaWorld::Impl::mayMove(bool capturingNow, const std::string& what) const {
   if (capturingNow)
     return Status(StatusCode::kUnsupported,
@@ -597,7 +604,7 @@ Status CudaWorld::Impl::mayMove(bool capturingNow, const std::string& what) cons
 Status CudaWorld::Impl::growConnections(size_t bytes, bool capturingNow) {
   if (allocated && bytes <= msgBytes) return Status::ok();
   // A stalled call's reset keeps the sizes (and so the buffers a graph
-  // holds); growth moves the staging area.
+  // holds); growth moves the slots.
   if (capturingNow || bytes > msgBytes) {
     if (Status st =
             mayMove(capturingNow, "connections for " + std::to_string(bytes) + "-byte messages (" +
@@ -618,13 +625,11 @@ Status CudaWorld::Impl::reallocateConnections(size_t bytes) {
   if (Status st = syncAll(); !st.isOk()) return st;
   // The same sizes (a reset after a stalled call): zero what is there, so
   // that launches a CUDA graph holds keep their pointers.
-  const bool same = msgBytes == bytes && stageBytes == 2 * round16(bytes) &&
-                    std::none_of(counters.begin(), counters.end(),
-                                 [](const engine::ConnCounters* c) { return c == nullptr; });
+  const bool same =
+      msgBytes == bytes && std::none_of(counters.begin(), counters.end(),
+                                        [](const engine::ConnCounters* c) { return c == nullptr; });
   msgBytes = bytes;
   slotBytes = round16(engine::slotBytesFor(plan.protocol, msgBytes));
-  const size_t oldStage = stageBytes;
-  stageBytes = 2 * round16(msgBytes);
   std::vector<engine::ConnView> views(plan.conns.size());
   for (size_t c = 0; c < plan.conns.size(); ++c) {
     int d = rankDevice[static_cast<size_t>(plan.conns[c].to)];
@@ -650,12 +655,6 @@ Status CudaWorld::Impl::reallocateConnections(size_t bytes) {
     CHORUS_CUDA_TRY(
         cudaMemsetAsync(g.dFinished, 0, static_cast<size_t>(plan.nranks) * sizeof(uint32_t), su));
     CHORUS_CUDA_TRY(cudaMemsetAsync(g.dCalls, 0, sizeof(engine::CallCounters), su));
-    if (g.dStage == nullptr || stageBytes != oldStage) {
-      if (g.dStage != nullptr) cudaFree(g.dStage);
-      g.dStage = nullptr;
-      if (Status st = allocOn(g.device, &g.dStage, plan.blocks.size() * stageBytes); !st.isOk())
-        return st;
-    }
     if (!views.empty())
       CHORUS_CUDA_TRY(cudaMemcpyAsync(g.dConns, views.data(),
                                       views.size() * sizeof(engine::ConnView),
@@ -712,6 +711,11 @@ Result<runtime::Geometry> CudaWorld::Impl::prepare(const std::vector<CallArgs>& 
 Status CudaWorld::Impl::launch(const std::vector<CallArgs>& calls, const runtime::Geometry& g,
                                const std::vector<cudaStream_t>& streams) {
   size_t nranks = static_cast<size_t>(plan.nranks);
+  // A call whose messages a warp moves in one round of its unrolled loop
+  // runs a warp per block, unless the caller chose the block size: its
+  // barriers and votes are a warp's, not 8 warps'.
+  launchThreads =
+      o.threadsPerBlock == 0 && plan.largestMessageBytes(g) <= kWarpMessageBytes ? 32 : threads;
   std::vector<engine::RankView> ranks(nranks);
   // (prepare() grew each rank's scratch for this call.)
   for (size_t r = 0; r < nranks; ++r)
@@ -778,8 +782,6 @@ Status CudaWorld::Impl::launchGroup(size_t i, const std::vector<engine::RankView
     v.ranksFinished = grp.dFinished;
     v.calls = grp.dCalls;
     v.groupBlocks = static_cast<int32_t>(grp.blockMap.size());
-    v.stage = grp.dStage;
-    v.stageBytes = stageBytes;
     v.positions = dPositions;
     v.g = g;
     v.type = calls[0].type;
@@ -790,10 +792,12 @@ Status CudaWorld::Impl::launchGroup(size_t i, const std::vector<engine::RankView
     const int32_t* map = grp.dBlockMap;
     Control* c = dCtl;
     uint64_t timeoutNs = static_cast<uint64_t>(o.timeoutMs) * 1000000ull;
-    void* args[] = {&v, &inl, &map, &c, &timeoutNs};
-    CHORUS_CUDA_TRY(cudaLaunchCooperativeKernel(kernelFor(threads),
-                                                dim3(static_cast<unsigned>(grp.blockMap.size())),
-                                                dim3(static_cast<unsigned>(threads)), args, 0, s));
+    // System scope only where some rank's connections cross GPUs.
+    bool system = multiDevice;
+    void* args[] = {&v, &inl, &map, &c, &timeoutNs, &system};
+    CHORUS_CUDA_TRY(cudaLaunchCooperativeKernel(
+        kernelFor(threads), dim3(static_cast<unsigned>(grp.blockMap.size())),
+        dim3(static_cast<unsigned>(launchThreads)), args, 0, s));
     Result<bool> cap = capturing(s);
     if (!cap.isOk()) return cap.status();
     grp.lastCaptured = cap.value();

@@ -4,9 +4,8 @@
 //
 // A CudaWorld holds one algorithm's state on its GPUs, allocated once and
 // reused by every call: the plan's arrays, the connections (slots in the
-// receiving rank's device memory, counters), per-block staging, per-rank
-// scratch (grown when a call needs more). Ranks map to devices through
-// CudaOptions::rankDevices: all on one GPU (a world on one GPU: the shape
+// receiving rank's device memory, counters), per-rank scratch (grown when a call needs more). Ranks
+// map to devices through CudaOptions::rankDevices: all on one GPU (a world on one GPU: the shape
 // every test here uses) or one GPU per rank (peer access between them).
 //
 // This header needs no CUDA headers: streams are passed as void*
@@ -35,16 +34,26 @@ struct CudaOptions {
   size_t sliceBytes = 0;         // 0: the protocol's default (docs/spec/IR.md section 3)
   int slots = 8;                 // messages in flight per connection (as the CPU runtime)
   // CUDA threads per block; 0: kDefaultThreads, or fewer (down to
-  // kFewestThreads) where the algorithm's blocks only fit at smaller ones.
+  // kFewestThreads) where the algorithm's blocks only fit at smaller ones,
+  // and one warp for calls of messages up to kWarpMessageBytes.
   int threadsPerBlock = 0;
   int timeoutMs = 20000;  // a call that makes no progress this long fails (kTimeout)
   // CUDA blocks per IR threadblock, each with its share of every slice
   // (runtime::FlatPlan::lower); 0: as many as put one block on every SM of
   // the busiest GPU, at most kAutoInstances.
   int instances = 0;
+  // The slots' layout (an ir::Protocol) whatever the algorithm's; -1: the
+  // algorithm's. Any algorithm runs on any of the three (the C API runs its
+  // built-ins on LL for small calls).
+  int protocol = -1;
 };
 
 inline constexpr int kAutoInstances = 16;
+// Calls whose largest message is at most this many bytes launch one warp
+// per block when the block size is the world's choice: 32 threads x 16
+// bytes x rc::kCopyUnroll 8, one round of the data loop. Not yet measured
+// against full blocks on a GPU (docs/cuda.md, "Small calls").
+inline constexpr size_t kWarpMessageBytes = 4096;
 inline constexpr int kDefaultThreads = 256;
 inline constexpr int kFewestThreads = 64;
 

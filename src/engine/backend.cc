@@ -85,6 +85,7 @@ class Backend final : public runtime::DeviceBackend {
     if (options.threadsPerBlock > 0) o.teamThreads = options.threadsPerBlock;
     o.sliceBytes = options.sliceBytes;
     o.slots = options.slots;
+    o.protocol = options.protocol;
     auto w = runtime::PlanWorld::make(va, o);
     if (!w.isOk()) return w.status();
     return std::unique_ptr<runtime::DeviceExecutor>(

@@ -39,6 +39,9 @@ struct DeviceOptions {
   // the step engine: 1).
   int instances = 0;
   int hostThreads = 0;  // backends on host threads: how many (0: the backend's default)
+  // The slots' layout (an ir::Protocol) whatever the algorithm's; -1: the
+  // algorithm's.
+  int protocol = -1;
 };
 
 // Device copies of a set of host calls' buffers (what `chorus run` and

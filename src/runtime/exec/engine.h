@@ -36,9 +36,12 @@
 //           64-bit store, so data and flag arrive together: the receiver
 //           polls the lines' flags and needs no separate signal. The flag
 //           is the message's sequence number, so slots are never cleared.
-//   LL128   128-byte lines, 120 payload bytes and an 8-byte flag that the
-//           line's writer stores with release order after the payload; the
-//           reader loads it with acquire order, then the payload.
+//   LL128   128-byte lines, 120 payload bytes and an 8-byte flag stored
+//           with release order after a barrier that follows the block's
+//           payload stores; the reader acquires the flags, then the payload.
+//   A step on LL or LL128 reads its message from the lines, combines it
+//   and writes its destination and its outgoing lines in one pass, with no
+//   staging copy (lines.h).
 // A receiver frees its slot by storing tail (release) after reading it;
 // the sender loads tail (acquire) before reusing the slot.
 #pragma once
@@ -52,6 +55,7 @@
 #include "core/types.h"
 #include "ir/slicing.h"
 #include "runtime/exec/flat_plan.h"
+#include "runtime/exec/lines.h"
 #include "runtime/exec/reduce_copy.h"
 
 namespace chorus::runtime::engine {
@@ -77,20 +81,13 @@ CHORUS_HD_INLINE bool stepReceives(uint8_t t) {
          t == kRecvReduceCopySend;
 }
 
-// Protocol line geometry.
-inline constexpr size_t kLLPayload = 4;  // bytes per 8-byte LL line
-inline constexpr size_t kLLLine = 8;
-inline constexpr size_t kLL128Payload = 120;  // bytes per 128-byte LL128 line
-inline constexpr size_t kLL128Line = 128;
-inline constexpr size_t kLL128Words = kLL128Line / 8;
-
 // Bytes of one slot that carries messages of up to `msgBytes`.
 CHORUS_HD_INLINE size_t slotBytesFor(ir::Protocol p, size_t msgBytes) {
   switch (p) {
     case ir::Protocol::kLL:
-      return (msgBytes + kLLPayload - 1) / kLLPayload * kLLLine;
+      return ln::lineCount(p, msgBytes) * ln::kLLLine;
     case ir::Protocol::kLL128:
-      return (msgBytes + kLL128Payload - 1) / kLL128Payload * kLL128Line;
+      return ln::lineCount(p, msgBytes) * ln::kLL128Line;
     case ir::Protocol::kSimple:
       break;
   }
@@ -172,8 +169,6 @@ struct CallView {
   uint32_t* ranksFinished = nullptr;  // per rank: blocks finished (the rank's last resets it)
   CallCounters* calls = nullptr;      // the group's
   int32_t groupBlocks = 0;            // blocks in the group (of the launch)
-  unsigned char* stage = nullptr;     // per block: stageBytes (LL and LL128 pack and unpack here)
-  size_t stageBytes = 0;              // 2 x the largest message
   BlockPos* positions = nullptr;      // per block, written when it stops
   ir::Slicing g;
   DataType type = DataType::kFloat32;
@@ -208,11 +203,6 @@ struct Cursor {
 };
 
 enum class StepResult { kRan, kBlocked, kFinished };
-
-// LL flags: the message's sequence number, never 0 (fresh slots are zero).
-CHORUS_HD_INLINE uint32_t llFlag(uint64_t seq) {
-  return static_cast<uint32_t>(seq % 0xffffffffull) + 1u;
-}
 
 // avg's division of a rank's output, a call of its own on a GPU (its
 // twelve types' loops stay out of the step loop's registers).
@@ -252,8 +242,6 @@ class Block {
     const size_t chunkBytes = n * v_.g.elemSize;
     const size_t msgBytes = static_cast<size_t>(s.count) * chunkBytes;
     const bool simple = v_.protocol == ir::Protocol::kSimple;
-    unsigned char* stageIn = v_.stage + static_cast<size_t>(b_) * v_.stageBytes;
-    unsigned char* stageOut = stageIn + v_.stageBytes / 2;
 
     ConnView* sc = snd ? &v_.conns[pb.sendConn] : nullptr;
     ConnView* rc = rcv ? &v_.conns[pb.recvConn] : nullptr;
@@ -272,66 +260,53 @@ class Block {
       if (ready && rcv && simple) ready = ctx_.loadAcquire(&rc->ctr->head) >= c.recvd + 1;
     }
     if (!ctx_.all(ready)) return StepResult::kBlocked;
-    // LL / LL128 lines are unpacked straight into a plain receive's
-    // destination and packed straight from a plain send's source when the
-    // step's chunks are contiguous there (no staging pass).
-    const bool direct = !simple && v_.g.contiguous(s.count) && (s.type == kRecv || s.type == kSend);
-    const unsigned char* in = nullptr;
-    if (rcv) {
-      unsigned char* slot = slotOf(*rc, c.recvd);
-      // LL / LL128: each thread checks the lines it will read.
-      if (!simple && !ctx_.all(arrived(slot, c.recvd + 1, msgBytes))) return StepResult::kBlocked;
-      if (simple) {
-        in = slot;
-      } else if (direct) {
-        unpack(slot, c.recvd + 1, msgBytes, ptr(pb.rank, s.dstBuf, s.dstOff, c.iter));
-      } else {
-        unpack(slot, c.recvd + 1, msgBytes, stageIn);
+    if (!simple && (rcv || snd)) {
+      const auto* in = rcv ? reinterpret_cast<const uint64_t*>(slotOf(*rc, c.recvd)) : nullptr;
+      // Each thread checks some of the lines; the vote's barrier orders
+      // every thread's payload loads after the checks.
+      if (rcv && !ctx_.all(ln::arrived(ctx_, v_.protocol, in, c.recvd + 1, msgBytes)))
+        return StepResult::kBlocked;
+      lines(s, c, in, snd ? reinterpret_cast<uint64_t*>(slotOf(*sc, c.sent)) : nullptr, n);
+    } else {
+      const unsigned char* in = rcv ? slotOf(*rc, c.recvd) : nullptr;
+      unsigned char* out = snd ? slotOf(*sc, c.sent) : nullptr;
+      for (int k = 0; k < s.count; ++k) {
+        size_t at = static_cast<size_t>(k) * chunkBytes;
+        unsigned char* src = s.srcOff >= 0 ? ptr(pb.rank, s.srcBuf, s.srcOff + k, c.iter) : nullptr;
+        unsigned char* dst = s.dstOff >= 0 ? ptr(pb.rank, s.dstBuf, s.dstOff + k, c.iter) : nullptr;
+        switch (s.type) {
+          case kSend:
+            copy(out + at, nullptr, src, chunkBytes);
+            break;
+          case kRecv:
+            copy(dst, nullptr, in + at, chunkBytes);
+            break;
+          case kRecvCopySend:  // one pass: the slot is read once
+            copy(dst, out + at, in + at, chunkBytes);
+            break;
+          case kRecvReduceSend:
+            reduce(out + at, nullptr, in + at, src, n);
+            break;
+          case kRecvReduceCopy:
+            reduce(dst, nullptr, in + at, src, n);
+            break;
+          case kRecvReduceCopySend:  // one pass to both destinations
+            reduce(dst, out + at, in + at, src, n);
+            break;
+          case kCopy:
+            if (dst != src) copy(dst, nullptr, src, chunkBytes);
+            break;
+          case kReduce:
+            reduce(dst, nullptr, dst, src, n);
+            break;
+          default:
+            break;
+        }
+        // Chunk k + 1 may read what chunk k wrote (a copy between
+        // overlapping ranges of one buffer runs chunk after chunk).
         ctx_.sync();
-        in = stageIn;
       }
     }
-    unsigned char* out = snd ? (simple ? slotOf(*sc, c.sent) : stageOut) : nullptr;
-
-    for (int k = 0; k < s.count && !direct; ++k) {
-      size_t at = static_cast<size_t>(k) * chunkBytes;
-      unsigned char* src = s.srcOff >= 0 ? ptr(pb.rank, s.srcBuf, s.srcOff + k, c.iter) : nullptr;
-      unsigned char* dst = s.dstOff >= 0 ? ptr(pb.rank, s.dstBuf, s.dstOff + k, c.iter) : nullptr;
-      switch (s.type) {
-        case kSend:
-          copy(out + at, nullptr, src, chunkBytes);
-          break;
-        case kRecv:
-          copy(dst, nullptr, in + at, chunkBytes);
-          break;
-        case kRecvCopySend:  // one pass: the slot is read once
-          copy(dst, out + at, in + at, chunkBytes);
-          break;
-        case kRecvReduceSend:
-          reduce(out + at, nullptr, in + at, src, n);
-          break;
-        case kRecvReduceCopy:
-          reduce(dst, nullptr, in + at, src, n);
-          break;
-        case kRecvReduceCopySend:  // one pass to both destinations
-          reduce(dst, out + at, in + at, src, n);
-          break;
-        case kCopy:
-          if (dst != src) copy(dst, nullptr, src, chunkBytes);
-          break;
-        case kReduce:
-          reduce(dst, nullptr, dst, src, n);
-          break;
-        default:
-          break;
-      }
-      // Chunk k + 1 may read what chunk k wrote (a copy between
-      // overlapping ranges of one buffer runs chunk after chunk).
-      ctx_.sync();
-    }
-    if (snd && !simple)
-      pack(direct ? ptr(pb.rank, s.srcBuf, s.srcOff, c.iter) : stageOut, c.sent + 1, msgBytes,
-           slotOf(*sc, c.sent));
 
     // Publish: the barrier orders every thread's writes before thread 0's
     // release stores of the counters that announce them (cumulativity).
@@ -397,96 +372,54 @@ class Block {
            v_.g.sliceOffset(static_cast<size_t>(chunk), static_cast<size_t>(iter)) * v_.g.elemSize;
   }
 
-  // LL / LL128: whether message `seq` (1-based) of `msgBytes` is all in
-  // `slot`, as far as this thread can tell (the lines it reads; all()
-  // combines). A Simple message is seen by thread 0's poll of head.
-  CHORUS_HD bool arrived(const unsigned char* slot, uint64_t seq, size_t msgBytes) const {
-    switch (v_.protocol) {
-      case ir::Protocol::kSimple:
-        break;
-      case ir::Protocol::kLL: {
-        const auto* lines = reinterpret_cast<const uint64_t*>(slot);
-        size_t nlines = (msgBytes + kLLPayload - 1) / kLLPayload;
-        uint32_t flag = llFlag(seq);
-        for (size_t i = static_cast<size_t>(ctx_.tid()); i < nlines;
-             i += static_cast<size_t>(ctx_.nthreads()))
-          if (static_cast<uint32_t>(ctx_.loadRelaxed(&lines[i]) >> 32) != flag) return false;
-        return true;
+  // A step on LL or LL128: its message from the lines at `in` (if it
+  // receives), combined with its source, to its destination and to the
+  // lines at `out` (if it sends), in one pass (lines.h). A step whose
+  // destination is another of its chunks' source runs chunk after chunk, as
+  // the CPU executor does, and then packs what it wrote.
+  CHORUS_HD void lines(const PlanStep& s, const Cursor& c, const uint64_t* in, uint64_t* out,
+                       size_t n) {
+    const PlanBlock& pb = v_.blocks[b_];
+    const bool usesSrc = s.type == kSend || s.type == kRecvReduceSend ||
+                         s.type == kRecvReduceCopy || s.type == kRecvReduceCopySend;
+    const bool usesDst = s.type == kRecv || s.type == kRecvCopySend || s.type == kRecvReduceCopy ||
+                         s.type == kRecvReduceCopySend;
+    ln::Job j;
+    j.protocol = v_.protocol;
+    j.in = in;
+    j.out = out;
+    j.outSeq = c.sent + 1;
+    j.src = usesSrc && s.srcOff >= 0 ? ptr(pb.rank, s.srcBuf, s.srcOff, c.iter) : nullptr;
+    j.dst = usesDst && s.dstOff >= 0 ? ptr(pb.rank, s.dstBuf, s.dstOff, c.iter) : nullptr;
+    j.stride = v_.g.chunkElems * v_.g.elemSize;
+    j.chunkBytes = n * v_.g.elemSize;
+    j.msgBytes = static_cast<size_t>(s.count) * j.chunkBytes;
+    if (j.src != nullptr && j.dst != nullptr && j.src != j.dst && sharesAChunk(j, s.count)) {
+      ln::Job one = j;
+      one.out = nullptr;
+      for (int k = 0; k < s.count; ++k) {
+        one.only = k;
+        ln::run(ctx_, v_.type, v_.op, one);
+        ctx_.sync();
       }
-      case ir::Protocol::kLL128: {
-        const auto* words = reinterpret_cast<const uint64_t*>(slot);
-        size_t nlines = (msgBytes + kLL128Payload - 1) / kLL128Payload;
-        for (size_t i = static_cast<size_t>(ctx_.tid()); i < nlines;
-             i += static_cast<size_t>(ctx_.nthreads()))
-          if (ctx_.loadAcquire(&words[i * kLL128Words + kLL128Words - 1]) != seq) return false;
-        return true;
-      }
+      if (out == nullptr) return;
+      j.in = nullptr;  // the message is what the destination now holds
+      j.src = j.dst;
+      j.dst = nullptr;
     }
-    return false;
-  }
-
-  // LL / LL128: the payload of message `seq` from its lines into `dst`.
-  // Each thread reads the lines whose flags it checked in arrived().
-  CHORUS_HD_NOINLINE void unpack(const unsigned char* slot, uint64_t seq, size_t msgBytes,
-                                 unsigned char* dst) const {
-    (void)seq;
-    const auto* words = reinterpret_cast<const uint64_t*>(slot);
-    if (v_.protocol == ir::Protocol::kLL) {
-      size_t nlines = (msgBytes + kLLPayload - 1) / kLLPayload;
-      for (size_t i = static_cast<size_t>(ctx_.tid()); i < nlines;
-           i += static_cast<size_t>(ctx_.nthreads())) {
-        auto data = static_cast<uint32_t>(ctx_.loadRelaxed(&words[i]));
-        size_t at = i * kLLPayload;
-        size_t len = msgBytes - at < kLLPayload ? msgBytes - at : kLLPayload;
-        std::memcpy(dst + at, &data, len);
-      }
-      return;
-    }
-    size_t nlines = (msgBytes + kLL128Payload - 1) / kLL128Payload;
-    for (size_t i = static_cast<size_t>(ctx_.tid()); i < nlines;
-         i += static_cast<size_t>(ctx_.nthreads())) {
-      size_t at = i * kLL128Payload;
-      size_t len = msgBytes - at < kLL128Payload ? msgBytes - at : kLL128Payload;
-      for (size_t w = 0; w * 8 < len; ++w) {
-        uint64_t word = ctx_.loadRelaxed(&words[i * kLL128Words + w]);
-        size_t part = len - w * 8 < 8 ? len - w * 8 : 8;
-        std::memcpy(dst + at + w * 8, &word, part);
-      }
+    ln::run(ctx_, v_.type, v_.op, j);
+    if (out != nullptr && v_.protocol == ir::Protocol::kLL128) {
+      ctx_.sync();  // every thread's payload stores before the flags' releases
+      ln::publishFlags(ctx_, out, j.outSeq, j.msgBytes);
     }
   }
 
-  // LL / LL128: `msgBytes` at `src` into lines of message `seq` in `slot`.
-  // Every thread first waits for the whole payload (other threads wrote it).
-  CHORUS_HD_NOINLINE void pack(const unsigned char* src, uint64_t seq, size_t msgBytes,
-                               unsigned char* slot) {
-    ctx_.sync();
-    auto* words = reinterpret_cast<uint64_t*>(slot);
-    if (v_.protocol == ir::Protocol::kLL) {
-      size_t nlines = (msgBytes + kLLPayload - 1) / kLLPayload;
-      uint64_t flag = static_cast<uint64_t>(llFlag(seq)) << 32;
-      for (size_t i = static_cast<size_t>(ctx_.tid()); i < nlines;
-           i += static_cast<size_t>(ctx_.nthreads())) {
-        uint32_t data = 0;
-        size_t at = i * kLLPayload;
-        size_t len = msgBytes - at < kLLPayload ? msgBytes - at : kLLPayload;
-        std::memcpy(&data, src + at, len);
-        ctx_.storeRelaxed(&words[i], flag | data);
-      }
-      return;
-    }
-    size_t nlines = (msgBytes + kLL128Payload - 1) / kLL128Payload;
-    for (size_t i = static_cast<size_t>(ctx_.tid()); i < nlines;
-         i += static_cast<size_t>(ctx_.nthreads())) {
-      size_t at = i * kLL128Payload;
-      size_t len = msgBytes - at < kLL128Payload ? msgBytes - at : kLL128Payload;
-      for (size_t w = 0; w * 8 < len; ++w) {
-        uint64_t word = 0;
-        size_t part = len - w * 8 < 8 ? len - w * 8 : 8;
-        std::memcpy(&word, src + at + w * 8, part);
-        ctx_.storeRelaxed(&words[i * kLL128Words + w], word);
-      }
-      ctx_.storeRelease(&words[i * kLL128Words + kLL128Words - 1], seq);
-    }
+  // Whether a chunk of j's source is another of its chunks' destination
+  // (chunks sit `stride` apart in every buffer, so slices of two chunks are
+  // the same or disjoint).
+  CHORUS_HD static bool sharesAChunk(const ln::Job& j, int count) {
+    auto d = static_cast<size_t>(j.src > j.dst ? j.src - j.dst : j.dst - j.src);
+    return j.stride != 0 && d % j.stride == 0 && d / j.stride < static_cast<size_t>(count);
   }
 
   // The block's threads move data together (reduce_copy.h).

@@ -23,7 +23,7 @@ Result<std::unique_ptr<PlanWorld>> PlanWorld::make(const VerifiedAlgorithm& va,
   if (options.instances < 1 || options.instances > kMostInstances)
     return Status(StatusCode::kInvalidArgument,
                   "instances must be in [1, " + std::to_string(kMostInstances) + "]");
-  if (options.protocol > static_cast<int>(ir::Protocol::kLL128))
+  if (options.protocol < -1 || options.protocol > static_cast<int>(ir::Protocol::kLL128))
     return Status(StatusCode::kInvalidArgument, "no protocol " + std::to_string(options.protocol));
   std::unique_ptr<PlanWorld> w(new PlanWorld());
   w->va_ = &va;
@@ -48,8 +48,6 @@ void PlanWorld::allocate(size_t msgBytes) {
     conns_[c].slots = reinterpret_cast<unsigned char*>(slots_[c].data());
     conns_[c].slotBytes = slotBytes;
   }
-  // Two staging areas per block, each a message rounded up to 8 bytes.
-  stage_.assign(plan_.blocks.size() * ((msgBytes_ + 7) / 8) * 2, 0);
 }
 
 Status PlanWorld::run(const std::vector<CallArgs>& calls) {
@@ -81,8 +79,6 @@ Status PlanWorld::run(const std::vector<CallArgs>& calls) {
   v.ranksFinished = ranksFinished_.data();
   v.calls = &calls_;
   v.groupBlocks = static_cast<int32_t>(nblocks);
-  v.stage = reinterpret_cast<unsigned char*>(stage_.data());
-  v.stageBytes = (msgBytes_ + 7) / 8 * 8 * 2;
   v.positions = positions.data();
   v.g = g;
   v.type = calls[0].type;

@@ -5,8 +5,8 @@
 // are compared with.
 //
 // A PlanWorld is one communicator's worth of state for one algorithm: the
-// plan, the connections (slots and counters, allocated once and reused by
-// every call, as the CUDA executor does) and the per-block staging memory.
+// plan and the connections (slots and counters, allocated once and reused by
+// every call, as the CUDA executor does).
 // Calls take host buffers (CallArgs per rank) and run all ranks here.
 #pragma once
 
@@ -127,7 +127,6 @@ class PlanWorld {
   size_t msgBytes_ = 0;  // the largest message the slots hold
   std::vector<engine::ConnCounters> counters_;
   std::vector<std::vector<uint64_t>> slots_;  // per connection (8-byte aligned)
-  std::vector<uint64_t> stage_;
   std::vector<engine::ConnView> conns_;
   // Kept across calls, as on a GPU (engine::CallCounters).
   std::vector<uint64_t> completed_;

@@ -97,10 +97,8 @@ struct FlatPlan {
   }
   // Bytes one call's steps read and write in memory, every rank together:
   // buffers and scratch as the steps touch them, slots at `protocol`'s line
-  // size (LL's 8 bytes per 4, LL128's 128 per 120). The engine's LL and
-  // LL128 staging is not counted: it is the implementation's, not the
-  // algorithm's. What `chorus perf --device` rates against the device's copy
-  // bandwidth.
+  // size (LL's 8 bytes per 4, LL128's 128 per 120). What `chorus perf
+  // --device` rates against the device's copy bandwidth.
   double bytesMoved(const ir::Slicing& g, ir::Protocol p) const;
   // Bytes of rank r's scratch buffer for a call sliced as `g`.
   size_t scratchBytes(int rank, const ir::Slicing& g) const {
