@@ -70,7 +70,7 @@ for c in $colls; do
     if [[ $ran != *+* && -n $ran ]]; then
       name=${ran%/*}
       if fields=$("$chorus" sim "$name" --topo "gpu:$n:$copy" --bytes "$size" --json \
-        "${sim_flags[@]}" 2>/dev/null | sim_fields 2>/dev/null); then
+        --protocol "${ran##*/}" "${sim_flags[@]}" 2>/dev/null | sim_fields 2>/dev/null); then
         read -r sim_us sim_bus <<<"$fields"
       fi
     fi

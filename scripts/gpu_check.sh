@@ -12,6 +12,9 @@
 #                                     allgather / reducescatter / alltoall;
 #                                     64 MiB allreduce at 1 instance and at
 #                                     the GPU's choice; a ring at 7 instances
+#                                     small calls: LL / warp defaults against
+#                                     Simple slots, full blocks and LL128;
+#                                     every production file on all 3 layouts
 #   bench/gpu_bench.sh                the five collectives 8 B .. 1 GiB, checked,
 #                                     with mem, the algorithm and sim's
 #                                     prediction (CSV in gpu-bench.log)
@@ -102,6 +105,27 @@ for c in allgather reducescatter alltoall; do
   step "perf-$c" "$B" perf "$c" --device cuda --ranks 8 -b 4K -e 256M -f 4 --check
 done
 step perf-allreduce-2-ranks "$B" perf allreduce --device cuda --ranks 2 -b 8 -e 64K -f 8 --check
+# Small calls (docs/cuda.md "Small calls"): the thresholds to measure. The
+# default (LL up to CHORUS_GPU_LL_BYTES, a warp per block up to 4 KiB
+# messages) against Simple slots, and against full blocks of 256 threads.
+for n in 2 8; do
+  step "perf-small-$n-default" "$B" perf allreduce --device cuda --ranks "$n" -b 8 -e 1M -f 4 --check
+  step "perf-small-$n-simple" env CHORUS_GPU_LL_BYTES=0 "$B" perf allreduce --device cuda \
+    --ranks "$n" -b 8 -e 1M -f 4 --check
+  step "perf-small-$n-blocks" "$B" perf allreduce --device cuda --ranks "$n" -b 8 -e 1M -f 4 \
+    --check --threads-per-block 256
+  step "perf-small-$n-ll128" "$B" perf allreduce --device cuda --ranks "$n" -b 8 -e 1M -f 4 \
+    --check --protocol LL128
+done
+# Every production file on every slot layout (the in-place LL / LL128 path).
+run_layouts() {
+  for f in "$algos"/*.xml; do
+    for p in Simple LL LL128; do
+      "$B" run "$f" --device cuda --protocol "$p" --check -b 1M -n 2 -w 1 || return 1
+    done
+  done
+}
+step run-layouts run_layouts
 step gpu-bench bench/gpu_bench.sh build/gpu
 if command -v compute-sanitizer >/dev/null; then
   "$B" gen ring_allreduce --ranks 8 -o "$out/ring8.xml" >/dev/null

@@ -37,6 +37,8 @@ WorldOptions WorldOptions::fromEnvironment() {
   o.proveRanks = runtime::proveRanksFromEnvironment();
   // Out of range is the backend's to refuse, naming the range.
   o.instances = static_cast<int>(std::clamp<long>(envLong("CHORUS_INSTANCES", 0), -1, 1 << 20));
+  o.gpuLLBytes = static_cast<size_t>(std::clamp<long>(
+      envLong("CHORUS_GPU_LL_BYTES", static_cast<long>(o.gpuLLBytes)), 0, long{1} << 40));
   return o;
 }
 
@@ -103,12 +105,14 @@ struct InProcessWorld::Helper {
   bool stop = false;
 };
 
-// GPU worlds: one device executor per algorithm, only ever added to, under
+// GPU worlds: one device executor per algorithm and slot layout (a
+// built-in runs on LL for small calls and on its own protocol above), only
+// ever added to, under
 // its own lock: abort and asyncError reach running kernels without waiting
 // for mu_, which a call being enqueued may hold for a while.
 struct InProcessWorld::Gpu {
   std::mutex mu;
-  std::map<const runtime::VerifiedAlgorithm*,
+  std::map<std::pair<const runtime::VerifiedAlgorithm*, int>,
            std::pair<std::shared_ptr<const runtime::VerifiedAlgorithm>,
                      std::unique_ptr<runtime::DeviceExecutor>>>
       executors;
@@ -343,6 +347,7 @@ Status InProcessWorld::plan(Assembly& a, std::vector<std::string>* why) {
   // (What GPU worlds choose differently: runtime/plan/planner.cc's rules.)
   req.sharedMemory = !onGpu();
   req.gpu = onGpu();
+  req.gpuLLBytes = options_.gpuLLBytes;
   auto parts = runtime::planParts(req, op0.algo, globalRegistry(), builtins_, why);
   if (!parts.isOk()) return parts.status();
   if (onGpu()) {
@@ -369,16 +374,19 @@ Status InProcessWorld::enqueueOnGpu(const std::vector<runtime::PlanPart>& parts,
     runtime::DeviceExecutor* executor = nullptr;
     {
       std::lock_guard<std::mutex> lock(gpu_->mu);
-      auto it = gpu_->executors.find(p.va.get());
+      auto it = gpu_->executors.find({p.va.get(), p.protocol});
       if (it != gpu_->executors.end()) executor = it->second.second.get();
     }
     if (executor == nullptr) {
-      auto made = gpu->makeExecutor(*p.va, deviceOptions(options_));
+      runtime::DeviceOptions o = deviceOptions(options_);
+      o.protocol = p.protocol;
+      auto made = gpu->makeExecutor(*p.va, o);
       if (!made.isOk()) return made.status();
       executor = made.value().get();
       {
         std::lock_guard<std::mutex> lock(gpu_->mu);
-        gpu_->executors.emplace(p.va.get(), std::make_pair(p.va, std::move(made).value()));
+        gpu_->executors.emplace(std::make_pair(p.va.get(), p.protocol),
+                                std::make_pair(p.va, std::move(made).value()));
       }
       // An abort that listed the executors before this one was added.
       if (aborted_.load(std::memory_order_acquire)) executor->abort();

@@ -74,6 +74,9 @@ struct WorldOptions {
   // share of every slice (runtime::DeviceOptions::instances); 0: the
   // backend's choice.
   int instances = 0;
+  // CHORUS_GPU_LL_BYTES: GPU worlds run built-ins on LL's slots for calls of
+  // at most this many bytes (runtime::PlanPart::protocol; 0: never).
+  size_t gpuLLBytes = runtime::SelectionRequest{}.gpuLLBytes;
   static WorldOptions fromEnvironment();
 };
 

@@ -292,10 +292,12 @@ chorus::Status Engine::setup(Result& out) {
       ir::Slicing::make(o_.elementSize, count * m, static_cast<size_t>(a_.nchunksPerLoop), slice);
   slicing_.splitForInstances(static_cast<size_t>(o_.instances));
   iterations_ = slicing_.iterations;
-  parts_ = o_.partsPerSlice > 0 ? o_.partsPerSlice : defaultPartsPerSlice(a_.protocol);
+  const ir::Protocol layout =
+      o_.protocol >= 0 ? static_cast<ir::Protocol>(o_.protocol) : a_.protocol;
+  parts_ = o_.partsPerSlice > 0 ? o_.partsPerSlice : defaultPartsPerSlice(layout);
   out.iterations = iterations_;
-  stepLatency_ = o_.stepLatency >= 0 ? o_.stepLatency : protocolLatency(a_.protocol);
-  overhead_ = protocolOverhead(a_.protocol);
+  stepLatency_ = o_.stepLatency >= 0 ? o_.stepLatency : protocolLatency(layout);
+  overhead_ = protocolOverhead(layout);
   const int k = o_.instances;
   tbOf_.assign(static_cast<size_t>(n) * static_cast<size_t>(k), {});
   // (from, to, channel, instance): each instance has connections of its own.

@@ -42,6 +42,11 @@ struct Options {
   // slice iterations i, i + instances, ... over connections of its own,
   // with slices cut by ir::Slicing::splitForInstances.
   int instances = 1;
+  // The slots' layout the algorithm runs on (an ir::Protocol), as the step
+  // engine's protocol option and the C API's LL for small GPU calls:
+  // latency, wire overhead and parts are that layout's, the slices stay the
+  // algorithm's protocol's (as the executor cuts them). -1: the algorithm's.
+  int protocol = -1;
   // Seconds every transfer step costs before its bytes move, besides the
   // links' latencies; < 0: the protocol's (LL 0.6 us, LL128 1.9 us,
   // Simple 3.4 us: NCCL's ring figures for NVLink).

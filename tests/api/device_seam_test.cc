@@ -18,6 +18,7 @@
 #include "algorithms/classic.h"
 #include "api/backends.h"
 #include "chorus/chorus.h"
+#include "ir/ir.h"
 #include "runtime/device_backend.h"
 
 namespace chorus {
@@ -125,6 +126,31 @@ TEST(DeviceSeam, GpuWorldsHandTheirBackendItsDevicesTimeoutAndCalls) {
       EXPECT_EQ(seen().calls[0][r].count, 8u);
     }
     EXPECT_EQ(seen().streams[0], (std::vector<void*>{&s0, &s1}));
+    // A small call of a built-in runs on LL's slots.
+    EXPECT_EQ(o.protocol, static_cast<int>(ir::Protocol::kLL));
+  }
+  // A large one on the built-in's own protocol: another executor, the small
+  // calls' one kept for them.
+  const size_t big = 20000;  // 80 KB of floats: above CHORUS_GPU_LL_BYTES' 64 KiB
+  std::vector<float> large(4 * big, 0.0f);
+  {
+    std::lock_guard<std::mutex> lock(seen().mu);
+    for (size_t k = 0; k < 4; ++k) seen().device.insert(&large[k * big]);
+  }
+  ts.clear();
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      float* mine = &large[static_cast<size_t>(r) * 2 * big];
+      res[static_cast<size_t>(r)] = chorusAllReduce(mine, mine + big, big, chorusFloat, chorusSum,
+                                                    comms[static_cast<size_t>(r)], nullptr);
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(res, (std::vector<chorusResult_t>{chorusSuccess, chorusSuccess}))
+      << chorusGetLastError(nullptr);
+  {
+    std::lock_guard<std::mutex> lock(seen().mu);
+    ASSERT_EQ(seen().options.size(), 2u);
+    EXPECT_EQ(seen().options[1].protocol, -1);
   }
   // A host buffer on a GPU communicator is the backend's to refuse; a
   // device buffer on a host communicator is the API's.
@@ -138,7 +164,7 @@ TEST(DeviceSeam, GpuWorldsHandTheirBackendItsDevicesTimeoutAndCalls) {
 
   // Abort reaches the executors.
   EXPECT_EQ(chorusCommAbort(comms[0]), chorusSuccess);
-  EXPECT_EQ(seen().aborts.load(), 1);
+  EXPECT_EQ(seen().aborts.load(), 2);  // both executors
   EXPECT_EQ(chorusCommDestroy(comms[1]), chorusSuccess);
 }
 

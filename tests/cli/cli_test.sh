@@ -321,9 +321,18 @@ check run-engine-team 0 'check +0 wrong element' -- "$chorus" run "$msccl/r48ll1
 # bench/gpu_bench.sh on the host engine: a checked row with the algorithm
 # that ran and the simulator's prediction beside it (python3 reads sim's JSON).
 build=$(cd "$(dirname "$chorus")/../.." && pwd)
-check gpu-bench-engine 0 '^allreduce,4,2048,[0-9.]+,[0-9.]+,[0-9.]+,0,recursive_doubling_allreduce/Simple,[0-9.]+,[0-9.]+,' \
+# Small calls of a built-in run on LL's slots (CHORUS_GPU_LL_BYTES, 64 KiB).
+check gpu-bench-engine 0 '^allreduce,4,2048,[0-9.]+,[0-9.]+,[0-9.]+,0,recursive_doubling_allreduce/LL,[0-9.]+,[0-9.]+,' \
   -- env DEVICE=engine COLLS=allreduce MIN=2K MAX=2K RANKS=4 ITERS=1 WARMUP=0 PYTHON=/usr/bin/python3 \
   bash "$src/bench/gpu_bench.sh" "$build"
+check perf-engine-ll-off 0 'recursive_doubling_allreduce/Simple' -- env CHORUS_GPU_LL_BYTES=0 \
+  "$chorus" perf allreduce --device engine --ranks 4 -b 2K -e 2K -n 1 -w 0 --check
+check perf-engine-protocol 0 'ring_allreduce/LL128' -- "$chorus" perf allreduce --device engine \
+  --ranks 4 -b 1M -e 1M -n 1 -w 0 --check --protocol LL128
+check run-engine-protocol 0 'check +0 wrong element' -- "$chorus" run "$msccl/r48ll128.xml" \
+  --device engine --protocol LL --threads-per-block 8 --check -b 64K -n 1 -w 0
+check sim-protocol 0 'on LL slots' -- "$chorus" sim ring_allreduce --topo gpu:8 --bytes 64K \
+  --protocol LL
 check sim-instances 0 'each threadblock as 4 instances' -- "$chorus" sim ring_allreduce \
   --topo gpu:8 --bytes 4M --instances 4
 check instances-range 2 'instances' -- "$chorus" run "$msccl/ap4ll.xml" --device engine \

@@ -389,6 +389,18 @@ TEST(Sim, ProtocolEfficiency) {
   large.bytes = 256 << 20;
   EXPECT_LT(mustSimulate(ll, ring, small).time, mustSimulate(simple, ring, small).time);
   EXPECT_GT(mustSimulate(ll, ring, large).time, mustSimulate(simple, ring, large).time);
+  // Options::protocol runs an algorithm on another layout with its own
+  // slices: the same as the algorithm rewritten for that layout at those
+  // slices.
+  for (ir::Protocol p : {ir::Protocol::kLL, ir::Protocol::kLL128}) {
+    ir::Algorithm as = simple;
+    as.protocol = p;
+    sim::Options on = small, same = small;
+    on.protocol = static_cast<int>(p);
+    same.sliceBytes = ir::defaultSliceBytes(ir::Protocol::kSimple);
+    EXPECT_EQ(mustSimulate(simple, ring, on).time, mustSimulate(as, ring, same).time);
+    EXPECT_NE(mustSimulate(simple, ring, on).time, mustSimulate(simple, ring, small).time);
+  }
 }
 
 // Every production file on NDv4 runs below the box's bound (each GPU moves

@@ -34,6 +34,10 @@ void addDeviceOptions(CLI::App* app, DeviceArgs& d) {
                   "every slice (default: cuda, one block per SM of the GPU, at most 16; "
                   "engine, 1)")
       ->check(CLI::Range(1, 64));
+  app->add_option("--protocol", d.protocol,
+                  "--device engine or cuda: run the algorithm on this protocol's slots (Simple, LL "
+                  "or LL128; default: the algorithm's)")
+      ->check(CLI::IsMember({"Simple", "LL", "LL128"}));
 }
 
 // "1K:1G" (K, M, G: binary) into its bounds; false where it is not one.
@@ -321,6 +325,11 @@ Subcommand addSim(CLI::App& app, CommandLine* cl) {
                  "each threadblock run as N instances on its own share of the slices, as "
                  "run/perf --instances do (default 1)")
       ->check(CLI::Range(1, 64));
+  sm->add_option("--protocol", simArgs.protocol,
+                 "run on this protocol's slots, as run/perf --protocol do: its latency, wire "
+                 "overhead and parts, the algorithm's slices (Simple, LL or LL128; default: the "
+                 "algorithm's)")
+      ->check(CLI::IsMember({"Simple", "LL", "LL128"}));
   sm->add_option("--step-latency-us", simArgs.stepLatencyUs,
                  "per-step latency besides the links' (default: the protocol's)")
       ->check(CLI::NonNegativeNumber);

@@ -45,6 +45,7 @@ struct DeviceArgs {
   int hostThreads = 1;         // engine: its threads
   int threadsPerBlock = 0;     // cuda: CUDA threads per block; engine: team threads (0: default)
   int instances = 0;           // engine, cuda: blocks per IR threadblock (0: the backend's choice)
+  std::string protocol;        // engine, cuda: the slots' layout ("": the algorithm's)
 };
 
 struct RunArgs {
@@ -167,6 +168,7 @@ struct SimArgs {
   size_t parts = 0;  // per slice; 0: the protocol's
   int slots = 8;
   int instances = 1;
+  std::string protocol;  // the slots' layout ("": the algorithm's)
   double stepLatencyUs = -1;
   std::string trace;  // Chrome trace of the largest size (first file)
   int timeline = 0;   // intervals of the busiest links' utilization (0: none)

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "api/backends.h"
+#include "ir/ir.h"
 #include "runtime/device_backend.h"
 
 namespace chorus::cli {
@@ -43,6 +44,7 @@ class DeviceSeamBackend final : public Backend {
   std::string describe() const override {
     std::string inst =
         o_.dev.instances > 0 ? ", " + std::to_string(o_.dev.instances) + " instance(s)" : "";
+    if (!o_.dev.protocol.empty()) inst += ", " + o_.dev.protocol + " slots";
     if (backend_.emulated())
       return name_ + ", " + std::to_string(o_.dev.hostThreads) + " thread(s)" + inst;
     return std::string(backend_.name()) + " device " + std::to_string(gpu_) + ": " + name_ +
@@ -60,8 +62,14 @@ class DeviceSeamBackend final : public Backend {
   const std::vector<CallArgs>& calls() const override { return mirror_->calls(); }
   Status upload() override { return mirror_->upload(); }
   Status download() override { return mirror_->download(); }
-  Status enqueue(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls) override {
-    auto it = executors_.find(&va);
+  ir::Protocol protocolFor(const VerifiedAlgorithm& va, int protocol) const override {
+    if (auto p = ir::parseProtocol(o_.dev.protocol)) return *p;
+    return protocol >= 0 ? static_cast<ir::Protocol>(protocol) : va.algo().protocol;
+  }
+  Status enqueue(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls,
+                 int protocol) override {
+    const int p = static_cast<int>(protocolFor(va, protocol));
+    auto it = executors_.find({&va, p});
     if (it == executors_.end()) {
       runtime::DeviceOptions o;
       o.rankDevices.assign(static_cast<size_t>(va.algo().ngpus), gpu_);
@@ -70,10 +78,11 @@ class DeviceSeamBackend final : public Backend {
       o.threadsPerBlock = o_.dev.threadsPerBlock;
       o.hostThreads = o_.dev.hostThreads;
       o.instances = o_.dev.instances;
+      o.protocol = p;
       o.timeoutMs = 20000;  // a stalled measurement fails in 20 s, not a communicator's 300
       auto x = backend_.makeExecutor(va, o);
       if (!x.isOk()) return x.status();
-      it = executors_.emplace(&va, std::move(x).value()).first;
+      it = executors_.emplace(std::make_pair(&va, p), std::move(x).value()).first;
     }
     // Every rank's call on the device's default stream.
     return it->second->enqueue(calls, std::vector<void*>(calls.size(), nullptr));
@@ -95,7 +104,8 @@ class DeviceSeamBackend final : public Backend {
   std::string name_, copyHow_;
   double copyBw_ = 0;
   std::unique_ptr<runtime::DeviceMirror> mirror_;
-  std::map<const VerifiedAlgorithm*, std::unique_ptr<runtime::DeviceExecutor>> executors_;
+  std::map<std::pair<const VerifiedAlgorithm*, int>, std::unique_ptr<runtime::DeviceExecutor>>
+      executors_;
 };
 
 }  // namespace

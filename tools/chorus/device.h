@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "ir/ir.h"
 #include "runtime/exec/executor.h"
 #include "tools/chorus/commands.h"
 
@@ -40,10 +41,15 @@ class Backend {
   virtual const std::vector<runtime::CallArgs>& calls() const = 0;
   virtual Status upload() = 0;
   virtual Status download() = 0;
-  // Runs (or enqueues) one call of `va` on every rank; wait() returns once
-  // every call so far has finished, with the first failure.
+  // Runs (or enqueues) one call of `va` on every rank, on `protocol`'s
+  // slots (an ir::Protocol; -1: the algorithm's; --protocol overrides
+  // both); wait() returns once every call so far has finished, with the
+  // first failure.
   virtual Status enqueue(const runtime::VerifiedAlgorithm& va,
-                         const std::vector<runtime::CallArgs>& calls) = 0;
+                         const std::vector<runtime::CallArgs>& calls, int protocol = -1) = 0;
+  // The protocol a call of `va` on `protocol`'s slots runs on, as enqueue()
+  // decides.
+  virtual ir::Protocol protocolFor(const runtime::VerifiedAlgorithm& va, int protocol) const = 0;
   virtual Status wait() = 0;
 };
 

@@ -168,6 +168,7 @@ Measure measureOnDevice(const PerfArgs& a, CollectiveKind coll, int n, DeviceRun
   req.root = isRooted(coll) ? a.root : -1;
   req.sharedMemory = false;  // as GPU worlds choose (api/world.cc)
   req.gpu = true;
+  req.gpuLLBytes = api::WorldOptions::fromEnvironment().gpuLLBytes;
   auto parts = runtime::planParts(req, dev.algo, api::globalRegistry(), *dev.builtins, nullptr);
   auto failed = [&](const Status& st) {
     m.error = st.message();
@@ -186,14 +187,17 @@ Measure measureOnDevice(const PerfArgs& a, CollectiveKind coll, int n, DeviceRun
     auto it = dev.plans.find(p.va.get());
     if (it == dev.plans.end())
       it = dev.plans.emplace(p.va.get(), runtime::FlatPlan::lower(*p.va)).first;
-    moved += it->second.bytesMoved(g.value(), p.va->algo().protocol);
+    const ir::Protocol proto = b.protocolFor(*p.va, p.protocol);
+    moved += it->second.bytesMoved(g.value(), proto);
     if (!m.algo.empty()) m.algo += "+";
-    m.algo += p.va->algo().name + "/" + std::string(ir::protocolName(p.va->algo().protocol));
+    m.algo += p.va->algo().name + "/" + std::string(ir::protocolName(proto));
     partCalls.push_back(std::move(calls));
   }
   auto call = [&]() -> Status {
     for (size_t i = 0; i < partCalls.size(); ++i)
-      if (Status st = b.enqueue(*parts.value()[i].va, partCalls[i]); !st.isOk()) return st;
+      if (Status st = b.enqueue(*parts.value()[i].va, partCalls[i], parts.value()[i].protocol);
+          !st.isOk())
+        return st;
     return Status::ok();
   };
   auto calls = [&](int k) -> Status {

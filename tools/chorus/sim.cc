@@ -228,6 +228,7 @@ int runSim(const SimArgs& args) {
   sim::Options o;
   o.slots = args.slots;
   o.instances = args.instances;
+  if (auto p = ir::parseProtocol(args.protocol)) o.protocol = static_cast<int>(*p);
   o.sliceBytes = args.sliceBytes;
   o.partsPerSlice = args.parts;
   o.stepLatency = args.stepLatencyUs >= 0 ? args.stepLatencyUs * 1e-6 : -1;
@@ -235,10 +236,11 @@ int runSim(const SimArgs& args) {
   const bool compare = algos.size() > 1;
   nlohmann::ordered_json doc = nlohmann::ordered_json::array();
   if (!args.json) {
-    fmt::print("# chorus sim on {} ({} ranks){}\n", topology.value().name, topology.value().ranks(),
-               args.instances > 1
-                   ? fmt::format(", each threadblock as {} instances", args.instances)
-                   : std::string());
+    fmt::print(
+        "# chorus sim on {} ({} ranks){}{}\n", topology.value().name, topology.value().ranks(),
+        args.instances > 1 ? fmt::format(", each threadblock as {} instances", args.instances)
+                           : std::string(),
+        args.protocol.empty() ? std::string() : ", on " + args.protocol + " slots");
     for (size_t i = 0; i < algos.size(); ++i)
       fmt::print("# [{}] {} ({}): {} ranks, {}, {}\n", i, algos[i].name, args.files[i],
                  algos[i].ngpus, algos[i].collectiveName, ir::protocolName(algos[i].protocol));

@@ -130,13 +130,18 @@ Result<std::vector<PlanPart>> planParts(SelectionRequest req,
                    " bytes: " + rule->why + ")" + part +
                    (tail ? ", last " + std::to_string(tail) + " elements on chain_allreduce" : ""));
   }
+  const int protocol = req.gpu && req.gpuLLBytes > 0 && requestBytes(req) <= req.gpuLLBytes
+                           ? static_cast<int>(ir::Protocol::kLL)
+                           : -1;
+  if (why && protocol >= 0)
+    why->push_back("on LL slots (GPU, at most " + std::to_string(req.gpuLLBytes) + " bytes)");
   std::vector<PlanPart> parts;
   size_t main = req.count - tail;
-  if (main > 0 || tail == 0) parts.push_back({b.value(), 0, main});
+  if (main > 0 || tail == 0) parts.push_back({b.value(), 0, main, protocol});
   if (tail > 0) {
     auto chain = builtins.get("chain_allreduce", -1);
     if (!chain.isOk()) return chain.status();
-    parts.push_back({chain.value(), main, tail});
+    parts.push_back({chain.value(), main, tail, protocol});
   }
   return parts;
 }

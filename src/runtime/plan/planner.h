@@ -58,6 +58,12 @@ struct PlanPart {
   std::shared_ptr<const VerifiedAlgorithm> va;
   size_t offset = 0;  // first element of the call this part covers
   size_t count = 0;
+  // The slots' layout the part runs on (an ir::Protocol), or -1: the
+  // algorithm's. GPU worlds run built-ins on LL up to
+  // SelectionRequest::gpuLLBytes: a message is seen by its flags, with no
+  // counter to poll and no barrier before the data is read. A file keeps
+  // the protocol its author chose.
+  int protocol = -1;
 };
 
 // `req` describes the call (its collective is replaced by the explicit

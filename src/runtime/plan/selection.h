@@ -52,6 +52,9 @@ struct SelectionRequest {
   // Across hosts CPU ranks pay a system call and often a wake-up per message
   // round, so one round beats the ring's n - 1 for small calls.
   bool gpu = false;
+  // GPU ranks: built-ins run on LL's slots for calls of at most this many
+  // bytes (planner.h, kGpuLLBytes; CHORUS_GPU_LL_BYTES).
+  size_t gpuLLBytes = 64 << 10;
 };
 
 // The call's total size in bytes (count x m x element size, docs/spec/IR.md section 3).
