@@ -209,10 +209,13 @@ CHORUS_HD_INLINE void scatter(unsigned char* base, const Job& j, const rc::Pack&
   }
 }
 
-// Thread tid's units of job `j`, combining with Fn (rc::CopyFn, or an
-// rc::ReduceFn when the job both receives and has a source).
-template <class Ctx, typename Fn>
-CHORUS_HD_NOINLINE void unitsWith(const Ctx& ctx, const Job& j) {
+// Thread tid's share of job `j` (elements of type t combined with op when
+// the job both receives and has a source; avg combines as sum). One body
+// per Ctx: the combination is a call per unit (rc::combine), so the CUDA
+// file does not compile this loop once per type and op.
+template <class Ctx>
+CHORUS_HD_NOINLINE void run(const Ctx& ctx, DataType t, ReduceOp op, const Job& j) {
+  const bool reduces = j.in != nullptr && j.src != nullptr;
   const size_t units = unitCount(j.protocol, j.msgBytes);
   const size_t lo = j.only >= 0 ? static_cast<size_t>(j.only) * j.chunkBytes : 0;
   const size_t hi = j.only >= 0 ? lo + j.chunkBytes : j.msgBytes;
@@ -224,48 +227,20 @@ CHORUS_HD_NOINLINE void unitsWith(const Ctx& ctx, const Job& j) {
     // j.only picks one chunk).
     size_t b = at > lo ? at : lo, e = at + len < hi ? at + len : hi;
     if (b >= e) continue;
-    rc::Pack a{{0, 0}}, s{{0, 0}};
+    rc::Pack v{{0, 0}};
     if (j.in != nullptr) {
-      a = loadUnit(ctx, j.protocol, j.in, u, len);
-      if constexpr (Fn::kReduces) gather(s, j.src, j, at, b, e - b);
+      v = loadUnit(ctx, j.protocol, j.in, u, len);
+      if (reduces) {
+        rc::Pack s{{0, 0}};
+        gather(s, j.src, j, at, b, e - b);
+        v = rc::combine(t, op, v, s);
+      }
     } else {
-      gather(a, j.src, j, at, b, e - b);
+      gather(v, j.src, j, at, b, e - b);
     }
-    rc::Pack v = Fn::pack(a, s);
     if (j.dst != nullptr) scatter(j.dst, j, v, at, b, e - b);
     if (j.out != nullptr) storeUnit(ctx, j.protocol, j.out, j.outSeq, u, len, v);
   }
-}
-
-template <class Ctx>
-struct UnitsApply {
-  const Ctx& ctx;
-  ReduceOp op;
-  const Job& j;
-  template <typename Codec>
-  CHORUS_HD_INLINE void operator()() const {
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg:
-        return unitsWith<Ctx, rc::ReduceFn<ReduceOp::kSum, Codec>>(ctx, j);
-      case ReduceOp::kProd:
-        return unitsWith<Ctx, rc::ReduceFn<ReduceOp::kProd, Codec>>(ctx, j);
-      case ReduceOp::kMax:
-        return unitsWith<Ctx, rc::ReduceFn<ReduceOp::kMax, Codec>>(ctx, j);
-      case ReduceOp::kMin:
-        return unitsWith<Ctx, rc::ReduceFn<ReduceOp::kMin, Codec>>(ctx, j);
-    }
-  }
-};
-
-// Thread tid's share of job `j` (elements of type t combined with op when
-// the job receives and has a source; avg combines as sum).
-template <class Ctx>
-CHORUS_HD_INLINE void run(const Ctx& ctx, DataType t, ReduceOp op, const Job& j) {
-  if (j.in != nullptr && j.src != nullptr)
-    elem::withCodec(t, UnitsApply<Ctx>{ctx, op, j});
-  else
-    unitsWith<Ctx, rc::CopyFn>(ctx, j);
 }
 
 }  // namespace chorus::runtime::ln

@@ -208,6 +208,40 @@ struct ReduceCopyApply {
   }
 };
 
+struct CombineApply {
+  ReduceOp op;
+  const Pack& a;
+  const Pack& b;
+  Pack* out;
+  template <typename Codec>
+  CHORUS_HD_INLINE void operator()() const {
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg:
+        *out = ReduceFn<ReduceOp::kSum, Codec>::pack(a, b);
+        return;
+      case ReduceOp::kProd:
+        *out = ReduceFn<ReduceOp::kProd, Codec>::pack(a, b);
+        return;
+      case ReduceOp::kMax:
+        *out = ReduceFn<ReduceOp::kMax, Codec>::pack(a, b);
+        return;
+      case ReduceOp::kMin:
+        *out = ReduceFn<ReduceOp::kMin, Codec>::pack(a, b);
+        return;
+    }
+  }
+};
+
+// The elements of pack `a` combined with those of `b` (type t, op; avg as
+// sum): one body for the line protocols' units (lines.h), which take a
+// pack at a time.
+CHORUS_HD_NOINLINE Pack combine(DataType t, ReduceOp op, const Pack& a, const Pack& b) {
+  Pack out = a;
+  elem::withCodec(t, CombineApply{op, a, b, &out});
+  return out;
+}
+
 // Thread tid's share of copying `bytes` from src to dst0 (and dst1).
 CHORUS_HD_INLINE void copy(unsigned char* dst0, unsigned char* dst1, const unsigned char* src,
                            size_t bytes, size_t tid, size_t nthreads) {
