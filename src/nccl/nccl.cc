@@ -11,6 +11,7 @@
 // NCCL's does; tests/nccl/nccl_differential_test.cc compares the two.
 // CHORUS_NCCL_HOST=1 puts ranks on host threads instead (host buffers,
 // streams unused): how CI runs NCCL programs without a GPU.
+#include <cuda.h>  // types only: driver calls go through cudaGetDriverEntryPointByVersion
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -32,6 +33,7 @@
 #include "core/log.h"
 #include "core/types.h"
 #include "nccl/premul.h"
+#include "nccl/shim.h"
 
 extern char** environ;
 
@@ -181,23 +183,49 @@ ncclResult_t currentDevice(int* dev) {
   return ncclSuccess;
 }
 
-// Stops every exception at the C boundary.
-template <class F>
-ncclResult_t guarded(const char* fn, F&& f) noexcept {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return fail(ncclSystemError, std::string(fn) + ": out of memory");
-  } catch (const std::exception& e) {
-    return fail(ncclInternalError, std::string(fn) + ": internal error: " + e.what());
-  } catch (...) {
-    return fail(ncclInternalError, std::string(fn) + ": internal error");
-  }
+using chorus::nccl_shim::guarded;
+
+// ---- memory windows can be made on ----
+
+// ncclMemAlloc's device allocations (address -> bytes).
+std::mutex memMu;
+std::map<uintptr_t, size_t>& memAllocs() {
+  static auto* m = new std::map<uintptr_t, size_t>();
+  return *m;
 }
 
-#define NCCL_PTR_CHECK(ptr, fn, what) \
-  if ((ptr) == nullptr)               \
-  return fail(ncclInvalidArgument, std::string(fn) + " : " what " argument is NULL")
+// Whether [p, p + size) is memory NCCL 2.28 makes windows on: ncclMemAlloc's,
+// or any cuMem (VMM) allocation, which NCCL recognizes by
+// cuMemRetainAllocationHandle (a cudaMalloc buffer fails there, so
+// ncclCommWindowRegister returns ncclUnhandledCudaError on it).
+bool windowable(const void* p, size_t size) {
+  auto a = reinterpret_cast<uintptr_t>(p);
+  {
+    std::lock_guard<std::mutex> lock(memMu);
+    auto it = memAllocs().upper_bound(a);
+    if (it != memAllocs().begin()) {
+      --it;
+      if (a >= it->first && a - it->first + size <= it->second) return true;
+    }
+  }
+  using Retain = CUresult (*)(CUmemGenericAllocationHandle*, void*);
+  using Release = CUresult (*)(CUmemGenericAllocationHandle);
+  void* retain = nullptr;
+  void* release = nullptr;
+  cudaDriverEntryPointQueryResult q1{}, q2{};
+  if (cudaGetDriverEntryPointByVersion("cuMemRetainAllocationHandle", &retain, 12000,
+                                       cudaEnableDefault, &q1) != cudaSuccess ||
+      cudaGetDriverEntryPointByVersion("cuMemRelease", &release, 12000, cudaEnableDefault, &q2) !=
+          cudaSuccess ||
+      q1 != cudaDriverEntryPointSuccess || q2 != cudaDriverEntryPointSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  CUmemGenericAllocationHandle h{};
+  if (reinterpret_cast<Retain>(retain)(&h, const_cast<void*>(p)) != CUDA_SUCCESS) return false;
+  reinterpret_cast<Release>(release)(h);
+  return true;
+}
 
 // ---- communicators: live handles are known, so a stale one is refused ----
 
@@ -517,7 +545,30 @@ ncclComm* wrap(chorusComm_t cc, int device) {
   return c;
 }
 
+// NCCL_DEBUG / CHORUS_DEBUG, read again.
+void resetDebugLevel() {
+  std::string debug = envText("CHORUS_DEBUG");
+  if (debug.empty()) debug = envText("NCCL_DEBUG");
+  std::transform(debug.begin(), debug.end(), debug.begin(), ::toupper);
+  chorus::setLogLevel(debug == "INFO" || debug == "TRACE"     ? LogLevel::kInfo
+                      : debug == "NONE" || debug == "VERSION" ? LogLevel::kNone
+                                                              : LogLevel::kWarn);
+}
+
 }  // namespace
+
+namespace chorus::nccl_shim {
+
+ncclResult_t fail(ncclResult_t code, const std::string& why) { return ::fail(code, why); }
+
+ncclResult_t rankAndSize(ncclComm_t comm, const char* fn, int* rank, int* size) {
+  if (ncclResult_t r = commCheck(comm, fn); r != ncclSuccess) return r;
+  *rank = comm->rank;
+  *size = comm->nranks;
+  return ncclSuccess;
+}
+
+}  // namespace chorus::nccl_shim
 
 // ---- the API ----
 
@@ -559,14 +610,7 @@ const char* ncclGetLastError(ncclComm_t) {
   return copy.c_str();
 }
 
-void ncclResetDebugInit() {
-  std::string debug = envText("CHORUS_DEBUG");
-  if (debug.empty()) debug = envText("NCCL_DEBUG");
-  std::transform(debug.begin(), debug.end(), debug.begin(), ::toupper);
-  chorus::setLogLevel(debug == "INFO" || debug == "TRACE"     ? LogLevel::kInfo
-                      : debug == "NONE" || debug == "VERSION" ? LogLevel::kNone
-                                                              : LogLevel::kWarn);
-}
+void ncclResetDebugInit() { resetDebugLevel(); }
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
   return guarded("ncclGetUniqueId", [&] {
@@ -847,6 +891,12 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, nc
     NCCL_PTR_CHECK(win, "ncclCommWindowRegister", "win");
     *win = nullptr;
     if (buff == nullptr || size == 0) return ncclSuccess;  // as NCCL: nothing to register
+    if (!settings().host && !windowable(buff, size))
+      return fail(ncclUnhandledCudaError,
+                  "ncclCommWindowRegister: " + pointerText(buff) + " (" + std::to_string(size) +
+                      " bytes) is not memory from ncclMemAlloc or cuMem: NCCL 2.28 makes "
+                      "windows only on cuMem allocations and fails the same way on cudaMalloc "
+                      "memory");
     auto w = std::make_unique<ncclWindow_vidmem>();
     w->buff = buff;
     w->size = size;
@@ -882,6 +932,8 @@ ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
     if (cudaError_t e = cudaMalloc(ptr, size); e != cudaSuccess)
       return fail(ncclUnhandledCudaError,
                   std::string("ncclMemAlloc: Cuda failure '") + cudaGetErrorString(e) + "'");
+    std::lock_guard<std::mutex> lock(memMu);
+    memAllocs()[reinterpret_cast<uintptr_t>(*ptr)] = size;
     return ncclSuccess;
   });
 }
@@ -893,6 +945,10 @@ ncclResult_t ncclMemFree(void* ptr) {
     if (settings().host) {
       std::free(ptr);
       return ncclSuccess;
+    }
+    {
+      std::lock_guard<std::mutex> lock(memMu);
+      memAllocs().erase(reinterpret_cast<uintptr_t>(ptr));
     }
     if (cudaError_t e = cudaFree(ptr); e != cudaSuccess)
       return fail(ncclUnhandledCudaError,
@@ -1076,6 +1132,11 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
     return endGroup(std::exchange(group, NcclGroup()), /*run=*/false);
   });
 }
+
+// NCCL exports this beside ncclResetDebugInit (nccl.h declares only the
+// latter).
+void ncclResetDebugInitInternal();
+void ncclResetDebugInitInternal() { resetDebugLevel(); }
 
 // ---- the profiling names (pncclX), as NCCL exports them ----
 

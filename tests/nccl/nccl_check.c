@@ -477,17 +477,29 @@ static void checkArgs(int r) {
   ncclResult_t async = ncclInternalError;
   NCCLCHECK(ncclCommGetAsyncError(comms[r], &async));
   if (async != ncclSuccess) failf("no async error", r, 0, async, 0);
-  /* Registrations: real handles, refused when given back twice. */
+  /* Registrations: real handles, refused when given back twice. Windows
+   * are made on ncclMemAlloc memory (NCCL 2.28 makes them only on cuMem
+   * allocations: on a cudaMalloc buffer it fails with
+   * ncclUnhandledCudaError, and so does Chorus). */
   void* buf = alloc(4096);
+  void* winBuf = NULL;
   void* handle = NULL;
   ncclWindow_t win = NULL;
+  NCCLCHECK(ncclMemAlloc(&winBuf, 4096));
   NCCLCHECK(ncclCommRegister(comms[r], buf, 4096, &handle));
-  NCCLCHECK(ncclCommWindowRegister(comms[r], buf, 4096, &win, NCCL_WIN_COLL_SYMMETRIC));
+  NCCLCHECK(ncclCommWindowRegister(comms[r], winBuf, 4096, &win, NCCL_WIN_COLL_SYMMETRIC));
   NCCLCHECK(ncclCommDeregister(comms[r], handle));
   NCCLCHECK(ncclCommWindowDeregister(comms[r], win));
   if (ncclCommDeregister(comms[r], handle) != ncclInvalidArgument ||
       ncclCommWindowDeregister(comms[r], win) != ncclInvalidArgument)
     failf("a registration given back twice is refused", r, 0, 0, 1);
+  if (!host) {
+    ncclWindow_t bad = NULL;
+    ncclResult_t got = ncclCommWindowRegister(comms[r], buf, 4096, &bad, NCCL_WIN_COLL_SYMMETRIC);
+    if (got != ncclUnhandledCudaError)
+      failf("a window on cudaMalloc memory is refused", r, 0, got, ncclUnhandledCudaError);
+  }
+  NCCLCHECK(ncclMemFree(winBuf));
   release(buf);
 }
 

@@ -9,7 +9,9 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <nccl.h>
+#include <nccl_device.h>
 
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -194,6 +196,52 @@ TEST(NcclDifferential, CallsThatNeedNoDevice) {
     std::string s = collectives(l);
     return s + "end " + code(SYM(l, ncclGroupEnd)());
   });
+  compare(cases);
+}
+
+// The host side of NCCL's device API that is arithmetic: the requirement
+// builders and the slot count agree with NCCL's, field by field.
+TEST(NcclDifferential, DeviceApiRequirements) {
+  auto req = [](const ncclDevResourceRequirements_t& r, const void* handle) {
+    return " size=" + std::to_string(r.bufferSize) + " align=" + std::to_string(r.bufferAlign) +
+           " signals=" + std::to_string(r.ginSignalCount) +
+           " counters=" + std::to_string(r.ginCounterCount) + " bufHandle=" +
+           std::to_string(reinterpret_cast<const char*>(r.outBufferHandle) -
+                          static_cast<const char*>(handle)) +
+           " signal0=" +
+           std::to_string(reinterpret_cast<const char*>(r.outGinSignalStart) -
+                          static_cast<const char*>(handle)) +
+           " next=" + std::to_string(r.next == nullptr);
+  };
+  std::vector<std::pair<std::string, Case>> cases;
+  for (auto [elts, size] : {std::pair{100, 12}, {7, 1}, {0, 8}, {3, 17}, {1, 64}})
+    cases.emplace_back(
+        "ncclLLA2ACalcSlots(" + std::to_string(elts) + ", " + std::to_string(size) + ")",
+        [elts, size](const Lib& l) {
+          return std::to_string(SYM(l, ncclLLA2ACalcSlots)(elts, size));
+        });
+  for (auto [blocks, slots] : {std::pair{2, 5}, {1, 0}, {32, 64}})
+    cases.emplace_back(
+        "ncclLLA2ACreateRequirement(" + std::to_string(blocks) + ", " + std::to_string(slots) + ")",
+        [=](const Lib& l) {
+          ncclLLA2AHandle_t h{};
+          ncclDevResourceRequirements_t r;
+          std::memset(&r, 0x5a, sizeof r);
+          ncclResult_t rc = SYM(l, ncclLLA2ACreateRequirement)(blocks, slots, &h, &r);
+          return code(rc) + " nSlots=" + std::to_string(h.nSlots) + req(r, &h);
+        });
+  for (auto [ranks, barriers] : {std::pair{8, 4}, {1, 1}, {72, 3}})
+    cases.emplace_back("ncclLsaBarrierCreateRequirement(" + std::to_string(ranks) + " ranks, " +
+                           std::to_string(barriers) + ")",
+                       [=](const Lib& l) {
+                         ncclLsaBarrierHandle_t h{};
+                         ncclDevResourceRequirements_t r;
+                         std::memset(&r, 0x5a, sizeof r);
+                         ncclTeam_t team{ranks, 3 % ranks, 1};
+                         ncclResult_t rc =
+                             SYM(l, ncclLsaBarrierCreateRequirement)(team, barriers, &h, &r);
+                         return code(rc) + " nBarriers=" + std::to_string(h.nBarriers) + req(r, &h);
+                       });
   compare(cases);
 }
 
