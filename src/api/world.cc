@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <tuple>
 
 #include "api/backends.h"
@@ -107,15 +108,22 @@ struct InProcessWorld::Helper {
 
 // GPU worlds: one device executor per algorithm and slot layout (a
 // built-in runs on LL for small calls and on its own protocol above), only
-// ever added to, under
-// its own lock: abort and asyncError reach running kernels without waiting
-// for mu_, which a call being enqueued may hold for a while.
+// ever added to, under its own lock: abort and asyncError reach running
+// kernels without waiting for mu_, which a call being enqueued may hold for
+// a while.
 struct InProcessWorld::Gpu {
+  // (algorithm, layout): -1 is the algorithm's own protocol.
+  using Key = std::pair<const runtime::VerifiedAlgorithm*, int>;
   std::mutex mu;
-  std::map<std::pair<const runtime::VerifiedAlgorithm*, int>,
-           std::pair<std::shared_ptr<const runtime::VerifiedAlgorithm>,
-                     std::unique_ptr<runtime::DeviceExecutor>>>
+  std::map<Key, std::pair<std::shared_ptr<const runtime::VerifiedAlgorithm>,
+                          std::unique_ptr<runtime::DeviceExecutor>>>
       executors;
+  std::set<const runtime::DeviceExecutor*> ran;  // executors with a call enqueued
+  runtime::DeviceExecutor* find(const Key& k) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = executors.find(k);
+    return it == executors.end() ? nullptr : it->second.second.get();
+  }
   std::vector<runtime::DeviceExecutor*> all() {
     std::lock_guard<std::mutex> lock(mu);
     std::vector<runtime::DeviceExecutor*> v;
@@ -371,29 +379,40 @@ Status InProcessWorld::enqueueOnGpu(const std::vector<runtime::PlanPart>& parts,
   const runtime::DeviceBackend* gpu = deviceBackend();
   if (gpu == nullptr) return noDeviceBackend("a GPU communicator was called");
   for (const runtime::PlanPart& p : parts) {
-    runtime::DeviceExecutor* executor = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(gpu_->mu);
-      auto it = gpu_->executors.find({p.va.get(), p.protocol});
-      if (it != gpu_->executors.end()) executor = it->second.second.get();
-    }
+    const int layout = p.protocol == static_cast<int>(p.va->algo().protocol) ? -1 : p.protocol;
+    const Gpu::Key key{p.va.get(), layout};
+    runtime::DeviceExecutor* executor = gpu_->find(key);
     if (executor == nullptr) {
       runtime::DeviceOptions o = deviceOptions(options_);
-      o.protocol = p.protocol;
+      o.protocol = layout;
       auto made = gpu->makeExecutor(*p.va, o);
       if (!made.isOk()) return made.status();
       executor = made.value().get();
       {
         std::lock_guard<std::mutex> lock(gpu_->mu);
-        gpu_->executors.emplace(std::make_pair(p.va.get(), p.protocol),
-                                std::make_pair(p.va, std::move(made).value()));
+        gpu_->executors.emplace(key, std::make_pair(p.va, std::move(made).value()));
       }
       // An abort that listed the executors before this one was added.
       if (aborted_.load(std::memory_order_acquire)) executor->abort();
     }
     std::vector<CallArgs> mine = calls;
     for (CallArgs& c : mine) c = runtime::partArgs(c, p);
-    if (Status st = executor->enqueue(mine, streams); !st.isOk()) return st;
+    Status st = executor->enqueue(mine, streams);
+    bool ran = false;
+    {
+      std::lock_guard<std::mutex> lock(gpu_->mu);
+      ran = gpu_->ran.count(executor) != 0;
+      if (st.isOk()) gpu_->ran.insert(executor);
+    }
+    if (!st.isOk() && !ran && layout != -1 && st.code() == StatusCode::kUnsupported) {
+      // A layout's first call makes its connections, which cannot happen
+      // while the stream is captured into a CUDA graph; the algorithm's own
+      // layout may have them already (a larger call made them). Any layout
+      // gives the same result.
+      if (runtime::DeviceExecutor* own = gpu_->find({p.va.get(), -1}); own != nullptr)
+        if (own->enqueue(mine, streams).isOk()) continue;
+    }
+    if (!st.isOk()) return st;
   }
   return Status::ok();
 }

@@ -713,9 +713,11 @@ Status CudaWorld::Impl::launch(const std::vector<CallArgs>& calls, const runtime
   size_t nranks = static_cast<size_t>(plan.nranks);
   // A call whose messages a warp moves in one round of its unrolled loop
   // runs a warp per block, unless the caller chose the block size: its
-  // barriers and votes are a warp's, not 8 warps'.
-  launchThreads =
-      o.threadsPerBlock == 0 && plan.largestMessageBytes(g) <= kWarpMessageBytes ? 32 : threads;
+  // barriers and votes are a warp's, not 8 warps'. Counted in whole chunks
+  // (what one instance would send), not the slices cut for instances, so a
+  // large call split over many instances keeps its full blocks.
+  const size_t chunkMessage = static_cast<size_t>(plan.maxCount()) * g.chunkElems * g.elemSize;
+  launchThreads = o.threadsPerBlock == 0 && chunkMessage <= kWarpMessageBytes ? 32 : threads;
   std::vector<engine::RankView> ranks(nranks);
   // (prepare() grew each rank's scratch for this call.)
   for (size_t r = 0; r < nranks; ++r)

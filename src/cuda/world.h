@@ -49,9 +49,10 @@ struct CudaOptions {
 };
 
 inline constexpr int kAutoInstances = 16;
-// Calls whose largest message is at most this many bytes launch one warp
-// per block when the block size is the world's choice: 32 threads x 16
-// bytes x rc::kCopyUnroll 8, one round of the data loop. Not yet measured
+// Calls whose largest message is at most this many bytes (in whole chunks,
+// before slices are cut for instances) launch one warp per block when the
+// block size is the world's choice: 32 threads x 16 bytes x
+// rc::kCopyUnroll 8, one round of the data loop. Not yet measured
 // against full blocks on a GPU (docs/cuda.md, "Small calls").
 inline constexpr size_t kWarpMessageBytes = 4096;
 inline constexpr int kDefaultThreads = 256;

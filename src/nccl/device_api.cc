@@ -29,6 +29,20 @@ using chorus::nccl_shim::rankAndSize;
 
 using chorus::nccl_shim::guarded;
 
+namespace {
+
+// `f()`, or `onError` if it throws: nothing escapes a C entry point.
+template <class T, class F>
+T noThrow(T onError, F&& f) noexcept {
+  try {
+    return f();
+  } catch (...) {
+    return onError;
+  }
+}
+
+}  // namespace
+
 extern "C" {
 
 ncclResult_t ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const* reqs,
@@ -57,62 +71,80 @@ ncclResult_t ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const* devComm) {
 }
 
 ncclTeam_t ncclTeamWorld(ncclComm_t comm) {
-  ncclTeam_t t{};
-  if (rankAndSize(comm, "ncclTeamWorld", &t.rank, &t.nRanks) == ncclSuccess) t.stride = 1;
-  return t;
+  return noThrow(ncclTeam_t{}, [&] {
+    ncclTeam_t t{};
+    if (rankAndSize(comm, "ncclTeamWorld", &t.rank, &t.nRanks) == ncclSuccess) t.stride = 1;
+    return t;
+  });
 }
 
 ncclTeam_t ncclTeamLsa(ncclComm_t comm) {
-  int rank = 0, size = 0;
-  if (rankAndSize(comm, "ncclTeamLsa", &rank, &size) != ncclSuccess) return ncclTeam_t{};
-  return ncclTeam_t{1, 0, 1};  // the rank alone
+  return noThrow(ncclTeam_t{}, [&] {
+    int rank = 0, size = 0;
+    if (rankAndSize(comm, "ncclTeamLsa", &rank, &size) != ncclSuccess) return ncclTeam_t{};
+    return ncclTeam_t{1, 0, 1};  // the rank alone
+  });
 }
 
 ncclTeam_t ncclTeamRail(ncclComm_t comm) {
-  ncclTeam_t t{};
-  if (rankAndSize(comm, "ncclTeamRail", &t.rank, &t.nRanks) == ncclSuccess)
-    t.stride = 1;  // LSA size 1
-  return t;
+  return noThrow(ncclTeam_t{}, [&] {
+    ncclTeam_t t{};
+    if (rankAndSize(comm, "ncclTeamRail", &t.rank, &t.nRanks) == ncclSuccess)
+      t.stride = 1;  // LSA size 1
+    return t;
+  });
 }
 
 int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank) {
-  int self = 0, size = 0;
-  if (rankAndSize(comm, "ncclTeamRankToWorld", &self, &size) != ncclSuccess) return -1;
-  return self + (rank - team.rank) * team.stride;
+  return noThrow(-1, [&] {
+    int self = 0, size = 0;
+    if (rankAndSize(comm, "ncclTeamRankToWorld", &self, &size) != ncclSuccess) return -1;
+    return self + (rank - team.rank) * team.stride;
+  });
 }
 
 int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank) {
-  int self = 0, size = 0;
-  if (rankAndSize(comm, "ncclTeamRankToLsa", &self, &size) != ncclSuccess) return -1;
-  return 0 + (rank - team.rank) * team.stride;  // the rank is LSA rank 0 of its team of 1
+  return noThrow(-1, [&] {
+    int self = 0, size = 0;
+    if (rankAndSize(comm, "ncclTeamRankToLsa", &self, &size) != ncclSuccess) return -1;
+    return 0 + (rank - team.rank) * team.stride;  // the rank is LSA rank 0 of its team of 1
+  });
 }
 
 ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
                                              ncclLsaBarrierHandle_t* outHandle,
                                              ncclDevResourceRequirements_t* outReq) {
-  NCCL_PTR_CHECK(outHandle, "ncclLsaBarrierCreateRequirement", "outHandle");
-  NCCL_PTR_CHECK(outReq, "ncclLsaBarrierCreateRequirement", "outReq");
-  *outReq = ncclDevResourceRequirements_t{};
-  outHandle->nBarriers = nBarriers;
-  // Per barrier: three words of state and one inbox word per team rank.
-  outReq->bufferSize =
-      static_cast<size_t>(3 * nBarriers + nBarriers * team.nRanks) * sizeof(uint32_t);
-  outReq->bufferAlign = alignof(uint32_t);
-  outReq->outBufferHandle = &outHandle->bufHandle;
-  return ncclSuccess;
+  return guarded("ncclLsaBarrierCreateRequirement", [&]() -> ncclResult_t {
+    NCCL_PTR_CHECK(outHandle, "ncclLsaBarrierCreateRequirement", "outHandle");
+    NCCL_PTR_CHECK(outReq, "ncclLsaBarrierCreateRequirement", "outReq");
+    *outReq = ncclDevResourceRequirements_t{};
+    outHandle->nBarriers = nBarriers;
+    // Per barrier: three words of state and one inbox word per team rank.
+    outReq->bufferSize =
+        static_cast<size_t>(3 * nBarriers + nBarriers * team.nRanks) * sizeof(uint32_t);
+    outReq->bufferAlign = alignof(uint32_t);
+    outReq->outBufferHandle = &outHandle->bufHandle;
+    return ncclSuccess;
+  });
 }
 
 ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
                                              ncclGinBarrierHandle_t* outHandle,
                                              ncclDevResourceRequirements_t* outReq) {
-  (void)comm;
-  (void)team;
-  NCCL_PTR_CHECK(outHandle, "ncclGinBarrierCreateRequirement", "outHandle");
-  NCCL_PTR_CHECK(outReq, "ncclGinBarrierCreateRequirement", "outReq");
-  *outReq = ncclDevResourceRequirements_t{};
-  outReq->ginSignalCount = nBarriers;  // one signal per barrier
-  outReq->outGinSignalStart = &outHandle->signal0;
-  return ncclSuccess;
+  return guarded("ncclGinBarrierCreateRequirement", [&]() -> ncclResult_t {
+    (void)comm;
+    (void)team;
+    NCCL_PTR_CHECK(outHandle, "ncclGinBarrierCreateRequirement", "outHandle");
+    NCCL_PTR_CHECK(outReq, "ncclGinBarrierCreateRequirement", "outReq");
+    *outReq = ncclDevResourceRequirements_t{};
+    // One signal per barrier, and an epoch word per barrier and GIN context.
+    outReq->bufferSize = static_cast<size_t>(nBarriers) * NCCL_GIN_MAX_CONTEXTS * sizeof(uint32_t);
+    outReq->bufferAlign = alignof(uint32_t);
+    outReq->outBufferHandle = &outHandle->bufHandle;
+    outReq->ginSignalCount = nBarriers;
+    outReq->outGinSignalStart = &outHandle->signal0;
+    return ncclSuccess;
+  });
 }
 
 int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
@@ -121,15 +153,17 @@ int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
 
 ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, ncclLLA2AHandle_t* outHandle,
                                         ncclDevResourceRequirements_t* outReq) {
-  NCCL_PTR_CHECK(outHandle, "ncclLLA2ACreateRequirement", "outHandle");
-  NCCL_PTR_CHECK(outReq, "ncclLLA2ACreateRequirement", "outReq");
-  outHandle->nSlots = static_cast<uint32_t>(nSlots);
-  *outReq = ncclDevResourceRequirements_t{};
-  // Per block: a 16-byte header and two banks of nSlots 16-byte slots.
-  outReq->bufferSize = static_cast<size_t>(nBlocks) * static_cast<size_t>(1 + 2 * nSlots) * 16;
-  outReq->bufferAlign = 16;
-  outReq->outBufferHandle = &outHandle->bufHandle;
-  return ncclSuccess;
+  return guarded("ncclLLA2ACreateRequirement", [&]() -> ncclResult_t {
+    NCCL_PTR_CHECK(outHandle, "ncclLLA2ACreateRequirement", "outHandle");
+    NCCL_PTR_CHECK(outReq, "ncclLLA2ACreateRequirement", "outReq");
+    outHandle->nSlots = static_cast<uint32_t>(nSlots);
+    *outReq = ncclDevResourceRequirements_t{};
+    // Per block: a 16-byte header and two banks of nSlots 16-byte slots.
+    outReq->bufferSize = static_cast<size_t>(nBlocks) * static_cast<size_t>(1 + 2 * nSlots) * 16;
+    outReq->bufferAlign = 16;
+    outReq->outBufferHandle = &outHandle->bufHandle;
+    return ncclSuccess;
+  });
 }
 
 // The profiling names (pncclX), as NCCL exports them.

@@ -205,26 +205,36 @@ bool windowable(const void* p, size_t size) {
     auto it = memAllocs().upper_bound(a);
     if (it != memAllocs().begin()) {
       --it;
-      if (a >= it->first && a - it->first + size <= it->second) return true;
+      uintptr_t off = a - it->first;  // it->first <= a
+      if (off <= it->second && size <= it->second - off) return true;
     }
   }
+  auto driver = [](const char* name) -> void* {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    return fn;
+  };
   using Retain = CUresult (*)(CUmemGenericAllocationHandle*, void*);
   using Release = CUresult (*)(CUmemGenericAllocationHandle);
-  void* retain = nullptr;
-  void* release = nullptr;
-  cudaDriverEntryPointQueryResult q1{}, q2{};
-  if (cudaGetDriverEntryPointByVersion("cuMemRetainAllocationHandle", &retain, 12000,
-                                       cudaEnableDefault, &q1) != cudaSuccess ||
-      cudaGetDriverEntryPointByVersion("cuMemRelease", &release, 12000, cudaEnableDefault, &q2) !=
-          cudaSuccess ||
-      q1 != cudaDriverEntryPointSuccess || q2 != cudaDriverEntryPointSuccess) {
-    cudaGetLastError();
-    return false;
-  }
+  using Range = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+  auto retain = reinterpret_cast<Retain>(driver("cuMemRetainAllocationHandle"));
+  auto release = reinterpret_cast<Release>(driver("cuMemRelease"));
+  auto range = reinterpret_cast<Range>(driver("cuMemGetAddressRange"));
+  if (retain == nullptr || release == nullptr || range == nullptr) return false;
   CUmemGenericAllocationHandle h{};
-  if (reinterpret_cast<Retain>(retain)(&h, const_cast<void*>(p)) != CUDA_SUCCESS) return false;
-  reinterpret_cast<Release>(release)(h);
-  return true;
+  if (retain(&h, const_cast<void*>(p)) != CUDA_SUCCESS) return false;
+  release(h);
+  // The whole window inside the mapping that holds p.
+  CUdeviceptr base = 0;
+  size_t bytes = 0;
+  if (range(&base, &bytes, static_cast<CUdeviceptr>(a)) != CUDA_SUCCESS) return false;
+  uintptr_t off = a - static_cast<uintptr_t>(base);
+  return off <= bytes && size <= bytes - off;
 }
 
 // ---- communicators: live handles are known, so a stale one is refused ----
@@ -932,8 +942,14 @@ ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
     if (cudaError_t e = cudaMalloc(ptr, size); e != cudaSuccess)
       return fail(ncclUnhandledCudaError,
                   std::string("ncclMemAlloc: Cuda failure '") + cudaGetErrorString(e) + "'");
-    std::lock_guard<std::mutex> lock(memMu);
-    memAllocs()[reinterpret_cast<uintptr_t>(*ptr)] = size;
+    try {
+      std::lock_guard<std::mutex> lock(memMu);
+      memAllocs()[reinterpret_cast<uintptr_t>(*ptr)] = size;
+    } catch (...) {
+      cudaFree(*ptr);
+      *ptr = nullptr;
+      throw;
+    }
     return ncclSuccess;
   });
 }

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "algorithms/classic.h"
@@ -32,6 +33,7 @@ struct Seen {
   std::vector<std::vector<runtime::CallArgs>> calls;
   std::vector<std::vector<void*>> streams;
   std::atomic<int> aborts{0};
+  bool refuseNewLL = false;  // LL executors made from now on refuse their first call
 };
 Seen& seen() {
   static auto* s = new Seen();
@@ -40,8 +42,12 @@ Seen& seen() {
 
 class FakeExecutor final : public runtime::DeviceExecutor {
  public:
+  explicit FakeExecutor(bool refuseFirst) : refuse_(refuseFirst) {}
   Status enqueue(const std::vector<runtime::CallArgs>& calls,
                  const std::vector<void*>& streams) override {
+    // As a CUDA world's first call inside a stream capture: no connections yet.
+    if (std::exchange(refuse_, false))
+      return Status(StatusCode::kUnsupported, "connections cannot be made while capturing");
     std::lock_guard<std::mutex> lock(seen().mu);
     seen().calls.push_back(calls);
     seen().streams.push_back(streams);
@@ -51,6 +57,9 @@ class FakeExecutor final : public runtime::DeviceExecutor {
   Status waitLaunches() const override { return Status::ok(); }
   Status wait() override { return Status::ok(); }
   void abort() override { ++seen().aborts; }
+
+ private:
+  bool refuse_;
 };
 
 class FakeBackend final : public runtime::DeviceBackend {
@@ -65,7 +74,8 @@ class FakeBackend final : public runtime::DeviceBackend {
       const runtime::VerifiedAlgorithm&, const runtime::DeviceOptions& o) const override {
     std::lock_guard<std::mutex> lock(seen().mu);
     seen().options.push_back(o);
-    return std::unique_ptr<runtime::DeviceExecutor>(std::make_unique<FakeExecutor>());
+    bool refuse = seen().refuseNewLL && o.protocol == static_cast<int>(ir::Protocol::kLL);
+    return std::unique_ptr<runtime::DeviceExecutor>(std::make_unique<FakeExecutor>(refuse));
   }
   Result<std::unique_ptr<runtime::StagedQueue>> makeStagedQueue(int, int) const override {
     return Status(StatusCode::kUnsupported, "the fake backend stages nothing");
@@ -151,6 +161,34 @@ TEST(DeviceSeam, GpuWorldsHandTheirBackendItsDevicesTimeoutAndCalls) {
     std::lock_guard<std::mutex> lock(seen().mu);
     ASSERT_EQ(seen().options.size(), 2u);
     EXPECT_EQ(seen().options[1].protocol, -1);
+    seen().refuseNewLL = true;
+  }
+  // A 32 KiB call: the ring (above recursive doubling's 16 KiB) on LL slots,
+  // a new executor whose first call is refused (as inside a CUDA graph
+  // capture, where it cannot make connections): it runs on the ring's own
+  // executor instead, which has them.
+  const size_t mid = 8192;
+  size_t callsBefore = 0;
+  {
+    std::lock_guard<std::mutex> lock(seen().mu);
+    callsBefore = seen().calls.size();
+  }
+  ts.clear();
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      float* mine = &large[static_cast<size_t>(r) * 2 * big];
+      res[static_cast<size_t>(r)] = chorusAllReduce(mine, mine + big, mid, chorusFloat, chorusSum,
+                                                    comms[static_cast<size_t>(r)], nullptr);
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(res, (std::vector<chorusResult_t>{chorusSuccess, chorusSuccess}))
+      << chorusGetLastError(nullptr);
+  {
+    std::lock_guard<std::mutex> lock(seen().mu);
+    ASSERT_EQ(seen().options.size(), 3u);
+    EXPECT_EQ(seen().options[2].protocol, static_cast<int>(ir::Protocol::kLL));
+    ASSERT_EQ(seen().calls.size(), callsBefore + 1);  // once, on the ring's own executor
+    EXPECT_EQ(seen().calls.back()[0].count, mid);
   }
   // A host buffer on a GPU communicator is the backend's to refuse; a
   // device buffer on a host communicator is the API's.
@@ -164,7 +202,7 @@ TEST(DeviceSeam, GpuWorldsHandTheirBackendItsDevicesTimeoutAndCalls) {
 
   // Abort reaches the executors.
   EXPECT_EQ(chorusCommAbort(comms[0]), chorusSuccess);
-  EXPECT_EQ(seen().aborts.load(), 2);  // both executors
+  EXPECT_EQ(seen().aborts.load(), 3);  // every executor
   EXPECT_EQ(chorusCommDestroy(comms[1]), chorusSuccess);
 }
 

@@ -83,7 +83,7 @@ TEST_F(DeviceApi, RequirementBuilders) {
             ncclSuccess);
   EXPECT_EQ(r.ginSignalCount, 5);
   EXPECT_EQ(r.outGinSignalStart, &gin.signal0);
-  EXPECT_EQ(r.bufferSize, 0u);
+  EXPECT_EQ(r.outBufferHandle, &gin.bufHandle);
   EXPECT_EQ(ncclGinBarrierCreateRequirement(comms_[0], ncclTeamWorld(comms_[0]), 5, nullptr, &r),
             ncclInvalidArgument);
   ncclLsaBarrierHandle_t lsa{};

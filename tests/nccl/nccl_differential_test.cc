@@ -242,6 +242,17 @@ TEST(NcclDifferential, DeviceApiRequirements) {
                              SYM(l, ncclLsaBarrierCreateRequirement)(team, barriers, &h, &r);
                          return code(rc) + " nBarriers=" + std::to_string(h.nBarriers) + req(r, &h);
                        });
+  for (int barriers : {5, 1, 16})
+    cases.emplace_back(
+        "ncclGinBarrierCreateRequirement(NULL comm, " + std::to_string(barriers) + ")",
+        [=](const Lib& l) {
+          ncclGinBarrierHandle_t h{};
+          ncclDevResourceRequirements_t r;
+          std::memset(&r, 0x5a, sizeof r);
+          ncclResult_t rc = SYM(l, ncclGinBarrierCreateRequirement)(nullptr, ncclTeam_t{8, 3, 1},
+                                                                    barriers, &h, &r);
+          return code(rc) + req(r, &h);
+        });
   compare(cases);
 }
 
