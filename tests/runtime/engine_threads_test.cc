@@ -4,6 +4,9 @@
 // is reported rather than hung.
 #include <gtest/gtest.h>
 
+#include <thread>
+
+#include "algorithms/classic.h"
 #include "runtime/exec/check.h"
 #include "runtime/exec/engine_host.h"
 #include "tests/support/collective_check.h"
@@ -15,6 +18,13 @@ namespace {
 using chorus::testing::Case;
 using chorus::testing::load;
 using chorus::testing::runAndCheck;
+
+std::shared_ptr<const VerifiedAlgorithm> builtin(const std::string& name, int n) {
+  auto a = algorithms::makeClassic(name, n, 0);
+  if (!a.isOk()) return nullptr;
+  auto va = VerifiedAlgorithm::make(std::move(a).value());
+  return va.isOk() ? va.value() : nullptr;
+}
 
 TEST(StepEngineThreads, ProductionFilesOnFourThreadsWithOneSlot) {
   for (const char* file : {"/r48ll.xml", "/r48ll128.xml", "/ap4ll.xml", "/ag-1m.xml", "/a2a2ll.xml",
@@ -113,6 +123,113 @@ TEST(StepEngineThreads, RunsRepeatedlyOnTheSameConnections) {
       }
     }
   }
+}
+
+// Ranks that run apart (issue 41's shape: a process per GPU): each rank's
+// own PlanWorld runs only its blocks, on its own thread, its connections in
+// memory the receivers allocate and the senders map after an exchange
+// (conn_exchange.h). Whole algorithms and each rank's part of a built-in
+// (whose connections are numbered in the part's own order), every slot
+// layout, growth between calls, repeated calls; data exact.
+TEST(StepEngineThreads, RanksRunApartOnExchangedConnections) {
+  struct Algo {
+    std::string name;
+    std::shared_ptr<const VerifiedAlgorithm> va;
+    bool parts;
+  };
+  std::vector<Algo> algos;
+  for (const char* file : {"/ap4ll.xml", "/r48ll128.xml"}) {
+    auto va = load(std::string(CHORUS_MSCCL_DIR) + file);
+    ASSERT_TRUE(va);
+    algos.push_back({file, va, false});
+  }
+  auto ring = builtin("ring_allreduce", 4);
+  ASSERT_TRUE(ring);
+  algos.push_back({"ring_allreduce parts", ring, true});
+  for (const Algo& a : algos)
+    for (int protocol : {0, 1, 2}) {
+      SCOPED_TRACE(a.name + " protocol " + std::to_string(protocol));
+      const int n = a.va->algo().ngpus;
+      auto exchanges = inProcessExchanges(n);
+      std::vector<std::shared_ptr<const VerifiedAlgorithm>> mine(static_cast<size_t>(n), a.va);
+      if (a.parts)
+        for (int r = 0; r < n; ++r) mine[static_cast<size_t>(r)] = a.va->part(r);
+      std::vector<std::unique_ptr<PlanWorld>> worlds;
+      for (int r = 0; r < n; ++r) {
+        PlanRunOptions o;
+        o.slots = 2;
+        o.protocol = protocol;
+        o.instances = 2;
+        o.focus = r;
+        o.exchange = exchanges[static_cast<size_t>(r)];
+        auto w = PlanWorld::make(*mine[static_cast<size_t>(r)], o);
+        ASSERT_TRUE(w.isOk()) << w.status().message();
+        worlds.push_back(std::move(w).value());
+      }
+      // Larger calls after smaller ones exchange larger connections.
+      for (size_t mult : {1, 5, 2, 5}) {
+        auto data = CollectiveData::make(*a.va, countQuantum(a.va->algo()) * mult * 3,
+                                         DataType::kFloat32, ReduceOp::kSum, a.va->algo().inplace);
+        ASSERT_TRUE(data.isOk());
+        std::vector<Status> got(static_cast<size_t>(n));
+        std::vector<std::thread> ts;
+        for (int r = 0; r < n; ++r)
+          ts.emplace_back([&, r] {
+            got[static_cast<size_t>(r)] = worlds[static_cast<size_t>(r)]->runRank(
+                data.value().calls()[static_cast<size_t>(r)]);
+          });
+        for (auto& t : ts) t.join();
+        for (int r = 0; r < n; ++r)
+          ASSERT_TRUE(got[static_cast<size_t>(r)].isOk())
+              << "rank " << r << ": " << got[static_cast<size_t>(r)].message();
+        std::string first;
+        EXPECT_EQ(data.value().countWrong(&first), 0u) << first;
+      }
+    }
+}
+
+// What a rank's world refuses: a focus without an exchange, the all-ranks
+// call, and peers that disagree on the slots per connection.
+TEST(StepEngineThreads, RanksApartRefuseWhatCannotMeet) {
+  auto va = builtin("ring_allreduce", 2);
+  ASSERT_TRUE(va);
+  PlanRunOptions o;
+  o.focus = 0;
+  EXPECT_EQ(PlanWorld::make(*va, o).status().code(), StatusCode::kInvalidArgument);
+  o.focus = 2;
+  o.exchange = inProcessExchanges(2)[0];
+  EXPECT_EQ(PlanWorld::make(*va, o).status().code(), StatusCode::kInvalidArgument);
+
+  auto exchanges = inProcessExchanges(2);
+  std::vector<std::unique_ptr<PlanWorld>> worlds;
+  for (int r = 0; r < 2; ++r) {
+    PlanRunOptions ro;
+    ro.focus = r;
+    ro.exchange = exchanges[static_cast<size_t>(r)];
+    ro.slots = r == 0 ? 2 : 4;
+    auto w = PlanWorld::make(*va, ro);
+    ASSERT_TRUE(w.isOk());
+    worlds.push_back(std::move(w).value());
+  }
+  auto data = CollectiveData::make(*va, countQuantum(va->algo()) * 4, DataType::kFloat32,
+                                   ReduceOp::kSum, false);
+  ASSERT_TRUE(data.isOk());
+  EXPECT_EQ(worlds[0]->run(data.value().calls()).code(), StatusCode::kInvalidArgument);
+  std::vector<Status> got(2);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      got[static_cast<size_t>(r)] =
+          worlds[static_cast<size_t>(r)]->runRank(data.value().calls()[static_cast<size_t>(r)]);
+    });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(got[static_cast<size_t>(r)].code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(got[static_cast<size_t>(r)].message().find("slots per connection"), std::string::npos)
+        << got[static_cast<size_t>(r)].message();
+  }
+  // Refused from then on: the peer holds half a call.
+  EXPECT_EQ(worlds[0]->runRank(data.value().calls()[0]).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(StepEngineThreads, DeadlockIsReportedNotHung) {

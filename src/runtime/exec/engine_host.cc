@@ -25,19 +25,38 @@ Result<std::unique_ptr<PlanWorld>> PlanWorld::make(const VerifiedAlgorithm& va,
                   "instances must be in [1, " + std::to_string(kMostInstances) + "]");
   if (options.protocol < -1 || options.protocol > static_cast<int>(ir::Protocol::kLL128))
     return Status(StatusCode::kInvalidArgument, "no protocol " + std::to_string(options.protocol));
+  if (options.focus >= va.algo().ngpus || options.focus < -1)
+    return Status(StatusCode::kInvalidArgument, "focus " + std::to_string(options.focus) +
+                                                    " is not a rank of '" + va.algo().name + "' (" +
+                                                    std::to_string(va.algo().ngpus) + " ranks)");
+  if (options.focus >= 0 && options.exchange == nullptr)
+    return Status(StatusCode::kInvalidArgument, "a focus rank needs a connection exchange");
   std::unique_ptr<PlanWorld> w(new PlanWorld());
   w->va_ = &va;
   w->options_ = options;
   w->plan_ = FlatPlan::lower(va, options.instances);
   w->protocol_ =
       options.protocol >= 0 ? static_cast<ir::Protocol>(options.protocol) : va.algo().protocol;
+  const bool all = options.focus < 0;
+  w->firstBlock_ = all ? 0 : w->plan_.rankFirstBlock[static_cast<size_t>(options.focus)];
+  w->endBlock_ = all ? static_cast<int32_t>(w->plan_.blocks.size())
+                     : w->plan_.rankFirstBlock[static_cast<size_t>(options.focus) + 1];
   w->resetCounters();
   return w;
 }
 
-void PlanWorld::allocate(size_t msgBytes) {
-  if (msgBytes <= msgBytes_ && !conns_.empty()) return;
+Status PlanWorld::allocate(size_t msgBytes) {
+  if (msgBytes <= msgBytes_ && !conns_.empty()) return Status::ok();
   msgBytes_ = std::max(msgBytes, msgBytes_);
+  if (options_.focus >= 0) {
+    // Every rank grows at the same call (the same sizes), so the exchange
+    // meets; new memory starts every connection afresh on both sides.
+    auto views = exchangeConnections(plan_, options_.focus, protocol_, msgBytes_, options_.slots,
+                                     *options_.exchange);
+    if (!views.isOk()) return views.status();
+    conns_ = std::move(views).value();
+    return Status::ok();
+  }
   size_t slotBytes = engine::slotBytesFor(protocol_, msgBytes_);
   counters_.assign(plan_.conns.size(), engine::ConnCounters{});
   slots_.assign(plan_.conns.size(),
@@ -48,15 +67,19 @@ void PlanWorld::allocate(size_t msgBytes) {
     conns_[c].slots = reinterpret_cast<unsigned char*>(slots_[c].data());
     conns_[c].slotBytes = slotBytes;
   }
+  return Status::ok();
 }
 
 Status PlanWorld::run(const std::vector<CallArgs>& calls) {
+  if (options_.focus >= 0)
+    return Status(StatusCode::kInvalidArgument,
+                  "this world runs rank " + std::to_string(options_.focus) + " alone: runRank");
   const VerifiedAlgorithm& va = *va_;
   Result<Geometry> planned = planCall(va, calls, options_.sliceBytes);
   if (!planned.isOk()) return planned.status();
   Geometry g = planned.value();
   plan_.splitSlices(&g);
-  allocate(plan_.largestMessageBytes(g));
+  if (Status st = allocate(plan_.largestMessageBytes(g)); !st.isOk()) return st;
 
   auto nranks = static_cast<size_t>(plan_.nranks);
   std::vector<std::vector<unsigned char>> scratch(nranks);
@@ -65,6 +88,33 @@ Status PlanWorld::run(const std::vector<CallArgs>& calls) {
     scratch[r].resize(plan_.scratchBytes(static_cast<int>(r), g));
     ranks[r] = engine::rankView(plan_, static_cast<int>(r), calls[r], scratch[r].data());
   }
+  return execute(g, ranks, calls[0].type, calls[0].op);
+}
+
+Status PlanWorld::runRank(const CallArgs& call) {
+  const int me = options_.focus;
+  if (me < 0)
+    return Status(StatusCode::kInvalidArgument, "runRank needs a world with a focus rank");
+  if (!broken_.isOk()) return broken_;
+  Result<Geometry> planned = planRankCall(*va_, me, call, options_.sliceBytes);
+  if (!planned.isOk()) return planned.status();
+  Geometry g = planned.value();
+  plan_.splitSlices(&g);
+  if (Status st = allocate(plan_.largestMessageBytes(g)); !st.isOk()) {
+    broken_ = st;
+    return st;
+  }
+  std::vector<engine::RankView> ranks(static_cast<size_t>(plan_.nranks));
+  std::vector<unsigned char> scratch(plan_.scratchBytes(me, g));
+  ranks[static_cast<size_t>(me)] = engine::rankView(plan_, me, call, scratch.data());
+  Status st = execute(g, ranks, call.type, call.op);
+  if (!st.isOk()) broken_ = st;
+  return st;
+}
+
+Status PlanWorld::execute(const Geometry& g, std::vector<engine::RankView>& ranks, DataType type,
+                          ReduceOp op) {
+  const VerifiedAlgorithm& va = *va_;
   size_t nblocks = plan_.blocks.size();
   std::vector<engine::BlockPos> positions(nblocks);
   const uint64_t base = engine::stamp(calls_.epoch);
@@ -78,11 +128,11 @@ Status PlanWorld::run(const std::vector<CallArgs>& calls) {
   v.completed = completed_.data();
   v.ranksFinished = ranksFinished_.data();
   v.calls = &calls_;
-  v.groupBlocks = static_cast<int32_t>(nblocks);
+  v.groupBlocks = endBlock_ - firstBlock_;
   v.positions = positions.data();
   v.g = g;
-  v.type = calls[0].type;
-  v.op = calls[0].op;
+  v.type = type;
+  v.op = op;
   v.protocol = protocol_;
   v.nslots = options_.slots;
   v.instances = plan_.instances;
@@ -90,7 +140,9 @@ Status PlanWorld::run(const std::vector<CallArgs>& calls) {
   // Each thread polls its blocks round-robin until all are finished. One
   // thread: a sweep in which no block moves is a deadlock. Several: no
   // block moving anywhere for stallMs is.
-  auto threads = static_cast<size_t>(std::min<int>(options_.threads, static_cast<int>(nblocks)));
+  const auto first = static_cast<size_t>(firstBlock_);
+  const auto mineCount = static_cast<size_t>(endBlock_ - firstBlock_);
+  auto threads = static_cast<size_t>(std::min<int>(options_.threads, static_cast<int>(mineCount)));
   std::atomic<uint64_t> moves{0};
   std::atomic<bool> stop{false};
   // A team's threads take every decision together: each is a vote (all /
@@ -98,7 +150,7 @@ Status PlanWorld::run(const std::vector<CallArgs>& calls) {
   auto worker = [&](size_t k, auto& ctx) {
     using C = std::remove_reference_t<decltype(ctx)>;
     std::vector<size_t> mine;
-    for (size_t b = k; b < nblocks; b += std::max<size_t>(threads, 1)) mine.push_back(b);
+    for (size_t b = k; b < mineCount; b += std::max<size_t>(threads, 1)) mine.push_back(first + b);
     std::vector<Cursor> cursors;
     for (size_t b : mine) cursors.push_back(Block<C>(ctx, v, static_cast<int>(b)).start());
     size_t left = mine.size();
@@ -123,7 +175,9 @@ Status PlanWorld::run(const std::vector<CallArgs>& calls) {
         moves.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
-      if (threads == 1) break;  // nothing can move any more
+      // One thread and every rank here: nothing can move any more. (A
+      // focus rank waits for peers that run elsewhere: by time.)
+      if (threads == 1 && options_.focus < 0) break;
       uint64_t now = moves.load(std::memory_order_relaxed);
       if (now != seen) {
         seen = now;
@@ -161,7 +215,7 @@ Status PlanWorld::run(const std::vector<CallArgs>& calls) {
     }
     for (auto& t : pool) t.join();
   }
-  bool allDone = std::all_of(positions.begin(), positions.end(),
+  bool allDone = std::all_of(positions.begin() + firstBlock_, positions.begin() + endBlock_,
                              [](const engine::BlockPos& p) { return p.finished != 0; });
   if (allDone) return Status::ok();
   std::string why = describe(v, base);
@@ -182,7 +236,7 @@ void PlanWorld::resetCounters() {
 
 std::string PlanWorld::describe(const CallView& v, uint64_t base) const {
   std::string out;
-  for (size_t b = 0; b < plan_.blocks.size(); ++b) {
+  for (auto b = static_cast<size_t>(firstBlock_); b < static_cast<size_t>(endBlock_); ++b) {
     const engine::BlockPos& p = v.positions[b];
     if (p.finished) continue;
     const PlanBlock& pb = plan_.blocks[b];

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "runtime/exec/conn_exchange.h"
 #include "runtime/exec/engine.h"
 #include "runtime/exec/executor.h"
 #include "runtime/exec/flat_plan.h"
@@ -98,6 +99,12 @@ struct PlanRunOptions {
   // Host threads that run each block together (a Team): 1 is one thread
   // per block; 32 or 256 run the data path as a warp or a CUDA block does.
   int teamThreads = 1;
+  // One rank of a world whose other ranks run elsewhere (other processes,
+  // other PlanWorlds): >= 0 runs only rank `focus`'s blocks (runRank), its
+  // connections in memory shared through `exchange` (conn_exchange.h).
+  // What the CUDA executor does for ranks in separate processes.
+  int focus = -1;
+  std::shared_ptr<ConnectionExchange> exchange;
 };
 
 class PlanWorld {
@@ -113,10 +120,18 @@ class PlanWorld {
   // unfinished block's rank, threadblock, step, iteration and what it
   // waits for. Connections grow (once) when a call needs larger slots.
   Status run(const std::vector<CallArgs>& calls);
+  // A world with a focus rank: that rank's call. Its peers' worlds run
+  // theirs at the same time; the first call and a call that needs larger
+  // slots exchange connections with them. After a failure (a deadlock,
+  // a failed exchange) the world refuses further calls: its peers' hold
+  // half a call.
+  Status runRank(const CallArgs& call);
 
  private:
   PlanWorld() = default;
-  void allocate(size_t msgBytes);
+  Status allocate(size_t msgBytes);
+  Status execute(const Geometry& g, std::vector<engine::RankView>& ranks, DataType type,
+                 ReduceOp op);
   std::string describe(const engine::CallView& v, uint64_t base) const;
   void resetCounters();
 
@@ -132,6 +147,9 @@ class PlanWorld {
   std::vector<uint64_t> completed_;
   std::vector<uint32_t> ranksFinished_;
   engine::CallCounters calls_{};
+  // The blocks this world runs: every rank's, or the focus rank's.
+  int32_t firstBlock_ = 0, endBlock_ = 0;
+  Status broken_;  // focus worlds: why calls are refused
 };
 
 }  // namespace chorus::runtime

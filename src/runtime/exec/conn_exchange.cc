@@ -1,0 +1,223 @@
+#include "runtime/exec/conn_exchange.h"
+
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+namespace chorus::runtime {
+
+std::string ConnKey::describe() const {
+  return "rank " + std::to_string(from) + " -> rank " + std::to_string(to) + ", channel " +
+         std::to_string(channel) + ", instance " + std::to_string(instance);
+}
+
+ConnKey keyOf(const PlanConn& c) { return ConnKey{c.instance, c.channel, c.from, c.to}; }
+
+namespace {
+
+std::string hex(const std::string& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) {
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  }
+  return out;
+}
+
+bool unhex(const std::string& text, std::string* out) {
+  if (text.size() % 2 != 0) return false;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  out->clear();
+  for (size_t i = 0; i < text.size(); i += 2) {
+    int hi = nibble(text[i]), lo = nibble(text[i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<char>(hi * 16 + lo));
+  }
+  return true;
+}
+
+Status badBlob(int rank, const std::string& why) {
+  return Status(StatusCode::kInvalidArgument,
+                "rank " + std::to_string(rank) + "'s connection offers: " + why);
+}
+
+}  // namespace
+
+std::string encodeOffers(int rank, const std::vector<ConnOffer>& offers) {
+  nlohmann::json j;
+  j["rank"] = rank;
+  j["offers"] = nlohmann::json::array();
+  for (const ConnOffer& o : offers)
+    j["offers"].push_back({{"instance", o.key.instance},
+                           {"channel", o.key.channel},
+                           {"from", o.key.from},
+                           {"to", o.key.to},
+                           {"slot_bytes", o.slotBytes},
+                           {"slots", o.slots},
+                           {"handle", hex(o.handle)}});
+  return j.dump();
+}
+
+Result<std::vector<ConnOffer>> decodeOffers(int rank, const std::string& blob) {
+  nlohmann::json j = nlohmann::json::parse(blob, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return badBlob(rank, "not a JSON object");
+  if (!j.contains("rank") || !j["rank"].is_number_integer() || j["rank"].get<int>() != rank)
+    return badBlob(rank, "its \"rank\" is not " + std::to_string(rank));
+  if (!j.contains("offers") || !j["offers"].is_array()) return badBlob(rank, "no \"offers\" array");
+  std::vector<ConnOffer> out;
+  for (size_t i = 0; i < j["offers"].size(); ++i) {
+    const nlohmann::json& e = j["offers"][i];
+    std::string at = "offer " + std::to_string(i);
+    for (const char* f : {"instance", "channel", "from", "to", "slots"})
+      if (!e.is_object() || !e.contains(f) || !e[f].is_number_integer())
+        return badBlob(rank, at + ": no integer \"" + f + "\"");
+    if (!e.contains("slot_bytes") || !e["slot_bytes"].is_number_unsigned())
+      return badBlob(rank, at + ": no unsigned \"slot_bytes\"");
+    if (!e.contains("handle") || !e["handle"].is_string())
+      return badBlob(rank, at + ": no \"handle\" string");
+    ConnOffer o;
+    o.key = ConnKey{e["instance"].get<int32_t>(), e["channel"].get<int32_t>(),
+                    e["from"].get<int32_t>(), e["to"].get<int32_t>()};
+    o.slotBytes = e["slot_bytes"].get<uint64_t>();
+    o.slots = e["slots"].get<int>();
+    if (!unhex(e["handle"].get<std::string>(), &o.handle))
+      return badBlob(rank, at + ": its handle is not hexadecimal");
+    if (o.key.to != rank)
+      return badBlob(rank, at + " is for " + o.key.describe() + ", not a connection into it");
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+Result<std::vector<engine::ConnView>> exchangeConnections(const FlatPlan& plan, int focus,
+                                                          ir::Protocol protocol, size_t msgBytes,
+                                                          int slots, ConnectionExchange& ex) {
+  const uint64_t slotBytes = (engine::slotBytesFor(protocol, msgBytes) + 15) / 16 * 16;
+  std::vector<engine::ConnView> views(plan.conns.size());
+  std::vector<ConnOffer> mine;
+  for (size_t c = 0; c < plan.conns.size(); ++c) {
+    if (plan.conns[c].to != focus) continue;
+    auto region = ex.allocate(connRegionBytes(slotBytes, slots));
+    if (!region.isOk()) return region.status();
+    unsigned char* p = region.value().data;
+    views[c] = engine::ConnView{reinterpret_cast<engine::ConnCounters*>(p),
+                                p + sizeof(engine::ConnCounters), slotBytes};
+    mine.push_back(ConnOffer{keyOf(plan.conns[c]), slotBytes, slots, region.value().handle});
+  }
+  auto blobs = ex.allGather(encodeOffers(focus, mine));
+  if (!blobs.isOk())
+    return Status(blobs.status().code(), "exchanging connections: " + blobs.status().message());
+  if (blobs.value().size() != static_cast<size_t>(plan.nranks))
+    return Status(StatusCode::kInternal, "the connection exchange returned " +
+                                             std::to_string(blobs.value().size()) + " blobs for " +
+                                             std::to_string(plan.nranks) + " ranks");
+  // Each peer's offers, by key; only the peers this rank sends to matter.
+  std::map<int, std::map<ConnKey, ConnOffer>> offered;
+  for (const PlanConn& pc : plan.conns) {
+    if (pc.from != focus || pc.to == focus || offered.count(pc.to) != 0) continue;
+    auto offers = decodeOffers(pc.to, blobs.value()[static_cast<size_t>(pc.to)]);
+    if (!offers.isOk()) return offers.status();
+    auto& byKey = offered[pc.to];
+    for (ConnOffer& o : offers.value()) {
+      ConnKey k = o.key;
+      if (!byKey.emplace(k, std::move(o)).second)
+        return badBlob(pc.to, "it offers " + k.describe() + " twice");
+    }
+  }
+  for (size_t c = 0; c < plan.conns.size(); ++c) {
+    const PlanConn& pc = plan.conns[c];
+    if (pc.from != focus || pc.to == focus) continue;
+    ConnKey k = keyOf(pc);
+    auto& byKey = offered[pc.to];
+    auto it = byKey.find(k);
+    if (it == byKey.end())
+      return Status(StatusCode::kInvalidArgument,
+                    "rank " + std::to_string(pc.to) + " offers no memory for " + k.describe() +
+                        ": do all ranks run the same algorithm with the same instances?");
+    const ConnOffer& o = it->second;
+    if (o.slots != slots)
+      return Status(StatusCode::kInvalidArgument,
+                    "rank " + std::to_string(pc.to) + " has " + std::to_string(o.slots) +
+                        " slots per connection, rank " + std::to_string(focus) + " " +
+                        std::to_string(slots) + " (" + k.describe() + ")");
+    auto p = ex.open(pc.to, o.handle, connRegionBytes(o.slotBytes, o.slots));
+    if (!p.isOk()) return p.status();
+    views[c] = engine::ConnView{reinterpret_cast<engine::ConnCounters*>(p.value()),
+                                p.value() + sizeof(engine::ConnCounters), o.slotBytes};
+  }
+  ex.retire();
+  return views;
+}
+
+namespace {
+
+// What the ranks of one in-process exchange share: the gather's rounds and
+// every region (kept until all ranks' exchanges are gone).
+struct Shared {
+  explicit Shared(int n) : nranks(n) {}
+  int nranks;
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t round = 0;  // gathers completed
+  int arrived = 0;
+  std::vector<std::string> blobs, done;
+  std::vector<std::unique_ptr<uint64_t[]>> regions;
+};
+
+class InProcess final : public ConnectionExchange {
+ public:
+  InProcess(std::shared_ptr<Shared> s, int rank) : s_(std::move(s)), rank_(rank) {}
+  Result<Region> allocate(size_t bytes) override {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    auto& mem = s_->regions.emplace_back(new uint64_t[(bytes + 7) / 8]());
+    Region r;
+    r.data = reinterpret_cast<unsigned char*>(mem.get());
+    r.handle.assign(reinterpret_cast<const char*>(&r.data), sizeof r.data);
+    return r;
+  }
+  Result<unsigned char*> open(int peer, const std::string& handle, size_t) override {
+    unsigned char* p = nullptr;
+    if (handle.size() != sizeof p)
+      return Status(StatusCode::kInvalidArgument,
+                    "rank " + std::to_string(peer) + "'s handle is not an address");
+    std::memcpy(&p, handle.data(), sizeof p);
+    return p;
+  }
+  Result<std::vector<std::string>> allGather(const std::string& mine) override {
+    std::unique_lock<std::mutex> lock(s_->mu);
+    if (s_->arrived == 0) s_->blobs.assign(static_cast<size_t>(s_->nranks), std::string());
+    s_->blobs[static_cast<size_t>(rank_)] = mine;
+    const uint64_t round = s_->round;
+    if (++s_->arrived == s_->nranks) {
+      s_->done = s_->blobs;
+      s_->arrived = 0;
+      ++s_->round;
+      s_->cv.notify_all();
+    } else {
+      s_->cv.wait(lock, [&] { return s_->round != round; });
+    }
+    return s_->done;
+  }
+
+ private:
+  std::shared_ptr<Shared> s_;
+  int rank_;
+};
+
+}  // namespace
+
+std::vector<std::shared_ptr<ConnectionExchange>> inProcessExchanges(int nranks) {
+  auto shared = std::make_shared<Shared>(nranks);
+  std::vector<std::shared_ptr<ConnectionExchange>> out;
+  for (int r = 0; r < nranks; ++r) out.push_back(std::make_shared<InProcess>(shared, r));
+  return out;
+}
+
+}  // namespace chorus::runtime
