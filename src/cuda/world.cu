@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <string>
@@ -23,6 +24,11 @@ namespace {
 Status cudaError(cudaError_t e, const std::string& what) {
   return Status(StatusCode::kUnsupported,
                 what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+
+Status focusOnly(int focus) {
+  return Status(StatusCode::kInvalidArgument, "this world runs rank " + std::to_string(focus) +
+                                                  " alone: enqueueRank takes its calls");
 }
 
 #define CHORUS_CUDA_TRY(expr)                                         \
@@ -252,6 +258,9 @@ struct CudaWorld::Impl {
   FlatPlan plan;
   std::vector<int> rankDevice;
   bool multiDevice = false;  // ranks on more than one GPU: system-scope ordering
+  // Whether this world launches rank r's blocks (all, or the focus's).
+  bool runs(int r) const { return o.focus < 0 || r == o.focus; }
+  Status broken;  // a focus world after a failed call
   std::vector<GpuBlocks> groups;
   std::map<int, size_t> groupOf;  // device -> group
   // Per device of the world: a non-blocking stream for its uploads and
@@ -415,11 +424,18 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
     return Status(StatusCode::kInvalidArgument,
                   "rankDevices names " + std::to_string(options.rankDevices.size()) +
                       " devices for an algorithm of " + std::to_string(a.ngpus) + " ranks");
+  if (options.focus < -1 || options.focus >= a.ngpus)
+    return Status(StatusCode::kInvalidArgument,
+                  "focus " + std::to_string(options.focus) + " is not a rank of '" + a.name + "'");
+  if (options.focus >= 0 && (options.exchange == nullptr || !options.rankDevices.empty()))
+    return Status(StatusCode::kInvalidArgument,
+                  "a focus rank runs on `device` and needs a connection exchange");
   m.rankDevice = options.rankDevices.empty()
                      ? std::vector<int>(static_cast<size_t>(a.ngpus), options.device)
                      : options.rankDevices;
-  m.multiDevice = std::any_of(m.rankDevice.begin(), m.rankDevice.end(),
-                              [&](int d) { return d != m.rankDevice[0]; });
+  // Peers in other processes may be on other GPUs: system scope.
+  m.multiDevice = options.focus >= 0 || std::any_of(m.rankDevice.begin(), m.rankDevice.end(),
+                                                    [&](int d) { return d != m.rankDevice[0]; });
   for (int d : m.rankDevice)
     if (d < 0 || d >= ndev.value())
       return Status(StatusCode::kInvalidArgument, "no CUDA device " + std::to_string(d) +
@@ -434,7 +450,7 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
                                                     "] (0: chosen from the GPU)");
   std::map<int, int> baseOn;  // device -> blocks of one instance
   for (const runtime::PlanBlock& pb : m.plan.blocks)
-    ++baseOn[m.rankDevice[static_cast<size_t>(pb.rank)]];
+    if (m.runs(pb.rank)) ++baseOn[m.rankDevice[static_cast<size_t>(pb.rank)]];
   std::map<int, std::pair<int, int>> smsAndPerSm;  // device -> (SMs, blocks per SM) at m.threads
   auto measure = [&](int threads) -> Status {
     for (auto [d, n] : baseOn) {
@@ -478,6 +494,7 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
   if (instances > 1) m.plan = FlatPlan::lower(va, instances);
   if (options.protocol >= 0) m.plan.protocol = static_cast<ir::Protocol>(options.protocol);
   for (size_t b = 0; b < m.plan.blocks.size(); ++b) {
+    if (!m.runs(m.plan.blocks[b].rank)) continue;
     int d = m.rankDevice[static_cast<size_t>(m.plan.blocks[b].rank)];
     auto [it, added] = m.groupOf.try_emplace(d, m.groups.size());
     if (added) {
@@ -623,6 +640,28 @@ Status CudaWorld::Impl::growConnections(size_t bytes, bool capturingNow) {
 
 Status CudaWorld::Impl::reallocateConnections(size_t bytes) {
   if (Status st = syncAll(); !st.isOk()) return st;
+  if (o.focus >= 0) {
+    // Every rank grows at the same call (the same sizes), after its own
+    // GPU work is done: the exchange meets, and the regions it replaces are
+    // no longer in use anywhere when it returns.
+    msgBytes = bytes;
+    slotBytes = round16(engine::slotBytesFor(plan.protocol, msgBytes));
+    auto views =
+        runtime::exchangeConnections(plan, o.focus, plan.protocol, msgBytes, o.slots, *o.exchange);
+    if (!views.isOk()) return views.status();
+    GpuBlocks& g = groups.front();
+    CHORUS_CUDA_TRY(cudaSetDevice(g.device));
+    cudaStream_t su = setup.at(g.device);
+    CHORUS_CUDA_TRY(cudaMemsetAsync(g.dCompleted, 0, plan.blocks.size() * sizeof(uint64_t), su));
+    CHORUS_CUDA_TRY(
+        cudaMemsetAsync(g.dFinished, 0, static_cast<size_t>(plan.nranks) * sizeof(uint32_t), su));
+    CHORUS_CUDA_TRY(cudaMemsetAsync(g.dCalls, 0, sizeof(engine::CallCounters), su));
+    if (!views.value().empty())
+      CHORUS_CUDA_TRY(cudaMemcpyAsync(g.dConns, views.value().data(),
+                                      views.value().size() * sizeof(engine::ConnView),
+                                      cudaMemcpyHostToDevice, su));
+    return Status::ok();
+  }
   // The same sizes (a reset after a stalled call): zero what is there, so
   // that launches a CUDA graph holds keep their pointers.
   const bool same =
@@ -684,22 +723,30 @@ Result<runtime::Geometry> CudaWorld::Impl::prepare(const std::vector<CallArgs>& 
   // A failed call (stalled, aborted) leaves the connections mid-way until
   // wait() reports it and resets them: refuse calls until then.
   if (Status st = pendingFailure(); !st.isOk()) return st;
+  if (!broken.isOk()) return broken;
   if (capturingNow) everCaptured = true;
-  Result<runtime::Geometry> planned = runtime::planCall(*va, calls, o.sliceBytes);
+  Result<runtime::Geometry> planned =
+      o.focus >= 0
+          ? runtime::planRankCall(*va, o.focus, calls[static_cast<size_t>(o.focus)], o.sliceBytes)
+          : runtime::planCall(*va, calls, o.sliceBytes);
   if (!planned.isOk()) return planned.status();
   runtime::Geometry g = planned.value();
   plan.splitSlices(&g);
   size_t nranks = static_cast<size_t>(plan.nranks);
   for (size_t r = 0; r < nranks; ++r) {
-    if (calls[r].count == 0) continue;
+    if (calls[r].count == 0 || !runs(static_cast<int>(r))) continue;
     int d = rankDevice[r];
     if (Status st = checkPointer(calls[r].sendbuff, d, static_cast<int>(r), "sendbuff"); !st.isOk())
       return st;
     if (Status st = checkPointer(calls[r].recvbuff, d, static_cast<int>(r), "recvbuff"); !st.isOk())
       return st;
   }
-  if (Status st = growConnections(plan.largestMessageBytes(g), capturingNow); !st.isOk()) return st;
+  if (Status st = growConnections(plan.largestMessageBytes(g), capturingNow); !st.isOk()) {
+    if (o.focus >= 0) broken = st;  // the peers may have exchanged: they are out of step
+    return st;
+  }
   for (size_t r = 0; r < nranks; ++r) {
+    if (!runs(static_cast<int>(r))) continue;
     if (Status st = growScratch(static_cast<int>(r), plan.scratchBytes(static_cast<int>(r), g),
                                 capturingNow);
         !st.isOk())
@@ -721,7 +768,8 @@ Status CudaWorld::Impl::launch(const std::vector<CallArgs>& calls, const runtime
   std::vector<engine::RankView> ranks(nranks);
   // (prepare() grew each rank's scratch for this call.)
   for (size_t r = 0; r < nranks; ++r)
-    ranks[r] = engine::rankView(plan, static_cast<int>(r), calls[r], scratch[r]);
+    if (runs(static_cast<int>(r)))
+      ranks[r] = engine::rankView(plan, static_cast<int>(r), calls[r], scratch[r]);
   // Calls of one world run one after another whatever streams they come
   // on (they share the rank views, counters and slots): every group waits
   // for the previous call's kernels on every GPU. All the waits come before
@@ -815,6 +863,24 @@ Status CudaWorld::Impl::launchGroup(size_t i, const std::vector<engine::RankView
 }
 
 Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, void* stream) {
+  if (impl_->o.focus >= 0) return focusOnly(impl_->o.focus);
+  return enqueueOn(calls, stream);
+}
+
+Status CudaWorld::enqueueRank(const CallArgs& call, void* stream) {
+  const int me = impl_->o.focus;
+  if (me < 0)
+    return Status(StatusCode::kInvalidArgument, "enqueueRank needs a world with a focus rank");
+  std::vector<CallArgs> calls(static_cast<size_t>(impl_->plan.nranks));
+  for (CallArgs& c : calls) {  // the others' calls are their processes'
+    c.type = call.type;
+    c.op = call.op;
+  }
+  calls[static_cast<size_t>(me)] = call;
+  return enqueueOn(calls, stream);
+}
+
+Status CudaWorld::enqueueOn(const std::vector<CallArgs>& calls, void* stream) {
   DeviceGuard guard;
   Impl& m = *impl_;
   auto main = static_cast<cudaStream_t>(stream);
@@ -855,6 +921,7 @@ Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, void* stream) {
 Status CudaWorld::enqueue(const std::vector<CallArgs>& calls, const std::vector<void*>& streams) {
   DeviceGuard guard;
   Impl& m = *impl_;
+  if (m.o.focus >= 0) return focusOnly(m.o.focus);
   if (streams.size() != static_cast<size_t>(m.plan.nranks))
     return Status(StatusCode::kInvalidArgument, std::to_string(streams.size()) + " streams for " +
                                                     std::to_string(m.plan.nranks) + " ranks");
@@ -923,6 +990,114 @@ Status CudaWorld::asyncError() const {
   return Status::ok();
 }
 
+namespace {
+
+// Connection memory for focus worlds (CudaOptions::focus): device memory on
+// one GPU, shared by CUDA IPC handles or, within one process, by address.
+class DeviceExchange final : public runtime::ConnectionExchange {
+ public:
+  using AllGather = std::function<Result<std::vector<std::string>>(const std::string&)>;
+  DeviceExchange(int device, AllGather allGather, bool ipc)
+      : device_(device), allGather_(std::move(allGather)), ipc_(ipc) {}
+  ~DeviceExchange() override {
+    DeviceGuard guard;
+    cudaSetDevice(device_);
+    release(current_);
+    release(pending_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  Result<Region> allocate(size_t bytes) override {
+    DeviceGuard guard;
+    CHORUS_CUDA_TRY(cudaSetDevice(device_));
+    if (stream_ == nullptr)
+      CHORUS_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    void* p = nullptr;
+    CHORUS_CUDA_TRY(cudaMalloc(&p, bytes));
+    pending_.push_back({p, true});
+    CHORUS_CUDA_TRY(cudaMemsetAsync(p, 0, bytes, stream_));
+    CHORUS_CUDA_TRY(cudaStreamSynchronize(stream_));
+    Region r;
+    r.data = static_cast<unsigned char*>(p);
+    if (ipc_) {
+      cudaIpcMemHandle_t h{};
+      CHORUS_CUDA_TRY(cudaIpcGetMemHandle(&h, p));
+      r.handle.assign(reinterpret_cast<const char*>(&h), sizeof h);
+    } else {
+      r.handle.assign(reinterpret_cast<const char*>(&p), sizeof p);
+    }
+    return r;
+  }
+
+  Result<unsigned char*> open(int peer, const std::string& handle, size_t) override {
+    DeviceGuard guard;
+    CHORUS_CUDA_TRY(cudaSetDevice(device_));
+    void* p = nullptr;
+    if (!ipc_) {
+      if (handle.size() != sizeof p)
+        return Status(StatusCode::kInvalidArgument,
+                      "rank " + std::to_string(peer) + "'s connection handle is not an address");
+      std::memcpy(&p, handle.data(), sizeof p);
+      return static_cast<unsigned char*>(p);
+    }
+    cudaIpcMemHandle_t h{};
+    if (handle.size() != sizeof h)
+      return Status(StatusCode::kInvalidArgument,
+                    "rank " + std::to_string(peer) + "'s connection handle is " +
+                        std::to_string(handle.size()) + " bytes, not a CUDA IPC handle's " +
+                        std::to_string(sizeof h));
+    std::memcpy(&h, handle.data(), sizeof h);
+    cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+    if (e != cudaSuccess)
+      return cudaError(e, "opening rank " + std::to_string(peer) +
+                              "'s connection memory (cudaIpcOpenMemHandle)");
+    pending_.push_back({p, false});
+    return static_cast<unsigned char*>(p);
+  }
+
+  // The exchange succeeded and every rank's earlier GPU work is done: the
+  // regions of the exchange before are no longer used anywhere.
+  void retire() override {
+    DeviceGuard guard;
+    cudaSetDevice(device_);
+    release(current_);
+    current_ = std::move(pending_);
+    pending_.clear();
+  }
+
+  Result<std::vector<std::string>> allGather(const std::string& mine) override {
+    return allGather_(mine);
+  }
+
+ private:
+  struct Held {
+    void* p;
+    bool owned;  // allocated here (freed), or a peer's mapped here (closed)
+  };
+  void release(std::vector<Held>& v) {
+    for (const Held& h : v) {
+      if (h.owned)
+        cudaFree(h.p);
+      else if (ipc_)
+        cudaIpcCloseMemHandle(h.p);
+    }
+    v.clear();
+  }
+  int device_;
+  AllGather allGather_;
+  bool ipc_;
+  cudaStream_t stream_ = nullptr;
+  std::vector<Held> current_, pending_;
+};
+
+}  // namespace
+
+std::shared_ptr<runtime::ConnectionExchange> deviceExchange(
+    int device, std::function<Result<std::vector<std::string>>(const std::string&)> allGather,
+    bool ipc) {
+  return std::make_shared<DeviceExchange>(device, std::move(allGather), ipc);
+}
+
 bool isDeviceMemory(const void* p) {
   static const bool kHaveGpu = deviceCount().isOk();
   if (!kHaveGpu || p == nullptr) return false;
@@ -989,7 +1164,7 @@ Status CudaWorld::wait() {
     m.positions[b] = engine::BlockPos{};
     const runtime::PlanBlock& pb = m.plan.blocks[b];
     // (A block that never ran has a zeroed position: step 0.)
-    if (p.finished || p.pc < 0 || p.pc >= pb.nsteps) continue;
+    if (!m.runs(pb.rank) || p.finished || p.pc < 0 || p.pc >= pb.nsteps) continue;
     const runtime::PlanStep& s = m.plan.steps[static_cast<size_t>(pb.firstStep + p.pc)];
     msg += "\n  rank " + std::to_string(pb.rank) + " tb " + std::to_string(pb.tb) +
            (m.plan.instances > 1 ? " instance " + std::to_string(pb.instance) : "") + " step " +
@@ -998,9 +1173,12 @@ Status CudaWorld::wait() {
            std::to_string(p.iter) + ") did not finish";
   }
   // A stopped call leaves messages in flight: the next call makes the
-  // connections afresh.
+  // connections afresh. A focus rank cannot: its peers' memory holds their
+  // half of the call, so it refuses further calls.
   m.allocated = false;
-  return Status(aborted ? StatusCode::kAborted : StatusCode::kTimeout, msg);
+  Status failed(aborted ? StatusCode::kAborted : StatusCode::kTimeout, msg);
+  if (m.o.focus >= 0) m.broken = failed;
+  return failed;
 }
 
 void CudaWorld::abort() { __atomic_store_n(&impl_->ctl->abort, 1, __ATOMIC_RELEASE); }

@@ -13,11 +13,13 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "runtime/exec/conn_exchange.h"
 #include "runtime/exec/executor.h"
 
 namespace chorus::cuda {
@@ -46,6 +48,14 @@ struct CudaOptions {
   // algorithm's. Any algorithm runs on any of the three (the C API runs its
   // built-ins on LL for small calls).
   int protocol = -1;
+  // One rank of a world whose other ranks are other processes (issue 41):
+  // >= 0 launches only rank `focus`'s blocks, on `device`, calls come one
+  // rank at a time (enqueueRank), and the connections to and from the rank
+  // live in device memory shared through `exchange` (ipcExchange: CUDA IPC
+  // between processes). Ordering is then system-scoped. After a failed call
+  // the world refuses further calls (its peers hold half a call).
+  int focus = -1;
+  std::shared_ptr<runtime::ConnectionExchange> exchange;
 };
 
 inline constexpr int kAutoInstances = 16;
@@ -83,6 +93,9 @@ class CudaWorld {
   // the launch waits for what every stream held before the call, and each
   // stream's later work waits for the launch.
   Status enqueue(const std::vector<runtime::CallArgs>& calls, const std::vector<void*>& streams);
+  // A world with a focus rank: that rank's call on `stream`. Its peers'
+  // worlds enqueue theirs; the kernels meet through the shared connections.
+  Status enqueueRank(const runtime::CallArgs& call, void* stream = nullptr);
   // A call's failure (stalled past the timeout, aborted) without waiting;
   // ok while none is known. wait() reports it in full and resets.
   Status asyncError() const;
@@ -102,6 +115,7 @@ class CudaWorld {
 
  private:
   CudaWorld();
+  Status enqueueOn(const std::vector<runtime::CallArgs>& calls, void* stream);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
@@ -135,6 +149,15 @@ class DeviceBuffers {
   std::vector<Region> regions_;
   std::vector<runtime::CallArgs> device_;
 };
+
+// Connection memory on `device` for worlds with a focus rank, exchanged by
+// `allGather` (every rank's blob by rank; the processes' bootstrap). With
+// `ipc`, regions are shared between processes by cudaIpcGetMemHandle /
+// cudaIpcOpenMemHandle; without, handles are device addresses (ranks on
+// threads of one process, as the GPU tests run them).
+std::shared_ptr<runtime::ConnectionExchange> deviceExchange(
+    int device, std::function<Result<std::vector<std::string>>(const std::string&)> allGather,
+    bool ipc);
 
 // Whether `p` is device memory (not managed or host memory) of some GPU;
 // false when there is no GPU. What a host communicator refuses.

@@ -64,6 +64,71 @@ size_t runChecked(const VerifiedAlgorithm& va, size_t count, DataType type, Redu
   return wrong;
 }
 
+// Ranks apart (issue 41's shape, a process per rank): each rank's own
+// CudaWorld launches only its blocks on its own stream; the connections
+// are device memory its receivers allocate and its senders map after an
+// exchange (here by address: the ranks are threads of one process; between
+// processes the handles are CUDA IPC's). Whole files and each rank's part
+// of a built-in, growth between calls, data exact.
+TEST(Cuda, RanksApartShareConnectionsOnOneGpu) {
+  CHORUS_NEED_GPU();
+  std::vector<std::shared_ptr<const VerifiedAlgorithm>> algos;
+  algos.push_back(chorus::testing::load(std::string(CHORUS_MSCCL_DIR) + "/ap4ll.xml"));
+  auto ring = algorithms::makeClassic("ring_allreduce", 4, 0);
+  ASSERT_TRUE(ring.isOk());
+  auto ringVa = VerifiedAlgorithm::make(std::move(ring).value());
+  ASSERT_TRUE(ringVa.isOk());
+  algos.push_back(ringVa.value());
+  for (const auto& va : algos) {
+    ASSERT_TRUE(va);
+    SCOPED_TRACE(va->algo().name);
+    const int n = va->algo().ngpus;
+    auto gathers = runtime::inProcessExchanges(n);
+    std::vector<std::unique_ptr<CudaWorld>> worlds;
+    for (int r = 0; r < n; ++r) {
+      CudaOptions o;
+      o.focus = r;
+      o.exchange = deviceExchange(
+          0,
+          [g = gathers[static_cast<size_t>(r)]](const std::string& mine) {
+            return g->allGather(mine);
+          },
+          /*ipc=*/false);
+      auto w = CudaWorld::make(*(va == algos.back() ? va->part(r) : va), o);
+      ASSERT_TRUE(w.isOk()) << w.status().toString();
+      worlds.push_back(std::move(w).value());
+    }
+    for (size_t mult : {size_t{3}, size_t{1} << 12, size_t{5}}) {
+      auto data = CollectiveData::make(*va, chorus::testing::unitCount(va->algo()) * mult,
+                                       DataType::kFloat32, ReduceOp::kSum, va->algo().inplace);
+      ASSERT_TRUE(data.isOk());
+      auto bufs = DeviceBuffers::make(data.value().calls(), va->algo().collective, n);
+      ASSERT_TRUE(bufs.isOk());
+      ASSERT_TRUE(bufs.value()->upload().isOk());
+      std::vector<Status> got(static_cast<size_t>(n));
+      std::vector<std::thread> ts;
+      for (int r = 0; r < n; ++r)
+        ts.emplace_back([&, r] {
+          cudaSetDevice(0);
+          cudaStream_t s = nullptr;
+          cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+          CudaWorld& w = *worlds[static_cast<size_t>(r)];
+          Status st = w.enqueueRank(bufs.value()->calls()[static_cast<size_t>(r)], s);
+          if (st.isOk()) st = w.wait();
+          got[static_cast<size_t>(r)] = st;
+          cudaStreamDestroy(s);
+        });
+      for (auto& t : ts) t.join();
+      for (int r = 0; r < n; ++r)
+        ASSERT_TRUE(got[static_cast<size_t>(r)].isOk())
+            << "rank " << r << ": " << got[static_cast<size_t>(r)].toString();
+      ASSERT_TRUE(bufs.value()->download().isOk());
+      std::string first;
+      EXPECT_EQ(data.value().countWrong(&first), 0u) << first;
+    }
+  }
+}
+
 TEST(Cuda, ProductionFilesOnOneGpu) {
   CHORUS_NEED_GPU();
   for (const auto& path : chorus::testing::productionFiles()) {
