@@ -9,6 +9,7 @@
 
 #include "lang/registry.h"
 #include "runtime/exec/check.h"
+#include "runtime/exec/conn_exchange.h"
 #include "runtime/exec/engine_host.h"
 #include "runtime/exec/flat_plan.h"
 #include "tests/support/collective_check.h"
@@ -179,6 +180,42 @@ TEST(StepEngine, EveryTypeAndOpBitForBit) {
 
 // Several host threads polling blocks at once: the protocols' memory
 // ordering as C++ atomics, under TSan in CI (label threads).
+// The blobs ranks exchange for their connections (conn_exchange.h): a
+// round trip keeps every field (binary handles too), and each malformed
+// blob is refused naming the rank and what is wrong.
+TEST(StepEngine, ConnectionOffersRoundTripAndBadOnesAreRefused) {
+  RankOffers offers;
+  offers.instances = 3;
+  offers.offers.push_back(ConnOffer{ConnKey{2, 1, 0, 5}, 4096, 8, std::string("\0\x01\xff", 3)});
+  offers.offers.push_back(ConnOffer{ConnKey{0, 0, 4, 5}, 16, 2, ""});
+  auto back = decodeOffers(5, encodeOffers(5, offers));
+  ASSERT_TRUE(back.isOk()) << back.status().message();
+  EXPECT_EQ(back.value().instances, 3);
+  ASSERT_EQ(back.value().offers.size(), 2u);
+  EXPECT_EQ(back.value().offers[0].key, (ConnKey{2, 1, 0, 5}));
+  EXPECT_EQ(back.value().offers[0].slotBytes, 4096u);
+  EXPECT_EQ(back.value().offers[0].slots, 8);
+  EXPECT_EQ(back.value().offers[0].handle, std::string("\0\x01\xff", 3));
+  EXPECT_EQ(back.value().offers[1].handle, "");
+  for (
+      auto [blob, why] : std::vector<std::pair<std::string, std::string>>{
+          {"not json", "not a JSON object"},
+          {R"({"rank":4,"instances":1,"offers":[]})", "is not 5"},
+          {R"({"rank":5,"offers":[]})", "instances"},
+          {R"({"rank":5,"instances":1})", "offers"},
+          {R"({"rank":5,"instances":1,"offers":[{"instance":0,"channel":0,"from":1,"to":5,"slots":2,"slot_bytes":16,"handle":"zz"}]})",
+           "not hexadecimal"},
+          {R"({"rank":5,"instances":1,"offers":[{"instance":0,"channel":0,"from":1,"to":4,"slots":2,"slot_bytes":16,"handle":""}]})",
+           "not a connection into it"},
+          {R"({"rank":5,"instances":1,"offers":[{"instance":0,"channel":0,"from":1,"to":5,"slot_bytes":16,"handle":""}]})",
+           "slots"}}) {
+    auto got = decodeOffers(5, blob);
+    ASSERT_FALSE(got.isOk()) << blob;
+    EXPECT_NE(got.status().message().find("rank 5"), std::string::npos) << got.status().message();
+    EXPECT_NE(got.status().message().find(why), std::string::npos) << got.status().message();
+  }
+}
+
 TEST(StepEngine, BadCallsAreRefused) {
   auto va = load(std::string(CHORUS_MSCCL_DIR) + "/ag-1m.xml");
   ASSERT_TRUE(va);

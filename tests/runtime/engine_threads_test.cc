@@ -230,6 +230,29 @@ TEST(StepEngineThreads, RanksApartRefuseWhatCannotMeet) {
   }
   // Refused from then on: the peer holds half a call.
   EXPECT_EQ(worlds[0]->runRank(data.value().calls()[0]).code(), StatusCode::kInvalidArgument);
+
+  // Ranks that split threadblocks into different numbers of instances.
+  exchanges = inProcessExchanges(2);
+  worlds.clear();
+  for (int r = 0; r < 2; ++r) {
+    PlanRunOptions ro;
+    ro.focus = r;
+    ro.exchange = exchanges[static_cast<size_t>(r)];
+    ro.instances = r + 1;
+    auto w = PlanWorld::make(*va, ro);
+    ASSERT_TRUE(w.isOk());
+    worlds.push_back(std::move(w).value());
+  }
+  ts.clear();
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      got[static_cast<size_t>(r)] =
+          worlds[static_cast<size_t>(r)]->runRank(data.value().calls()[static_cast<size_t>(r)]);
+    });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < 2; ++r)
+    EXPECT_NE(got[static_cast<size_t>(r)].message().find("instance(s)"), std::string::npos)
+        << got[static_cast<size_t>(r)].message();
 }
 
 TEST(StepEngineThreads, DeadlockIsReportedNotHung) {

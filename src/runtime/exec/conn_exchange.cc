@@ -50,11 +50,12 @@ Status badBlob(int rank, const std::string& why) {
 
 }  // namespace
 
-std::string encodeOffers(int rank, const std::vector<ConnOffer>& offers) {
+std::string encodeOffers(int rank, const RankOffers& all) {
   nlohmann::json j;
   j["rank"] = rank;
+  j["instances"] = all.instances;
   j["offers"] = nlohmann::json::array();
-  for (const ConnOffer& o : offers)
+  for (const ConnOffer& o : all.offers)
     j["offers"].push_back({{"instance", o.key.instance},
                            {"channel", o.key.channel},
                            {"from", o.key.from},
@@ -65,13 +66,17 @@ std::string encodeOffers(int rank, const std::vector<ConnOffer>& offers) {
   return j.dump();
 }
 
-Result<std::vector<ConnOffer>> decodeOffers(int rank, const std::string& blob) {
+Result<RankOffers> decodeOffers(int rank, const std::string& blob) {
   nlohmann::json j = nlohmann::json::parse(blob, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return badBlob(rank, "not a JSON object");
   if (!j.contains("rank") || !j["rank"].is_number_integer() || j["rank"].get<int>() != rank)
     return badBlob(rank, "its \"rank\" is not " + std::to_string(rank));
+  if (!j.contains("instances") || !j["instances"].is_number_integer())
+    return badBlob(rank, "no integer \"instances\"");
   if (!j.contains("offers") || !j["offers"].is_array()) return badBlob(rank, "no \"offers\" array");
-  std::vector<ConnOffer> out;
+  RankOffers all;
+  all.instances = j["instances"].get<int>();
+  std::vector<ConnOffer>& out = all.offers;
   for (size_t i = 0; i < j["offers"].size(); ++i) {
     const nlohmann::json& e = j["offers"][i];
     std::string at = "offer " + std::to_string(i);
@@ -93,7 +98,7 @@ Result<std::vector<ConnOffer>> decodeOffers(int rank, const std::string& blob) {
       return badBlob(rank, at + " is for " + o.key.describe() + ", not a connection into it");
     out.push_back(std::move(o));
   }
-  return out;
+  return all;
 }
 
 Result<std::vector<engine::ConnView>> exchangeConnections(const FlatPlan& plan, int focus,
@@ -101,7 +106,8 @@ Result<std::vector<engine::ConnView>> exchangeConnections(const FlatPlan& plan, 
                                                           int slots, ConnectionExchange& ex) {
   const uint64_t slotBytes = (engine::slotBytesFor(protocol, msgBytes) + 15) / 16 * 16;
   std::vector<engine::ConnView> views(plan.conns.size());
-  std::vector<ConnOffer> mine;
+  RankOffers mine;
+  mine.instances = plan.instances;
   for (size_t c = 0; c < plan.conns.size(); ++c) {
     if (plan.conns[c].to != focus) continue;
     auto region = ex.allocate(connRegionBytes(slotBytes, slots));
@@ -109,7 +115,7 @@ Result<std::vector<engine::ConnView>> exchangeConnections(const FlatPlan& plan, 
     unsigned char* p = region.value().data;
     views[c] = engine::ConnView{reinterpret_cast<engine::ConnCounters*>(p),
                                 p + sizeof(engine::ConnCounters), slotBytes};
-    mine.push_back(ConnOffer{keyOf(plan.conns[c]), slotBytes, slots, region.value().handle});
+    mine.offers.push_back(ConnOffer{keyOf(plan.conns[c]), slotBytes, slots, region.value().handle});
   }
   auto blobs = ex.allGather(encodeOffers(focus, mine));
   if (!blobs.isOk())
@@ -124,8 +130,15 @@ Result<std::vector<engine::ConnView>> exchangeConnections(const FlatPlan& plan, 
     if (pc.from != focus || pc.to == focus || offered.count(pc.to) != 0) continue;
     auto offers = decodeOffers(pc.to, blobs.value()[static_cast<size_t>(pc.to)]);
     if (!offers.isOk()) return offers.status();
+    if (offers.value().instances != plan.instances)
+      return Status(StatusCode::kInvalidArgument,
+                    "rank " + std::to_string(pc.to) + " runs each threadblock as " +
+                        std::to_string(offers.value().instances) + " instance(s), rank " +
+                        std::to_string(focus) + " as " + std::to_string(plan.instances) +
+                        ": every rank must run the same (set the instances, e.g. "
+                        "CHORUS_INSTANCES, alike)");
     auto& byKey = offered[pc.to];
-    for (ConnOffer& o : offers.value()) {
+    for (ConnOffer& o : offers.value().offers) {
       ConnKey k = o.key;
       if (!byKey.emplace(k, std::move(o)).second)
         return badBlob(pc.to, "it offers " + k.describe() + " twice");

@@ -43,11 +43,16 @@ struct ConnOffer {
   std::string handle;  // the memory's, opaque (binary is fine)
 };
 
-// One rank's offers as a blob for the exchange, and back. decodeOffers
-// checks the blob's form and that every offer is for a connection into
-// `rank` (kInvalidArgument naming the rank and what is wrong).
-std::string encodeOffers(int rank, const std::vector<ConnOffer>& offers);
-Result<std::vector<ConnOffer>> decodeOffers(int rank, const std::string& blob);
+// One rank's offers as a blob for the exchange, with the instances its
+// plan runs (peers must agree), and back. decodeOffers checks the blob's
+// form and that every offer is for a connection into `rank`
+// (kInvalidArgument naming the rank and what is wrong).
+struct RankOffers {
+  int instances = 1;
+  std::vector<ConnOffer> offers;
+};
+std::string encodeOffers(int rank, const RankOffers& offers);
+Result<RankOffers> decodeOffers(int rank, const std::string& blob);
 
 // Memory a rank shares with its peers, and the collective exchange of
 // blobs. Every rank calls allGather at the same points (the first call of
