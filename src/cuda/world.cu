@@ -430,6 +430,10 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
   if (options.focus >= 0 && (options.exchange == nullptr || !options.rankDevices.empty()))
     return Status(StatusCode::kInvalidArgument,
                   "a focus rank runs on `device` and needs a connection exchange");
+  if (options.focus >= 0 && a.ranks[static_cast<size_t>(options.focus)].tbs.empty())
+    return Status(StatusCode::kUnsupported, "rank " + std::to_string(options.focus) +
+                                                " has no threadblocks in '" + a.name +
+                                                "': a world of its own would launch nothing");
   m.rankDevice = options.rankDevices.empty()
                      ? std::vector<int>(static_cast<size_t>(a.ngpus), options.device)
                      : options.rankDevices;
@@ -888,7 +892,15 @@ Status CudaWorld::enqueueOn(const std::vector<CallArgs>& calls, void* stream) {
   Result<bool> cap = capturing(main);
   if (!cap.isOk()) return cap.status();
   Result<runtime::Geometry> g = m.prepare(calls, cap.value());
-  if (!g.isOk()) return g.status();
+  if (!g.isOk()) {
+    // A focus rank that fails here leaves its peers without it: they hear
+    // of it at their next exchange rather than waiting there.
+    if (m.o.focus >= 0) {
+      m.broken = g.status();
+      m.o.exchange->abandon(g.status());
+    }
+    return g.status();
+  }
   // The first group runs on `stream`; the others on their own streams,
   // forked from it and joined back into it by events.
   std::vector<cudaStream_t> streams{main};

@@ -186,11 +186,13 @@ TEST(StepEngine, EveryTypeAndOpBitForBit) {
 TEST(StepEngine, ConnectionOffersRoundTripAndBadOnesAreRefused) {
   RankOffers offers;
   offers.instances = 3;
+  offers.protocol = 2;
   offers.offers.push_back(ConnOffer{ConnKey{2, 1, 0, 5}, 4096, 8, std::string("\0\x01\xff", 3)});
   offers.offers.push_back(ConnOffer{ConnKey{0, 0, 4, 5}, 16, 2, ""});
   auto back = decodeOffers(5, encodeOffers(5, offers));
   ASSERT_TRUE(back.isOk()) << back.status().message();
   EXPECT_EQ(back.value().instances, 3);
+  EXPECT_EQ(back.value().protocol, 2);
   ASSERT_EQ(back.value().offers.size(), 2u);
   EXPECT_EQ(back.value().offers[0].key, (ConnKey{2, 1, 0, 5}));
   EXPECT_EQ(back.value().offers[0].slotBytes, 4096u);
@@ -200,14 +202,14 @@ TEST(StepEngine, ConnectionOffersRoundTripAndBadOnesAreRefused) {
   for (
       auto [blob, why] : std::vector<std::pair<std::string, std::string>>{
           {"not json", "not a JSON object"},
-          {R"({"rank":4,"instances":1,"offers":[]})", "is not 5"},
-          {R"({"rank":5,"offers":[]})", "instances"},
-          {R"({"rank":5,"instances":1})", "offers"},
-          {R"({"rank":5,"instances":1,"offers":[{"instance":0,"channel":0,"from":1,"to":5,"slots":2,"slot_bytes":16,"handle":"zz"}]})",
+          {R"({"rank":4,"instances":1,"protocol":0,"offers":[]})", "is not 5"},
+          {R"({"rank":5,"protocol":0,"offers":[]})", "instances"},
+          {R"({"rank":5,"instances":1,"protocol":0})", "offers"},
+          {R"({"rank":5,"instances":1,"protocol":0,"offers":[{"instance":0,"channel":0,"from":1,"to":5,"slots":2,"slot_bytes":16,"handle":"zz"}]})",
            "not hexadecimal"},
-          {R"({"rank":5,"instances":1,"offers":[{"instance":0,"channel":0,"from":1,"to":4,"slots":2,"slot_bytes":16,"handle":""}]})",
+          {R"({"rank":5,"instances":1,"protocol":0,"offers":[{"instance":0,"channel":0,"from":1,"to":4,"slots":2,"slot_bytes":16,"handle":""}]})",
            "not a connection into it"},
-          {R"({"rank":5,"instances":1,"offers":[{"instance":0,"channel":0,"from":1,"to":5,"slot_bytes":16,"handle":""}]})",
+          {R"({"rank":5,"instances":1,"protocol":0,"offers":[{"instance":0,"channel":0,"from":1,"to":5,"slot_bytes":16,"handle":""}]})",
            "slots"}}) {
     auto got = decodeOffers(5, blob);
     ASSERT_FALSE(got.isOk()) << blob;

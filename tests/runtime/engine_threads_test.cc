@@ -253,6 +253,31 @@ TEST(StepEngineThreads, RanksApartRefuseWhatCannotMeet) {
   for (int r = 0; r < 2; ++r)
     EXPECT_NE(got[static_cast<size_t>(r)].message().find("instance(s)"), std::string::npos)
         << got[static_cast<size_t>(r)].message();
+
+  // A rank whose call is refused before the exchange abandons it: its peer
+  // hears so at once instead of waiting there.
+  exchanges = inProcessExchanges(2, /*timeoutMs=*/600000);
+  worlds.clear();
+  for (int r = 0; r < 2; ++r) {
+    PlanRunOptions ro;
+    ro.focus = r;
+    ro.exchange = exchanges[static_cast<size_t>(r)];
+    auto w = PlanWorld::make(*va, ro);
+    ASSERT_TRUE(w.isOk());
+    worlds.push_back(std::move(w).value());
+  }
+  std::vector<CallArgs> bad = data.value().calls();
+  bad[1].sendbuff = nullptr;
+  ts.clear();
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      got[static_cast<size_t>(r)] =
+          worlds[static_cast<size_t>(r)]->runRank(bad[static_cast<size_t>(r)]);
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(got[1].code(), StatusCode::kInvalidArgument) << got[1].message();
+  EXPECT_NE(got[0].message().find("rank 1 left the connection exchange"), std::string::npos)
+      << got[0].message();
 }
 
 TEST(StepEngineThreads, DeadlockIsReportedNotHung) {

@@ -1,5 +1,6 @@
 #include "runtime/exec/conn_exchange.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <map>
@@ -54,6 +55,7 @@ std::string encodeOffers(int rank, const RankOffers& all) {
   nlohmann::json j;
   j["rank"] = rank;
   j["instances"] = all.instances;
+  j["protocol"] = all.protocol;
   j["offers"] = nlohmann::json::array();
   for (const ConnOffer& o : all.offers)
     j["offers"].push_back({{"instance", o.key.instance},
@@ -71,11 +73,13 @@ Result<RankOffers> decodeOffers(int rank, const std::string& blob) {
   if (j.is_discarded() || !j.is_object()) return badBlob(rank, "not a JSON object");
   if (!j.contains("rank") || !j["rank"].is_number_integer() || j["rank"].get<int>() != rank)
     return badBlob(rank, "its \"rank\" is not " + std::to_string(rank));
-  if (!j.contains("instances") || !j["instances"].is_number_integer())
-    return badBlob(rank, "no integer \"instances\"");
+  for (const char* f : {"instances", "protocol"})
+    if (!j.contains(f) || !j[f].is_number_integer())
+      return badBlob(rank, std::string("no integer \"") + f + "\"");
   if (!j.contains("offers") || !j["offers"].is_array()) return badBlob(rank, "no \"offers\" array");
   RankOffers all;
   all.instances = j["instances"].get<int>();
+  all.protocol = j["protocol"].get<int>();
   std::vector<ConnOffer>& out = all.offers;
   for (size_t i = 0; i < j["offers"].size(); ++i) {
     const nlohmann::json& e = j["offers"][i];
@@ -108,6 +112,7 @@ Result<std::vector<engine::ConnView>> exchangeConnections(const FlatPlan& plan, 
   std::vector<engine::ConnView> views(plan.conns.size());
   RankOffers mine;
   mine.instances = plan.instances;
+  mine.protocol = static_cast<int>(protocol);
   for (size_t c = 0; c < plan.conns.size(); ++c) {
     if (plan.conns[c].to != focus) continue;
     auto region = ex.allocate(connRegionBytes(slotBytes, slots));
@@ -137,6 +142,13 @@ Result<std::vector<engine::ConnView>> exchangeConnections(const FlatPlan& plan, 
                         std::to_string(focus) + " as " + std::to_string(plan.instances) +
                         ": every rank must run the same (set the instances, e.g. "
                         "CHORUS_INSTANCES, alike)");
+    if (offers.value().protocol != static_cast<int>(protocol))
+      return Status(StatusCode::kInvalidArgument, "rank " + std::to_string(pc.to) +
+                                                      " lays its slots out for protocol " +
+                                                      std::to_string(offers.value().protocol) +
+                                                      ", rank " + std::to_string(focus) + " for " +
+                                                      std::to_string(static_cast<int>(protocol)) +
+                                                      ": every rank must run the same protocol");
     auto& byKey = offered[pc.to];
     for (ConnOffer& o : offers.value().offers) {
       ConnKey k = o.key;
@@ -160,6 +172,14 @@ Result<std::vector<engine::ConnView>> exchangeConnections(const FlatPlan& plan, 
                     "rank " + std::to_string(pc.to) + " has " + std::to_string(o.slots) +
                         " slots per connection, rank " + std::to_string(focus) + " " +
                         std::to_string(slots) + " (" + k.describe() + ")");
+    // The sender writes messages of up to its own slot size: the
+    // receiver's slots must hold them (ranks that slice alike agree).
+    if (o.slotBytes < slotBytes)
+      return Status(StatusCode::kInvalidArgument,
+                    "rank " + std::to_string(pc.to) + "'s slots hold " +
+                        std::to_string(o.slotBytes) + " bytes, rank " + std::to_string(focus) +
+                        " sends up to " + std::to_string(slotBytes) + " (" + k.describe() +
+                        "): do all ranks pass the same count and slice size?");
     auto p = ex.open(pc.to, o.handle, connRegionBytes(o.slotBytes, o.slots));
     if (!p.isOk()) return p.status();
     views[c] = engine::ConnView{reinterpret_cast<engine::ConnCounters*>(p.value()),
@@ -174,13 +194,14 @@ namespace {
 // What the ranks of one in-process exchange share: the gather's rounds and
 // every region (kept until all ranks' exchanges are gone).
 struct Shared {
-  explicit Shared(int n) : nranks(n) {}
-  int nranks;
+  Shared(int n, int ms) : nranks(n), timeoutMs(ms) {}
+  int nranks, timeoutMs;
   std::mutex mu;
   std::condition_variable cv;
   uint64_t round = 0;  // gathers completed
   int arrived = 0;
   std::vector<std::string> blobs, done;
+  Status failed;  // a rank abandoned, or a gather timed out: every later one fails
   std::vector<std::unique_ptr<uint64_t[]>> regions;
 };
 
@@ -189,9 +210,12 @@ class InProcess final : public ConnectionExchange {
   InProcess(std::shared_ptr<Shared> s, int rank) : s_(std::move(s)), rank_(rank) {}
   Result<Region> allocate(size_t bytes) override {
     std::lock_guard<std::mutex> lock(s_->mu);
-    auto& mem = s_->regions.emplace_back(new uint64_t[(bytes + 7) / 8]());
+    // Aligned as ConnCounters are (128 bytes), as cudaMalloc's are.
+    constexpr size_t kAlign = alignof(engine::ConnCounters);
+    auto& mem = s_->regions.emplace_back(new uint64_t[(bytes + kAlign) / 8 + 1]());
+    auto at = reinterpret_cast<uintptr_t>(mem.get());
     Region r;
-    r.data = reinterpret_cast<unsigned char*>(mem.get());
+    r.data = reinterpret_cast<unsigned char*>(mem.get()) + (kAlign - at % kAlign) % kAlign;
     r.handle.assign(reinterpret_cast<const char*>(&r.data), sizeof r.data);
     return r;
   }
@@ -205,6 +229,7 @@ class InProcess final : public ConnectionExchange {
   }
   Result<std::vector<std::string>> allGather(const std::string& mine) override {
     std::unique_lock<std::mutex> lock(s_->mu);
+    if (!s_->failed.isOk()) return s_->failed;
     if (s_->arrived == 0) s_->blobs.assign(static_cast<size_t>(s_->nranks), std::string());
     s_->blobs[static_cast<size_t>(rank_)] = mine;
     const uint64_t round = s_->round;
@@ -213,10 +238,24 @@ class InProcess final : public ConnectionExchange {
       s_->arrived = 0;
       ++s_->round;
       s_->cv.notify_all();
-    } else {
-      s_->cv.wait(lock, [&] { return s_->round != round; });
+      return s_->done;
     }
-    return s_->done;
+    bool met = s_->cv.wait_for(lock, std::chrono::milliseconds(s_->timeoutMs),
+                               [&] { return s_->round != round || !s_->failed.isOk(); });
+    if (met && s_->round != round) return s_->done;
+    if (s_->failed.isOk())
+      s_->failed = Status(StatusCode::kTimeout, "rank " + std::to_string(rank_) + " waited " +
+                                                    std::to_string(s_->timeoutMs) +
+                                                    " ms for its peers at the connection exchange");
+    s_->cv.notify_all();
+    return s_->failed;
+  }
+  void abandon(const Status& why) override {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    if (s_->failed.isOk())
+      s_->failed = Status(why.code(), "rank " + std::to_string(rank_) +
+                                          " left the connection exchange: " + why.message());
+    s_->cv.notify_all();
   }
 
  private:
@@ -226,8 +265,8 @@ class InProcess final : public ConnectionExchange {
 
 }  // namespace
 
-std::vector<std::shared_ptr<ConnectionExchange>> inProcessExchanges(int nranks) {
-  auto shared = std::make_shared<Shared>(nranks);
+std::vector<std::shared_ptr<ConnectionExchange>> inProcessExchanges(int nranks, int timeoutMs) {
+  auto shared = std::make_shared<Shared>(nranks, timeoutMs);
   std::vector<std::shared_ptr<ConnectionExchange>> out;
   for (int r = 0; r < nranks; ++r) out.push_back(std::make_shared<InProcess>(shared, r));
   return out;

@@ -49,6 +49,7 @@ struct ConnOffer {
 // (kInvalidArgument naming the rank and what is wrong).
 struct RankOffers {
   int instances = 1;
+  int protocol = 0;  // an ir::Protocol: the slots' layout
   std::vector<ConnOffer> offers;
 };
 std::string encodeOffers(int rank, const RankOffers& offers);
@@ -73,6 +74,9 @@ class ConnectionExchange {
   // exchange may go: called after a successful exchange with the new ones.
   virtual void retire() {}
   virtual Result<std::vector<std::string>> allGather(const std::string& mine) = 0;
+  // This rank failed and will not reach the next exchange: peers waiting
+  // in allGather (now or later) get `why` instead of waiting for it.
+  virtual void abandon(const Status& why) { (void)why; }
 };
 
 // Bytes of one connection's region.
@@ -90,9 +94,11 @@ Result<std::vector<engine::ConnView>> exchangeConnections(const FlatPlan& plan, 
                                                           int slots, ConnectionExchange& ex);
 
 // Exchanges among `nranks` ranks of one process (tests, and step-engine
-// ranks on threads), one per rank: heap memory, handles that are its
-// addresses, an all-gather over a barrier. Each rank calls its own from
-// its own thread.
-std::vector<std::shared_ptr<ConnectionExchange>> inProcessExchanges(int nranks);
+// ranks on threads), one per rank: heap memory (aligned for ConnCounters),
+// handles that are its addresses, an all-gather over a barrier that fails
+// after `timeoutMs` without every rank, or at once after a rank abandoned.
+// Each rank calls its own from its own thread.
+std::vector<std::shared_ptr<ConnectionExchange>> inProcessExchanges(int nranks,
+                                                                    int timeoutMs = 60000);
 
 }  // namespace chorus::runtime

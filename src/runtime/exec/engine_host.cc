@@ -96,19 +96,23 @@ Status PlanWorld::runRank(const CallArgs& call) {
   if (me < 0)
     return Status(StatusCode::kInvalidArgument, "runRank needs a world with a focus rank");
   if (!broken_.isOk()) return broken_;
+  // Any failure breaks the world: its peers run the call (or wait at the
+  // exchange) without this rank. They hear of it at their next exchange.
+  auto fail = [&](const Status& st) {
+    broken_ = st;
+    options_.exchange->abandon(st);
+    return st;
+  };
   Result<Geometry> planned = planRankCall(*va_, me, call, options_.sliceBytes);
-  if (!planned.isOk()) return planned.status();
+  if (!planned.isOk()) return fail(planned.status());
   Geometry g = planned.value();
   plan_.splitSlices(&g);
-  if (Status st = allocate(plan_.largestMessageBytes(g)); !st.isOk()) {
-    broken_ = st;
-    return st;
-  }
+  if (Status st = allocate(plan_.largestMessageBytes(g)); !st.isOk()) return fail(st);
   std::vector<engine::RankView> ranks(static_cast<size_t>(plan_.nranks));
   std::vector<unsigned char> scratch(plan_.scratchBytes(me, g));
   ranks[static_cast<size_t>(me)] = engine::rankView(plan_, me, call, scratch.data());
   Status st = execute(g, ranks, call.type, call.op);
-  if (!st.isOk()) broken_ = st;
+  if (!st.isOk()) return fail(st);
   return st;
 }
 
