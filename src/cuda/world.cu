@@ -644,53 +644,45 @@ Status CudaWorld::Impl::growConnections(size_t bytes, bool capturingNow) {
 
 Status CudaWorld::Impl::reallocateConnections(size_t bytes) {
   if (Status st = syncAll(); !st.isOk()) return st;
+  std::vector<engine::ConnView> views;
   if (o.focus >= 0) {
     // Every rank grows at the same call (the same sizes), after its own
     // GPU work is done: the exchange meets, and the regions it replaces are
     // no longer in use anywhere when it returns.
     msgBytes = bytes;
     slotBytes = round16(engine::slotBytesFor(plan.protocol, msgBytes));
-    auto views =
+    auto made =
         runtime::exchangeConnections(plan, o.focus, plan.protocol, msgBytes, o.slots, *o.exchange);
-    if (!views.isOk()) return views.status();
-    GpuBlocks& g = groups.front();
-    CHORUS_CUDA_TRY(cudaSetDevice(g.device));
-    cudaStream_t su = setup.at(g.device);
-    CHORUS_CUDA_TRY(cudaMemsetAsync(g.dCompleted, 0, plan.blocks.size() * sizeof(uint64_t), su));
-    CHORUS_CUDA_TRY(
-        cudaMemsetAsync(g.dFinished, 0, static_cast<size_t>(plan.nranks) * sizeof(uint32_t), su));
-    CHORUS_CUDA_TRY(cudaMemsetAsync(g.dCalls, 0, sizeof(engine::CallCounters), su));
-    if (!views.value().empty())
-      CHORUS_CUDA_TRY(cudaMemcpyAsync(g.dConns, views.value().data(),
-                                      views.value().size() * sizeof(engine::ConnView),
-                                      cudaMemcpyHostToDevice, su));
-    return Status::ok();
-  }
-  // The same sizes (a reset after a stalled call): zero what is there, so
-  // that launches a CUDA graph holds keep their pointers.
-  const bool same =
-      msgBytes == bytes && std::none_of(counters.begin(), counters.end(),
-                                        [](const engine::ConnCounters* c) { return c == nullptr; });
-  msgBytes = bytes;
-  slotBytes = round16(engine::slotBytesFor(plan.protocol, msgBytes));
-  std::vector<engine::ConnView> views(plan.conns.size());
-  for (size_t c = 0; c < plan.conns.size(); ++c) {
-    int d = rankDevice[static_cast<size_t>(plan.conns[c].to)];
-    CHORUS_CUDA_TRY(cudaSetDevice(d));
-    if (!same) {
-      if (counters[c] != nullptr) cudaFree(counters[c]);
-      if (slots[c] != nullptr) cudaFree(slots[c]);
-      counters[c] = nullptr;
-      slots[c] = nullptr;
-      if (Status st = allocOn(d, &counters[c], 1); !st.isOk()) return st;
-      if (Status st = allocOn(d, &slots[c], slotBytes * static_cast<size_t>(o.slots)); !st.isOk())
-        return st;
+    if (!made.isOk()) return made.status();
+    views = std::move(made).value();
+  } else {
+    // The same sizes (a reset after a stalled call): zero what is there, so
+    // that launches a CUDA graph holds keep their pointers.
+    const bool same = msgBytes == bytes &&
+                      std::none_of(counters.begin(), counters.end(),
+                                   [](const engine::ConnCounters* c) { return c == nullptr; });
+    msgBytes = bytes;
+    slotBytes = round16(engine::slotBytesFor(plan.protocol, msgBytes));
+    views.resize(plan.conns.size());
+    for (size_t c = 0; c < plan.conns.size(); ++c) {
+      int d = rankDevice[static_cast<size_t>(plan.conns[c].to)];
+      CHORUS_CUDA_TRY(cudaSetDevice(d));
+      if (!same) {
+        if (counters[c] != nullptr) cudaFree(counters[c]);
+        if (slots[c] != nullptr) cudaFree(slots[c]);
+        counters[c] = nullptr;
+        slots[c] = nullptr;
+        if (Status st = allocOn(d, &counters[c], 1); !st.isOk()) return st;
+        if (Status st = allocOn(d, &slots[c], slotBytes * static_cast<size_t>(o.slots)); !st.isOk())
+          return st;
+      }
+      CHORUS_CUDA_TRY(cudaMemsetAsync(counters[c], 0, sizeof(engine::ConnCounters), setup.at(d)));
+      CHORUS_CUDA_TRY(
+          cudaMemsetAsync(slots[c], 0, slotBytes * static_cast<size_t>(o.slots), setup.at(d)));
+      views[c] = engine::ConnView{counters[c], slots[c], slotBytes};
     }
-    CHORUS_CUDA_TRY(cudaMemsetAsync(counters[c], 0, sizeof(engine::ConnCounters), setup.at(d)));
-    CHORUS_CUDA_TRY(
-        cudaMemsetAsync(slots[c], 0, slotBytes * static_cast<size_t>(o.slots), setup.at(d)));
-    views[c] = engine::ConnView{counters[c], slots[c], slotBytes};
   }
+  // Every group's counters start afresh with its connections.
   for (GpuBlocks& g : groups) {
     CHORUS_CUDA_TRY(cudaSetDevice(g.device));
     cudaStream_t su = setup.at(g.device);
@@ -701,7 +693,7 @@ Status CudaWorld::Impl::reallocateConnections(size_t bytes) {
     if (!views.empty())
       CHORUS_CUDA_TRY(cudaMemcpyAsync(g.dConns, views.data(),
                                       views.size() * sizeof(engine::ConnView),
-                                      cudaMemcpyHostToDevice, setup.at(g.device)));
+                                      cudaMemcpyHostToDevice, su));
   }
   return Status::ok();
 }
