@@ -18,6 +18,7 @@
 #include "core/elementwise.h"
 #include "core/types.h"
 #include "runtime/exec/engine.h"
+#include "tests/support/elements.h"
 
 namespace chorus::runtime::lines_test {
 namespace {
@@ -122,24 +123,7 @@ bool arrivedAll(ir::Protocol p, int threads, const Slot& slot, uint64_t seq, siz
       threads, [&](SerialCtx x) { return ln::arrived(x, p, slot.words.data(), seq, msgBytes); });
 }
 
-// Index of the first element of type t that differs in bits (both NaN
-// counts as the same), or n.
-size_t firstDifference(DataType t, const unsigned char* got, const unsigned char* want, size_t n) {
-  size_t found = n;
-  elem::withCodec(t, [&]<typename Codec>() {
-    using S = typename Codec::Storage;
-    for (size_t i = 0; i < n && found == n; ++i) {
-      S g, w;
-      std::memcpy(&g, got + i * sizeof(S), sizeof(S));
-      std::memcpy(&w, want + i * sizeof(S), sizeof(S));
-      if (std::memcmp(&g, &w, sizeof(S)) == 0) continue;
-      auto gv = Codec::load(g), wv = Codec::load(w);
-      if (gv != gv && wv != wv) continue;  // both NaN
-      found = i;
-    }
-  });
-  return found;
-}
+using chorus::testing::firstDifference;
 
 constexpr ir::Protocol kProtocols[] = {ir::Protocol::kLL, ir::Protocol::kLL128};
 constexpr int kThreads[] = {1, 8, 32};
