@@ -147,15 +147,21 @@ TEST(DeviceSeam, GpuWorldsHandTheirBackendItsDevicesTimeoutAndCalls) {
     std::lock_guard<std::mutex> lock(seen().mu);
     for (size_t k = 0; k < 4; ++k) seen().device.insert(&large[k * big]);
   }
-  ts.clear();
-  for (int r = 0; r < 2; ++r)
-    ts.emplace_back([&, r] {
-      float* mine = &large[static_cast<size_t>(r) * 2 * big];
-      res[static_cast<size_t>(r)] = chorusAllReduce(mine, mine + big, big, chorusFloat, chorusSum,
-                                                    comms[static_cast<size_t>(r)], nullptr);
-    });
-  for (auto& t : ts) t.join();
-  EXPECT_EQ(res, (std::vector<chorusResult_t>{chorusSuccess, chorusSuccess}))
+  // Both ranks allreduce `count` elements of their halves of `large`.
+  auto allReduceLarge = [&](size_t count) {
+    std::vector<chorusResult_t> got(2, chorusInternalError);
+    std::vector<std::thread> both;
+    for (int r = 0; r < 2; ++r)
+      both.emplace_back([&, r] {
+        float* mine = &large[static_cast<size_t>(r) * 2 * big];
+        got[static_cast<size_t>(r)] =
+            chorusAllReduce(mine, mine + big, count, chorusFloat, chorusSum,
+                            comms[static_cast<size_t>(r)], nullptr);
+      });
+    for (auto& t : both) t.join();
+    return got;
+  };
+  EXPECT_EQ(allReduceLarge(big), (std::vector<chorusResult_t>{chorusSuccess, chorusSuccess}))
       << chorusGetLastError(nullptr);
   {
     std::lock_guard<std::mutex> lock(seen().mu);
@@ -173,15 +179,7 @@ TEST(DeviceSeam, GpuWorldsHandTheirBackendItsDevicesTimeoutAndCalls) {
     std::lock_guard<std::mutex> lock(seen().mu);
     callsBefore = seen().calls.size();
   }
-  ts.clear();
-  for (int r = 0; r < 2; ++r)
-    ts.emplace_back([&, r] {
-      float* mine = &large[static_cast<size_t>(r) * 2 * big];
-      res[static_cast<size_t>(r)] = chorusAllReduce(mine, mine + big, mid, chorusFloat, chorusSum,
-                                                    comms[static_cast<size_t>(r)], nullptr);
-    });
-  for (auto& t : ts) t.join();
-  EXPECT_EQ(res, (std::vector<chorusResult_t>{chorusSuccess, chorusSuccess}))
+  EXPECT_EQ(allReduceLarge(mid), (std::vector<chorusResult_t>{chorusSuccess, chorusSuccess}))
       << chorusGetLastError(nullptr);
   {
     std::lock_guard<std::mutex> lock(seen().mu);
