@@ -141,7 +141,8 @@ chorusResult_t chorusCommAbort(chorusComm_t comm);
 /* As chorusCommAbort, but `comm` stays: its pending and later calls fail,
  * and it may still be split, shrunk (ranks of one process) or destroyed. */
 chorusResult_t chorusCommRevoke(chorusComm_t comm);
-/* An error that ended the communicator (a timeout, an abort). */
+/* An error that ended the communicator (a timeout, an abort); when there is
+ * one, chorusGetLastError says what it was. */
 chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResult_t* asyncError);
 chorusResult_t chorusCommCount(const chorusComm_t comm, int* count);
 chorusResult_t chorusCommUserRank(const chorusComm_t comm, int* rank);

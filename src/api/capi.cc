@@ -541,7 +541,10 @@ chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResult_t* asyncE
     if (asyncError == nullptr) return invalidArgument("asyncError is NULL");
     auto cs = lookup(comm);
     if (!cs.isOk()) return cs.status();
-    *asyncError = toResult(cs.value()->asyncError().code());
+    Status st = cs.value()->asyncError();
+    *asyncError = toResult(st.code());
+    // What it was, for chorusGetLastError (as NCCL's ncclGetLastError).
+    if (!st.isOk()) lastError = "asynchronous error: " + st.message();
     return Status::ok();
   });
 }

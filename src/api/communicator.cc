@@ -1,6 +1,7 @@
 #include "api/communicator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include "api/backends.h"
 #include "api/staging.h"
 #include "chorus/chorus.h"
+#include "core/check.h"
 #include "core/log.h"
 #include "runtime/bootstrap/rendezvous.h"
 
@@ -238,27 +240,205 @@ class ProcessRank : public Communicator {
   std::shared_ptr<ProcessWorld> world_;
 };
 
-// A process rank on a GPU: each group's ops enqueued on its streams as one
-// call, staged through host memory (runtime::StagedQueue); the process
-// world runs on the queue's worker, so splits and shrinks run there too,
-// in order with the calls.
+// Collectives of a process rank on a GPU run by its own kernels (issue 41):
+// each part's algorithm gets a focus executor of the device backend, whose
+// connections are shared with the peers' executors through the backend's
+// processExchange (CUDA IPC between the processes of one host; shared
+// memory for the step engine), so a call is one launch on the op's stream
+// and no host copy. Executors are made in call order, which every rank
+// shares, keyed as an in-process GPU world's (algorithm, layout). Any
+// failure ends the communicator: the peers hold half a call.
+class DirectCollectives {
+ public:
+  // Whether every rank can run its collectives so (all on one host,
+  // CHORUS_GPU_IPC not 0, a backend that shares memory between processes);
+  // collective (the ranks must agree). Null, and why, when not.
+  static Result<std::unique_ptr<DirectCollectives>> make(std::shared_ptr<ProcessWorld> world,
+                                                         const runtime::DeviceBackend& backend,
+                                                         int device, std::string* why);
+  ~DirectCollectives() {
+    world_->setAbortHook({});
+    (void)synchronize();
+  }
+  Status enqueue(const Op& op);
+  Status asyncError() const;
+  // Waits for the launches so far; the first failure known.
+  Status synchronize() const;
+
+ private:
+  DirectCollectives(std::shared_ptr<ProcessWorld> w, const runtime::DeviceBackend& b, int device)
+      : world_(std::move(w)), backend_(b), device_(device) {}
+  void abortAll();
+  runtime::DeviceExecutor* find(const runtime::VerifiedAlgorithm* va, int layout) const;
+  Result<runtime::DeviceExecutor*> executor(const runtime::PlanPart& p, int layout);
+
+  std::shared_ptr<ProcessWorld> world_;
+  const runtime::DeviceBackend& backend_;
+  const int device_;
+  using Key = std::pair<const runtime::VerifiedAlgorithm*, int>;  // -1: its own layout
+  struct Made {
+    std::shared_ptr<const runtime::VerifiedAlgorithm> va;
+    std::unique_ptr<runtime::DeviceExecutor> executor;
+    bool ran = false;  // a call enqueued (its connections made)
+  };
+  mutable std::mutex mu_;  // executors_ (abortAll runs on other threads)
+  std::map<Key, Made> executors_;
+  std::atomic<bool> aborted_{false};
+};
+
+Result<std::unique_ptr<DirectCollectives>> DirectCollectives::make(
+    std::shared_ptr<ProcessWorld> world, const runtime::DeviceBackend& backend, int device,
+    std::string* why) {
+  std::string mine;
+  if (!world->options().gpuIpc) {
+    mine = "CHORUS_GPU_IPC=0";
+  } else if (!world->allOnOneHost()) {
+    mine = "its ranks are on more than one host";
+  } else if (auto probe = backend.processExchange(device, world->rank(), world->prefix(),
+                                                  [](const std::string&) {
+                                                    return Result<std::vector<std::string>>(
+                                                        std::vector<std::string>());
+                                                  });
+             !probe.isOk()) {
+    mine = probe.status().message();
+  }
+  auto votes = world->allGather(mine);
+  if (!votes.isOk()) return votes.status();
+  for (size_t r = 0; r < votes.value().size(); ++r)
+    if (!votes.value()[r].empty()) {
+      *why = "rank " + std::to_string(r) + ": " + votes.value()[r];
+      return std::unique_ptr<DirectCollectives>();
+    }
+  std::unique_ptr<DirectCollectives> d(new DirectCollectives(std::move(world), backend, device));
+  DirectCollectives* raw = d.get();
+  d->world_->setAbortHook([raw] { raw->abortAll(); });
+  return d;
+}
+
+void DirectCollectives::abortAll() {
+  aborted_.store(true, std::memory_order_release);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [key, m] : executors_) m.executor->abort();  // running kernels give up
+}
+
+runtime::DeviceExecutor* DirectCollectives::find(const runtime::VerifiedAlgorithm* va,
+                                                 int layout) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = executors_.find({va, layout});
+  return it == executors_.end() ? nullptr : it->second.executor.get();
+}
+
+Result<runtime::DeviceExecutor*> DirectCollectives::executor(const runtime::PlanPart& p,
+                                                             int layout) {
+  if (runtime::DeviceExecutor* e = find(p.va.get(), layout)) return e;
+  const int me = world_->rank();
+  runtime::DeviceOptions o = deviceOptions(world_->options());
+  o.rankDevices.assign(static_cast<size_t>(world_->size()), -1);  // the peers' are theirs
+  o.rankDevices[static_cast<size_t>(me)] = device_;
+  o.protocol = layout;
+  o.focus = me;
+  size_t made = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    made = executors_.size();
+  }
+  ProcessWorld* w = world_.get();
+  auto ex = backend_.processExchange(
+      device_, me, world_->prefix() + "-g" + std::to_string(made) + "-r" + std::to_string(me),
+      [w](const std::string& blob) { return w->allGather(blob); });
+  if (!ex.isOk()) return ex.status();
+  o.exchange = std::move(ex).value();
+  auto e = backend_.makeExecutor(*p.va, o);
+  if (!e.isOk()) return e.status();
+  runtime::DeviceExecutor* raw = e.value().get();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    executors_.emplace(Key{p.va.get(), layout}, Made{p.va, std::move(e).value(), false});
+  }
+  // An abort that listed the executors before this one was added.
+  if (aborted_.load(std::memory_order_acquire)) raw->abort();
+  return raw;
+}
+
+Status DirectCollectives::enqueue(const Op& op) {
+  if (Status e = world_->asyncError(); !e.isOk()) return e;
+  auto parts = world_->planCollective(op, /*gpu=*/true, world_->options().gpuLLBytes);
+  if (!parts.isOk()) return parts.status();  // every rank plans alike: nothing ran anywhere
+  for (const runtime::PlanPart& p : parts.value()) {
+    const int layout = p.protocol == static_cast<int>(p.va->algo().protocol) ? -1 : p.protocol;
+    auto e = executor(p, layout);
+    if (!e.isOk()) return world_->failed(e.status());
+    const runtime::CallArgs mine = runtime::partArgs(op.args, p);
+    Status st = e.value()->enqueueRank(mine, op.stream);
+    bool ran = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = executors_.find({p.va.get(), layout});
+      CHORUS_CHECK(it != executors_.end(), "an executor made for this call");
+      ran = it->second.ran;
+      it->second.ran = ran || st.isOk();
+    }
+    if (!st.isOk() && !ran && layout != -1 && st.code() == StatusCode::kUnsupported) {
+      // A layout's first call makes its connections, which cannot happen
+      // while the stream is captured into a CUDA graph (every rank is
+      // refused alike); the algorithm's own layout may have them already.
+      if (runtime::DeviceExecutor* own = find(p.va.get(), -1); own != nullptr)
+        if (own->enqueueRank(mine, op.stream).isOk()) continue;
+    }
+    if (!st.isOk()) return world_->failed(st);
+  }
+  return Status::ok();
+}
+
+Status DirectCollectives::asyncError() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [key, m] : executors_)
+    if (Status st = m.executor->asyncError(); !st.isOk()) return st;
+  return Status::ok();
+}
+
+Status DirectCollectives::synchronize() const {
+  std::vector<runtime::DeviceExecutor*> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [key, m] : executors_) all.push_back(m.executor.get());
+  }
+  for (runtime::DeviceExecutor* e : all) CHORUS_RETURN_IF_ERROR(e->waitLaunches());
+  return asyncError();
+}
+
+// A process rank on a GPU. With `direct` (ranks on one host), its
+// collectives run on its own kernels on connections shared with its peers
+// (DirectCollectives); otherwise, and for sends and receives, each group's
+// ops are enqueued on their streams as one call staged through host memory
+// (runtime::StagedQueue). The process world's host work runs on the queue's
+// worker, so splits and shrinks run there too, in order with the calls.
 class StagedProcessRank final : public ProcessRank {
  public:
   StagedProcessRank(std::shared_ptr<ProcessWorld> world,
-                    std::unique_ptr<runtime::StagedQueue> staged)
-      : ProcessRank(std::move(world)), staged_(std::move(staged)) {}
+                    std::unique_ptr<runtime::StagedQueue> staged,
+                    std::unique_ptr<DirectCollectives> direct)
+      : ProcessRank(std::move(world)), staged_(std::move(staged)), direct_(std::move(direct)) {}
   bool onGpu() const override { return true; }
   int device() const override { return staged_->device(); }
-  bool replacesRootOnlyBuffer() const override { return true; }
+  // Kernels read the buffers of this rank's call on its device.
+  bool needsRootOnlyBuffer() const override { return direct_ != nullptr; }
+  bool replacesRootOnlyBuffer() const override { return direct_ == nullptr; }
   Status asyncError() const override {
     if (Status st = staged_->asyncError(); !st.isOk()) return st;
+    if (direct_ != nullptr)
+      if (Status st = direct_->asyncError(); !st.isOk()) return st;
     return ProcessRank::asyncError();
   }
   Status finalize() override {
     CHORUS_RETURN_IF_ERROR(staged_->synchronize());
+    if (direct_ != nullptr) CHORUS_RETURN_IF_ERROR(direct_->synchronize());
     return asyncError();
   }
-  void flush() override { (void)staged_->synchronize(); }
+  void flush() override {
+    (void)staged_->synchronize();
+    if (direct_ != nullptr) (void)direct_->synchronize();
+  }
   std::unique_ptr<Started> start(std::vector<Op> ops, bool) override {
     return std::make_unique<Done>(enqueue(std::move(ops)));
   }
@@ -288,6 +468,7 @@ class StagedProcessRank final : public ProcessRank {
   }
 
   std::shared_ptr<runtime::StagedQueue> staged_;
+  std::unique_ptr<DirectCollectives> direct_;  // null: collectives staged too
 };
 
 // `expected`: how many ranks call (all of them for a split; the survivors
@@ -424,6 +605,20 @@ Result<std::shared_ptr<Communicator>> ProcessRank::shrinkOnHost(const std::vecto
 // world on the rank's worker, the ops' streams joined around it (as NCCL's
 // group).
 Status StagedProcessRank::enqueue(std::vector<Op> ops) {
+  if (direct_ != nullptr) {
+    // Collectives on the rank's own kernels, in the group's order (every
+    // rank's); the sends and receives staged.
+    std::vector<Op> rest;
+    for (Op& op : ops) {
+      if (op.kind != Op::Kind::kCollective) {
+        rest.push_back(std::move(op));
+      } else if (Status st = direct_->enqueue(op); !st.isOk()) {
+        return st;
+      }
+    }
+    if (rest.empty()) return Status::ok();
+    ops = std::move(rest);
+  }
   std::vector<void*> streams;
   for (const Op& op : ops)
     if (std::find(streams.begin(), streams.end(), op.stream) == streams.end())
@@ -507,8 +702,22 @@ Result<std::shared_ptr<Communicator>> processRank(Result<std::shared_ptr<Process
   if (gpu == nullptr) return noDeviceBackend("a device was given");
   auto q = gpu->makeStagedQueue(device, world.value()->options().timeoutMs);
   if (!q.isOk()) return q.status();
-  return std::shared_ptr<Communicator>(
-      std::make_shared<StagedProcessRank>(world.value(), std::move(q).value()));
+  std::string why;
+  auto direct = DirectCollectives::make(world.value(), *gpu, device, &why);
+  if (!direct.isOk()) return direct.status();
+  if (logEnabled(LogLevel::kInfo)) {
+    const ProcessWorld& w = *world.value();
+    logLine(LogLevel::kInfo,
+            "rank " + std::to_string(w.rank()) + " on " + std::string(gpu->name()) + " device " +
+                std::to_string(device) + ": " +
+                (direct.value() != nullptr
+                     ? "collectives run on its own kernels, connections shared with the " +
+                           std::to_string(w.size() - 1) +
+                           " other processes' (sends and receives staged through host memory)"
+                     : "calls staged through host memory (" + why + ")"));
+  }
+  return std::shared_ptr<Communicator>(std::make_shared<StagedProcessRank>(
+      world.value(), std::move(q).value(), std::move(direct).value()));
 }
 
 Result<std::shared_ptr<Communicator>> joinRank(int nranks, const std::string& id, int rank,

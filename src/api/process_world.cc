@@ -161,6 +161,24 @@ void ProcessWorld::abort(Status why) {
   // a transport may report a loss while the network is being created and
   // assigned.)
   if (runtime::Network* n = netAwake_.load(std::memory_order_acquire)) n->interrupt();
+  std::lock_guard<std::mutex> lock(hookMu_);
+  if (abortHook_) abortHook_();  // its kernels, wherever they wait
+}
+
+void ProcessWorld::setAbortHook(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(hookMu_);
+  abortHook_ = std::move(hook);
+}
+
+Result<std::vector<std::string>> ProcessWorld::allGather(const std::string& mine) {
+  std::lock_guard<std::mutex> lock(bootMu_);
+  return boot_->allGather(mine);
+}
+
+bool ProcessWorld::allOnOneHost() const {
+  const auto& hosts = boot_->hosts();
+  return std::all_of(hosts.begin(), hosts.end(),
+                     [&](const std::string& h) { return h == hosts[0]; });
 }
 
 namespace {
@@ -254,6 +272,7 @@ Result<runtime::RankCall*> ProcessWorld::rankCall(
   }
   auto& fabric = fabrics_[va.get()];
   if (fabric == nullptr) {
+    std::lock_guard<std::mutex> lock(bootMu_);  // the bootstrap's collectives
     // Collective: every rank gets here for the same algorithm at the same
     // point of the same call sequence. The connections are this rank's own
     // (a part knows no others).
@@ -298,14 +317,14 @@ namespace {
 bool sameRequest(const runtime::SelectionRequest& a, const runtime::SelectionRequest& b) {
   return a.collective == b.collective && a.nranks == b.nranks && a.inplace == b.inplace &&
          a.count == b.count && a.type == b.type && a.op == b.op && a.root == b.root &&
-         a.sharedMemory == b.sharedMemory && a.gpu == b.gpu && a.focus == b.focus;
+         a.sharedMemory == b.sharedMemory && a.gpu == b.gpu && a.gpuLLBytes == b.gpuLLBytes &&
+         a.focus == b.focus;
 }
 
 }  // namespace
 
-Status ProcessWorld::collective(const Op& op) {
-  if (Status e = asyncError(); !e.isOk()) return e;
-  if (op.kind != Op::Kind::kCollective) return pointToPoint({&op});
+Result<std::vector<runtime::PlanPart>> ProcessWorld::planCollective(const Op& op, bool gpu,
+                                                                    size_t gpuLLBytes) {
   runtime::SelectionRequest req;
   req.collective = op.collective;
   req.nranks = n_;
@@ -314,7 +333,9 @@ Status ProcessWorld::collective(const Op& op) {
   req.type = op.args.type;
   req.op = op.args.op;
   req.root = op.root;
-  req.sharedMemory = sharedMemory_;
+  req.sharedMemory = sharedMemory_ && !gpu;
+  req.gpu = gpu;
+  if (gpu) req.gpuLLBytes = gpuLLBytes;
   req.focus = me_;  // a program file past CHORUS_PROVE_RANKS: this rank's part
   bool info = logEnabled(LogLevel::kInfo);
   // The same call as the last one (a training loop's): the same plan, without
@@ -329,12 +350,20 @@ Status ProcessWorld::collective(const Op& op) {
   if (!again && parts.isOk()) last_ = LastPlan{req, op.algo.get(), candidates, parts.value()};
   if (info) {
     std::string line = "rank " + std::to_string(me_) + " collective #" + std::to_string(seq_) +
-                       " " + op.describe() + " on " + std::to_string(n_) + " processes";
+                       " " + op.describe() + " on " + std::to_string(n_) + " processes" +
+                       (gpu ? " (on GPUs, each its own kernels)" : "");
     if (!parts.isOk()) line += ": " + parts.status().message();
     for (const std::string& w : why) line += "\n  " + w;
     logLine(LogLevel::kInfo, line);
   }
   ++seq_;
+  return parts;
+}
+
+Status ProcessWorld::collective(const Op& op) {
+  if (Status e = asyncError(); !e.isOk()) return e;
+  if (op.kind != Op::Kind::kCollective) return pointToPoint({&op});
+  auto parts = planCollective(op, /*gpu=*/false, 0);
   if (!parts.isOk()) return parts.status();
   const runtime::RankRunOptions ro = runOptions();
   for (const runtime::PlanPart& p : parts.value()) {

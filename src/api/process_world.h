@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -38,6 +39,23 @@ class ProcessWorld {
   const WorldOptions& options() const { return options_; }
   // This rank's part of the next collective.
   Status collective(const Op& op);
+  // The parts the next collective runs as (its seq counted): on the host,
+  // or with `gpu` as a GPU world plans them (LL up to `gpuLLBytes`).
+  Result<std::vector<runtime::PlanPart>> planCollective(const Op& op, bool gpu, size_t gpuLLBytes);
+  // Every rank's blob by rank, over the bootstrap (a collective; one
+  // caller at a time).
+  Result<std::vector<std::string>> allGather(const std::string& mine);
+  // Every rank lives on this host (shares its memory and its GPUs).
+  bool allOnOneHost() const;
+  // The communicator's name for what it shares (rank 0's choice).
+  const std::string& prefix() const { return prefix_; }
+  // Called whenever the communicator is aborted (a peer died, a call
+  // failed, chorusCommAbort), from any thread; an empty one removes it (and
+  // waits for a call in progress).
+  void setAbortHook(std::function<void()> hook);
+  // A call that ended with `st`: aborts the communicator and returns what to
+  // report (a peer's failure that ended it, or its own); peers hear of it.
+  Status failed(Status st);
   // This rank's sends and receives of one group, moved together (a pair
   // exchanging both ways does not wait on itself). Sends to and receives
   // from this rank itself pair up in order.
@@ -51,9 +69,6 @@ class ProcessWorld {
  private:
   ProcessWorld(int n, int me, WorldOptions o)
       : n_(n), me_(me), options_(o), builtins_(n, me, o.proveRanks) {}
-  // A call that ended with `st`: aborts the communicator and returns what to
-  // report (a peer's failure that ended it, or its own).
-  Status failed(Status st);
   // What other ranks reported, besides `first`, within half a second: for
   // the message of a timeout (whom the rank we waited for waited for).
   std::string heardMeanwhile(const Status& first);
@@ -99,7 +114,10 @@ class ProcessWorld {
   uint64_t useClock_ = 0, seq_ = 0;
   size_t cachedBytes_ = 0;  // scratch of the cached calls (call_cache.h)
   std::atomic<bool> aborted_{false};
-  mutable std::mutex mu_;  // error_
+  std::mutex bootMu_;  // boot_'s collectives
+  std::mutex hookMu_;
+  std::function<void()> abortHook_;  // guarded by hookMu_
+  mutable std::mutex mu_;            // error_
   Status error_;
   // Failures other ranks reported after error_ was set (a few, for the
   // message of a timeout: whom the rank we waited for was waiting for).

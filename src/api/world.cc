@@ -40,6 +40,7 @@ WorldOptions WorldOptions::fromEnvironment() {
   o.instances = static_cast<int>(std::clamp<long>(envLong("CHORUS_INSTANCES", 0), -1, 1 << 20));
   o.gpuLLBytes = static_cast<size_t>(std::clamp<long>(
       envLong("CHORUS_GPU_LL_BYTES", static_cast<long>(o.gpuLLBytes)), 0, long{1} << 40));
+  o.gpuIpc = text("CHORUS_GPU_IPC") != "0";
   return o;
 }
 
@@ -274,8 +275,9 @@ void InProcessWorld::matchP2p(Ticket& send, Ticket& recv) {
   } else if (onGpu()) {
     // Device buffers: a copy on the receiver's stream, the sender's stream
     // ordered around it. (A GPU world exists only where a backend does.)
+    // (An emulated device's memory is the host's.)
     const runtime::DeviceBackend& gpu = *deviceBackend();
-    if (s.args.count > 0 &&
+    if (s.args.count > 0 && !gpu.emulated() &&
         (!gpu.isDeviceMemory(s.args.sendbuff) || !gpu.isDeviceMemory(r.args.recvbuff)))
       st = Status(StatusCode::kInvalidArgument,
                   "rank " + std::to_string(send.rank) + " " + s.describe() + " to rank " +

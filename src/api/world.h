@@ -77,6 +77,10 @@ struct WorldOptions {
   // CHORUS_GPU_LL_BYTES: GPU worlds run built-ins on LL's slots for calls of
   // at most this many bytes (runtime::PlanPart::protocol; 0: never).
   size_t gpuLLBytes = runtime::SelectionRequest{}.gpuLLBytes;
+  // CHORUS_GPU_IPC: GPU ranks in processes of one host run their
+  // collectives with their own kernels on connections shared by CUDA IPC
+  // (0: every call staged through host memory, as across hosts).
+  bool gpuIpc = true;
   static WorldOptions fromEnvironment();
 };
 

@@ -18,6 +18,9 @@ class Executor final : public runtime::DeviceExecutor {
                  const std::vector<void*>& streams) override {
     return w_->enqueue(calls, streams);
   }
+  Status enqueueRank(const runtime::CallArgs& call, void* stream) override {
+    return w_->enqueueRank(call, stream);
+  }
   Status asyncError() const override { return w_->asyncError(); }
   Status waitLaunches() const override { return w_->waitLaunches(); }
   Status wait() override { return w_->wait(); }
@@ -53,6 +56,15 @@ class Backend final : public runtime::DeviceBackend {
     if (options.threadsPerBlock > 0) o.threadsPerBlock = options.threadsPerBlock;
     o.instances = options.instances;
     o.protocol = options.protocol;
+    if (options.focus >= 0) {  // one rank, on its device
+      if (static_cast<size_t>(options.focus) >= options.rankDevices.size())
+        return Status(StatusCode::kInvalidArgument,
+                      "focus rank " + std::to_string(options.focus) + " has no device");
+      o.focus = options.focus;
+      o.exchange = options.exchange;
+      o.device = options.rankDevices[static_cast<size_t>(options.focus)];
+      o.rankDevices.clear();
+    }
     auto w = CudaWorld::make(va, o);
     if (!w.isOk()) return w.status();
     return std::unique_ptr<runtime::DeviceExecutor>(
@@ -61,6 +73,11 @@ class Backend final : public runtime::DeviceBackend {
   Result<std::unique_ptr<runtime::StagedQueue>> makeStagedQueue(int device,
                                                                 int timeoutMs) const override {
     return std::unique_ptr<runtime::StagedQueue>(std::make_unique<StagedRank>(device, timeoutMs));
+  }
+  // CUDA IPC handles (cudaIpcGetMemHandle), for processes of one node.
+  Result<std::shared_ptr<runtime::ConnectionExchange>> processExchange(
+      int device, int, const std::string&, runtime::BlobAllGather allGather) const override {
+    return deviceExchange(device, std::move(allGather), /*ipc=*/true);
   }
   Status copyBetweenStreams(void* dst, int dstDevice, void* dstStream, const void* src,
                             int srcDevice, void* srcStream, size_t bytes) const override {

@@ -1,4 +1,5 @@
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -269,6 +270,8 @@ struct CudaWorld::Impl {
   // Connections: counters and slots in the receiving rank's memory.
   std::vector<engine::ConnCounters*> counters;
   std::vector<unsigned char*> slots;
+  // The largest message the connections hold (focus worlds: the largest
+  // slice, runtime::connSlotBytes), and their slots' size (every rank here).
   size_t msgBytes = 0, slotBytes = 0;
   std::vector<unsigned char*> scratch;  // per rank
   std::vector<size_t> scratchBytes;
@@ -649,8 +652,8 @@ Status CudaWorld::Impl::reallocateConnections(size_t bytes) {
     // Every rank grows at the same call (the same sizes), after its own
     // GPU work is done: the exchange meets, and the regions it replaces are
     // no longer in use anywhere when it returns.
+    // (`bytes` is the slice here: every rank computes it alike.)
     msgBytes = bytes;
-    slotBytes = round16(engine::slotBytesFor(plan.protocol, msgBytes));
     auto made =
         runtime::exchangeConnections(plan, o.focus, plan.protocol, msgBytes, o.slots, *o.exchange);
     if (!made.isOk()) return made.status();
@@ -737,7 +740,10 @@ Result<runtime::Geometry> CudaWorld::Impl::prepare(const std::vector<CallArgs>& 
     if (Status st = checkPointer(calls[r].recvbuff, d, static_cast<int>(r), "recvbuff"); !st.isOk())
       return st;
   }
-  if (Status st = growConnections(plan.largestMessageBytes(g), capturingNow); !st.isOk()) {
+  // Ranks apart size their connections by the slice, which all compute
+  // alike, so all grow at the same call (runtime::connSlotBytes).
+  const size_t need = o.focus >= 0 ? g.largestSliceBytes() : plan.largestMessageBytes(g);
+  if (Status st = growConnections(need, capturingNow); !st.isOk()) {
     if (o.focus >= 0) broken = st;  // the peers may have exchanged: they are out of step
     return st;
   }
@@ -1023,12 +1029,16 @@ class DeviceExchange final : public runtime::ConnectionExchange {
     CHORUS_CUDA_TRY(cudaStreamSynchronize(stream_));
     Region r;
     r.data = static_cast<unsigned char*>(p);
+    // The address, and with `ipc` this process's id and the IPC handle: a
+    // peer in the same process (ranks on threads and in processes mixed)
+    // cannot open its own process's handle, and uses the address.
+    r.handle.assign(reinterpret_cast<const char*>(&p), sizeof p);
     if (ipc_) {
       cudaIpcMemHandle_t h{};
       CHORUS_CUDA_TRY(cudaIpcGetMemHandle(&h, p));
-      r.handle.assign(reinterpret_cast<const char*>(&h), sizeof h);
-    } else {
-      r.handle.assign(reinterpret_cast<const char*>(&p), sizeof p);
+      const int64_t pid = ::getpid();
+      r.handle.append(reinterpret_cast<const char*>(&pid), sizeof pid);
+      r.handle.append(reinterpret_cast<const char*>(&h), sizeof h);
     }
     return r;
   }
@@ -1037,20 +1047,21 @@ class DeviceExchange final : public runtime::ConnectionExchange {
     DeviceGuard guard;
     CHORUS_CUDA_TRY(cudaSetDevice(device_));
     void* p = nullptr;
-    if (!ipc_) {
-      if (handle.size() != sizeof p)
-        return Status(StatusCode::kInvalidArgument,
-                      "rank " + std::to_string(peer) + "'s connection handle is not an address");
-      std::memcpy(&p, handle.data(), sizeof p);
-      return static_cast<unsigned char*>(p);
-    }
     cudaIpcMemHandle_t h{};
-    if (handle.size() != sizeof h)
-      return Status(StatusCode::kInvalidArgument,
-                    "rank " + std::to_string(peer) + "'s connection handle is " +
-                        std::to_string(handle.size()) + " bytes, not a CUDA IPC handle's " +
-                        std::to_string(sizeof h));
-    std::memcpy(&h, handle.data(), sizeof h);
+    int64_t pid = 0;
+    const size_t want = ipc_ ? sizeof p + sizeof pid + sizeof h : sizeof p;
+    if (handle.size() != want)
+      return Status(
+          StatusCode::kInvalidArgument,
+          "rank " + std::to_string(peer) + "'s connection handle is " +
+              std::to_string(handle.size()) + " bytes, not " + std::to_string(want) +
+              (ipc_ ? " (an address, a process id and a CUDA IPC handle)" : " (an address)"));
+    std::memcpy(&p, handle.data(), sizeof p);
+    if (ipc_) {
+      std::memcpy(&pid, handle.data() + sizeof p, sizeof pid);
+      std::memcpy(&h, handle.data() + sizeof p + sizeof pid, sizeof h);
+    }
+    if (!ipc_ || pid == ::getpid()) return static_cast<unsigned char*>(p);
     cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
     if (e != cudaSuccess)
       return cudaError(e, "opening rank " + std::to_string(peer) +

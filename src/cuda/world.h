@@ -153,8 +153,9 @@ class DeviceBuffers {
 // Connection memory on `device` for worlds with a focus rank, exchanged by
 // `allGather` (every rank's blob by rank; the processes' bootstrap). With
 // `ipc`, regions are shared between processes by cudaIpcGetMemHandle /
-// cudaIpcOpenMemHandle; without, handles are device addresses (ranks on
-// threads of one process, as the GPU tests run them).
+// cudaIpcOpenMemHandle (a peer in this same process, which CUDA does not let
+// open its own handles, takes the address); without, handles are device
+// addresses (ranks on threads of one process, as the GPU tests run them).
 std::shared_ptr<runtime::ConnectionExchange> deviceExchange(
     int device, std::function<Result<std::vector<std::string>>(const std::string&)> allGather,
     bool ipc);

@@ -1,10 +1,15 @@
 // The step engine behind the device seam (runtime/device_backend.h): each
 // "device" is this host, each IR threadblock a block polled by host threads
 // (runtime::PlanWorld), or by a team of them (threadsPerBlock > 1: the
-// data divided among them as among a CUDA block's threads). Calls run when enqueued, on the calling
-// thread and its helpers; streams must be null. Registered by registerEngineBackend()
-// (src/engine/CMakeLists.txt: chorus_device_backend).
+// data divided among them as among a CUDA block's threads). Calls run when
+// enqueued, on the calling thread and its helpers; streams must be null.
+// Communicators take it for their "devices" when CHORUS_DEVICE_BACKEND=engine
+// (the device path of the API, on host memory, without a GPU): a process
+// rank then runs its own blocks on connections in shared memory that its
+// peers map, as a CUDA process rank does with IPC handles. Registered by
+// registerEngineBackend() (src/engine/CMakeLists.txt: chorus_device_backend).
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -21,20 +26,21 @@ namespace {
 
 using runtime::CallArgs;
 
-// One algorithm's PlanWorld. A failed call is kept for wait() and the calls
-// after it are skipped, as a device's stream skips work after a fault.
+// One algorithm's PlanWorld (every rank's, or one focus rank's). A failed
+// call is kept for wait() and the calls after it are skipped, as a device's
+// stream skips work after a fault.
 class Executor final : public runtime::DeviceExecutor {
  public:
-  explicit Executor(std::unique_ptr<runtime::PlanWorld> w) : w_(std::move(w)) {}
+  explicit Executor(std::unique_ptr<runtime::PlanWorld> w, std::shared_ptr<std::atomic<bool>> abort)
+      : w_(std::move(w)), aborted_(std::move(abort)) {}
   Status enqueue(const std::vector<CallArgs>& calls, const std::vector<void*>& streams) override {
     if (std::any_of(streams.begin(), streams.end(), [](void* s) { return s != nullptr; }))
-      return Status(StatusCode::kInvalidArgument,
-                    "the step engine runs calls when they are enqueued: pass no streams");
-    std::lock_guard<std::mutex> lock(mu_);
-    if (aborted_) return Status(StatusCode::kAborted, "the step engine's executor was aborted");
-    if (!failure_.isOk()) return Status::ok();
-    failure_ = w_->run(calls);
-    return Status::ok();
+      return noStreams();
+    return run([&] { return w_->run(calls); });
+  }
+  Status enqueueRank(const CallArgs& call, void* stream) override {
+    if (stream != nullptr) return noStreams();
+    return run([&] { return w_->runRank(call); });
   }
   Status asyncError() const override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -45,18 +51,60 @@ class Executor final : public runtime::DeviceExecutor {
     std::lock_guard<std::mutex> lock(mu_);
     return std::exchange(failure_, Status::ok());
   }
-  // A running call is not interrupted (a stalled one fails on its own,
-  // kDeadlock); later ones are refused.
-  void abort() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    aborted_ = true;
-  }
+  // The running call's blocks give up at their next wait (kAborted); later
+  // calls are refused.
+  void abort() override { aborted_->store(true, std::memory_order_relaxed); }
 
  private:
+  static Status noStreams() {
+    return Status(StatusCode::kInvalidArgument,
+                  "the step engine runs calls when they are enqueued: pass no streams");
+  }
+  template <class F>
+  Status run(F call) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_->load(std::memory_order_relaxed))
+      return Status(StatusCode::kAborted, "the step engine's executor was aborted");
+    if (!failure_.isOk()) return Status::ok();
+    failure_ = call();
+    return Status::ok();
+  }
+
   std::unique_ptr<runtime::PlanWorld> w_;
+  std::shared_ptr<std::atomic<bool>> aborted_;  // the world's PlanRunOptions::abort
   mutable std::mutex mu_;
   Status failure_;
-  bool aborted_ = false;
+};
+
+// A rank of a process on the "device" of the step engine: host memory, so
+// nothing is staged; each call runs when it is enqueued.
+class InPlaceQueue final : public runtime::StagedQueue {
+ public:
+  int device() const override { return 0; }
+  Status enqueue(const std::vector<void*>& streams, std::vector<runtime::StagedRegion> regions,
+                 std::function<Status(const std::vector<void*>&)> run) override {
+    if (std::any_of(streams.begin(), streams.end(), [](void* s) { return s != nullptr; }))
+      return Status(StatusCode::kInvalidArgument,
+                    "the step engine runs calls when they are enqueued: pass no streams");
+    std::vector<void*> at;
+    for (const runtime::StagedRegion& r : regions) at.push_back(r.data);
+    return keep(run(at));
+  }
+  Status runInOrder(std::function<Status()> work) override { return work(); }
+  Status asyncError() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failure_;
+  }
+  Status synchronize() override { return asyncError(); }
+
+ private:
+  Status keep(Status st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failure_.isOk()) failure_ = st;
+    return Status::ok();
+  }
+  mutable std::mutex mu_;
+  Status failure_;
 };
 
 // Host buffers are the device's: nothing to copy.
@@ -86,14 +134,26 @@ class Backend final : public runtime::DeviceBackend {
     o.sliceBytes = options.sliceBytes;
     o.slots = options.slots;
     o.protocol = options.protocol;
+    o.focus = options.focus;
+    o.exchange = options.exchange;
+    // A rank alone waits for peers in other processes: a stall is a peer
+    // that stopped, after the communicator's timeout.
+    if (options.focus >= 0) o.stallMs = options.timeoutMs;
+    auto abort = std::make_shared<std::atomic<bool>>(false);
+    o.abort = abort.get();
     auto w = runtime::PlanWorld::make(va, o);
     if (!w.isOk()) return w.status();
     return std::unique_ptr<runtime::DeviceExecutor>(
-        std::make_unique<Executor>(std::move(w).value()));
+        std::make_unique<Executor>(std::move(w).value(), std::move(abort)));
   }
+  // Process ranks "on" the step engine (CHORUS_DEVICE_BACKEND=engine) use
+  // host memory in place.
   Result<std::unique_ptr<runtime::StagedQueue>> makeStagedQueue(int, int) const override {
-    return Status(StatusCode::kUnsupported,
-                  "the step engine runs every rank in this process; it has no staged ranks");
+    return std::unique_ptr<runtime::StagedQueue>(std::make_unique<InPlaceQueue>());
+  }
+  Result<std::shared_ptr<runtime::ConnectionExchange>> processExchange(
+      int, int, const std::string& label, runtime::BlobAllGather allGather) const override {
+    return runtime::sharedMemoryExchange(label, std::move(allGather));
   }
   Status copyBetweenStreams(void* dst, int, void*, const void* src, int, void*,
                             size_t bytes) const override {

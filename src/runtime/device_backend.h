@@ -9,8 +9,13 @@
 // Two ways a rank runs on a device:
 //   - DeviceExecutor: every rank of a world in this process, one verified
 //     algorithm's calls launched on the devices (the fast path);
+//   - a focus executor (DeviceOptions::focus): one rank whose peers are
+//     other processes of this host, its own blocks launched on connections
+//     shared with theirs through a ConnectionExchange (processExchange:
+//     CUDA IPC handles, shared memory for the step engine);
 //   - StagedQueue: a rank whose peers are in other processes, each call's
-//     buffers staged through host memory around a host run (the fallback).
+//     buffers staged through host memory around a host run (the fallback,
+//     and every rank's send/recv).
 //
 // No device headers here: streams are void* (cudaStream_t for CUDA).
 // Nothing throws; everything returns a Status.
@@ -24,6 +29,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "runtime/exec/conn_exchange.h"
 #include "runtime/exec/executor.h"
 
 namespace chorus::runtime {
@@ -42,6 +48,11 @@ struct DeviceOptions {
   // The slots' layout (an ir::Protocol) whatever the algorithm's; -1: the
   // algorithm's.
   int protocol = -1;
+  // >= 0: the executor runs only rank `focus`'s blocks, on
+  // rankDevices[focus], one call at a time (enqueueRank), its connections
+  // made through `exchange` with the peers' executors, which run theirs.
+  int focus = -1;
+  std::shared_ptr<ConnectionExchange> exchange;
 };
 
 // Device copies of a set of host calls' buffers (what `chorus run` and
@@ -62,6 +73,13 @@ class DeviceExecutor {
   virtual ~DeviceExecutor() = default;
   // Enqueues one call of every rank, rank r's on streams[r], and returns.
   virtual Status enqueue(const std::vector<CallArgs>& calls, const std::vector<void*>& streams) = 0;
+  // A focus executor (DeviceOptions::focus): that rank's call on `stream`.
+  // The first call, and one that needs larger slots, meet the peers at the
+  // exchange first.
+  virtual Status enqueueRank(const CallArgs& call, void* stream) {
+    (void)call, (void)stream;
+    return Status(StatusCode::kUnsupported, "this executor runs every rank's call together");
+  }
   // A call's failure (stalled past the timeout, aborted) without waiting.
   virtual Status asyncError() const = 0;
   // Waits for this executor's launches so far, not for their outcome (safe
@@ -116,6 +134,17 @@ class DeviceBackend {
   virtual Result<std::unique_ptr<DeviceExecutor>> makeExecutor(
       const VerifiedAlgorithm& va, const DeviceOptions& options) const = 0;
   virtual Result<std::unique_ptr<StagedQueue>> makeStagedQueue(int device, int timeoutMs) const = 0;
+  // Connection memory for a focus executor of rank `rank` on `device` that
+  // the other processes of this host can map, its handles exchanged by
+  // `allGather` (every rank's blob, by rank: the processes' bootstrap);
+  // `label` is unique to the communicator and the executor (for memory that
+  // has names). kUnsupported, saying why, where it cannot be shared.
+  virtual Result<std::shared_ptr<ConnectionExchange>> processExchange(
+      int device, int rank, const std::string& label, BlobAllGather allGather) const {
+    (void)device, (void)rank, (void)label, (void)allGather;
+    return Status(StatusCode::kUnsupported,
+                  std::string(name()) + " cannot share connections between processes");
+  }
   // A send matched with its receive between two ranks' streams: `bytes`
   // from src to dst once srcStream's earlier work is done; srcStream's later
   // work waits for the copy. Enqueued, not waited for.

@@ -9,12 +9,20 @@
 //
 //   uniqueid_probe N T   N ranks, T of them threads of this process (1..N)
 //
+// PROBE_DEVICE=D: every rank on device D (chorusCommInitRankDevice), every
+// buffer given (as GPU communicators need), and the allreduce at more sizes
+// (small calls on LL's slots, larger ones growing the connections). With
+// CHORUS_DEVICE_BACKEND=engine this is the GPU path of process ranks on the
+// step engine, without a GPU.
+//
 // Exit 0 only if every rank, here and in the children, saw the right data.
 #include <chorus/chorus.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,10 +34,43 @@ extern char** environ;
 
 namespace {
 
+int killedPeer(chorusComm_t comm, int n, int rank) {
+  std::vector<float> buf(size_t{1} << 16, 1.0F);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 1000000; ++i) {
+    if (rank == n - 1 && i == 20)
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        ::raise(SIGKILL);
+      }).detach();
+    chorusResult_t r =
+        chorusAllReduce(buf.data(), buf.data(), buf.size(), chorusFloat, chorusSum, comm, nullptr);
+    std::string why = r == chorusSuccess ? "" : chorusGetLastError(comm);
+    chorusResult_t async = chorusSuccess;
+    if (r == chorusSuccess && chorusCommGetAsyncError(comm, &async) == chorusSuccess &&
+        async != chorusSuccess) {
+      r = async;
+      why = chorusGetLastError(comm);
+    }
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (r != chorusSuccess) {
+      std::printf("rank %d: call %d failed after %.1f s: %s\n", rank, i, s, why.c_str());
+      chorusCommAbort(comm);
+      return 0;
+    }
+    if (s > 60) break;
+  }
+  std::printf("rank %d: no call failed\n", rank);
+  return 1;
+}
+
 // One rank's work; returns 0 if all it saw was right.
 int runRank(const chorusUniqueId& id, int n, int rank) {
   chorusComm_t comm = nullptr;
-  if (chorusCommInitRank(&comm, n, id, rank) != chorusSuccess) {
+  const char* deviceText = std::getenv("PROBE_DEVICE");
+  const int device = deviceText == nullptr ? -1 : std::atoi(deviceText);
+  if (chorusCommInitRankDevice(&comm, n, id, rank, device) != chorusSuccess) {
     std::printf("rank %d: init failed: %s\n", rank, chorusGetLastError(nullptr));
     return 1;
   }
@@ -52,6 +93,10 @@ int runRank(const chorusUniqueId& id, int n, int rank) {
     if (bad == 0) std::printf("rank %d of %d: ok\n", rank, n);
     return bad;
   }
+  // PROBE_END=kill: the last rank kills itself (SIGKILL) in the middle of
+  // a stream of allreduces; every other rank's calls must then fail
+  // naming it, well within the timeout.
+  if (end != nullptr && std::strcmp(end, "kill") == 0) return killedPeer(comm, n, rank);
   const size_t len = 3000;
   std::vector<int32_t> mine(len), sum(len), all(len * static_cast<size_t>(n));
   for (size_t i = 0; i < len; ++i) mine[i] = rank * 100000 + static_cast<int32_t>(i);
@@ -66,6 +111,28 @@ int runRank(const chorusUniqueId& id, int n, int rank) {
     chorusSend(mine.data(), len, chorusInt32, (rank + 1) % n, comm, nullptr);
     chorusRecv(fromPrev.data(), len, chorusInt32, (rank + n - 1) % n, comm, nullptr);
     r = chorusGroupEnd();
+  }
+  // Allreduces of other sizes (devices: LL slots up to 64 KiB, then larger
+  // connections), each value distinct per rank and element, sums exact.
+  for (size_t big : {size_t{40}, size_t{70000}, size_t{300001}, size_t{5000}}) {
+    if (device < 0 || r != chorusSuccess) break;
+    std::vector<float> x(big), y(big, -1.0F);
+    for (size_t i = 0; i < big; ++i)
+      x[i] = static_cast<float>(rank * 1024 + static_cast<int>(i % 1000));
+    r = chorusAllReduce(x.data(), y.data(), big, chorusFloat32, chorusSum, comm, nullptr);
+    chorusResult_t async = chorusSuccess;
+    if (r == chorusSuccess && chorusCommGetAsyncError(comm, &async) == chorusSuccess)
+      r = async;  // (the device calls' failures show here)
+    for (size_t i = 0; i < big && r == chorusSuccess; ++i) {
+      const float want =
+          static_cast<float>(1024 * (n * (n - 1) / 2) + n * static_cast<int>(i % 1000));
+      if (y[i] != want) {
+        std::printf("rank %d: allreduce of %zu: element %zu is %g, want %g\n", rank, big, i,
+                    static_cast<double>(y[i]), static_cast<double>(want));
+        bad = 1;
+        break;
+      }
+    }
   }
   if (r != chorusSuccess) {
     std::printf("rank %d: collective failed: %s\n", rank, chorusGetLastError(nullptr));
@@ -89,11 +156,13 @@ int runRank(const chorusUniqueId& id, int n, int rank) {
       }
   }
   // Gather to rank 0 and scatter from the last rank, the other ranks passing
-  // NULL for the buffer only the root uses.
+  // NULL for the buffer only the root uses (on devices: a buffer).
   std::vector<int32_t> gathered(len * static_cast<size_t>(n), -1), piece(len, -1);
-  if (bad == 0 && (chorusGather(mine.data(), rank == 0 ? gathered.data() : nullptr, len,
+  std::vector<int32_t> unused(device >= 0 ? len * static_cast<size_t>(n) : 0);
+  int32_t* rootOnly = device >= 0 ? unused.data() : nullptr;
+  if (bad == 0 && (chorusGather(mine.data(), rank == 0 ? gathered.data() : rootOnly, len,
                                 chorusInt32, 0, comm, nullptr) != chorusSuccess ||
-                   chorusScatter(rank == n - 1 ? all.data() : nullptr, piece.data(), len,
+                   chorusScatter(rank == n - 1 ? all.data() : rootOnly, piece.data(), len,
                                  chorusInt32, n - 1, comm, nullptr) != chorusSuccess)) {
     std::printf("rank %d: gather/scatter failed: %s\n", rank, chorusGetLastError(nullptr));
     bad = 1;
@@ -190,10 +259,15 @@ int main(int argc, char** argv) {
   for (auto& t : ts) t.join();
   int failed = 0;
   for (int b : bad) failed += b;
-  for (pid_t pid : kids) {
+  const char* end = std::getenv("PROBE_END");
+  const bool kill = end != nullptr && std::strcmp(end, "kill") == 0;
+  for (size_t k = 0; k < kids.size(); ++k) {
     int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
+    ::waitpid(kids[k], &status, 0);
+    const bool last = static_cast<int>(k) + threads == n - 1;
+    if (kill && last ? !(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+                     : (!WIFEXITED(status) || WEXITSTATUS(status) != 0))
+      ++failed;
   }
   std::printf("%d of %d ranks failed\n", failed, n);
   return failed == 0 ? 0 : 1;

@@ -146,6 +146,12 @@ TEST(StepEngineThreads, RanksRunApartOnExchangedConnections) {
   auto ring = builtin("ring_allreduce", 4);
   ASSERT_TRUE(ring);
   algos.push_back({"ring_allreduce parts", ring, true});
+  // Parts whose largest messages differ by rank (rank 0 sends two chunks at
+  // once, rank 1 never does): connections are sized per connection, and
+  // all ranks still grow at the same call.
+  auto folded = builtin("halving_doubling_allreduce", 3);
+  ASSERT_TRUE(folded);
+  algos.push_back({"halving_doubling_allreduce parts on 3", folded, true});
   for (const Algo& a : algos)
     for (int protocol : {0, 1, 2}) {
       SCOPED_TRACE(a.name + " protocol " + std::to_string(protocol));

@@ -1,11 +1,14 @@
 #include "runtime/exec/conn_exchange.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+
+#include "runtime/transport/shm.h"
 
 namespace chorus::runtime {
 
@@ -105,16 +108,21 @@ Result<RankOffers> decodeOffers(int rank, const std::string& blob) {
   return all;
 }
 
+uint64_t connSlotBytes(const PlanConn& c, ir::Protocol protocol, size_t sliceBytes) {
+  const size_t msgBytes = static_cast<size_t>(std::max(c.maxCount, 1)) * sliceBytes;
+  return (engine::slotBytesFor(protocol, msgBytes) + 15) / 16 * 16;
+}
+
 Result<std::vector<engine::ConnView>> exchangeConnections(const FlatPlan& plan, int focus,
-                                                          ir::Protocol protocol, size_t msgBytes,
+                                                          ir::Protocol protocol, size_t sliceBytes,
                                                           int slots, ConnectionExchange& ex) {
-  const uint64_t slotBytes = (engine::slotBytesFor(protocol, msgBytes) + 15) / 16 * 16;
   std::vector<engine::ConnView> views(plan.conns.size());
   RankOffers mine;
   mine.instances = plan.instances;
   mine.protocol = static_cast<int>(protocol);
   for (size_t c = 0; c < plan.conns.size(); ++c) {
     if (plan.conns[c].to != focus) continue;
+    const uint64_t slotBytes = connSlotBytes(plan.conns[c], protocol, sliceBytes);
     auto region = ex.allocate(connRegionBytes(slotBytes, slots));
     if (!region.isOk()) return region.status();
     unsigned char* p = region.value().data;
@@ -174,6 +182,7 @@ Result<std::vector<engine::ConnView>> exchangeConnections(const FlatPlan& plan, 
                         std::to_string(slots) + " (" + k.describe() + ")");
     // The sender writes messages of up to its own slot size: the
     // receiver's slots must hold them (ranks that slice alike agree).
+    const uint64_t slotBytes = connSlotBytes(pc, protocol, sliceBytes);
     if (o.slotBytes < slotBytes)
       return Status(StatusCode::kInvalidArgument,
                     "rank " + std::to_string(pc.to) + "'s slots hold " +
@@ -185,6 +194,11 @@ Result<std::vector<engine::ConnView>> exchangeConnections(const FlatPlan& plan, 
     views[c] = engine::ConnView{reinterpret_cast<engine::ConnCounters*>(p.value()),
                                 p.value() + sizeof(engine::ConnCounters), o.slotBytes};
   }
+  // Nothing is let go (an old region freed, a name removed) before every
+  // rank has mapped what it needs.
+  if (auto mapped = ex.allGather("mapped"); !mapped.isOk())
+    return Status(mapped.status().code(),
+                  "exchanging connections (after mapping them): " + mapped.status().message());
   ex.retire();
   return views;
 }
@@ -270,6 +284,53 @@ std::vector<std::shared_ptr<ConnectionExchange>> inProcessExchanges(int nranks, 
   std::vector<std::shared_ptr<ConnectionExchange>> out;
   for (int r = 0; r < nranks; ++r) out.push_back(std::make_shared<InProcess>(shared, r));
   return out;
+}
+
+namespace {
+
+class SharedMemory final : public ConnectionExchange {
+ public:
+  SharedMemory(std::string label, BlobAllGather allGather)
+      : label_(std::move(label)), allGather_(std::move(allGather)) {}
+  Result<Region> allocate(size_t bytes) override {
+    auto seg = Segment::create(label_ + "-" + std::to_string(made_++), bytes);
+    if (!seg.isOk()) return seg.status();
+    Region r;
+    r.data = static_cast<unsigned char*>(seg.value()->data());
+    r.handle = seg.value()->name();
+    pending_.push_back(std::move(seg).value());
+    return r;
+  }
+  Result<unsigned char*> open(int peer, const std::string& handle, size_t bytes) override {
+    auto seg = Segment::open(handle, bytes);
+    if (!seg.isOk())
+      return Status(seg.status().code(), "rank " + std::to_string(peer) +
+                                             "'s connection memory: " + seg.status().message());
+    auto* p = static_cast<unsigned char*>(seg.value()->data());
+    pending_.push_back(std::move(seg).value());
+    return p;
+  }
+  void retire() override {
+    current_ = std::move(pending_);  // the regions before are unmapped
+    pending_.clear();
+    for (auto& seg : current_) seg->unlink();
+  }
+  Result<std::vector<std::string>> allGather(const std::string& mine) override {
+    return allGather_(mine);
+  }
+
+ private:
+  std::string label_;
+  BlobAllGather allGather_;
+  uint64_t made_ = 0;
+  std::vector<std::unique_ptr<Segment>> current_, pending_;
+};
+
+}  // namespace
+
+std::shared_ptr<ConnectionExchange> sharedMemoryExchange(std::string label,
+                                                         BlobAllGather allGather) {
+  return std::make_shared<SharedMemory>(std::move(label), std::move(allGather));
 }
 
 }  // namespace chorus::runtime

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -55,6 +56,10 @@ struct RankOffers {
 std::string encodeOffers(int rank, const RankOffers& offers);
 Result<RankOffers> decodeOffers(int rank, const std::string& blob);
 
+// Every rank's blob, by rank, for this rank's `mine` (a collective: the
+// processes' bootstrap all-gather).
+using BlobAllGather = std::function<Result<std::vector<std::string>>(const std::string&)>;
+
 // Memory a rank shares with its peers, and the collective exchange of
 // blobs. Every rank calls allGather at the same points (the first call of
 // an algorithm, and a call that needs larger slots), with the rank's blob;
@@ -70,8 +75,9 @@ class ConnectionExchange {
   virtual Result<Region> allocate(size_t bytes) = 0;
   // A peer's region, mapped here.
   virtual Result<unsigned char*> open(int peer, const std::string& handle, size_t bytes) = 0;
-  // Regions allocated or opened before and not used since the last
-  // exchange may go: called after a successful exchange with the new ones.
+  // Called once every rank has mapped the regions of a successful
+  // exchange: the regions of the exchange before it are used nowhere any
+  // more, and names of the new ones are no longer needed.
   virtual void retire() {}
   virtual Result<std::vector<std::string>> allGather(const std::string& mine) = 0;
   // This rank failed and will not reach the next exchange: peers waiting
@@ -84,13 +90,22 @@ inline size_t connRegionBytes(uint64_t slotBytes, int slots) {
   return sizeof(engine::ConnCounters) + static_cast<size_t>(slotBytes) * static_cast<size_t>(slots);
 }
 
+// A connection's slot size for slices of `sliceBytes`: its largest message
+// (PlanConn::maxCount chunks, which its sender and receiver both count)
+// laid out for `protocol`, rounded to 16 bytes. Ranks apart size their
+// connections so, not by their own largest message: every rank computes
+// the same slice for a call, so all decide alike when connections grow.
+uint64_t connSlotBytes(const PlanConn& c, ir::Protocol protocol, size_t sliceBytes);
+
 // The connections of `plan` rank `focus` uses, as ConnViews by plan index
 // (the rest null): inbound ones allocated here and offered, outbound ones
-// mapped from their receivers' offers, after one exchange. Errors name the
+// mapped from their receivers' offers, after one exchange; a second
+// all-gather then waits until every rank has mapped its peers' regions
+// (ConnectionExchange::retire follows). Errors name the
 // connection and the rank: an offer missing or given twice, a peer with
 // another slot count, a blob that does not parse, an exchange that failed.
 Result<std::vector<engine::ConnView>> exchangeConnections(const FlatPlan& plan, int focus,
-                                                          ir::Protocol protocol, size_t msgBytes,
+                                                          ir::Protocol protocol, size_t sliceBytes,
                                                           int slots, ConnectionExchange& ex);
 
 // Exchanges among `nranks` ranks of one process (tests, and step-engine
@@ -100,5 +115,14 @@ Result<std::vector<engine::ConnView>> exchangeConnections(const FlatPlan& plan, 
 // Each rank calls its own from its own thread.
 std::vector<std::shared_ptr<ConnectionExchange>> inProcessExchanges(int nranks,
                                                                     int timeoutMs = 60000);
+
+// An exchange between processes of one host (the step engine's ranks in
+// processes): each region a POSIX shared-memory segment named `label`-k,
+// the handle its name; names are removed once every rank has mapped them
+// (retire), so a killed process leaves only the segments of an exchange
+// in flight, under the communicator's label. The blobs go through
+// `allGather`.
+std::shared_ptr<ConnectionExchange> sharedMemoryExchange(std::string label,
+                                                         BlobAllGather allGather);
 
 }  // namespace chorus::runtime

@@ -49,8 +49,9 @@ Status PlanWorld::allocate(size_t msgBytes) {
   if (msgBytes <= msgBytes_ && !conns_.empty()) return Status::ok();
   msgBytes_ = std::max(msgBytes, msgBytes_);
   if (options_.focus >= 0) {
-    // Every rank grows at the same call (the same sizes), so the exchange
+    // Every rank grows at the same call (the same slices), so the exchange
     // meets; new memory starts every connection afresh on both sides.
+    // (msgBytes_ is the slice here.)
     auto views = exchangeConnections(plan_, options_.focus, protocol_, msgBytes_, options_.slots,
                                      *options_.exchange);
     if (!views.isOk()) return views.status();
@@ -107,7 +108,8 @@ Status PlanWorld::runRank(const CallArgs& call) {
   if (!planned.isOk()) return fail(planned.status());
   Geometry g = planned.value();
   plan_.splitSlices(&g);
-  if (Status st = allocate(plan_.largestMessageBytes(g)); !st.isOk()) return fail(st);
+  // Sized by the slice, which every rank computes alike (conn_exchange.h).
+  if (Status st = allocate(g.largestSliceBytes()); !st.isOk()) return fail(st);
   std::vector<engine::RankView> ranks(static_cast<size_t>(plan_.nranks));
   std::vector<unsigned char> scratch(plan_.scratchBytes(me, g));
   ranks[static_cast<size_t>(me)] = engine::rankView(plan_, me, call, scratch.data());
@@ -179,6 +181,10 @@ Status PlanWorld::execute(const Geometry& g, std::vector<engine::RankView>& rank
         moves.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
+      if (options_.abort != nullptr && options_.abort->load(std::memory_order_relaxed)) {
+        stop.store(true);
+        continue;
+      }
       // One thread and every rank here: nothing can move any more. (A
       // focus rank waits for peers that run elsewhere: by time.)
       if (threads == 1 && options_.focus < 0) break;
@@ -228,6 +234,9 @@ Status PlanWorld::execute(const Geometry& g, std::vector<engine::RankView>& rank
   conns_.clear();
   msgBytes_ = 0;
   resetCounters();
+  if (options_.abort != nullptr && options_.abort->load(std::memory_order_relaxed))
+    return Status(StatusCode::kAborted,
+                  "algorithm '" + va.algo().name + "' was aborted on the step engine:" + why);
   return Status(StatusCode::kDeadlock,
                 "algorithm '" + va.algo().name + "' made no progress on the step engine:" + why);
 }

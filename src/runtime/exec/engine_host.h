@@ -105,6 +105,9 @@ struct PlanRunOptions {
   // What the CUDA executor does for ranks in separate processes.
   int focus = -1;
   std::shared_ptr<ConnectionExchange> exchange;
+  // Set from another thread: a block that cannot move gives up and the call
+  // fails (kAborted), as a CUDA block does at its next wait.
+  const std::atomic<bool>* abort = nullptr;
 };
 
 class PlanWorld {
