@@ -24,9 +24,10 @@
 #                                     against the NCCL there (1 rank), then
 #                                     on libchorus-nccl with 1, 2, 4 and 8
 #                                     ranks on GPU 0 and a graph replay;
-#                                     PyTorch (tests/nccl/torch_check.py) in
-#                                     2 and 4 processes on GPU 0 with
-#                                     libchorus-nccl preloaded
+#   scripts/gpu_procs_check.sh        ranks in processes on GPU 0 (CUDA
+#                                     IPC), CuPy, PyTorch's torch_check.py
+#                                     and bench/torch_bench.py --device cuda
+#                                     with libchorus-nccl preloaded
 # Usage: scripts/gpu_check.sh [OUT] (default gpu-check). Exit 1 if any check fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -157,8 +158,7 @@ for n in 1 2 4 8; do
 done
 step nccl-chorus-group-8 env LD_LIBRARY_PATH="$NL:${LD_LIBRARY_PATH:-}" \
   build/gpu/tests/nccl_check --ranks 8 --init group --graph --count 1048576
-for n in 2 4; do
-  step "nccl-torch-$n" env LD_PRELOAD="$NL/libchorus-nccl.so" NCCL_DEBUG=INFO \
-    python3 tests/nccl/torch_check.py --procs "$n"
-done
+# Ranks in processes on GPU 0 over CUDA IPC, CuPy, PyTorch (torch_check.py
+# and the side-by-side benchmark): scripts/gpu_procs_check.sh, on this build.
+step procs scripts/gpu_procs_check.sh "$out/procs" build/gpu
 exit $failed

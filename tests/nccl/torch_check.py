@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch, unmodified, on libchorus-nccl: torch.distributed with the "nccl"
 backend in N processes that all use GPU 0 (NCCL itself refuses ranks sharing a
-GPU; Chorus serves them, staging through host memory between processes).
+GPU; Chorus serves them, each process's collectives on its own kernels over
+CUDA IPC; CHORUS_GPU_IPC=0 stages them through host memory).
 
 Each process checks allreduce (sum, avg), all_gather_into_tensor,
 reduce_scatter_tensor, all_to_all_single and broadcast on values distinct per

@@ -76,6 +76,18 @@ class Backend(unittest.TestCase):
                 self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
                 self.assertEqual(r.stdout.count("raised after"), 2, r.stdout + r.stderr)
 
+    def test_bench_checks_and_compares(self):
+        # bench/torch_bench.py, the side-by-side table (CPU here; --device
+        # cuda on a GPU): every op checked, then timed against gloo.
+        bench = os.path.join(HERE, "..", "..", "bench", "torch_bench.py")
+        r = torchrun(2, os.path.abspath(bench), "--min", "4K", "--max", "64K", "--rounds", "1")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        rows = [line.split(",") for line in r.stdout.splitlines() if line[:1].isalpha()][1:]
+        self.assertEqual(sorted({row[0] for row in rows}),
+                         ["all_gather", "all_reduce", "all_to_all_single", "reduce_scatter"])
+        for row in rows:
+            self.assertGreater(float(row[2]), 0, row)  # chorus timed on every op
+
     def test_ddp_matches_gloo(self):
         with tempfile.TemporaryDirectory() as d:
             params = {}
