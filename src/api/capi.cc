@@ -377,13 +377,18 @@ Status rootedCall(chorusComm_t comm, CollectiveKind k, const void* send, void* r
   bool missing = count > 0 && c.rank() != root &&
                  ((rootReceives ? recv : send) == nullptr || c.replacesRootOnlyBuffer());
   if (missing) {
-    if (c.needsRootOnlyBuffer())
-      return invalidArgument("rank " + std::to_string(c.rank()) + ": " + o.describe() +
-                             ": GPU communicators need the root-only buffer on every rank (" +
-                             std::to_string(whole) + " elements)");
-    auto storage = std::make_shared<std::vector<unsigned char>>(whole * dataTypeSize(t.value()));
-    (rootReceives ? o.args.recvbuff : const_cast<void*&>(o.args.sendbuff)) = storage->data();
-    o.keep = storage;
+    void*& slot = rootReceives ? o.args.recvbuff : const_cast<void*&>(o.args.sendbuff);
+    const size_t bytes = whole * dataTypeSize(t.value());
+    auto own = cs.value()->rootOnlyStorage(bytes);
+    if (own.isOk()) {
+      slot = own.value();
+    } else if (own.status().code() != StatusCode::kUnsupported) {
+      return own.status();
+    } else {
+      auto storage = std::make_shared<std::vector<unsigned char>>(bytes);
+      slot = storage->data();
+      o.keep = storage;
+    }
   }
   return issue(comm, std::move(o), datatype, stream);
 }

@@ -164,17 +164,61 @@ class ThreadStarted final : public Started {
   std::unique_ptr<std::latch> done_;
 };
 
+// Device memory for root-only buffers a rank left NULL (NCCL lets them be
+// anything): a correct algorithm's non-root ranks never need their
+// contents, so one buffer, the largest asked for, serves every call;
+// smaller ones stay until the end, as calls in flight may still use them.
+class RootOnlyPool {
+ public:
+  RootOnlyPool(const runtime::DeviceBackend* backend, int device)
+      : backend_(backend), device_(device) {}
+  ~RootOnlyPool() {
+    for (void* p : held_) backend_->release(device_, p);
+  }
+  RootOnlyPool(const RootOnlyPool&) = delete;
+  RootOnlyPool& operator=(const RootOnlyPool&) = delete;
+  bool empty() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return held_.empty();
+  }
+  Result<void*> get(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!held_.empty() && bytes <= bytes_) return held_.back();
+    const size_t want = std::max(bytes, 2 * bytes_);
+    auto p = backend_->allocate(device_, want);
+    if (!p.isOk()) return p.status();
+    held_.push_back(p.value());
+    bytes_ = want;
+    return p.value();
+  }
+
+ private:
+  const runtime::DeviceBackend* backend_;
+  const int device_;
+  mutable std::mutex mu_;
+  std::vector<void*> held_;  // the last is the largest
+  size_t bytes_ = 0;
+};
+
 class ThreadRank final : public Communicator {
  public:
   ThreadRank(std::shared_ptr<InProcessWorld> world, int rank)
       : world_(std::move(world)), rank_(rank) {}
+  ~ThreadRank() override {
+    if (pool_ != nullptr && !pool_->empty()) (void)world_->synchronize();  // calls that use it
+  }
   int rank() const override { return rank_; }
   int size() const override { return world_->size(); }
   bool onGpu() const override { return world_->onGpu(); }
   int device() const override {
     return onGpu() ? world_->options().devices[static_cast<size_t>(rank_)] : -1;
   }
-  bool needsRootOnlyBuffer() const override { return onGpu(); }
+  Result<void*> rootOnlyStorage(size_t bytes) override {
+    if (!onGpu()) return Communicator::rootOnlyStorage(bytes);
+    std::call_once(poolMade_,
+                   [&] { pool_ = std::make_unique<RootOnlyPool>(deviceBackend(), device()); });
+    return pool_->get(bytes);
+  }
   Status asyncError() const override { return world_->asyncError(); }
   void abort(Status why) override { world_->abort(std::move(why)); }
   Status finalize() override { return world_->synchronize(); }
@@ -198,8 +242,10 @@ class ThreadRank final : public Communicator {
 
   std::shared_ptr<InProcessWorld> world_;
   const int rank_;
-  uint64_t splits_ = 0;   // chorusCommSplit calls so far (they pair up by number)
-  uint64_t shrinks_ = 0;  // chorusCommShrink calls so far (the survivors' pair up)
+  std::once_flag poolMade_;
+  std::unique_ptr<RootOnlyPool> pool_;  // GPU ranks' root-only buffers
+  uint64_t splits_ = 0;                 // chorusCommSplit calls so far (they pair up by number)
+  uint64_t shrinks_ = 0;                // chorusCommShrink calls so far (the survivors' pair up)
 };
 
 class ProcessRank : public Communicator {
@@ -240,35 +286,90 @@ class ProcessRank : public Communicator {
   std::shared_ptr<ProcessWorld> world_;
 };
 
+// Whether the process ranks of `world` can share connections directly
+// (issue 41), decided by all of them at creation, host ranks too (a
+// collective: two bootstrap all-gathers). Each GPU rank that could (one
+// host, CHORUS_GPU_IPC not 0) makes a small region its peers must map, as
+// connections will be; then every rank says whether it mapped every peer's.
+// "" when all can; otherwise the first rank's reason.
+Result<std::string> directVote(ProcessWorld& world, const runtime::DeviceBackend* backend,
+                               int device) {
+  constexpr size_t kProbeBytes = 256;
+  const int me = world.rank();
+  std::string why;
+  std::shared_ptr<runtime::ConnectionExchange> probe;
+  std::string handle;
+  if (device < 0 || backend == nullptr) {
+    why = "it is on the host";
+  } else if (!world.options().gpuIpc) {
+    why = "CHORUS_GPU_IPC=0";
+  } else if (!world.allOnOneHost()) {
+    why = "its ranks are on more than one host";
+  } else {
+    auto ex = backend->processExchange(
+        device, me, world.prefix() + "-probe-r" + std::to_string(me), [](const std::string&) {
+          return Result<std::vector<std::string>>(std::vector<std::string>());
+        });
+    auto region = ex.isOk() ? ex.value()->allocate(kProbeBytes) : ex.status();
+    if (!region.isOk()) {
+      why = region.status().message();
+    } else {
+      probe = ex.value();
+      handle = region.value().handle;
+    }
+  }
+  auto handles = world.allGather(why.empty() ? "ok " + runtime::hexHandle(handle) : "no");
+  if (!handles.isOk()) return handles.status();
+  for (int q = 0; q < world.size() && why.empty(); ++q) {
+    const std::string& h = handles.value()[static_cast<size_t>(q)];
+    std::string bytes;
+    if (q == me || h.rfind("ok ", 0) != 0) continue;  // (a peer that cannot says why below)
+    if (!runtime::unhexHandle(h.substr(3), &bytes)) {
+      why = "rank " + std::to_string(q) + "'s probe handle is not hexadecimal";
+    } else if (auto mapped = probe->open(q, bytes, kProbeBytes); !mapped.isOk()) {
+      why = "cannot map rank " + std::to_string(q) + "'s memory: " + mapped.status().message();
+    }
+  }
+  auto votes = world.allGather(why);
+  if (!votes.isOk()) return votes.status();
+  for (size_t r = 0; r < votes.value().size(); ++r)
+    if (!votes.value()[r].empty()) return "rank " + std::to_string(r) + ": " + votes.value()[r];
+  return std::string();
+}
+
 // Collectives of a process rank on a GPU run by its own kernels (issue 41):
 // each part's algorithm gets a focus executor of the device backend, whose
 // connections are shared with the peers' executors through the backend's
 // processExchange (CUDA IPC between the processes of one host; shared
 // memory for the step engine), so a call is one launch on the op's stream
 // and no host copy. Executors are made in call order, which every rank
-// shares, keyed as an in-process GPU world's (algorithm, layout). Any
-// failure ends the communicator: the peers hold half a call.
+// shares, keyed as an in-process GPU world's (algorithm, layout); every
+// exchange's blobs carry the executor and exchange number, so ranks out of
+// step fail instead of mapping each other's memory for different calls.
+// Any failure after planning ends the communicator: the peers hold half a
+// call.
 class DirectCollectives {
  public:
-  // Whether every rank can run its collectives so (all on one host,
-  // CHORUS_GPU_IPC not 0, a backend that shares memory between processes);
-  // collective (the ranks must agree). Null, and why, when not.
-  static Result<std::unique_ptr<DirectCollectives>> make(std::shared_ptr<ProcessWorld> world,
-                                                         const runtime::DeviceBackend& backend,
-                                                         int device, std::string* why);
+  DirectCollectives(std::shared_ptr<ProcessWorld> w, const runtime::DeviceBackend& b, int device)
+      : world_(std::move(w)), backend_(b), device_(device), rootOnly_(&b, device) {
+    world_->setAbortHook([this] { abortAll(); });
+  }
   ~DirectCollectives() {
     world_->setAbortHook({});
-    (void)synchronize();
+    (void)synchronize();  // before the root-only buffers go
   }
+  DirectCollectives(const DirectCollectives&) = delete;
+  DirectCollectives& operator=(const DirectCollectives&) = delete;
   Status enqueue(const Op& op);
   Status asyncError() const;
   // Waits for the launches so far; the first failure known.
   Status synchronize() const;
+  // Device memory for a root-only buffer this rank left NULL.
+  Result<void*> rootOnly(size_t bytes) { return rootOnly_.get(bytes); }
 
  private:
-  DirectCollectives(std::shared_ptr<ProcessWorld> w, const runtime::DeviceBackend& b, int device)
-      : world_(std::move(w)), backend_(b), device_(device) {}
   void abortAll();
+  std::vector<runtime::DeviceExecutor*> all() const;
   runtime::DeviceExecutor* find(const runtime::VerifiedAlgorithm* va, int layout) const;
   Result<runtime::DeviceExecutor*> executor(const runtime::PlanPart& p, int layout);
 
@@ -284,41 +385,19 @@ class DirectCollectives {
   mutable std::mutex mu_;  // executors_ (abortAll runs on other threads)
   std::map<Key, Made> executors_;
   std::atomic<bool> aborted_{false};
+  RootOnlyPool rootOnly_;
 };
-
-Result<std::unique_ptr<DirectCollectives>> DirectCollectives::make(
-    std::shared_ptr<ProcessWorld> world, const runtime::DeviceBackend& backend, int device,
-    std::string* why) {
-  std::string mine;
-  if (!world->options().gpuIpc) {
-    mine = "CHORUS_GPU_IPC=0";
-  } else if (!world->allOnOneHost()) {
-    mine = "its ranks are on more than one host";
-  } else if (auto probe = backend.processExchange(device, world->rank(), world->prefix(),
-                                                  [](const std::string&) {
-                                                    return Result<std::vector<std::string>>(
-                                                        std::vector<std::string>());
-                                                  });
-             !probe.isOk()) {
-    mine = probe.status().message();
-  }
-  auto votes = world->allGather(mine);
-  if (!votes.isOk()) return votes.status();
-  for (size_t r = 0; r < votes.value().size(); ++r)
-    if (!votes.value()[r].empty()) {
-      *why = "rank " + std::to_string(r) + ": " + votes.value()[r];
-      return std::unique_ptr<DirectCollectives>();
-    }
-  std::unique_ptr<DirectCollectives> d(new DirectCollectives(std::move(world), backend, device));
-  DirectCollectives* raw = d.get();
-  d->world_->setAbortHook([raw] { raw->abortAll(); });
-  return d;
-}
 
 void DirectCollectives::abortAll() {
   aborted_.store(true, std::memory_order_release);
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [key, m] : executors_) m.executor->abort();  // running kernels give up
+  for (runtime::DeviceExecutor* e : all()) e->abort();  // running kernels give up
+}
+
+std::vector<runtime::DeviceExecutor*> DirectCollectives::all() const {
+  std::lock_guard<std::mutex> lock(mu_);  // (executors are only ever added)
+  std::vector<runtime::DeviceExecutor*> v;
+  for (const auto& [key, m] : executors_) v.push_back(m.executor.get());
+  return v;
 }
 
 runtime::DeviceExecutor* DirectCollectives::find(const runtime::VerifiedAlgorithm* va,
@@ -343,9 +422,28 @@ Result<runtime::DeviceExecutor*> DirectCollectives::executor(const runtime::Plan
     made = executors_.size();
   }
   ProcessWorld* w = world_.get();
+  auto exchanges = std::make_shared<uint64_t>(0);
+  auto tagged = [w, made, exchanges,
+                 me](const std::string& blob) -> Result<std::vector<std::string>> {
+    const std::string tag =
+        "executor " + std::to_string(made) + " exchange " + std::to_string((*exchanges)++) + ";";
+    auto all = w->allGather(tag + blob);
+    if (!all.isOk()) return all.status();
+    for (size_t q = 0; q < all.value().size(); ++q) {
+      std::string& theirs = all.value()[q];
+      if (theirs.rfind(tag, 0) != 0)
+        return Status(StatusCode::kInvalidArgument,
+                      "rank " + std::to_string(q) + " is at " +
+                          theirs.substr(0, std::min(theirs.find(';'), size_t{48})) + ", rank " +
+                          std::to_string(me) + " at " + tag.substr(0, tag.size() - 1) +
+                          ": the ranks' calls are out of step");
+      theirs.erase(0, tag.size());
+    }
+    return all;
+  };
   auto ex = backend_.processExchange(
       device_, me, world_->prefix() + "-g" + std::to_string(made) + "-r" + std::to_string(me),
-      [w](const std::string& blob) { return w->allGather(blob); });
+      tagged);
   if (!ex.isOk()) return ex.status();
   o.exchange = std::move(ex).value();
   auto e = backend_.makeExecutor(*p.va, o);
@@ -362,8 +460,9 @@ Result<runtime::DeviceExecutor*> DirectCollectives::executor(const runtime::Plan
 
 Status DirectCollectives::enqueue(const Op& op) {
   if (Status e = world_->asyncError(); !e.isOk()) return e;
+  // (Planning refuses alike on every rank: nothing has run anywhere.)
   auto parts = world_->planCollective(op, /*gpu=*/true, world_->options().gpuLLBytes);
-  if (!parts.isOk()) return parts.status();  // every rank plans alike: nothing ran anywhere
+  if (!parts.isOk()) return parts.status();
   for (const runtime::PlanPart& p : parts.value()) {
     const int layout = p.protocol == static_cast<int>(p.va->algo().protocol) ? -1 : p.protocol;
     auto e = executor(p, layout);
@@ -391,19 +490,13 @@ Status DirectCollectives::enqueue(const Op& op) {
 }
 
 Status DirectCollectives::asyncError() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [key, m] : executors_)
-    if (Status st = m.executor->asyncError(); !st.isOk()) return st;
+  for (runtime::DeviceExecutor* e : all())
+    if (Status st = e->asyncError(); !st.isOk()) return st;
   return Status::ok();
 }
 
 Status DirectCollectives::synchronize() const {
-  std::vector<runtime::DeviceExecutor*> all;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [key, m] : executors_) all.push_back(m.executor.get());
-  }
-  for (runtime::DeviceExecutor* e : all) CHORUS_RETURN_IF_ERROR(e->waitLaunches());
+  for (runtime::DeviceExecutor* e : all()) CHORUS_RETURN_IF_ERROR(e->waitLaunches());
   return asyncError();
 }
 
@@ -421,14 +514,20 @@ class StagedProcessRank final : public ProcessRank {
       : ProcessRank(std::move(world)), staged_(std::move(staged)), direct_(std::move(direct)) {}
   bool onGpu() const override { return true; }
   int device() const override { return staged_->device(); }
-  // Kernels read the buffers of this rank's call on its device.
-  bool needsRootOnlyBuffer() const override { return direct_ != nullptr; }
+  // Staged calls never stage a root-only buffer; kernels take device memory
+  // of the communicator's where the caller gave none.
   bool replacesRootOnlyBuffer() const override { return direct_ == nullptr; }
+  Result<void*> rootOnlyStorage(size_t bytes) override {
+    if (direct_ == nullptr) return ProcessRank::rootOnlyStorage(bytes);
+    return direct_->rootOnly(bytes);
+  }
+  // The process world's error first: a dead peer's, which also aborts the
+  // kernels (whose own error then only says they were aborted).
   Status asyncError() const override {
+    if (Status st = ProcessRank::asyncError(); !st.isOk()) return st;
     if (Status st = staged_->asyncError(); !st.isOk()) return st;
-    if (direct_ != nullptr)
-      if (Status st = direct_->asyncError(); !st.isOk()) return st;
-    return ProcessRank::asyncError();
+    if (direct_ != nullptr) return direct_->asyncError();
+    return Status::ok();
   }
   Status finalize() override {
     CHORUS_RETURN_IF_ERROR(staged_->synchronize());
@@ -696,28 +795,30 @@ std::shared_ptr<Communicator> threadRank(std::shared_ptr<InProcessWorld> world, 
 Result<std::shared_ptr<Communicator>> processRank(Result<std::shared_ptr<ProcessWorld>> world,
                                                   int device) {
   if (!world.isOk()) return world.status();
+  const runtime::DeviceBackend* gpu = device < 0 ? nullptr : deviceBackend();
+  if (device >= 0 && gpu == nullptr) return noDeviceBackend("a device was given");
+  // Every rank votes, host ranks too: the vote is collective.
+  auto why = directVote(*world.value(), gpu, device);
+  if (!why.isOk()) return why.status();
   if (device < 0)
     return std::shared_ptr<Communicator>(std::make_shared<ProcessRank>(world.value()));
-  const runtime::DeviceBackend* gpu = deviceBackend();
-  if (gpu == nullptr) return noDeviceBackend("a device was given");
   auto q = gpu->makeStagedQueue(device, world.value()->options().timeoutMs);
   if (!q.isOk()) return q.status();
-  std::string why;
-  auto direct = DirectCollectives::make(world.value(), *gpu, device, &why);
-  if (!direct.isOk()) return direct.status();
-  if (logEnabled(LogLevel::kInfo)) {
-    const ProcessWorld& w = *world.value();
+  const ProcessWorld& w = *world.value();
+  std::unique_ptr<DirectCollectives> direct;
+  if (why.value().empty())
+    direct = std::make_unique<DirectCollectives>(world.value(), *gpu, device);
+  if (logEnabled(LogLevel::kInfo))
     logLine(LogLevel::kInfo,
             "rank " + std::to_string(w.rank()) + " on " + std::string(gpu->name()) + " device " +
                 std::to_string(device) + ": " +
-                (direct.value() != nullptr
+                (direct != nullptr
                      ? "collectives run on its own kernels, connections shared with the " +
                            std::to_string(w.size() - 1) +
                            " other processes' (sends and receives staged through host memory)"
-                     : "calls staged through host memory (" + why + ")"));
-  }
-  return std::shared_ptr<Communicator>(std::make_shared<StagedProcessRank>(
-      world.value(), std::move(q).value(), std::move(direct).value()));
+                     : "calls staged through host memory (" + why.value() + ")"));
+  return std::shared_ptr<Communicator>(
+      std::make_shared<StagedProcessRank>(world.value(), std::move(q).value(), std::move(direct)));
 }
 
 Result<std::shared_ptr<Communicator>> joinRank(int nranks, const std::string& id, int rank,

@@ -35,11 +35,17 @@ class Communicator {
   // chorusCommCuDevice: the rank's GPU, or -1 on the host.
   virtual int device() const = 0;
   // Rooted calls on a non-root rank, for the buffer only the root uses:
-  // whether it must be the caller's (in-process GPU ranks read it on the
-  // device), and whether a given one is replaced by storage of the call's
-  // own anyway (staged ranks never stage a buffer nobody reads).
-  virtual bool needsRootOnlyBuffer() const { return false; }
+  // whether a given one is replaced by storage of the call's own anyway
+  // (staged ranks never stage a buffer nobody reads).
   virtual bool replacesRootOnlyBuffer() const { return false; }
+  // Storage of the communicator's own for a root-only buffer left NULL, of
+  // at least `bytes` (kept by it, valid for the calls that use it; GPU
+  // process ranks' kernels need device memory); kUnsupported: the API makes
+  // host storage for the call.
+  virtual Result<void*> rootOnlyStorage(size_t bytes) {
+    (void)bytes;
+    return Status(StatusCode::kUnsupported, "host storage");
+  }
   virtual Status asyncError() const = 0;
   // Ends the running call and every later one (any thread).
   virtual void abort(Status why) = 0;

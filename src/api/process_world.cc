@@ -55,8 +55,12 @@ Result<std::shared_ptr<ProcessWorld>> ProcessWorld::create(std::unique_ptr<runti
   // The settings that shape connections must agree (a ring mapped with
   // another slot size would be nonsense; a peer forced onto TCP must say so
   // too).
+  // (LL's threshold and the instances decide GPU ranks' executors and when
+  // they exchange connections.)
   std::string mine = "CHORUS_TRANSPORT=" + options.transport;
   mine.append(" CHORUS_SLICE_BYTES=").append(std::to_string(options.sliceBytes));
+  mine.append(" CHORUS_GPU_LL_BYTES=").append(std::to_string(options.gpuLLBytes));
+  mine.append(" CHORUS_INSTANCES=").append(std::to_string(options.instances));
   auto theirs = w->boot_->allGather(mine);
   if (!theirs.isOk()) return theirs.status();
   for (int r = 0; r < w->n_; ++r)

@@ -79,6 +79,10 @@ class Backend final : public runtime::DeviceBackend {
       int device, int, const std::string&, runtime::BlobAllGather allGather) const override {
     return deviceExchange(device, std::move(allGather), /*ipc=*/true);
   }
+  Result<void*> allocate(int device, size_t bytes) const override {
+    return deviceZeroed(bytes, device);
+  }
+  void release(int, void* p) const override { deviceFree(p); }
   Status copyBetweenStreams(void* dst, int dstDevice, void* dstStream, const void* src,
                             int srcDevice, void* srcStream, size_t bytes) const override {
     return cuda::copyBetweenStreams(dst, dstDevice, dstStream, src, srcDevice, srcStream, bytes);

@@ -1271,6 +1271,18 @@ void deviceFree(void* p) {
   if (p != nullptr) cudaFree(p);
 }
 
+Result<void*> deviceZeroed(size_t bytes, int device) {
+  DeviceGuard guard;  // the caller's current device stays
+  CHORUS_CUDA_TRY(cudaSetDevice(device));
+  void* p = nullptr;
+  CHORUS_CUDA_TRY(cudaMalloc(&p, std::max<size_t>(bytes, 1)));
+  if (cudaError_t e = cudaMemset(p, 0, bytes); e != cudaSuccess) {
+    cudaFree(p);
+    return cudaError(e, "zeroing a buffer");
+  }
+  return p;
+}
+
 Status copyToDevice(void* dst, const void* src, size_t bytes) {
   CHORUS_CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
   return Status::ok();

@@ -175,6 +175,8 @@ Status copyBetweenStreams(void* dst, int dstDevice, void* dstStream, const void*
 // Device memory helpers for tools and tests (kUnsupported on CUDA errors).
 Result<void*> deviceAlloc(size_t bytes, int device = 0);
 void deviceFree(void* p);
+// `bytes` of zeroed memory on `device`, the calling thread's device kept.
+Result<void*> deviceZeroed(size_t bytes, int device);
 Status copyToDevice(void* dst, const void* src, size_t bytes);
 Status copyToHost(void* dst, const void* src, size_t bytes);
 

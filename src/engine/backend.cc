@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -27,8 +28,10 @@ namespace {
 using runtime::CallArgs;
 
 // One algorithm's PlanWorld (every rank's, or one focus rank's). A failed
-// call is kept for wait() and the calls after it are skipped, as a device's
-// stream skips work after a fault.
+// call of every rank is kept for wait() and the calls after it are skipped,
+// as a device's stream skips work after a fault; a focus rank's failure is
+// returned at once too (the call has run), so its communicator can end and
+// tell its peers, who hold half a call.
 class Executor final : public runtime::DeviceExecutor {
  public:
   explicit Executor(std::unique_ptr<runtime::PlanWorld> w, std::shared_ptr<std::atomic<bool>> abort)
@@ -36,19 +39,20 @@ class Executor final : public runtime::DeviceExecutor {
   Status enqueue(const std::vector<CallArgs>& calls, const std::vector<void*>& streams) override {
     if (std::any_of(streams.begin(), streams.end(), [](void* s) { return s != nullptr; }))
       return noStreams();
-    return run([&] { return w_->run(calls); });
+    Status st = run([&] { return w_->run(calls); });
+    return st.code() == StatusCode::kAborted ? st : Status::ok();
   }
   Status enqueueRank(const CallArgs& call, void* stream) override {
     if (stream != nullptr) return noStreams();
     return run([&] { return w_->runRank(call); });
   }
   Status asyncError() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(failMu_);
     return failure_;
   }
   Status waitLaunches() const override { return Status::ok(); }
   Status wait() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(failMu_);
     return std::exchange(failure_, Status::ok());
   }
   // The running call's blocks give up at their next wait (kAborted); later
@@ -60,19 +64,23 @@ class Executor final : public runtime::DeviceExecutor {
     return Status(StatusCode::kInvalidArgument,
                   "the step engine runs calls when they are enqueued: pass no streams");
   }
+  // Runs `call` unless an earlier one failed; its failure is kept and returned.
   template <class F>
   Status run(F call) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> running(runMu_);  // one call at a time
     if (aborted_->load(std::memory_order_relaxed))
       return Status(StatusCode::kAborted, "the step engine's executor was aborted");
-    if (!failure_.isOk()) return Status::ok();
-    failure_ = call();
-    return Status::ok();
+    if (Status earlier = asyncError(); !earlier.isOk()) return earlier;
+    Status st = call();
+    std::lock_guard<std::mutex> lock(failMu_);
+    if (failure_.isOk()) failure_ = st;
+    return st;
   }
 
   std::unique_ptr<runtime::PlanWorld> w_;
   std::shared_ptr<std::atomic<bool>> aborted_;  // the world's PlanRunOptions::abort
-  mutable std::mutex mu_;
+  std::mutex runMu_;
+  mutable std::mutex failMu_;  // failure_ (read while a call runs)
   Status failure_;
 };
 
@@ -151,6 +159,12 @@ class Backend final : public runtime::DeviceBackend {
   Result<std::unique_ptr<runtime::StagedQueue>> makeStagedQueue(int, int) const override {
     return std::unique_ptr<runtime::StagedQueue>(std::make_unique<InPlaceQueue>());
   }
+  Result<void*> allocate(int, size_t bytes) const override {
+    void* p = std::calloc(std::max<size_t>(bytes, 1), 1);
+    if (p == nullptr) return Status(StatusCode::kIoError, "out of memory");
+    return p;
+  }
+  void release(int, void* p) const override { std::free(p); }
   Result<std::shared_ptr<runtime::ConnectionExchange>> processExchange(
       int, int, const std::string& label, runtime::BlobAllGather allGather) const override {
     return runtime::sharedMemoryExchange(label, std::move(allGather));

@@ -145,6 +145,14 @@ class DeviceBackend {
     return Status(StatusCode::kUnsupported,
                   std::string(name()) + " cannot share connections between processes");
   }
+  // `bytes` of zeroed memory of `device` that calls may use as a buffer,
+  // and its release (what a communicator keeps for a root-only buffer the
+  // caller left NULL).
+  virtual Result<void*> allocate(int device, size_t bytes) const {
+    (void)device, (void)bytes;
+    return Status(StatusCode::kUnsupported, std::string(name()) + " allocates no buffers");
+  }
+  virtual void release(int device, void* p) const { (void)device, (void)p; }
   // A send matched with its receive between two ranks' streams: `bytes`
   // from src to dst once srcStream's earlier work is done; srcStream's later
   // work waits for the copy. Enqueued, not waited for.

@@ -9,8 +9,8 @@
 //
 //   uniqueid_probe N T   N ranks, T of them threads of this process (1..N)
 //
-// PROBE_DEVICE=D: every rank on device D (chorusCommInitRankDevice), every
-// buffer given (as GPU communicators need), and the allreduce at more sizes
+// PROBE_DEVICE=D: every rank on device D (chorusCommInitRankDevice; but rank
+// PROBE_HOST_RANK on the host), and the allreduce at more sizes
 // (small calls on LL's slots, larger ones growing the connections). With
 // CHORUS_DEVICE_BACKEND=engine this is the GPU path of process ranks on the
 // step engine, without a GPU.
@@ -69,7 +69,10 @@ int killedPeer(chorusComm_t comm, int n, int rank) {
 int runRank(const chorusUniqueId& id, int n, int rank) {
   chorusComm_t comm = nullptr;
   const char* deviceText = std::getenv("PROBE_DEVICE");
-  const int device = deviceText == nullptr ? -1 : std::atoi(deviceText);
+  const char* hostRank = std::getenv("PROBE_HOST_RANK");  // that rank stays on the host
+  const int device = deviceText == nullptr || (hostRank != nullptr && std::atoi(hostRank) == rank)
+                         ? -1
+                         : std::atoi(deviceText);
   if (chorusCommInitRankDevice(&comm, n, id, rank, device) != chorusSuccess) {
     std::printf("rank %d: init failed: %s\n", rank, chorusGetLastError(nullptr));
     return 1;
@@ -115,7 +118,7 @@ int runRank(const chorusUniqueId& id, int n, int rank) {
   // Allreduces of other sizes (devices: LL slots up to 64 KiB, then larger
   // connections), each value distinct per rank and element, sums exact.
   for (size_t big : {size_t{40}, size_t{70000}, size_t{300001}, size_t{5000}}) {
-    if (device < 0 || r != chorusSuccess) break;
+    if (deviceText == nullptr || r != chorusSuccess) break;  // (every rank, host ones too)
     std::vector<float> x(big), y(big, -1.0F);
     for (size_t i = 0; i < big; ++i)
       x[i] = static_cast<float>(rank * 1024 + static_cast<int>(i % 1000));
@@ -156,13 +159,11 @@ int runRank(const chorusUniqueId& id, int n, int rank) {
       }
   }
   // Gather to rank 0 and scatter from the last rank, the other ranks passing
-  // NULL for the buffer only the root uses (on devices: a buffer).
+  // NULL for the buffer only the root uses.
   std::vector<int32_t> gathered(len * static_cast<size_t>(n), -1), piece(len, -1);
-  std::vector<int32_t> unused(device >= 0 ? len * static_cast<size_t>(n) : 0);
-  int32_t* rootOnly = device >= 0 ? unused.data() : nullptr;
-  if (bad == 0 && (chorusGather(mine.data(), rank == 0 ? gathered.data() : rootOnly, len,
+  if (bad == 0 && (chorusGather(mine.data(), rank == 0 ? gathered.data() : nullptr, len,
                                 chorusInt32, 0, comm, nullptr) != chorusSuccess ||
-                   chorusScatter(rank == n - 1 ? all.data() : rootOnly, piece.data(), len,
+                   chorusScatter(rank == n - 1 ? all.data() : nullptr, piece.data(), len,
                                  chorusInt32, n - 1, comm, nullptr) != chorusSuccess)) {
     std::printf("rank %d: gather/scatter failed: %s\n", rank, chorusGetLastError(nullptr));
     bad = 1;

@@ -47,6 +47,13 @@ bool unhex(const std::string& text, std::string* out) {
   return true;
 }
 
+}  // namespace
+
+std::string hexHandle(const std::string& bytes) { return hex(bytes); }
+bool unhexHandle(const std::string& text, std::string* bytes) { return unhex(text, bytes); }
+
+namespace {
+
 Status badBlob(int rank, const std::string& why) {
   return Status(StatusCode::kInvalidArgument,
                 "rank " + std::to_string(rank) + "'s connection offers: " + why);

@@ -54,6 +54,9 @@ struct RankOffers {
   std::vector<ConnOffer> offers;
 };
 std::string encodeOffers(int rank, const RankOffers& offers);
+// A handle (binary) as hexadecimal text, and back (false: not hexadecimal).
+std::string hexHandle(const std::string& bytes);
+bool unhexHandle(const std::string& text, std::string* bytes);
 Result<RankOffers> decodeOffers(int rank, const std::string& blob);
 
 // Every rank's blob, by rank, for this rank's `mine` (a collective: the
