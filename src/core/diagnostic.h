@@ -14,80 +14,92 @@
 namespace chorus {
 
 // X(enumerator, code, slug, default severity, summary)
-#define CHORUS_DIAGNOSTICS(X)                                                                     \
-  /* Reading the file. */                                                                         \
-  X(kXmlSyntax, "E001", "xml-syntax", kError, "the file is not well-formed XML")                  \
-  X(kMissingAttribute, "E002", "missing-attribute", kError, "a mandatory attribute is absent")    \
-  X(kBadAttribute, "E003", "bad-attribute", kError, "an attribute value is not valid")            \
-  X(kBadStructure, "E004", "bad-structure", kError, "elements are missing or misplaced")          \
-  X(kIoFailure, "E005", "io", kError, "the file cannot be read or written")                       \
-  X(kLegacyDialect, "N006", "legacy-dialect", kNote, "an older MSCCL dialect was read")           \
-  /* Structure (docs/spec/IR.md sections 1, 4, 6). */                                             \
-  X(kRankIds, "E101", "rank-ids", kError, "gpu ids are not exactly 0..ngpus-1")                   \
-  X(kTbIds, "E102", "tb-ids", kError, "threadblock ids are not contiguous from 0")                \
-  X(kPeerSelf, "E103", "peer-self", kError, "a threadblock's peer is its own rank")               \
-  X(kPeerRange, "E104", "peer-range", kError, "a peer is not a rank of the algorithm")            \
-  X(kChannelRange, "E105", "channel-range", kError, "a channel is outside 0..nchannels-1")        \
-  X(kDuplicateConnection, "E106", "duplicate-connection", kError,                                 \
-    "two threadblocks own the same (channel, peer, direction)")                                   \
-  X(kStepPosition, "E107", "step-position", kError, "a step's s differs from its position")       \
-  X(kMissingPeer, "E108", "missing-peer", kError,                                                 \
-    "a step sends or receives but its threadblock has no such peer")                              \
-  X(kNegativeCount, "E109", "negative-count", kError, "a step has cnt < 0")                       \
-  X(kOffsetRange, "E110", "offset-range", kError,                                                 \
-    "a step's off+cnt exceeds the chunks its rank declares")                                      \
-  X(kBadDependency, "E111", "bad-dependency", kError,                                             \
-    "a dependency names a missing threadblock or step, or itself")                                \
-  X(kDependencyWithoutHasdep, "E112", "dep-without-hasdep", kError,                               \
-    "a dependency target does not have hasdep=1")                                                 \
-  X(kNopWithoutDependency, "E113", "nop-without-dep", kError, "a nop carries no dependency")      \
-  X(kNopRunWithoutDependency, "E114", "nop-run-without-dep", kError,                              \
-    "a run of nops ends at a step without its own dependency")                                    \
-  X(kBadAlgoAttribute, "E115", "bad-algo-attribute", kError,                                      \
-    "ngpus, nchannels, nchunksperloop or the call forms are unusable")                            \
-  X(kUnusedOperand, "E116", "bad-operand", kError,                                                \
-    "an operand the instruction uses has no chunk (offset -1)")                                   \
-  X(kFusionHazard, "E117", "fusion-hazard", kError,                                               \
-    "a fusable run of re steps reads the chunk it writes")                                        \
-  /* Matching and deadlock. */                                                                    \
-  X(kUnmatchedSend, "E201", "unmatched-send", kError, "a send has no matching receive")           \
-  X(kUnmatchedRecv, "E202", "unmatched-recv", kError, "a receive has no matching send")           \
-  X(kCountMismatch, "E203", "count-mismatch", kError, "a matched send and receive differ in cnt") \
-  X(kDeadlock, "E204", "deadlock", kError, "the happens-before graph has a cycle")                \
-  /* Semantics (docs/spec/IR.md section 5). */                                                    \
-  X(kWrongResult, "E301", "wrong-result", kError, "an output chunk holds the wrong data")         \
-  X(kDuplicateContribution, "E302", "duplicate-contribution", kError,                             \
-    "an output chunk holds a contribution more than once")                                        \
-  X(kMissingContribution, "E303", "missing-contribution", kError,                                 \
-    "an output chunk lacks a contribution")                                                       \
-  X(kInputModified, "E304", "input-modified", kError,                                             \
-    "an out-of-place call overwrites its input buffer")                                           \
-  X(kOutOfBuffer, "E305", "out-of-buffer", kError,                                                \
-    "a step touches chunks past the buffer the call provides")                                    \
-  X(kRemoteOperand, "E306", "remote-operand", kError,                                             \
-    "a reducing receive names the remote chunk as its local operand")                             \
-  X(kIndivisible, "E307", "indivisible", kError,                                                  \
-    "nchunksperloop does not fit the collective's buffer shape")                                  \
-  X(kSemanticsUnproven, "N308", "semantics-unproven", kNote,                                      \
-    "no specification: the result is not proven")                                                 \
-  X(kSpecInvalid, "E309", "bad-spec", kError, "a post-condition file is malformed")               \
-  /* Races. */                                                                                    \
-  X(kRace, "E401", "race", kError, "two unordered steps of one rank conflict on a chunk")         \
-  /* MSCCL executor limits (warnings unless --target msccl). */                                   \
-  X(kLimitChannels, "W501", "limit-channels", kWarning, "more than 32 channels")                  \
-  X(kLimitTbsPerChannel, "W502", "limit-tbs-per-channel", kWarning,                               \
-    "more than 32 send or receive threadblocks on one channel")                                   \
-  X(kLimitCount, "W503", "limit-count", kWarning, "a step has cnt > 71")                          \
-  X(kLimitOffset, "W504", "limit-offset", kWarning, "an offset is 32768 or more")                 \
-  X(kLimitDepTb, "W505", "limit-dep-tb", kWarning, "a dependency names a tb id above 127")        \
-  X(kLimitSteps, "W506", "limit-steps", kWarning, "a threadblock has more than 64 steps")         \
-  X(kLimitAttributes, "W507", "limit-attributes", kWarning,                                       \
-    "the algo element lacks attributes, or names a coll, the current executor refuses")           \
-  /* Programs in the Chorus language (the compiler). */                                           \
-  X(kProgramMisuse, "E601", "program-misuse", kError,                                             \
-    "a program operation is invalid at its line")                                                 \
-  X(kAssignmentConflict, "E602", "assignment-conflict", kError,                                   \
-    "threadblocks or channels cannot be assigned as the program needs")
+#define CHORUS_DIAGNOSTICS(X)                                                                      \
+  /* Reading the file. */                                                                          \
+  X(kXmlSyntax, "E001", "xml-syntax", kError, "the file is not well-formed XML")                   \
+  X(kMissingAttribute, "E002", "missing-attribute", kError, "a mandatory attribute is absent")     \
+  X(kBadAttribute, "E003", "bad-attribute", kError, "an attribute value is not valid")             \
+  X(kBadStructure, "E004", "bad-structure", kError, "elements are missing or misplaced")           \
+  X(kIoFailure, "E005", "io", kError, "the file cannot be read or written")                        \
+  X(kLegacyDialect, "N006", "legacy-dialect", kNote, "an older MSCCL dialect was read")            \
+  /* Structure (docs/spec/IR.md sections 1, 4, 6). */                                              \
+  X(kRankIds, "E101", "rank-ids", kError, "gpu ids are not exactly 0..ngpus-1")                    \
+  X(kTbIds, "E102", "tb-ids", kError, "threadblock ids are not contiguous from 0")                 \
+  X(kPeerSelf, "E103", "peer-self", kError, "a threadblock's peer is its own rank")                \
+  X(kPeerRange, "E104", "peer-range", kError, "a peer is not a rank of the algorithm")             \
+  X(kChannelRange, "E105", "channel-range", kError, "a channel is outside 0..nchannels-1")         \
+  X(kDuplicateConnection, "E106", "duplicate-connection", kError,                                  \
+    "two threadblocks own the same (channel, peer, direction)")                                    \
+  X(kStepPosition, "E107", "step-position", kError, "a step's s differs from its position")        \
+  X(kMissingPeer, "E108", "missing-peer", kError,                                                  \
+    "a step sends or receives but its threadblock has no such peer")                               \
+  X(kNegativeCount, "E109", "negative-count", kError, "a step has cnt < 0")                        \
+  X(kOffsetRange, "E110", "offset-range", kError,                                                  \
+    "a step's off+cnt exceeds the chunks its rank declares")                                       \
+  X(kBadDependency, "E111", "bad-dependency", kError,                                              \
+    "a dependency names a missing threadblock or step, or itself")                                 \
+  X(kDependencyWithoutHasdep, "E112", "dep-without-hasdep", kError,                                \
+    "a dependency target does not have hasdep=1")                                                  \
+  X(kNopWithoutDependency, "E113", "nop-without-dep", kError, "a nop carries no dependency")       \
+  X(kNopRunWithoutDependency, "E114", "nop-run-without-dep", kError,                               \
+    "a run of nops ends at a step without its own dependency")                                     \
+  X(kBadAlgoAttribute, "E115", "bad-algo-attribute", kError,                                       \
+    "ngpus, nchannels, nchunksperloop or the call forms are unusable")                             \
+  X(kUnusedOperand, "E116", "bad-operand", kError,                                                 \
+    "an operand the instruction uses has no chunk (offset -1)")                                    \
+  X(kFusionHazard, "E117", "fusion-hazard", kError,                                                \
+    "a fusable run of re steps reads the chunk it writes")                                         \
+  /* Matching and deadlock. */                                                                     \
+  X(kUnmatchedSend, "E201", "unmatched-send", kError, "a send has no matching receive")            \
+  X(kUnmatchedRecv, "E202", "unmatched-recv", kError, "a receive has no matching send")            \
+  X(kCountMismatch, "E203", "count-mismatch", kError, "a matched send and receive differ in cnt")  \
+  X(kDeadlock, "E204", "deadlock", kError, "the happens-before graph has a cycle")                 \
+  /* Semantics (docs/spec/IR.md section 5). */                                                     \
+  X(kWrongResult, "E301", "wrong-result", kError, "an output chunk holds the wrong data")          \
+  X(kDuplicateContribution, "E302", "duplicate-contribution", kError,                              \
+    "an output chunk holds a contribution more than once")                                         \
+  X(kMissingContribution, "E303", "missing-contribution", kError,                                  \
+    "an output chunk lacks a contribution")                                                        \
+  X(kInputModified, "E304", "input-modified", kError,                                              \
+    "an out-of-place call overwrites its input buffer")                                            \
+  X(kOutOfBuffer, "E305", "out-of-buffer", kError,                                                 \
+    "a step touches chunks past the buffer the call provides")                                     \
+  X(kRemoteOperand, "E306", "remote-operand", kError,                                              \
+    "a reducing receive names the remote chunk as its local operand")                              \
+  X(kIndivisible, "E307", "indivisible", kError,                                                   \
+    "nchunksperloop does not fit the collective's buffer shape")                                   \
+  X(kSemanticsUnproven, "N308", "semantics-unproven", kNote,                                       \
+    "no specification: the result is not proven")                                                  \
+  X(kSpecInvalid, "E309", "bad-spec", kError, "a post-condition file is malformed")                \
+  /* Races. */                                                                                     \
+  X(kRace, "E401", "race", kError, "two unordered steps of one rank conflict on a chunk")          \
+  /* MSCCL executor limits (warnings unless --target msccl). */                                    \
+  X(kLimitChannels, "W501", "limit-channels", kWarning, "more than 32 channels")                   \
+  X(kLimitTbsPerChannel, "W502", "limit-tbs-per-channel", kWarning,                                \
+    "more than 32 send or receive threadblocks on one channel")                                    \
+  X(kLimitCount, "W503", "limit-count", kWarning, "a step has cnt > 71")                           \
+  X(kLimitOffset, "W504", "limit-offset", kWarning, "an offset is 32768 or more")                  \
+  X(kLimitDepTb, "W505", "limit-dep-tb", kWarning, "a dependency names a tb id above 127")         \
+  X(kLimitSteps, "W506", "limit-steps", kWarning, "a threadblock has more than 64 steps")          \
+  X(kLimitAttributes, "W507", "limit-attributes", kWarning,                                        \
+    "the algo element lacks attributes, or names a coll, the current executor refuses")            \
+  /* Programs in the Chorus language (the compiler). */                                            \
+  X(kProgramMisuse, "E601", "program-misuse", kError,                                              \
+    "a program operation is invalid at its line")                                                  \
+  X(kAssignmentConflict, "E602", "assignment-conflict", kError,                                    \
+    "threadblocks or channels cannot be assigned as the program needs")                            \
+  /* MSCCL++ execution plans (ir/mscclpp_plan.h, verify/plan_verifier.h). */                       \
+  X(kPlanFormat, "E701", "plan-format", kError,                                                    \
+    "the plan's JSON is malformed or a field is wrong")                                            \
+  X(kPlanUnreadKey, "N702", "plan-unread-key", kNote, "a key MSCCL++'s parser does not read")      \
+  X(kPlanStructure, "E703", "plan-structure", kError,                                              \
+    "an id, index, channel or buffer of the plan does not resolve")                                \
+  X(kPlanDeadlock, "E704", "plan-deadlock", kError,                                                \
+    "operations wait for a signal, barrier, semaphore or packet that never comes")                 \
+  X(kPlanRace, "E705", "plan-race", kError, "two unordered operations conflict on the same bytes") \
+  X(kPlanLimit, "W706", "plan-limit", kWarning, "the plan exceeds a limit of MSCCL++'s executor")  \
+  X(kPlanIgnored, "W707", "plan-ignored", kWarning,                                                \
+    "MSCCL++'s executor does not do what the plan says")
 
 enum class DiagCode {
 #define CHORUS_DIAG_ENUM(e, code, slug, sev, summary) e,

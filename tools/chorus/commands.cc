@@ -16,6 +16,7 @@
 #include "core/diagnostic_json.h"
 #include "core/io.h"
 #include "ir/json_io.h"
+#include "ir/mscclpp_plan.h"
 #include "ir/stats.h"
 #include "ir/validate.h"
 #include "ir/xml_writer.h"
@@ -24,6 +25,7 @@
 #include "runtime/exec/flat_plan.h"
 #include "tools/chorus/device.h"
 #include "verify/graph.h"
+#include "verify/plan_verifier.h"
 #include "verify/verifier.h"
 
 namespace chorus::cli {
@@ -54,7 +56,36 @@ struct FileResult {
   std::optional<ir::AlgorithmStats> stats;
   DiagnosticList diagnostics;
   verify::Report report;
+  // An MSCCL++ execution plan (recognised by its content).
+  std::optional<ir::mscclpp::Plan> plan;
+  verify::PlanReport planReport;
 };
+
+// The file's text when it is an MSCCL++ plan.
+std::optional<std::string> planText(const std::string& file) {
+  Result<std::string> text = readTextFile(file);
+  if (!text.isOk() || !ir::mscclpp::looksLikePlan(text.value())) return std::nullopt;
+  return std::move(text).value();
+}
+
+FileResult verifyPlanFile(const std::string& file, const std::string& text) {
+  FileResult fr;
+  fr.file = file;
+  ir::mscclpp::PlanReadResult pr = ir::mscclpp::readPlan(text, file);
+  fr.diagnostics = pr.diagnostics;
+  if (!pr.plan) {
+    fr.diagnostics.sort();
+    return fr;
+  }
+  fr.plan = std::move(pr.plan);
+  fr.planReport = verify::verifyPlan(*fr.plan, file);
+  fr.diagnostics.append(fr.planReport.diagnostics);
+  fr.diagnostics.sort();
+  fr.verdict = fr.diagnostics.hasErrors()        ? Verdict::kWrong
+               : !fr.planReport.semanticsChecked ? Verdict::kUnproven
+                                                 : Verdict::kOk;
+  return fr;
+}
 
 std::string formsText(const ir::Algorithm& a) {
   if (a.inplace && a.outofplace) return "in+out-of-place";
@@ -62,6 +93,7 @@ std::string formsText(const ir::Algorithm& a) {
 }
 
 FileResult verifyFile(const std::string& file, const verify::Options& opts) {
+  if (auto text = planText(file)) return verifyPlanFile(file, *text);
   FileResult fr;
   fr.file = file;
   ir::ReadResult rr = ir::readAlgorithmFile(file, compiler::readOptions());
@@ -87,6 +119,27 @@ FileResult verifyFile(const std::string& file, const verify::Options& opts) {
 
 std::vector<std::string> summaryColumns(const FileResult& r) {
   std::vector<std::string> cols = {verdictWord(r.verdict), r.file};
+  if (r.plan) {
+    const ir::mscclpp::Plan& p = *r.plan;
+    size_t tbs = 0, ops = 0;
+    for (const auto& g : p.gpus) {
+      tbs = std::max(tbs, g.threadblocks.size());
+      for (const auto& t : g.threadblocks) {
+        size_t flat = 0;
+        for (const auto& o : t.ops) flat += 1 + o.ops.size();
+        ops = std::max(ops, flat);
+      }
+    }
+    cols.push_back(p.collective);
+    cols.push_back(fmt::format("{} ranks", p.gpus.size()));
+    cols.push_back(p.inplace ? "in-place" : "out-of-place");
+    cols.push_back("MSCCL++ plan, " + p.protocol);
+    cols.push_back(fmt::format("{} tbs/rank", tbs));
+    cols.push_back(fmt::format("max {} ops/tb", ops));
+    cols.push_back(
+        fmt::format("checked at {} x {} B per chunk", r.planReport.unitsPerChunk, p.alignment()));
+    return cols;
+  }
   if (!r.algo) return cols;
   const ir::Algorithm& a = *r.algo;
   cols.push_back(a.collectiveName);
@@ -133,6 +186,17 @@ int runVerify(const VerifyArgs& args) {
       json j = {{"file", r.file},
                 {"verdict", verdictWord(r.verdict)},
                 {"correct", r.verdict == Verdict::kOk}};
+      if (r.plan) {
+        const ir::mscclpp::Plan& p = *r.plan;
+        j["format"] = "mscclpp-plan";
+        j["name"] = p.name;
+        j["collective"] = p.collective;
+        j["ngpus"] = p.gpus.size();
+        j["protocol"] = p.protocol;
+        j["inplace"] = p.inplace;
+        j["semanticsChecked"] = r.planReport.semanticsChecked;
+        j["unitsPerChunk"] = r.planReport.unitsPerChunk;
+      }
       if (r.algo) {
         const ir::Algorithm& a = *r.algo;
         j["name"] = a.name;
@@ -292,11 +356,28 @@ int runConvert(const ConvertArgs& args) {
       return 2;
     }
   }
-  ir::ReadResult rr = ir::readAlgorithmFile(args.input, compiler::readOptions());
-  rr.diagnostics.sort();
-  for (const auto& d : rr.diagnostics.items()) std::fprintf(stderr, "%s\n", d.format().c_str());
-  if (!rr.algorithm) return 2;
-  std::string text = to == "json" ? ir::writeJson(*rr.algorithm) : ir::writeXml(*rr.algorithm);
+  std::string text;
+  if (auto plan = planText(args.input)) {
+    // An MSCCL++ plan is written back as a plan (the DSL's key order).
+    ir::mscclpp::PlanReadResult pr = ir::mscclpp::readPlan(*plan, args.input);
+    pr.diagnostics.sort();
+    for (const auto& d : pr.diagnostics.items()) std::fprintf(stderr, "%s\n", d.format().c_str());
+    if (!pr.plan) return 2;
+    if (to != "json" && !(args.to.empty() && args.output == "-")) {
+      std::fprintf(stderr,
+                   "chorus convert: %s is an MSCCL++ plan; it is written as a plan (JSON), not "
+                   "as MSCCL XML: its one-sided operations have no two-sided form\n",
+                   args.input.c_str());
+      return 2;
+    }
+    text = ir::mscclpp::writePlan(*pr.plan);
+  } else {
+    ir::ReadResult rr = ir::readAlgorithmFile(args.input, compiler::readOptions());
+    rr.diagnostics.sort();
+    for (const auto& d : rr.diagnostics.items()) std::fprintf(stderr, "%s\n", d.format().c_str());
+    if (!rr.algorithm) return 2;
+    text = to == "json" ? ir::writeJson(*rr.algorithm) : ir::writeXml(*rr.algorithm);
+  }
   if (args.output == "-") {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
