@@ -3,8 +3,10 @@
 #include <array>
 #include <functional>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "ir/xml_reader.h"
@@ -670,6 +672,279 @@ std::string writePlan(const Plan& p) {
   if (p.maxMessageSize) o["max_message_size"] = *p.maxMessageSize;
   putExtra(o, p.extraJson);
   return o.dump(2) + "\n";
+}
+
+}  // namespace chorus::ir::mscclpp
+
+namespace chorus::ir::mscclpp {
+
+namespace {
+
+BufferType planBuffer(Buffer b) {
+  return b == Buffer::kInput    ? BufferType::kInput
+         : b == Buffer::kOutput ? BufferType::kOutput
+                                : BufferType::kScratch;
+}
+
+BufferRef localRef(Buffer b, int off, int cnt) {
+  BufferRef r;
+  r.kind = BufferRef::Kind::kLocal;
+  r.type = planBuffer(b);
+  r.index = static_cast<uint32_t>(off);
+  r.size = static_cast<uint32_t>(cnt);
+  return r;
+}
+
+BufferRef scratchRef(size_t off, int cnt) {
+  BufferRef r = localRef(Buffer::kScratch, 0, cnt);
+  r.index = static_cast<uint32_t>(off);
+  return r;
+}
+
+BufferRef remoteRef(int localId, size_t off, int cnt) {
+  BufferRef r;
+  r.kind = BufferRef::Kind::kRemote;
+  r.id = localId;
+  r.index = static_cast<uint32_t>(off);
+  r.size = static_cast<uint32_t>(cnt);
+  return r;
+}
+
+Op dataOp(OpType t, std::vector<BufferRef> src, std::vector<BufferRef> dst, bool remote) {
+  Op o;
+  o.type = t;
+  o.src = std::move(src);
+  o.dst = std::move(dst);
+  if (remote) o.channelType = ChannelType::kMemory;
+  return o;
+}
+
+Op syncOp(OpType t, int localChannel) {
+  Op o;
+  o.type = t;
+  o.channelType = ChannelType::kMemory;
+  o.channelIds = std::vector<int>{localChannel};
+  return o;
+}
+
+Op semOp(OpType t, int id) {
+  Op o;
+  o.type = t;
+  o.semaphoreIds = std::vector<int>{id};
+  return o;
+}
+
+// A connection of the algorithm: (channel, from, to).
+using Link = std::tuple<int, int, int>;
+
+}  // namespace
+
+Plan planFromAlgorithm(const Algorithm& a) {
+  Plan p;
+  p.name = a.name;
+  p.collective = a.collective == CollectiveKind::kCustom
+                     ? "custom"
+                     : std::string(collectiveName(a.collective));
+  if (p.collective == "reduce_scatter") p.collective = "reducescatter";
+  p.protocol = "Simple";
+  p.inplace = !a.outofplace;
+  p.reuseResources = false;
+  p.numThreadsPerBlock = 1024;
+  p.useDoubleScratchBuffer = false;
+  p.bufferAlignment = 16;
+  p.minMessageSize = a.minBytes;
+  p.maxMessageSize = a.maxBytes == 0 ? std::numeric_limits<uint64_t>::max() : a.maxBytes;
+  const int n = a.ngpus;
+  // Every connection's messages (their chunk counts, in order), and where
+  // each one lands in its receiver's scratch.
+  std::map<Link, std::vector<int>> messages;
+  for (const Rank& r : a.ranks)
+    for (const ir::Threadblock& tb : r.tbs)
+      for (const ir::Step& s : tb.steps)
+        if (sends(s.type)) messages[{tb.channel, r.id, tb.sendPeer}].push_back(s.count);
+  std::vector<size_t> scratch(static_cast<size_t>(n));
+  for (const Rank& r : a.ranks)
+    scratch[static_cast<size_t>(r.id)] = static_cast<size_t>(r.scratchChunks);
+  std::map<Link, size_t> slotBase;
+  for (const auto& [link, counts] : messages) {
+    size_t& end = scratch[static_cast<size_t>(std::get<2>(link))];
+    slotBase[link] = end;
+    for (int c : counts) end += static_cast<size_t>(c);
+  }
+  // Channels: between each pair of ranks, one memory channel per connection
+  // in either direction, in one order both sides share, so the k-th channel
+  // r -> p pairs with the k-th p -> r. A rank's channel to p for a link is
+  // its index among its channels.
+  std::map<std::pair<int, int>, std::vector<Link>> pairLinks;
+  for (const auto& [link, counts] : messages) {
+    auto [c, from, to] = link;
+    pairLinks[{std::min(from, to), std::max(from, to)}].push_back(link);
+  }
+  std::vector<std::vector<int>> connectedTo(static_cast<size_t>(n));
+  std::map<std::pair<int, Link>, int> channelOf;  // (rank, link) -> its channel id
+  for (const auto& [pair, links] : pairLinks)
+    for (const Link& l : links)
+      for (int side : {pair.first, pair.second}) {
+        const int other = side == pair.first ? pair.second : pair.first;
+        auto& mine = connectedTo[static_cast<size_t>(side)];
+        channelOf[{side, l}] = static_cast<int>(mine.size());
+        mine.push_back(other);
+      }
+  for (const Rank& r : a.ranks) {
+    Gpu g;
+    g.id = r.id;
+    g.inputChunks = static_cast<uint32_t>(r.inputChunks);
+    g.outputChunks = static_cast<uint32_t>(r.outputChunks);
+    // A collective's buffers are the call's, whatever the file declares
+    // (an in-place file may use only one of them): MSCCL++ sizes chunks by
+    // both.
+    const auto whole = static_cast<uint32_t>(a.nchunksPerLoop);
+    const auto share = static_cast<uint32_t>(a.nchunksPerLoop / std::max(n, 1));
+    switch (a.collective) {
+      case CollectiveKind::kAllReduce:
+      case CollectiveKind::kAllToAll:
+        g.inputChunks = g.outputChunks = whole;
+        break;
+      case CollectiveKind::kAllGather:
+        g.inputChunks = share;
+        g.outputChunks = whole;
+        break;
+      case CollectiveKind::kReduceScatter:
+        g.inputChunks = whole;
+        g.outputChunks = share;
+        break;
+      default:
+        break;
+    }
+    g.scratchChunks = static_cast<uint32_t>(scratch[static_cast<size_t>(r.id)]);
+    if (!connectedTo[static_cast<size_t>(r.id)].empty()) {
+      Channel ch;
+      ch.type = ChannelType::kMemory;
+      ch.connectedTo = connectedTo[static_cast<size_t>(r.id)];
+      g.channels.push_back(ch);
+    }
+    // One remote buffer per peer this rank sends to: its scratch.
+    std::map<int, int> remoteOf;
+    for (const ir::Threadblock& tb : r.tbs)
+      if (tb.sendPeer >= 0 && !remoteOf.count(tb.sendPeer)) {
+        remoteOf[tb.sendPeer] = static_cast<int>(g.remoteBuffers.size());
+        RemoteBuffer rb;
+        rb.rank = tb.sendPeer;
+        rb.type = BufferType::kScratch;
+        rb.access = {ChannelType::kMemory};
+        g.remoteBuffers.push_back(rb);
+      }
+    // Semaphores: one per cross-threadblock dependency, by (tb, step) of
+    // the dependent step.
+    std::map<std::pair<int, int>, int> semOf;                       // dependent (tb, step)
+    std::map<std::pair<int, int>, std::vector<int>> releasedAfter;  // (tb, step) -> sems
+    for (const ir::Threadblock& tb : r.tbs)
+      for (size_t s = 0; s < tb.steps.size(); ++s) {
+        const ir::Step& st = tb.steps[s];
+        if (st.depTb < 0 || st.depTb == tb.id) continue;
+        const int id = static_cast<int>(semOf.size());
+        semOf[{tb.id, static_cast<int>(s)}] = id;
+        releasedAfter[{st.depTb, st.depStep}].push_back(id);
+      }
+    if (!semOf.empty()) g.semaphores = std::vector<int>(semOf.size(), 0);
+    for (const ir::Threadblock& tb : r.tbs) {
+      Threadblock out;
+      out.id = tb.id;
+      const Link sendLink{tb.channel, r.id, tb.sendPeer}, recvLink{tb.channel, tb.recvPeer, r.id};
+      int sendCh = -1, recvCh = -1;
+      TbChannels mem;
+      mem.type = ChannelType::kMemory;
+      if (tb.sendPeer >= 0) {
+        sendCh = static_cast<int>(mem.ids.size());
+        mem.ids.push_back(channelOf[{r.id, sendLink}]);
+      }
+      if (tb.recvPeer >= 0) {
+        recvCh = static_cast<int>(mem.ids.size());
+        mem.ids.push_back(channelOf[{r.id, recvLink}]);
+      }
+      if (!mem.ids.empty()) out.channels.push_back(mem);
+      out.remoteRefs.emplace();
+      if (tb.sendPeer >= 0) {
+        TbRemoteRefs refs;
+        refs.type = ChannelType::kMemory;
+        refs.ids = {remoteOf[tb.sendPeer]};
+        out.remoteRefs->push_back(refs);
+      }
+      size_t sent = slotBase.count(sendLink) ? slotBase[sendLink] : 0;
+      size_t received = slotBase.count(recvLink) ? slotBase[recvLink] : 0;
+      auto& ops = out.ops;
+      auto nop = [&] {
+        if (ops.empty() || ops.back().type != OpType::kNop) ops.push_back(Op{});
+      };
+      for (size_t i = 0; i < tb.steps.size(); ++i) {
+        const ir::Step& s = tb.steps[i];
+        if (auto it = semOf.find({tb.id, static_cast<int>(i)}); it != semOf.end()) {
+          ops.push_back(semOp(OpType::kSemAcquire, it->second));
+          nop();
+        }
+        const int cnt = s.count;
+        size_t slot = 0;
+        if (receives(s.type)) {
+          slot = received;
+          received += static_cast<size_t>(cnt);
+          ops.push_back(syncOp(OpType::kWait, recvCh));
+          nop();
+        }
+        const BufferRef here = scratchRef(slot, cnt);
+        const size_t to = sent;
+        if (sends(s.type)) sent += static_cast<size_t>(cnt);
+        switch (s.type) {
+          case StepType::kSend:
+            ops.push_back(dataOp(OpType::kPut, {localRef(s.srcBuf, s.srcOff, cnt)},
+                                 {remoteRef(0, to, cnt)}, true));
+            break;
+          case StepType::kRecv:
+            ops.push_back(
+                dataOp(OpType::kCopy, {here}, {localRef(s.dstBuf, s.dstOff, cnt)}, false));
+            break;
+          case StepType::kRecvCopySend:
+            ops.push_back(
+                dataOp(OpType::kCopy, {here}, {localRef(s.dstBuf, s.dstOff, cnt)}, false));
+            ops.push_back(dataOp(OpType::kPut, {here}, {remoteRef(0, to, cnt)}, true));
+            break;
+          case StepType::kRecvReduceSend:
+            ops.push_back(dataOp(OpType::kReduceSend, {here, localRef(s.srcBuf, s.srcOff, cnt)},
+                                 {here, remoteRef(0, to, cnt)}, true));
+            break;
+          case StepType::kRecvReduceCopy:
+            ops.push_back(dataOp(OpType::kReduce, {localRef(s.srcBuf, s.srcOff, cnt), here},
+                                 {localRef(s.dstBuf, s.dstOff, cnt)}, false));
+            break;
+          case StepType::kRecvReduceCopySend:
+            ops.push_back(dataOp(OpType::kReduceSend, {localRef(s.srcBuf, s.srcOff, cnt), here},
+                                 {localRef(s.dstBuf, s.dstOff, cnt), remoteRef(0, to, cnt)}, true));
+            break;
+          case StepType::kCopy:
+            ops.push_back(dataOp(OpType::kCopy, {localRef(s.srcBuf, s.srcOff, cnt)},
+                                 {localRef(s.dstBuf, s.dstOff, cnt)}, false));
+            break;
+          case StepType::kReduce:
+            ops.push_back(
+                dataOp(OpType::kReduce,
+                       {localRef(s.dstBuf, s.dstOff, cnt), localRef(s.srcBuf, s.srcOff, cnt)},
+                       {localRef(s.dstBuf, s.dstOff, cnt)}, false));
+            break;
+          case StepType::kNop:
+            break;
+        }
+        // The step's data, done by every thread, before what follows.
+        nop();
+        if (sends(s.type)) {
+          ops.push_back(syncOp(OpType::kSignal, sendCh));  // (touches no data: no nop after)
+        }
+        if (auto it = releasedAfter.find({tb.id, static_cast<int>(i)}); it != releasedAfter.end())
+          for (int sem : it->second) ops.push_back(semOp(OpType::kSemRelease, sem));
+      }
+      g.threadblocks.push_back(std::move(out));
+    }
+    p.gpus.push_back(std::move(g));
+  }
+  return p;
 }
 
 }  // namespace chorus::ir::mscclpp

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/diagnostic.h"
+#include "ir/ir.h"
 
 namespace chorus::ir::mscclpp {
 
@@ -177,5 +178,18 @@ PlanReadResult readPlan(std::string_view text, const std::string& fileName);
 bool looksLikePlan(std::string_view text);
 // In the DSL's key order, indented by 2 as it writes.
 std::string writePlan(const Plan& plan);
+
+// An MSCCL algorithm (two-sided send/recv) as a one-sided plan, for MSCCL++
+// users: every message of a connection (channel c, r -> p) gets its own
+// slot in p's scratch, after the algorithm's own scratch; the sender puts
+// into the slot, syncs its block (nop) and signals on a memory channel whose
+// pair p waits on; the receiver waits, syncs and copies or reduces from the
+// slot (rrs / rrcs forward with `res`). A cross-threadblock dependency is a
+// semaphore of its own, released after the depended-on step and acquired
+// before the dependent one. One plan form: out-of-place when the algorithm
+// has it. Simple protocol whatever the algorithm's (no packets). The plan
+// proves as the algorithm does (tests: every production file), but a
+// threadblock may exceed MSCCL++'s 64 operations (verify warns, W706).
+Plan planFromAlgorithm(const Algorithm& algo);
 
 }  // namespace chorus::ir::mscclpp

@@ -28,6 +28,14 @@ constexpr int kMaxBarriers = 16;
 constexpr int kMaxSemaphoresPerOp = 16;
 constexpr int kMaxReports = 12;  // of one kind (races, wrong chunks)
 
+bool packetForm(const Op& o, bool src, size_t i);
+// A packet source read only once its flags say it arrived: all but a port
+// channel's ppkt, whose proxy copies the packets as they are.
+bool waitsForFlags(const Op& o, size_t i) {
+  return packetForm(o, true, i) &&
+         !(o.type == OpType::kPutPackets && o.channelType == ChannelType::kPort);
+}
+
 bool isPacketOp(OpType t) {
   switch (t) {
     case OpType::kPutPackets:
@@ -45,11 +53,14 @@ bool isPacketOp(OpType t) {
 }
 
 // Whether entry `i` of an op's src (or dst) list is in packet form: in
-// scratch, at twice its data offset, read once its flags say it arrived.
-bool packetForm(OpType t, bool src, size_t i) {
-  switch (t) {
+// scratch, at twice its data offset, read once its flags say it arrived
+// (but see waitsForFlags).
+bool packetForm(const Op& o, bool src, size_t i) {
+  switch (o.type) {
     case OpType::kPutPackets:
-      return !src;
+      // On port channels the proxy copies packets as they are: the source
+      // is packets too (handlePutPackets).
+      return !src || o.channelType == ChannelType::kPort;
     case OpType::kReadPutPackets:
       return true;
     case OpType::kCopyPackets:
@@ -83,11 +94,23 @@ struct Cell {
   Epoch write;
   bool packetWrite = false;
   std::vector<Epoch> reads;  // since the write, at most one per threadblock
+  // Packets: the ops whose thread, for this element, acted before the
+  // packet's flag was set (the writer and what its value came through).
+  std::vector<Epoch> chain;
 };
+// A value on its way through an op: the input elements summed in it, and
+// the ops that reached it through packets (each an order for this element
+// only: a flag orders the thread that set it, element by element).
 struct Value {
   bool defined = false;
   std::vector<uint32_t> sum;
+  std::vector<Epoch> chain;
 };
+constexpr size_t kLongestChain = 32;
+void addToChain(std::vector<Epoch>& chain, const Epoch& e) {
+  if (std::find(chain.begin(), chain.end(), e) == chain.end() && chain.size() < kLongestChain)
+    chain.push_back(e);
+}
 
 // Where a buffer reference lands: rank, physical buffer, first unit, units.
 struct Target {
@@ -377,7 +400,7 @@ class Verifier {
         break;
       case OpType::kReduceSend:
       case OpType::kReduceSendPackets:
-        shape(src.size() >= 2 && kinds(src, 0, L) && kinds(dst, 0, L) && dst.front().kind == L &&
+        shape(src.size() >= 2 && kinds(src, 0, L) && dst.size() >= 2 && dst[0].kind == L &&
                   kinds(dst, 1, R),
               "local sources, a local destination, then remote ones");
         break;
@@ -430,7 +453,7 @@ class Verifier {
         if (v[i].size != v[0].size)
           bad("its entries cover different numbers of chunks (" + std::to_string(v[0].size) +
               " and " + std::to_string(v[i].size) + ")");
-        if (packetForm(o.type, side == 0, i) && t->second != BufferType::kScratch)
+        if (packetForm(o, side == 0, i) && t->second != BufferType::kScratch)
           bad(std::string(side == 0 ? "src_buff[" : "dst_buff[") + std::to_string(i) +
               "] holds packets, which live in scratch, not the " + bufferTypeName(t->second) +
               " buffer");
@@ -494,11 +517,11 @@ class Verifier {
         size_t flat = 0;
         for (const Op& o : tb.ops) flat += 1 + o.ops.size();
         if (flat > static_cast<size_t>(kMaxOperations))
-          err(DiagCode::kPlanStructure, r, tb.id, -1,
-              std::to_string(flat) +
-                  " operations (pipelines flattened): MSCCL++'s executor "
-                  "refuses more than MAX_OPERATION " +
-                  std::to_string(kMaxOperations));
+          warn(r, tb.id, -1,
+               std::to_string(flat) +
+                   " operations (pipelines flattened): MSCCL++'s executor "
+                   "refuses more than MAX_OPERATION " +
+                   std::to_string(kMaxOperations));
         for (const TbChannels& c : tb.channels)
           if (c.ids.size() > static_cast<size_t>(kMaxChannels))
             warn(r, tb.id, -1,
@@ -671,7 +694,7 @@ class Verifier {
       first += from;
       len = to - from;
     }
-    const bool pkt = packetForm(o.type, src, i);
+    const bool pkt = packetForm(o, src, i);
     std::vector<Target> out;
     for (int q : ranks) {
       Target t;
@@ -765,7 +788,7 @@ class Verifier {
     }
     if (!isPacketOp(o.type)) return true;
     for (size_t i = 0; i < o.src->size(); ++i) {
-      if (!packetForm(o.type, true, i)) continue;
+      if (!waitsForFlags(o, i)) continue;
       for (const Target& t : targets(tb, s, true, i))
         for (size_t j = 0; j < t.len; ++j)
           if (!cell(t, j).packet) {
@@ -798,30 +821,44 @@ class Verifier {
   bool before(const Epoch& e, const Tb& tb) const {
     return tb.vc[static_cast<size_t>(e.tb)] >= e.op;
   }
-  Value read(Tb& tb, const Tb::Step& s, const Target& t, size_t j, bool packet) {
+  // `flagged`: a packet read that waited for its flag (ordered after the
+  // packet's write, for this element).
+  Value read(Tb& tb, const Tb::Step& s, const Target& t, size_t j, bool flagged) {
     Cell& c = cell(t, j);
     const Epoch me{tb.global, tb.counter};
-    if (c.write.valid() && !(c.write == me) && !(packet && c.packetWrite) && !before(c.write, tb))
+    if (c.write.valid() && !(c.write == me) && !(flagged && c.packetWrite) && !before(c.write, tb))
       race(tb, s, c.write, "reads", t, j);
     bool have = false;
     for (Epoch& e : c.reads)
       if (e.tb == me.tb) e = me, have = true;
     if (!have) c.reads.push_back(me);
-    return Value{c.defined, c.sum};
+    Value v{c.defined, c.sum, {}};
+    if (flagged) {
+      v.chain = c.chain;
+      addToChain(v.chain, c.write);
+    }
+    return v;
   }
   void write(Tb& tb, const Tb::Step& s, const Target& t, size_t j, const Value& v, bool packet) {
     Cell& c = cell(t, j);
     const Epoch me{tb.global, tb.counter};
-    if (c.write.valid() && !(c.write == me) && !before(c.write, tb))
-      race(tb, s, c.write, "writes", t, j);
+    auto ordered = [&](const Epoch& e) {
+      return e == me || before(e, tb) ||
+             std::find(v.chain.begin(), v.chain.end(), e) != v.chain.end();
+    };
+    if (c.write.valid() && !ordered(c.write)) race(tb, s, c.write, "writes", t, j);
     for (const Epoch& e : c.reads)
-      if (!(e == me) && !before(e, tb)) race(tb, s, e, "overwrites what is read of", t, j);
+      if (!ordered(e)) race(tb, s, e, "overwrites what is read of", t, j);
     c.reads.clear();
     c.write = me;
     c.packetWrite = packet;
     c.defined = v.defined;
     c.sum = v.sum;
-    if (packet) c.packet = true;
+    c.chain.clear();
+    if (packet) {
+      c.packet = true;
+      c.chain = v.chain;
+    }
   }
 
   void step(Tb& tb, const Tb::Step& s) {
@@ -910,8 +947,8 @@ class Verifier {
     for (size_t j = 0; j < len; ++j) {
       if (paired) {
         for (size_t i = 0; i < src.size(); ++i) {
-          Value v = read(tb, s, in[i][0], j, packetForm(o.type, true, i));
-          for (const Target& t : out[i]) write(tb, s, t, j, v, packetForm(o.type, false, i));
+          Value v = read(tb, s, in[i][0], j, waitsForFlags(o, i));
+          for (const Target& t : out[i]) write(tb, s, t, j, v, packetForm(o, false, i));
         }
         continue;
       }
@@ -919,7 +956,7 @@ class Verifier {
       bool first = true;
       for (size_t i = 0; i < src.size(); ++i)
         for (const Target& t : in[i]) {
-          Value x = read(tb, s, t, j, packetForm(o.type, true, i));
+          Value x = read(tb, s, t, j, waitsForFlags(o, i));
           if (first || !sums) {
             v = std::move(x);
             first = false;
@@ -928,9 +965,10 @@ class Verifier {
           v.defined = v.defined && x.defined;
           v.sum.insert(v.sum.end(), x.sum.begin(), x.sum.end());
           std::sort(v.sum.begin(), v.sum.end());
+          for (const Epoch& e : x.chain) addToChain(v.chain, e);
         }
       for (size_t i = 0; i < dst.size(); ++i)
-        for (const Target& t : out[i]) write(tb, s, t, j, v, packetForm(o.type, false, i));
+        for (const Target& t : out[i]) write(tb, s, t, j, v, packetForm(o, false, i));
     }
   }
 

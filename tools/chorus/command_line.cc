@@ -121,8 +121,10 @@ Subcommand addConvert(CLI::App& app, CommandLine* cl) {
   auto* c = app.add_subcommand("convert", "convert XML <-> JSON, or XML -> normalized XML");
   c->add_option("input", convert.input, "algorithm file")->required();
   c->add_option("-o,--output", convert.output, "output file ('-' = stdout)")->required();
-  c->add_option("--to", convert.to, "output format (default: from the output's extension)")
-      ->check(CLI::IsMember({"xml", "json"}));
+  c->add_option("--to", convert.to,
+                "output format: xml, json (Chorus's), mscclpp (an MSCCL++ execution plan); "
+                "default: from the output's extension")
+      ->check(CLI::IsMember({"xml", "json", "mscclpp"}));
   return {c, [cl] { return chosen(cl, Command::kConvert); }};
 }
 

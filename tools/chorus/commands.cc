@@ -363,7 +363,7 @@ int runConvert(const ConvertArgs& args) {
     pr.diagnostics.sort();
     for (const auto& d : pr.diagnostics.items()) std::fprintf(stderr, "%s\n", d.format().c_str());
     if (!pr.plan) return 2;
-    if (to != "json" && !(args.to.empty() && args.output == "-")) {
+    if (to == "xml" && !(args.to.empty() && args.output == "-")) {
       std::fprintf(stderr,
                    "chorus convert: %s is an MSCCL++ plan; it is written as a plan (JSON), not "
                    "as MSCCL XML: its one-sided operations have no two-sided form\n",
@@ -376,7 +376,9 @@ int runConvert(const ConvertArgs& args) {
     rr.diagnostics.sort();
     for (const auto& d : rr.diagnostics.items()) std::fprintf(stderr, "%s\n", d.format().c_str());
     if (!rr.algorithm) return 2;
-    text = to == "json" ? ir::writeJson(*rr.algorithm) : ir::writeXml(*rr.algorithm);
+    text = to == "mscclpp" ? ir::mscclpp::writePlan(ir::mscclpp::planFromAlgorithm(*rr.algorithm))
+           : to == "json"  ? ir::writeJson(*rr.algorithm)
+                           : ir::writeXml(*rr.algorithm);
   }
   if (args.output == "-") {
     std::fwrite(text.data(), 1, text.size(), stdout);
