@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
-all=(fuzz_verify fuzz_json fuzz_topology fuzz_postcondition fuzz_wire fuzz_env fuzz_cli
+all=(fuzz_verify fuzz_json fuzz_plan fuzz_topology fuzz_postcondition fuzz_wire fuzz_env fuzz_cli
      fuzz_report)
 if (($# > 0)); then targets=("$@"); else targets=("${all[@]}"); fi
 
@@ -35,6 +35,7 @@ seeds() {
   for d in "tests/fuzz/corpus/$t" $(case $t in
       fuzz_verify) echo tests/data tests/data/bad tests/data/custom tests/data/lang examples/algorithms ;;
       fuzz_postcondition) echo tests/data/custom ;;
+      fuzz_plan) echo tests/data/plans ;;
     esac); do
     [[ -d $d ]] && echo "$d"
   done

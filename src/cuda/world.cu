@@ -6,6 +6,7 @@
 #include <functional>
 #include <iterator>
 #include <map>
+#include <random>
 #include <string>
 #include <utility>
 
@@ -1004,6 +1005,17 @@ namespace {
 
 // Connection memory for focus worlds (CudaOptions::focus): device memory on
 // one GPU, shared by CUDA IPC handles or, within one process, by address.
+// This process, among the processes that exchange handles: random, not
+// its pid (processes in separate pid namespaces on one host, containers,
+// may share pids).
+int64_t processNonce() {
+  static const int64_t nonce = [] {
+    std::random_device rd;
+    return (static_cast<int64_t>(rd()) << 32) ^ static_cast<int64_t>(rd()) ^ ::getpid();
+  }();
+  return nonce;
+}
+
 class DeviceExchange final : public runtime::ConnectionExchange {
  public:
   using AllGather = std::function<Result<std::vector<std::string>>(const std::string&)>;
@@ -1029,14 +1041,14 @@ class DeviceExchange final : public runtime::ConnectionExchange {
     CHORUS_CUDA_TRY(cudaStreamSynchronize(stream_));
     Region r;
     r.data = static_cast<unsigned char*>(p);
-    // The address, and with `ipc` this process's id and the IPC handle: a
+    // The address, and with `ipc` this process's nonce and the IPC handle: a
     // peer in the same process (ranks on threads and in processes mixed)
     // cannot open its own process's handle, and uses the address.
     r.handle.assign(reinterpret_cast<const char*>(&p), sizeof p);
     if (ipc_) {
       cudaIpcMemHandle_t h{};
       CHORUS_CUDA_TRY(cudaIpcGetMemHandle(&h, p));
-      const int64_t pid = ::getpid();
+      const int64_t pid = processNonce();
       r.handle.append(reinterpret_cast<const char*>(&pid), sizeof pid);
       r.handle.append(reinterpret_cast<const char*>(&h), sizeof h);
     }
@@ -1055,13 +1067,13 @@ class DeviceExchange final : public runtime::ConnectionExchange {
           StatusCode::kInvalidArgument,
           "rank " + std::to_string(peer) + "'s connection handle is " +
               std::to_string(handle.size()) + " bytes, not " + std::to_string(want) +
-              (ipc_ ? " (an address, a process id and a CUDA IPC handle)" : " (an address)"));
+              (ipc_ ? " (an address, a process nonce and a CUDA IPC handle)" : " (an address)"));
     std::memcpy(&p, handle.data(), sizeof p);
     if (ipc_) {
       std::memcpy(&pid, handle.data() + sizeof p, sizeof pid);
       std::memcpy(&h, handle.data() + sizeof p + sizeof pid, sizeof h);
     }
-    if (!ipc_ || pid == ::getpid()) return static_cast<unsigned char*>(p);
+    if (!ipc_ || pid == processNonce()) return static_cast<unsigned char*>(p);
     cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
     if (e != cudaSuccess)
       return cudaError(e, "opening rank " + std::to_string(peer) +

@@ -27,6 +27,9 @@ constexpr int kMaxBufferEntries = 10;
 constexpr int kMaxBarriers = 16;
 constexpr int kMaxSemaphoresPerOp = 16;
 constexpr int kMaxReports = 12;  // of one kind (races, wrong chunks)
+// The verifier's own bounds (memory units, unrolled steps).
+constexpr uint64_t kMostCells = uint64_t{1} << 23;
+constexpr uint64_t kMostSteps = uint64_t{1} << 21;
 
 bool packetForm(const Op& o, bool src, size_t i);
 // A packet source read only once its flags say it arrived: all but a port
@@ -513,15 +516,23 @@ class Verifier {
       if (g.inputChunks == 0 || g.outputChunks == 0)
         warn(r, -1, -1,
              "input_chunks or output_chunks is 0: MSCCL++'s message size check divides by both");
+      // Threadblocks past MAX_OPERATION: one warning per rank, naming the
+      // largest (a converted plan may have dozens).
+      int over = 0, worst = -1;
+      size_t most = 0;
       for (const Threadblock& tb : g.threadblocks) {
         size_t flat = 0;
         for (const Op& o : tb.ops) flat += 1 + o.ops.size();
-        if (flat > static_cast<size_t>(kMaxOperations))
-          warn(r, tb.id, -1,
-               std::to_string(flat) +
-                   " operations (pipelines flattened): MSCCL++'s executor "
-                   "refuses more than MAX_OPERATION " +
-                   std::to_string(kMaxOperations));
+        if (flat > static_cast<size_t>(kMaxOperations)) ++over;
+        if (flat > most) most = flat, worst = tb.id;
+      }
+      if (over > 0)
+        warn(r, worst, -1,
+             std::to_string(over) + " threadblock(s) have more than MAX_OPERATION " +
+                 std::to_string(kMaxOperations) +
+                 " operations (pipelines flattened), which MSCCL++'s executor refuses; this one " +
+                 std::to_string(most));
+      for (const Threadblock& tb : g.threadblocks) {
         for (const TbChannels& c : tb.channels)
           if (c.ids.size() > static_cast<size_t>(kMaxChannels))
             warn(r, tb.id, -1,
@@ -597,6 +608,18 @@ class Verifier {
   }
 
   void build() {
+    // What the symbolic run can hold: units of memory, and steps (pipelines
+    // unrolled). Past them the plan is refused rather than run for ever.
+    uint64_t cells = 0;
+    for (const Gpu& g : p_.gpus)
+      cells += (uint64_t{g.inputChunks} + g.outputChunks + 2 * uint64_t{g.scratchChunks}) * U_;
+    if (cells > kMostCells)
+      return err(DiagCode::kPlanStructure, -1, -1, -1,
+                 "too large to verify: " + std::to_string(cells) + " units of " +
+                     std::to_string(p_.alignment()) + " bytes over the ranks' buffers (at " +
+                     std::to_string(U_) + " per chunk); the verifier runs at most " +
+                     std::to_string(kMostCells));
+    uint64_t steps = 0;
     int global = 0;
     for (int r = 0; r < n_; ++r)
       for (const Threadblock& t : gpu(r).threadblocks) {
@@ -621,6 +644,13 @@ class Verifier {
           }
           const uint64_t total = uint64_t{o.iterContext->numChunks} * U_;
           const uint64_t iters = std::max<uint64_t>(1, (total + unit - 1) / unit);
+          steps += iters * o.ops.size();
+          if (steps > kMostSteps) {
+            err(DiagCode::kPlanStructure, r, t.id, at,
+                "too large to verify: pipelines unroll to more than " + std::to_string(kMostSteps) +
+                    " steps");
+            return;
+          }
           for (uint64_t it = 0; it < iters; ++it)
             for (size_t k = 0; k < o.ops.size(); ++k)
               tb.steps.push_back({&o.ops[k], first + static_cast<int>(k),
