@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/io.h"
+#include "ir/json_parse.h"
 #include "ir/xml_writer.h"
 
 namespace chorus::ir {
@@ -230,25 +231,30 @@ class JsonReader {
 
 }  // namespace
 
-ReadResult readJson(std::string_view text, const std::string& fileName) {
-  ReadResult out;
-  json doc;
+std::optional<json> parseJsonText(std::string_view text, const std::string& fileName, DiagCode code,
+                                  DiagnosticList& out) {
   try {
-    doc = json::parse(text.begin(), text.end());
+    return json::parse(text.begin(), text.end());
   } catch (const json::parse_error& e) {
     Location l;
     l.file = fileName;
     SourcePos p = LineMap(text).at(e.byte > 0 ? e.byte - 1 : 0);
     l.line = p.line;
     l.column = p.column;
-    out.diagnostics.add(DiagCode::kXmlSyntax, l, std::string("malformed JSON: ") + e.what());
-    return out;
+    out.add(code, l, std::string("malformed JSON: ") + e.what());
   } catch (const json::exception& e) {  // e.g. a number past double's range (no position)
     Location l;
     l.file = fileName;
-    out.diagnostics.add(DiagCode::kXmlSyntax, l, std::string("malformed JSON: ") + e.what());
-    return out;
+    out.add(code, l, std::string("malformed JSON: ") + e.what());
   }
+  return std::nullopt;
+}
+
+ReadResult readJson(std::string_view text, const std::string& fileName) {
+  ReadResult out;
+  std::optional<json> parsed = parseJsonText(text, fileName, DiagCode::kXmlSyntax, out.diagnostics);
+  if (!parsed) return out;
+  const json& doc = *parsed;
   Algorithm a;
   a.sourceFile = fileName;
   JsonReader reader(fileName);

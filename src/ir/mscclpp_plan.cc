@@ -9,6 +9,7 @@
 #include <tuple>
 #include <utility>
 
+#include "ir/json_parse.h"
 #include "ir/xml_reader.h"
 
 namespace chorus::ir::mscclpp {
@@ -623,26 +624,11 @@ std::optional<OpType> opTypeFromName(std::string_view name) {
 
 PlanReadResult readPlan(std::string_view text, const std::string& fileName) {
   PlanReadResult out;
-  json doc;
-  try {
-    doc = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    Location l;
-    l.file = fileName;
-    SourcePos p = LineMap(text).at(e.byte > 0 ? e.byte - 1 : 0);
-    l.line = p.line;
-    l.column = p.column;
-    out.diagnostics.add(DiagCode::kPlanFormat, l, std::string("malformed JSON: ") + e.what());
-    return out;
-  } catch (const json::exception& e) {
-    Location l;
-    l.file = fileName;
-    out.diagnostics.add(DiagCode::kPlanFormat, l, std::string("malformed JSON: ") + e.what());
-    return out;
-  }
+  std::optional<json> doc = parseJsonText(text, fileName, DiagCode::kPlanFormat, out.diagnostics);
+  if (!doc) return out;
   Plan p;
   Reader reader(fileName);
-  reader.plan(doc, p);
+  reader.plan(*doc, p);
   out.diagnostics = reader.take();
   if (!out.diagnostics.hasErrors()) out.plan = std::move(p);
   return out;
