@@ -19,6 +19,7 @@
 #include "api/convert.h"
 #include "api/generate.h"
 #include "compiler/program_file.h"
+#include "workflows/files.h"
 #include "core/diagnostic.h"
 #include "core/types.h"
 #include "ir/json_io.h"
@@ -438,7 +439,7 @@ std::string reportHtml(const workflows::ReportArgs& args, const py::list& items,
       ++next;
     } else {
       std::string path = py::str(item);
-      ir::ReadResult rr = ir::readAlgorithmFile(path, compiler::readOptions());
+      ir::ReadResult rr = ir::readAlgorithmFile(path, workflows::readOptions());
       inputs.push_back(
           report::AlgorithmInput{path, std::move(rr.algorithm), std::move(rr.diagnostics)});
     }
@@ -883,7 +884,7 @@ PYBIND11_MODULE(_chorus, m) {
            py::arg("timeline_step"));
 
   m.def("load", [](const std::string& path) {
-    return fromRead(ir::readAlgorithmFile(path, compiler::readOptions()), path);
+    return fromRead(ir::readAlgorithmFile(path, workflows::readOptions()), path);
   });
   m.def("loads", [](const std::string& text, const std::string& name) {
     auto first = text.find_first_not_of(" \t\r\n");

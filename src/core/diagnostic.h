@@ -99,7 +99,9 @@ namespace chorus {
   X(kPlanRace, "E705", "plan-race", kError, "two unordered operations conflict on the same bytes") \
   X(kPlanLimit, "W706", "plan-limit", kWarning, "the plan exceeds a limit of MSCCL++'s executor")  \
   X(kPlanIgnored, "W707", "plan-ignored", kWarning,                                                \
-    "MSCCL++'s executor does not do what the plan says")
+    "MSCCL++'s executor does not do what the plan says")                                           \
+  X(kPlanNotRunnable, "E708", "plan-not-runnable", kError,                                         \
+    "a proven plan that Chorus cannot run as two-sided steps")
 
 enum class DiagCode {
 #define CHORUS_DIAG_ENUM(e, code, slug, sev, summary) e,

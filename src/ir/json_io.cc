@@ -5,6 +5,7 @@
 
 #include "core/io.h"
 #include "ir/json_parse.h"
+#include "ir/mscclpp_plan.h"
 #include "ir/xml_writer.h"
 
 namespace chorus::ir {
@@ -275,7 +276,18 @@ ReadResult readAlgorithmFile(const std::string& path, const ReadOptions& options
   }
   const std::string& t = text.value();
   size_t first = t.find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && t[first] == '{') return readJson(t, path);
+  if (first != std::string::npos && t[first] == '{') {
+    if (!mscclpp::looksLikePlan(t)) return readJson(t, path);
+    if (options.plans != nullptr && options.plans->lower != nullptr)
+      return options.plans->lower(t, path);
+    ReadResult r;
+    Location l;
+    l.file = path;
+    r.diagnostics.add(DiagCode::kIoFailure, l,
+                      "an MSCCL++ execution plan, which this reader cannot run (it needs the "
+                      "verifier: chorus, the C API and the Python package read plans)");
+    return r;
+  }
   return readXml(t, path, options);
 }
 

@@ -54,12 +54,22 @@ struct ProgramFiles {
   ReadResult (*part)(const ProgramReference&, int rank) = nullptr;
 };
 
+// An MSCCL++ execution plan (ir/mscclpp_plan.h) read as an algorithm:
+// proven, then lowered to two-sided steps (verify::lowerPlan), which needs
+// the verifier, above this layer; callers that can pass
+// verify::planFiles(). Without it, reading a plan is an error that says so.
+struct PlanFiles {
+  ReadResult (*lower)(std::string_view text, const std::string& fileName) = nullptr;
+};
+
 struct ReadOptions {
   // >= 0: a compact program file is built for this rank only (an <algo>
   // file is read whole regardless: check ReadResult::part).
   int focus = -1;
   // How to expand compact program files; null: they are refused.
   const ProgramFiles* programs = nullptr;
+  // How to read MSCCL++ plans; null: they are refused.
+  const PlanFiles* plans = nullptr;
 };
 
 // Parses `text`; `fileName` is used in locations only.

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "verify/plan_trace.h"
+
 namespace chorus::verify {
 
 // (A named namespace: the unity build joins this file with semantics.cc.)
@@ -115,14 +117,6 @@ void addToChain(std::vector<Epoch>& chain, const Epoch& e) {
     chain.push_back(e);
 }
 
-// Where a buffer reference lands: rank, physical buffer, first unit, units.
-struct Target {
-  int rank = 0, buf = 0;
-  size_t first = 0, len = 0;
-  BufferType type = BufferType::kInput;  // as named (for messages)
-};
-enum Phys { kIn = 0, kOut = 1, kScratch = 2, kPackets = 3 };
-
 struct Tb {
   int rank = 0, id = 0, global = 0;
   struct Step {
@@ -147,8 +141,8 @@ struct Token {
 
 class Verifier {
  public:
-  Verifier(const Plan& p, std::string file, const PlanOptions& o, PlanReport& out)
-      : p_(p), file_(std::move(file)), opt_(o), out_(out), d_(out.diagnostics) {}
+  Verifier(const Plan& p, std::string file, const PlanOptions& o, PlanReport& out, PlanTrace* trace)
+      : p_(p), file_(std::move(file)), opt_(o), out_(out), d_(out.diagnostics), trace_(trace) {}
 
   void run() {
     n_ = static_cast<int>(p_.gpus.size());
@@ -159,6 +153,7 @@ class Verifier {
     chooseUnits();
     build();
     if (d_.hasErrors()) return;
+    if (trace_) trace_->begin(U_);
     seedSemaphores();
     execute();
     // (After a race too: what this order of execution left is worth seeing.)
@@ -602,7 +597,7 @@ class Verifier {
           add(o);
           for (const Op& inner : o.ops) add(inner);
         }
-    while (u < 8) u *= 2;
+    while (u < static_cast<size_t>(std::max(1, opt_.leastUnitsPerChunk))) u *= 2;
     U_ = opt_.unitsPerChunk > 0 ? static_cast<size_t>(opt_.unitsPerChunk) : u;
     out_.unitsPerChunk = static_cast<int>(U_);
   }
@@ -765,6 +760,20 @@ class Verifier {
         ->ids[static_cast<size_t>(local)];
   }
   using SemKey = std::tuple<int, int, int>;  // receiving rank, channel type, its channel
+
+  // The link an entry's traffic with `peer` takes (TracedOp): the k-th
+  // channel of the op's type between the two ranks, when the entry's
+  // channel is one to `peer`; else the first.
+  int link(const Tb& tb, const Op& o, size_t i, int peer) const {
+    const ChannelType t = o.channelType.value_or(ChannelType::kNone);
+    const int type = t == ChannelType::kMemory ? 0 : t == ChannelType::kPort ? 1 : 2;
+    if (type == 2 || !o.channelIds || o.channelIds->empty()) return type;
+    const int c = gpuChannel(tb, t, (*o.channelIds)[std::min(i, o.channelIds->size() - 1)]);
+    const std::vector<int> mine = peers(tb.rank, t);
+    if (mine[static_cast<size_t>(c)] != peer) return type;
+    const int k = static_cast<int>(std::count(mine.begin(), mine.begin() + c, peer));
+    return 3 * k + type;
+  }
 
   static void join(std::vector<uint32_t>& into, const std::vector<uint32_t>& from) {
     for (size_t i = 0; i < into.size(); ++i) into[i] = std::max(into[i], from[i]);
@@ -974,6 +983,12 @@ class Verifier {
                       o.type == OpType::kReduceCopyPackets ||
                       o.type == OpType::kReduceCopySendPackets ||
                       o.type == OpType::kMultiLoadReduceStore;
+    if (trace_) {
+      TracedOp t{tb.rank, tb.id, &o, s.index, in, out, {}, {}, paired, sums};
+      for (size_t i = 0; i < src.size(); ++i) t.inLink.push_back(link(tb, o, i, in[i][0].rank));
+      for (size_t i = 0; i < dst.size(); ++i) t.outLink.push_back(link(tb, o, i, out[i][0].rank));
+      trace_->dataOp(t);
+    }
     for (size_t j = 0; j < len; ++j) {
       if (paired) {
         for (size_t i = 0; i < src.size(); ++i) {
@@ -1168,6 +1183,7 @@ class Verifier {
   PlanOptions opt_;
   PlanReport& out_;
   DiagnosticList& d_;
+  PlanTrace* trace_ = nullptr;
   int n_ = 0;
   size_t U_ = 8;
   std::string whyNot_;
@@ -1194,13 +1210,18 @@ class Verifier {
 
 }  // namespace plan_check
 
-PlanReport verifyPlan(const ir::mscclpp::Plan& plan, const std::string& file,
-                      const PlanOptions& options) {
+PlanReport plan_check::tracePlan(const ir::mscclpp::Plan& plan, const std::string& file,
+                                 const PlanOptions& options, PlanTrace* trace) {
   PlanReport report;
-  plan_check::Verifier v(plan, file, options, report);
+  plan_check::Verifier v(plan, file, options, report, trace);
   v.run();
   report.diagnostics.sort();
   return report;
+}
+
+PlanReport verifyPlan(const ir::mscclpp::Plan& plan, const std::string& file,
+                      const PlanOptions& options) {
+  return plan_check::tracePlan(plan, file, options, nullptr);
 }
 
 }  // namespace chorus::verify

@@ -31,17 +31,20 @@
 // reuse_resources only matter across launches or past 64 MiB).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "core/diagnostic.h"
 #include "ir/mscclpp_plan.h"
+#include "ir/xml_reader.h"
 
 namespace chorus::verify {
 
 struct PlanOptions {
   // Alignment units per chunk; 0: the smallest that slices every group
-  // evenly, at least 8.
+  // evenly, at least leastUnitsPerChunk (rounded up to a power of two).
   int unitsPerChunk = 0;
+  int leastUnitsPerChunk = 8;
 };
 
 struct PlanReport {
@@ -53,5 +56,25 @@ struct PlanReport {
 
 PlanReport verifyPlan(const ir::mscclpp::Plan& plan, const std::string& file,
                       const PlanOptions& options = {});
+
+// A plan as a two-sided Algorithm that runs, simulates and is served as
+// any other (plan_lowering.cc): proven first (the plan's findings are the
+// result's diagnostics; any error and there is no algorithm), then each
+// data operation of the proven run becomes steps (sends and receives for
+// what crosses ranks, on the channel it used; copies and reduces in the
+// threadblock's own), ordered by the data they touch. One chunk of the
+// plan is unitsPerChunk chunks of the algorithm (the fewest that slice
+// every threadblock group evenly). The result is proven again; E708 when
+// it cannot be built (data moved between two other ranks, overlapping
+// operands).
+struct PlanLowering {
+  std::optional<ir::Algorithm> algorithm;
+  DiagnosticList diagnostics;
+  int unitsPerChunk = 0;
+};
+PlanLowering lowerPlan(const ir::mscclpp::Plan& plan, const std::string& file);
+
+// For ir::ReadOptions::plans: readers that meet a plan lower it.
+const ir::PlanFiles& planFiles();
 
 }  // namespace chorus::verify

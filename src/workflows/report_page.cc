@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include "compiler/program_file.h"
+#include "workflows/files.h"
 #include "core/io.h"
 #include "ir/json_io.h"
 #include "ir/xml_reader.h"
@@ -59,7 +60,7 @@ int reportPage(const ReportArgs& args, std::vector<report::AlgorithmInput> more,
   }
   std::vector<report::AlgorithmInput> algos;
   for (const std::string& file : args.files) {
-    ir::ReadResult rr = ir::readAlgorithmFile(file, compiler::readOptions());
+    ir::ReadResult rr = ir::readAlgorithmFile(file, workflows::readOptions());
     algos.push_back(
         report::AlgorithmInput{file, std::move(rr.algorithm), std::move(rr.diagnostics)});
   }

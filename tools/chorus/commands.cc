@@ -27,6 +27,7 @@
 #include "verify/graph.h"
 #include "verify/plan_verifier.h"
 #include "verify/verifier.h"
+#include "workflows/files.h"
 
 namespace chorus::cli {
 namespace {
@@ -96,7 +97,7 @@ FileResult verifyFile(const std::string& file, const verify::Options& opts) {
   if (auto text = planText(file)) return verifyPlanFile(file, *text);
   FileResult fr;
   fr.file = file;
-  ir::ReadResult rr = ir::readAlgorithmFile(file, compiler::readOptions());
+  ir::ReadResult rr = ir::readAlgorithmFile(file, workflows::readOptions());
   fr.diagnostics = rr.diagnostics;
   if (!rr.algorithm) {
     fr.diagnostics.sort();
@@ -263,7 +264,7 @@ int runVerify(const VerifyArgs& args) {
 }
 
 int runShow(const std::string& file) {
-  ir::ReadResult rr = ir::readAlgorithmFile(file, compiler::readOptions());
+  ir::ReadResult rr = ir::readAlgorithmFile(file, workflows::readOptions());
   if (!rr.algorithm) {
     rr.diagnostics.sort();
     for (const auto& d : rr.diagnostics.items()) std::fprintf(stderr, "%s\n", d.format().c_str());
@@ -357,22 +358,17 @@ int runConvert(const ConvertArgs& args) {
     }
   }
   std::string text;
-  if (auto plan = planText(args.input)) {
-    // An MSCCL++ plan is written back as a plan (the DSL's key order).
+  auto plan = planText(args.input);
+  if (plan && (args.to.empty() || args.to == "mscclpp")) {
+    // An MSCCL++ plan is written back as a plan (the DSL's key order),
+    // unless --to xml|json asks for its two-sided form.
     ir::mscclpp::PlanReadResult pr = ir::mscclpp::readPlan(*plan, args.input);
     pr.diagnostics.sort();
     for (const auto& d : pr.diagnostics.items()) std::fprintf(stderr, "%s\n", d.format().c_str());
     if (!pr.plan) return 2;
-    if (to == "xml" && !(args.to.empty() && args.output == "-")) {
-      std::fprintf(stderr,
-                   "chorus convert: %s is an MSCCL++ plan; it is written as a plan (JSON), not "
-                   "as MSCCL XML: its one-sided operations have no two-sided form\n",
-                   args.input.c_str());
-      return 2;
-    }
     text = ir::mscclpp::writePlan(*pr.plan);
   } else {
-    ir::ReadResult rr = ir::readAlgorithmFile(args.input, compiler::readOptions());
+    ir::ReadResult rr = ir::readAlgorithmFile(args.input, workflows::readOptions());
     rr.diagnostics.sort();
     for (const auto& d : rr.diagnostics.items()) std::fprintf(stderr, "%s\n", d.format().c_str());
     if (!rr.algorithm) return 2;
@@ -498,7 +494,7 @@ int runRun(const RunArgs& args) {
   if (!type) return fail("unknown data type '" + args.dtype + "'");
   auto op = parseReduceOp(args.op);
   if (!op) return fail("unknown reduction op '" + args.op + "'");
-  ir::ReadResult rr = ir::readAlgorithmFile(args.file, compiler::readOptions());
+  ir::ReadResult rr = ir::readAlgorithmFile(args.file, workflows::readOptions());
   if (!rr.algorithm) {
     rr.diagnostics.sort();
     for (const auto& d : rr.diagnostics.items()) std::fprintf(stderr, "%s\n", d.format().c_str());

@@ -10,6 +10,7 @@
 
 #include "algorithms/classic.h"
 #include "compiler/program_file.h"
+#include "workflows/files.h"
 #include "core/io.h"
 #include "ir/json_io.h"
 #include "sim/simulator.h"
@@ -209,7 +210,7 @@ int runSim(const SimArgs& args) {
       if (builtin.status().code() != StatusCode::kNotFound)
         return fail(f + ": " + builtin.status().message());
     }
-    ir::ReadResult rr = ir::readAlgorithmFile(f, compiler::readOptions());
+    ir::ReadResult rr = ir::readAlgorithmFile(f, workflows::readOptions());
     if (!rr.algorithm) {
       rr.diagnostics.sort();
       for (const auto& d : rr.diagnostics.items()) fmt::print(stderr, "{}\n", d.format());

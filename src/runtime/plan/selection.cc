@@ -55,7 +55,7 @@ int proveRanksFromEnvironment() {
 
 Result<std::shared_ptr<const VerifiedAlgorithm>> loadVerifiedFile(
     const std::string& path, const ir::ProgramFiles* programs) {
-  ir::ReadResult read = ir::readAlgorithmFile(path, {-1, programs});
+  ir::ReadResult read = ir::readAlgorithmFile(path, {-1, programs, &verify::planFiles()});
   if (!read.algorithm) return Status(StatusCode::kInvalidArgument, firstError(read, path));
   return VerifiedAlgorithm::make(std::move(*read.algorithm));
 }

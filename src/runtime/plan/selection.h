@@ -16,6 +16,7 @@
 #include "core/types.h"
 #include "ir/xml_reader.h"
 #include "runtime/exec/executor.h"
+#include "verify/plan_verifier.h"
 
 namespace chorus::runtime {
 
@@ -98,7 +99,7 @@ class AlgorithmRegistry {
     bool parts = false;
     std::map<int, std::shared_ptr<const VerifiedAlgorithm>> byRank;  // built parts
   };
-  ir::ReadOptions readOptions(int focus) const { return {focus, programs_}; }
+  ir::ReadOptions readOptions(int focus) const { return {focus, programs_, &verify::planFiles()}; }
   const ir::ProgramFiles* const programs_;
   mutable std::mutex mu_;
   mutable std::vector<Entry> entries_;  // select() builds parts

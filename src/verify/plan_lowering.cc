@@ -1,0 +1,424 @@
+// A proven MSCCL++ plan as a two-sided Algorithm (verify::lowerPlan).
+//
+// The plan's synchronisation (signals, waits, barriers, semaphores, nops,
+// packet flags) exists to order memory accesses. The verifier runs the
+// plan in one order that synchronisation allows and, having proven it
+// race-free, knows every run computes what that one does. So the lowering
+// replays that run as a data-flow program: each data operation becomes
+// steps (a local copy or reduce in the threadblock's own IR threadblock; a
+// put, get or remote read a send on the owner's connection threadblock and
+// a receive on the other end's), and each step depends on the last writer
+// of what it reads and, when it writes, on everything that read or wrote
+// those units since: the hazards themselves rather than the signals that
+// guarded them. Steps are emitted in the run's order, so every dependency,
+// every threadblock's order and every connection's FIFO point backwards in
+// that order: the program cannot deadlock, whatever the slots. What the
+// lowering builds is then proven again by the algorithm verifier.
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ir/mscclpp_plan.h"
+#include "verify/plan_trace.h"
+#include "verify/plan_verifier.h"
+#include "verify/verifier.h"
+
+namespace chorus::verify {
+
+// (A named namespace: the unity build joins this file with the verifier's.)
+namespace plan_lower {
+
+using ir::mscclpp::Plan;
+using plan_check::Target;
+using plan_check::TracedOp;
+
+struct Ref {
+  int tb = -1, step = -1;
+};
+// A range of one IR buffer of a rank, in units.
+struct Loc {
+  ir::Buffer buf = ir::Buffer::kInput;
+  size_t off = 0, len = 0;
+  bool operator==(const Loc& o) const { return buf == o.buf && off == o.off && len == o.len; }
+  bool overlaps(const Loc& o) const {
+    return buf == o.buf && off < o.off + o.len && o.off < off + len;
+  }
+};
+
+class Lowerer final : public plan_check::PlanTrace {
+ public:
+  explicit Lowerer(const Plan& p) : p_(p), n_(static_cast<int>(p.gpus.size())) {}
+
+  void begin(size_t unitsPerChunk) override {
+    U_ = unitsPerChunk;
+    a_.ranks.resize(static_cast<size_t>(n_));
+    units_.resize(static_cast<size_t>(n_));
+    temp_.assign(static_cast<size_t>(n_), 0);
+    scratchEnd_.assign(static_cast<size_t>(n_), 0);
+    for (int r = 0; r < n_; ++r) {
+      const auto& g = p_.gpus[static_cast<size_t>(r)];
+      ir::Rank& k = a_.ranks[static_cast<size_t>(r)];
+      k.id = r;
+      k.inputChunks = chunks(g.inputChunks);
+      k.outputChunks = chunks(g.outputChunks);
+      for (const auto& t : g.threadblocks) home_[{r, t.id}] = newTb(r, -1, -1, 0);
+    }
+  }
+
+  void dataOp(const TracedOp& t) override {
+    if (!why_.empty() || t.in.empty() || t.in[0].empty() || t.in[0][0].len == 0) return;
+    op_ = &t;
+    if (t.paired) {
+      for (size_t i = 0; i < t.in.size() && i < t.out.size(); ++i)
+        for (const Target& d : t.out[i]) move(t.in[i][0], d, t.inLink[i], t.outLink[i]);
+      return;
+    }
+    compute();
+  }
+
+  // The algorithm, or nullopt with why() set.
+  std::optional<ir::Algorithm> finish() {
+    if (!why_.empty()) return std::nullopt;
+    a_.name = p_.name;
+    a_.collectiveName = p_.collective;
+    a_.collective = parseCollective(p_.collective);
+    a_.protocol = p_.packets() ? ir::Protocol::kLL : ir::Protocol::kSimple;
+    a_.ngpus = n_;
+    a_.nchannels = links_;
+    a_.inplace = p_.inplace;
+    a_.outofplace = !p_.inplace;
+    a_.minBytes = p_.minMessageSize.value_or(0);
+    const uint64_t most = p_.maxMessageSize.value_or(0);
+    a_.maxBytes = most == UINT64_MAX ? 0 : most;
+    int total = 1;
+    for (ir::Rank& k : a_.ranks) {
+      total = std::max({total, k.inputChunks, k.outputChunks});
+      k.scratchChunks = static_cast<int>(scratchEnd_[static_cast<size_t>(k.id)]);
+      // Threadblocks with nothing to do go; dependencies follow the rest.
+      std::vector<int> moved(k.tbs.size(), -1);
+      std::vector<ir::Threadblock> kept;
+      for (ir::Threadblock& tb : k.tbs)
+        if (!tb.steps.empty()) {
+          moved[static_cast<size_t>(tb.id)] = static_cast<int>(kept.size());
+          tb.id = static_cast<int>(kept.size());
+          kept.push_back(std::move(tb));
+        }
+      for (ir::Threadblock& tb : kept)
+        for (ir::Step& s : tb.steps)
+          if (s.depTb >= 0) s.depTb = moved[static_cast<size_t>(s.depTb)];
+      k.tbs = std::move(kept);
+    }
+    a_.nchunksPerLoop = total;
+    return std::move(a_);
+  }
+  const std::string& why() const { return why_; }
+  const TracedOp* failedOp() const { return failed_; }
+
+ private:
+  int chunks(uint64_t planChunks) {
+    const uint64_t u = planChunks * U_;
+    if (u > INT_MAX) refuse("its buffers hold more units than an algorithm can index");
+    return static_cast<int>(std::min<uint64_t>(u, INT_MAX));
+  }
+  void refuse(const std::string& why) {
+    if (why_.empty()) {
+      why_ = why;
+      failed_ = op_;
+    }
+  }
+
+  int newTb(int r, int sendPeer, int recvPeer, int channel) {
+    auto& tbs = a_.ranks[static_cast<size_t>(r)].tbs;
+    ir::Threadblock tb;
+    tb.id = static_cast<int>(tbs.size());
+    tb.sendPeer = sendPeer;
+    tb.recvPeer = recvPeer;
+    tb.channel = channel;
+    tbs.push_back(tb);
+    return tb.id;
+  }
+  // The threadblock of `r` that sends to (or receives from) `peer` on a link.
+  int connTb(int r, int peer, int link, bool send) {
+    auto [it, fresh] = conn_.try_emplace({r, peer, link, send}, -1);
+    if (fresh) it->second = send ? newTb(r, peer, -1, link) : newTb(r, -1, peer, link);
+    links_ = std::max(links_, link + 1);
+    return it->second;
+  }
+
+  size_t scratchUnits(int r) const { return p_.gpus[static_cast<size_t>(r)].scratchChunks * U_; }
+  Loc loc(const Target& t) {
+    Loc l;
+    l.off = t.first;
+    l.len = t.len;
+    switch (t.buf) {
+      case plan_check::kIn:
+        l.buf = ir::Buffer::kInput;
+        break;
+      case plan_check::kOut:
+        l.buf = ir::Buffer::kOutput;
+        break;
+      case plan_check::kScratch:
+        l.buf = ir::Buffer::kScratch;
+        break;
+      default:  // packets: the second part of scratch
+        l.buf = ir::Buffer::kScratch;
+        l.off += scratchUnits(t.rank);
+    }
+    return l;
+  }
+  // Units of scratch of the lowering's own (a value with nowhere local to
+  // go), after the plan's scratch and packets.
+  Loc temp(int r, size_t len) {
+    Loc l{ir::Buffer::kScratch, 2 * scratchUnits(r) + temp_[static_cast<size_t>(r)], len};
+    temp_[static_cast<size_t>(r)] += len;
+    return l;
+  }
+
+  // src -> dst, one of them on the op's rank.
+  void move(const Target& s, const Target& d, int inLink, int outLink) {
+    const int r = op_->rank;
+    if (s.rank == d.rank) {
+      if (s.rank != r) return refuse("it copies between two buffers of another rank");
+      if (!(loc(s) == loc(d))) local(ir::StepType::kCopy, loc(s), loc(d));
+    } else if (s.rank == r) {
+      transfer(r, loc(s), d.rank, loc(d), outLink, false);
+    } else if (d.rank == r) {
+      transfer(s.rank, loc(s), r, loc(d), inLink, false);
+    } else {
+      refuse("it moves data between two other ranks");
+    }
+  }
+
+  // One value from the sources (summed, or the last), stored in every
+  // destination: built in a local destination (else the lone local source
+  // itself, else scratch of the lowering's own), then copied and sent.
+  void compute() {
+    const TracedOp& t = *op_;
+    const int r = t.rank;
+    struct Source {
+      Target at;
+      int link;
+    };
+    std::vector<Source> sources;
+    for (size_t i = 0; i < t.in.size(); ++i)
+      for (const Target& x : t.in[i]) sources.push_back({x, t.inLink[i]});
+    if (!t.sums) sources = {sources.back()};
+    std::optional<Loc> acc;
+    for (const auto& entry : t.out)
+      for (const Target& d : entry)
+        if (!acc && d.rank == r) acc = loc(d);
+    bool have = false;
+    if (!acc && sources.size() == 1 && sources[0].at.rank == r) {
+      acc = loc(sources[0].at);
+      have = true;
+      sources.clear();
+    }
+    if (!acc) acc = temp(r, t.in[0][0].len);
+    // A source that is the accumulator already holds its part.
+    auto self = std::find_if(sources.begin(), sources.end(),
+                             [&](const Source& s) { return s.at.rank == r && loc(s.at) == *acc; });
+    if (self != sources.end()) {
+      sources.erase(self);
+      have = true;
+    }
+    for (const Source& s : sources) {
+      if (s.at.rank != r) {
+        transfer(s.at.rank, loc(s.at), r, *acc, s.link, have);
+      } else {
+        const Loc l = loc(s.at);
+        if (l.overlaps(*acc)) return refuse("a source overlaps its destination without being it");
+        local(have ? ir::StepType::kReduce : ir::StepType::kCopy, l, *acc);
+      }
+      have = true;
+    }
+    for (size_t i = 0; i < t.out.size(); ++i)
+      for (const Target& d : t.out[i]) {
+        if (d.rank != r) {
+          transfer(r, *acc, d.rank, loc(d), t.outLink[i], false);
+          continue;
+        }
+        const Loc l = loc(d);
+        if (l == *acc) continue;
+        if (l.overlaps(*acc)) return refuse("two destinations overlap");
+        local(ir::StepType::kCopy, *acc, l);
+      }
+  }
+
+  void local(ir::StepType type, const Loc& src, const Loc& dst) {
+    const int r = op_->rank;
+    const int home = home_[{r, op_->tb}];
+    std::vector<std::pair<Loc, bool>> touched{{src, false}, {dst, true}};
+    if (type == ir::StepType::kReduce) touched.insert(touched.begin() + 1, {dst, false});
+    emit(r, home, step(type, src, dst), touched);
+  }
+  // `from` sends `src`; `to` receives it into `dst` (reduce: dst += it).
+  void transfer(int from, const Loc& src, int to, const Loc& dst, int link, bool reduce) {
+    emit(from, connTb(from, to, link, true), step(ir::StepType::kSend, src, src), {{src, false}});
+    const int tb = connTb(to, from, link, false);
+    if (reduce)
+      emit(to, tb, step(ir::StepType::kRecvReduceCopy, dst, dst), {{dst, false}, {dst, true}});
+    else
+      emit(to, tb, step(ir::StepType::kRecv, dst, dst), {{dst, true}});
+  }
+  ir::Step step(ir::StepType type, const Loc& src, const Loc& dst) {
+    if (src.off + src.len > INT_MAX || dst.off + dst.len > INT_MAX)
+      refuse("an offset past what an algorithm can index");
+    ir::Step s;
+    s.type = type;
+    s.srcBuf = src.buf;
+    s.srcOff = static_cast<int>(src.off);
+    s.dstBuf = dst.buf;
+    s.dstOff = static_cast<int>(dst.off);
+    s.count = static_cast<int>(src.len);
+    return s;
+  }
+
+  // Who last wrote a unit, and who read it since (the latest step of each
+  // threadblock).
+  struct Unit {
+    Ref write;
+    std::vector<Ref> reads;
+  };
+  std::vector<Unit>& units(int r, ir::Buffer b, size_t end) {
+    auto& v = units_[static_cast<size_t>(r)][static_cast<size_t>(b)];
+    if (v.size() < end) v.resize(end);
+    return v;
+  }
+
+  // Appends `s` to threadblock `tb` of rank `r`, after the steps it must
+  // follow: the first dependency on the step, any others on nops before it.
+  void emit(int r, int tb, ir::Step s, const std::vector<std::pair<Loc, bool>>& touched) {
+    if (!why_.empty()) return;
+    std::map<int, int> need;  // threadblock -> its latest step to wait for
+    auto wait = [&](const Ref& x) {
+      if (x.tb >= 0 && x.tb != tb) need[x.tb] = std::max(need[x.tb], x.step);
+    };
+    for (const auto& [l, writes] : touched) {
+      auto& v = units(r, l.buf, l.off + l.len);
+      for (size_t u = l.off; u < l.off + l.len; ++u) {
+        wait(v[u].write);
+        if (writes)
+          for (const Ref& x : v[u].reads) wait(x);
+      }
+    }
+    auto& k = a_.ranks[static_cast<size_t>(r)];
+    auto depend = [&](ir::Step& on, int dtb, int dstep) {
+      on.depTb = dtb;
+      on.depStep = dstep;
+      k.tbs[static_cast<size_t>(dtb)].steps[static_cast<size_t>(dstep)].hasDep = true;
+    };
+    std::vector<ir::Step>& steps = k.tbs[static_cast<size_t>(tb)].steps;
+    for (auto it = need.begin(); it != need.end(); ++it) {
+      if (std::next(it) == need.end()) {
+        depend(s, it->first, it->second);
+        break;
+      }
+      ir::Step nop;
+      nop.type = ir::StepType::kNop;
+      depend(nop, it->first, it->second);
+      steps.push_back(nop);
+    }
+    steps.push_back(s);
+    const Ref me{tb, static_cast<int>(steps.size()) - 1};
+    for (const auto& [l, writes] : touched) {
+      auto& v = units(r, l.buf, l.off + l.len);
+      if (l.buf == ir::Buffer::kScratch)
+        scratchEnd_[static_cast<size_t>(r)] =
+            std::max(scratchEnd_[static_cast<size_t>(r)], l.off + l.len);
+      for (size_t u = l.off; u < l.off + l.len; ++u) {
+        Unit& x = v[u];
+        if (writes) {
+          x.write = me;
+          x.reads.clear();
+          continue;
+        }
+        auto same =
+            std::find_if(x.reads.begin(), x.reads.end(), [&](const Ref& e) { return e.tb == tb; });
+        if (same != x.reads.end())
+          *same = me;
+        else
+          x.reads.push_back(me);
+      }
+    }
+  }
+
+  const Plan& p_;
+  int n_ = 0;
+  size_t U_ = 1;
+  ir::Algorithm a_;
+  std::vector<std::array<std::vector<Unit>, ir::kNumBuffers>> units_;
+  std::vector<size_t> temp_, scratchEnd_;
+  std::map<std::pair<int, int>, int> home_;              // (rank, plan tb id) -> IR tb
+  std::map<std::tuple<int, int, int, bool>, int> conn_;  // (rank, peer, link, sends)
+  int links_ = 1;
+  const TracedOp* op_ = nullptr;
+  const TracedOp* failed_ = nullptr;
+  std::string why_;
+};
+
+ir::ReadResult readPlanAsAlgorithm(std::string_view text, const std::string& file) {
+  ir::ReadResult out;
+  ir::mscclpp::PlanReadResult read = ir::mscclpp::readPlan(text, file);
+  out.diagnostics.append(read.diagnostics);
+  if (!read.plan) return out;
+  PlanLowering low = lowerPlan(*read.plan, file);
+  out.diagnostics.append(low.diagnostics);
+  out.algorithm = std::move(low.algorithm);
+  if (out.algorithm) out.algorithm->sourceFile = file;
+  return out;
+}
+
+}  // namespace plan_lower
+
+PlanLowering lowerPlan(const ir::mscclpp::Plan& plan, const std::string& file) {
+  PlanLowering out;
+  PlanOptions options;
+  options.leastUnitsPerChunk = 1;
+  plan_lower::Lowerer low(plan);
+  PlanReport proof = plan_check::tracePlan(plan, file, options, &low);
+  out.diagnostics.append(proof.diagnostics);
+  out.unitsPerChunk = proof.unitsPerChunk;
+  if (!proof.correct()) return out;
+  std::optional<ir::Algorithm> algo = low.finish();
+  auto refuse = [&](const std::string& why, int rank, int tb, int step) {
+    Location l;
+    l.file = file;
+    l.rank = rank;
+    l.tb = tb;
+    l.step = step;
+    out.diagnostics.add(DiagCode::kPlanNotRunnable, l, why);
+  };
+  if (!algo) {
+    const plan_check::TracedOp* op = low.failedOp();
+    refuse("cannot be run as two-sided steps: " + low.why(), op ? op->rank : -1, op ? op->tb : -1,
+           op ? op->index : -1);
+    return out;
+  }
+  Report again = verifyAlgorithm(*algo);
+  if (!again.correct()) {
+    std::string first;
+    for (const Diagnostic& d : again.diagnostics.items())
+      if (d.severity == Severity::kError) {
+        first = d.format();
+        break;
+      }
+    refuse("its two-sided form does not prove, which is a bug of Chorus's (please report it): " +
+               first,
+           -1, -1, -1);
+    return out;
+  }
+  out.algorithm = std::move(algo);
+  return out;
+}
+
+const ir::PlanFiles& planFiles() {
+  static const ir::PlanFiles files{&plan_lower::readPlanAsAlgorithm};
+  return files;
+}
+
+}  // namespace chorus::verify
