@@ -179,6 +179,21 @@ mkdir -p "$tmp/compact-dir"
 echo '<program name="allpairs_allgather" ranks="3" maxBytes="65536"/>' > "$tmp/compact-dir/ag3.xml"
 check compact-algo-dir 0 'ag3.xml: chosen' -- env CHORUS_ALGO_DIR="$tmp/compact-dir" CHORUS_DEBUG=INFO \
   "$chorus" perf allgather --ranks 3 -b 3K -e 3K -n 1 -w 0 --check
+# MSCCL++ plans: run (threads, processes), served from the algorithm
+# directory, written as MSCCL XML; a plan that does not prove is not run.
+plans="$src/tests/data/plans"
+check plan-run 0 '^check +0 wrong element' -- "$chorus" run "$plans/allreduce_2_simple.json" --check \
+  -b 64K -n 2 -w 1
+check plan-run-procs 0 'Out of bounds values : 0 OK' -- "$chorus" run "$plans/allgather_2_ll.json" \
+  --procs 2 --check -b 64K -n 2 -w 1
+mkdir -p "$tmp/plan-dir"
+cp "$plans/allgather_2_ll.json" "$tmp/plan-dir/"
+check plan-algo-dir 0 'allgather_2_ll.json: chosen' -- env CHORUS_ALGO_DIR="$tmp/plan-dir" \
+  CHORUS_DEBUG=INFO "$chorus" perf allgather --ranks 2 -b 4K -e 4K -n 1 -w 0 --check
+check plan-as-xml 0 '^<algo name="allreduce_2_simple" proto="Simple"' -- "$chorus" convert \
+  "$plans/allreduce_2_simple.json" --to xml -o -
+sed '0,/"name": "wait"/s//"name": "nop"/' "$plans/allreduce_2_simple.json" > "$tmp/racy_plan.json"
+check plan-racy-not-run 2 'error\[E705\]' -- "$chorus" run "$tmp/racy_plan.json" --check
 
 }
 
@@ -198,6 +213,8 @@ check sim-trace 0 '"traceEvents"' -- head -c 200 "$tmp/trace.json"
 check sim-compare 0 'best' -- "$chorus" sim compare "$msccl/r48ll.xml" "$msccl/ap4ll.xml" --topo ndv4 \
   -b 1K -e 1M -f 32
 check sim-json 0 '"busbw"' -- "$chorus" sim "$msccl/ap4ll.xml" --topo ndv4 --bytes 1M --json
+check plan-sim 0 '"busbw"' -- "$chorus" sim "$src/tests/data/plans/allgather_2_ll.json" --topo ndv4 \
+  --bytes 1M --json
 check sim-timeline 0 '^#   gpu[0-9] -> nvswitch0 +( +[0-9]+){4}$' \
   -- "$chorus" sim "$msccl/r48ll128.xml" --topo ndv4 --bytes 64M --timeline 4
 check sim-timeline-links 0 '^#   nvswitch0 -> gpu3 +( +[0-9]+){4}$' \

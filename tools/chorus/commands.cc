@@ -60,6 +60,7 @@ struct FileResult {
   // An MSCCL++ execution plan (recognised by its content).
   std::optional<ir::mscclpp::Plan> plan;
   verify::PlanReport planReport;
+  size_t runSteps = 0;  // steps of its two-sided form (0: it cannot run)
 };
 
 // The file's text when it is an MSCCL++ plan.
@@ -81,6 +82,13 @@ FileResult verifyPlanFile(const std::string& file, const std::string& text) {
   fr.plan = std::move(pr.plan);
   fr.planReport = verify::verifyPlan(*fr.plan, file);
   fr.diagnostics.append(fr.planReport.diagnostics);
+  if (fr.planReport.correct()) {
+    // What `chorus run` and the runtime would run: its two-sided form.
+    verify::PlanLowering low = verify::lowerPlan(*fr.plan, file);
+    for (const Diagnostic& d : low.diagnostics.items())
+      if (d.code == DiagCode::kPlanNotRunnable) fr.diagnostics.add(d.code, d.loc, d.message);
+    if (low.algorithm) fr.runSteps = low.algorithm->totalSteps();
+  }
   fr.diagnostics.sort();
   fr.verdict = fr.diagnostics.hasErrors()        ? Verdict::kWrong
                : !fr.planReport.semanticsChecked ? Verdict::kUnproven
@@ -139,6 +147,7 @@ std::vector<std::string> summaryColumns(const FileResult& r) {
     cols.push_back(fmt::format("max {} ops/tb", ops));
     cols.push_back(
         fmt::format("checked at {} x {} B per chunk", r.planReport.unitsPerChunk, p.alignment()));
+    if (r.runSteps > 0) cols.push_back(fmt::format("runs as {} steps", r.runSteps));
     return cols;
   }
   if (!r.algo) return cols;
