@@ -23,6 +23,7 @@
 #include "core/diagnostic.h"
 #include "core/types.h"
 #include "ir/json_io.h"
+#include "ir/mscclpp_plan.h"
 #include "ir/stats.h"
 #include "ir/xml_reader.h"
 #include "ir/xml_writer.h"
@@ -32,6 +33,7 @@
 #include "runtime/exec/executor.h"
 #include "sim/simulator.h"
 #include "topo/presets.h"
+#include "verify/plan_verifier.h"
 #include "verify/verifier.h"
 #include "workflows/report_page.h"
 #include "workflows/synthesis.h"
@@ -889,9 +891,45 @@ PYBIND11_MODULE(_chorus, m) {
   m.def("loads", [](const std::string& text, const std::string& name) {
     auto first = text.find_first_not_of(" \t\r\n");
     bool json = first != std::string::npos && text[first] == '{';
+    if (json && ir::mscclpp::looksLikePlan(text))
+      return fromRead(verify::planFiles().lower(text, name), name);
     return fromRead(
         json ? ir::readJson(text, name) : ir::readXml(text, name, compiler::readOptions()), name);
   });
+  m.def(
+      "verify_plan",
+      [](const std::string& text, const std::string& name) {
+        // An MSCCL++ plan's proof, and whether it runs (as chorus verify).
+        DiagnosticList all;
+        ir::mscclpp::PlanReadResult read = ir::mscclpp::readPlan(text, name);
+        all.append(read.diagnostics);
+        bool proven = false;
+        size_t steps = 0;
+        if (read.plan) {
+          verify::PlanReport rep = verify::verifyPlan(*read.plan, name);
+          all.append(rep.diagnostics);
+          proven = rep.correct() && rep.semanticsChecked;
+          if (rep.correct()) {
+            verify::PlanLowering low = verify::lowerPlan(*read.plan, name);
+            for (const Diagnostic& d : low.diagnostics.items())
+              if (d.code == DiagCode::kPlanNotRunnable) all.add(d.code, d.loc, d.message);
+            if (low.algorithm) steps = low.algorithm->totalSteps();
+          }
+        }
+        all.sort();
+        py::dict out;
+        out["read"] = read.plan.has_value();
+        out["correct"] = read.plan.has_value() && !all.hasErrors();
+        out["proven"] = proven && !all.hasErrors();
+        out["steps"] = steps;
+        out["text"] = read.plan ? ir::mscclpp::writePlan(*read.plan) : std::string();
+        out["diagnostics"] = all.items();
+        return out;
+      },
+      py::arg("text"), py::arg("name"),
+      "Reads and proves an MSCCL++ execution plan: {read, correct, proven, steps (of the "
+      "two-sided form that runs; 0: it cannot), diagnostics, text (the plan as the DSL "
+      "writes it)}.");
   m.def("topology", &topology);
   m.def("presets", [] {
     py::list out;

@@ -1174,8 +1174,15 @@ class Verifier {
                                              got.sum.size()
                         ? DiagCode::kDuplicateContribution
                         : DiagCode::kWrongResult;
-    err(code, r, -1, -1,
-        head + "holds " + describe(got.sum) + "; it should hold " + describe(want));
+    // Located at the op that wrote it last, which may be another rank's put.
+    const Tb::Step* last = got.write.valid() ? stepOf_[{got.write.tb, got.write.op}] : nullptr;
+    if (last == nullptr)
+      return err(code, r, -1, -1,
+                 head + "holds " + describe(got.sum) + "; it should hold " + describe(want));
+    const Tb& w = tbs_[static_cast<size_t>(got.write.tb)];
+    err(code, w.rank, w.id, last->index,
+        std::string(opTypeName(last->op->type)) + " writes rank " + std::to_string(r) + "'s " +
+            head + "last: it holds " + describe(got.sum) + "; it should hold " + describe(want));
   }
 
   const Plan& p_;

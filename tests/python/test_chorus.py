@@ -237,5 +237,111 @@ class MscclangPrograms(unittest.TestCase):
                 self.assertIn(code, r.stderr)
 
 
+
+# MSCCL++'s DSL (mscclpp.language): programs of our own in its style, each
+# printing a plan Chorus proved; the plan then runs (lowered to two-sided
+# steps) with every element checked.
+MSCCLPP = os.path.join(HERE, "mscclpp")
+MSCCLPP_GOOD = [
+    ("allgather_allpairs.py", ["4"]),
+    ("allgather_allpairs.py", ["2"]),
+    ("allreduce_allpairs.py", ["3", "2"]),
+    ("allreduce_packets.py", ["4"]),
+    ("reducescatter.py", ["4"]),
+    ("alltoall.py", ["4"]),
+    ("sendrecv_port.py", ["4", "2"]),
+    ("allreduce_nvls.py", ["4"]),
+    ("allgather_tbg.py", ["3", "4"]),
+    ("hierarchical_allreduce.py", ["2"]),
+    ("allreduce_pipeline.py", ["3", "32"]),
+]
+MSCCLPP_BAD = [("bad_missing_wait.py", 23, "E705"), ("bad_wrong_reduction.py", 23, "E301")]
+
+
+def run_mscclpp(name, args):
+    return subprocess.run([sys.executable, os.path.join(MSCCLPP, name)] + args,
+                          capture_output=True, text=True, timeout=120)
+
+
+class MscclppPrograms(unittest.TestCase):
+    def test_programs_print_proven_plans_that_run(self):
+        import json
+        for name, args in MSCCLPP_GOOD:
+            with self.subTest(program=name, args=args):
+                r = run_mscclpp(name, args)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                plan = json.loads(r.stdout)
+                self.assertEqual(plan["gpus"][0]["id"], 0)
+                self.assertIn("threadblocks", plan["gpus"][0])
+                a = chorus.loads(r.stdout, name)
+                spec = None
+                if plan["collective"] == "sendrecv":
+                    # Its meaning: rank r's output is rank r-1's input.
+                    n = a.ranks
+                    spec = json.dumps({"collective": a.collective, "input_chunks": a.chunks,
+                                       "output_chunks": a.chunks, "postcondition": [
+                                           {"rank": rk, "chunk": c, "holds": [[(rk - 1) % n, c]]}
+                                           for rk in range(n) for c in range(a.chunks)]})
+                report = a.verify(spec=spec)
+                self.assertTrue(report.correct, str(report))
+                a.run(count=4 * a.count_quantum, dtype="int32", spec=spec)
+
+    def test_a_plan_runs_on_processes(self):
+        import tempfile
+        r = run_mscclpp("allgather_allpairs.py", ["2"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+            f.write(r.stdout)
+            f.flush()
+            out = subprocess.run([os.environ["CHORUS_BIN"], "run", f.name, "--procs", "2",
+                                  "--check", "-b", "64K", "-n", "1", "-w", "0"],
+                                 capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn("Out of bounds values : 0 OK", out.stdout + out.stderr)
+
+    def test_mistakes_exit_1_at_the_line(self):
+        for name, line, code in MSCCLPP_BAD:
+            with self.subTest(program=name):
+                r = run_mscclpp(name, [])
+                self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+                self.assertEqual(r.stdout, "", "no plan for a wrong program")
+                self.assertIn(f"{name}:{line}: error[{code}]", r.stderr)
+
+    def test_an_operation_the_executor_cannot_parse_is_refused(self):
+        # A switch channel's reduce without the broadcast that fuses it into
+        # glres: MSCCL++'s executor has no "glre".
+        prog = """
+from mscclpp.language.channel import *
+from mscclpp.language.rank import *
+from mscclpp.language.general import *
+from mscclpp.language.program import *
+from mscclpp.language.collectives import *
+with CollectiveProgram("lone_glre", AllReduce(2, 1, True), 2):
+    nvls = SwitchChannel(rank_list=[0, 1], buffer_type=BufferType.input)
+    for r in range(2):
+        nvls.at_rank(r).reduce(buffer_offset=r, size=1,
+                               dst_chunk=Rank(r).get_input_buffer()[r:r + 1], tb=0)
+    print(JSON())
+"""
+        r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("glre", r.stderr)
+
+    def test_the_dsl_checks_what_it_can_at_the_call(self):
+        from mscclpp.language.collectives import AllGather
+        from mscclpp.language.program import CollectiveProgram
+        from mscclpp.language.rank import Rank
+        from mscclpp.language.channel import MemoryChannel
+        with CollectiveProgram("x", AllGather(2, 1, False), 2):
+            with self.assertRaises(RuntimeError):
+                Rank(2)
+            ch = MemoryChannel(1, 0)
+            with self.assertRaises(RuntimeError):  # the source is not on the channel's rank
+                ch.put(Rank(0).get_output_buffer()[0:1], Rank(1).get_input_buffer()[0:1], tb=0)
+            with self.assertRaises(RuntimeError):
+                Rank(0).get_output_buffer()[0:3]
+
+
 if __name__ == "__main__":
     unittest.main()

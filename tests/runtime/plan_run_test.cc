@@ -54,6 +54,8 @@ TEST(PlanRun, ThePlansOfTheTestDataRunChecked) {
     auto va = lowered(chorus::testing::readText(f), f);
     ASSERT_TRUE(va);
     runEveryWay(*va);
+    // The step engine: the CUDA executor's code, on host threads.
+    chorus::testing::runOnEngineEveryWay(*va, nullptr, 2, 2);
     // Read as any algorithm file is, by a reader that can lower plans.
     ir::ReadOptions o;
     o.plans = &verify::planFiles();

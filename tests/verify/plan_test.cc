@@ -182,6 +182,12 @@ TEST(PlanVerifier, AWrongChunkIsAWrongResultNamingIt) {
                       d.message.find("output chunk 1") != std::string::npos &&
                       d.message.find("rank 0 input chunk 0") != std::string::npos);
   EXPECT_TRUE(named) << rep.diagnostics.items()[0].format();
+  // Located at the op that wrote the chunk last: the wrong rre.
+  bool located = false;
+  for (const auto& d : rep.diagnostics.items())
+    located = located || (d.id() == std::string("E301") && d.loc.rank == 1 && d.loc.tb == 0 &&
+                          d.loc.step == 3);
+  EXPECT_TRUE(located);
 }
 
 TEST(PlanVerifier, StructureAndLimits) {

@@ -1,0 +1,1 @@
+"""The DSL's machinery: what user code does not name."""

@@ -1,0 +1,3 @@
+"""The older name of mscclpp.language.loop."""
+
+from .loop import LoopIterationContext  # noqa: F401
