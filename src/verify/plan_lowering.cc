@@ -19,6 +19,7 @@
 #include <climits>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -37,9 +38,6 @@ using ir::mscclpp::Plan;
 using plan_check::Target;
 using plan_check::TracedOp;
 
-struct Ref {
-  int tb = -1, step = -1;
-};
 // A range of one IR buffer of a rank, in units.
 struct Loc {
   ir::Buffer buf = ir::Buffer::kInput;
@@ -59,7 +57,6 @@ class Lowerer final : public plan_check::PlanTrace {
     a_.ranks.resize(static_cast<size_t>(n_));
     units_.resize(static_cast<size_t>(n_));
     temp_.assign(static_cast<size_t>(n_), 0);
-    scratchEnd_.assign(static_cast<size_t>(n_), 0);
     for (int r = 0; r < n_; ++r) {
       const auto& g = p_.gpus[static_cast<size_t>(r)];
       ir::Rank& k = a_.ranks[static_cast<size_t>(r)];
@@ -84,6 +81,8 @@ class Lowerer final : public plan_check::PlanTrace {
   // The algorithm, or nullopt with why() set.
   std::optional<ir::Algorithm> finish() {
     if (!why_.empty()) return std::nullopt;
+    receiveInPlace();
+    number();
     a_.name = p_.name;
     a_.collectiveName = p_.collective;
     a_.collective = parseCollective(p_.collective);
@@ -98,7 +97,16 @@ class Lowerer final : public plan_check::PlanTrace {
     int total = 1;
     for (ir::Rank& k : a_.ranks) {
       total = std::max({total, k.inputChunks, k.outputChunks});
-      k.scratchChunks = static_cast<int>(scratchEnd_[static_cast<size_t>(k.id)]);
+      // Scratch: what the steps still use (slots received in place are not).
+      size_t scratch = 0;
+      for (const ir::Threadblock& tb : k.tbs)
+        for (const ir::Step& x : tb.steps) {
+          if (ir::readsSrc(x.type) && x.srcBuf == ir::Buffer::kScratch)
+            scratch = std::max(scratch, static_cast<size_t>(x.srcOff + x.count));
+          if ((ir::writesDst(x.type) || ir::readsDst(x.type)) && x.dstBuf == ir::Buffer::kScratch)
+            scratch = std::max(scratch, static_cast<size_t>(x.dstOff + x.count));
+        }
+      k.scratchChunks = static_cast<int>(scratch);
       // Threadblocks with nothing to do go; dependencies follow the rest.
       std::vector<int> moved(k.tbs.size(), -1);
       std::vector<ir::Threadblock> kept;
@@ -278,11 +286,20 @@ class Lowerer final : public plan_check::PlanTrace {
     return s;
   }
 
-  // Who last wrote a unit, and who read it since (the latest step of each
-  // threadblock).
+  // The steps as emitted, before they become IR threadblocks' lists: what
+  // each depends on (earlier steps, by emission index), so the receives
+  // can be rewritten before dependencies are numbered.
+  struct Proto {
+    int rank = 0, tb = 0;
+    ir::Step step;
+    std::set<int> deps;  // every hazard, own threadblock included
+    bool removed = false;
+    int dstWriter = -1;  // what last wrote all of its destination before it, if one step did
+  };
+  // Who last wrote a unit, and who read it since.
   struct Unit {
-    Ref write;
-    std::vector<Ref> reads;
+    int write = -1;
+    std::vector<int> reads;
   };
   std::vector<Unit>& units(int r, ir::Buffer b, size_t end) {
     auto& v = units_[static_cast<size_t>(r)][static_cast<size_t>(b)];
@@ -290,60 +307,192 @@ class Lowerer final : public plan_check::PlanTrace {
     return v;
   }
 
-  // Appends `s` to threadblock `tb` of rank `r`, after the steps it must
-  // follow: the first dependency on the step, any others on nops before it.
-  void emit(int r, int tb, ir::Step s, const std::vector<std::pair<Loc, bool>>& touched) {
+  // `s` on threadblock `tb` of rank `r`, after every step that wrote what
+  // it reads and, when it writes, every step that read or wrote that since.
+  void emit(int r, int tb, const ir::Step& s, const std::vector<std::pair<Loc, bool>>& touched) {
     if (!why_.empty()) return;
-    std::map<int, int> need;  // threadblock -> its latest step to wait for
-    auto wait = [&](const Ref& x) {
-      if (x.tb >= 0 && x.tb != tb) need[x.tb] = std::max(need[x.tb], x.step);
-    };
+    const int me = static_cast<int>(protos_.size());
+    Proto p{r, tb, s, {}};
+    std::set<int> from;  // the receives whose data it reads
     for (const auto& [l, writes] : touched) {
       auto& v = units(r, l.buf, l.off + l.len);
       for (size_t u = l.off; u < l.off + l.len; ++u) {
-        wait(v[u].write);
-        if (writes)
-          for (const Ref& x : v[u].reads) wait(x);
+        if (v[u].write >= 0) {
+          p.deps.insert(v[u].write);
+          if (!writes) from.insert(v[u].write);
+        }
+        if (writes) p.deps.insert(v[u].reads.begin(), v[u].reads.end());
       }
     }
-    auto& k = a_.ranks[static_cast<size_t>(r)];
-    auto depend = [&](ir::Step& on, int dtb, int dstep) {
-      on.depTb = dtb;
-      on.depStep = dstep;
-      k.tbs[static_cast<size_t>(dtb)].steps[static_cast<size_t>(dstep)].hasDep = true;
-    };
-    std::vector<ir::Step>& steps = k.tbs[static_cast<size_t>(tb)].steps;
-    for (auto it = need.begin(); it != need.end(); ++it) {
-      if (std::next(it) == need.end()) {
-        depend(s, it->first, it->second);
-        break;
+    for (int w : from) readers_[w].insert(me);
+    for (const auto& [l, writes] : touched)
+      if (writes) {
+        auto& v = units(r, l.buf, l.off + l.len);
+        p.dstWriter = v[l.off].write;
+        for (size_t u = l.off; u < l.off + l.len; ++u)
+          if (v[u].write != p.dstWriter) p.dstWriter = -1;
       }
-      ir::Step nop;
-      nop.type = ir::StepType::kNop;
-      depend(nop, it->first, it->second);
-      steps.push_back(nop);
-    }
-    steps.push_back(s);
-    const Ref me{tb, static_cast<int>(steps.size()) - 1};
+    protos_.push_back(std::move(p));
     for (const auto& [l, writes] : touched) {
       auto& v = units(r, l.buf, l.off + l.len);
-      if (l.buf == ir::Buffer::kScratch)
-        scratchEnd_[static_cast<size_t>(r)] =
-            std::max(scratchEnd_[static_cast<size_t>(r)], l.off + l.len);
       for (size_t u = l.off; u < l.off + l.len; ++u) {
         Unit& x = v[u];
         if (writes) {
           x.write = me;
           x.reads.clear();
-          continue;
-        }
-        auto same =
-            std::find_if(x.reads.begin(), x.reads.end(), [&](const Ref& e) { return e.tb == tb; });
-        if (same != x.reads.end())
-          *same = me;
-        else
+        } else if (std::find(x.reads.begin(), x.reads.end(), me) == x.reads.end()) {
           x.reads.push_back(me);
+        }
       }
+    }
+  }
+
+  static Loc srcOf(const ir::Step& s) {
+    return {s.srcBuf, static_cast<size_t>(s.srcOff), static_cast<size_t>(s.count)};
+  }
+  static Loc dstOf(const ir::Step& s) {
+    return {s.dstBuf, static_cast<size_t>(s.dstOff), static_cast<size_t>(s.count)};
+  }
+
+  // A plan's slot: a receive into scratch whose data one step copies or
+  // reduces into its destination (and sends may forward). The receive
+  // goes straight to the destination (r, or rrc) and takes that step's
+  // hazards and its place in what depended on it:
+  //  - a copy: r into the destination; forwarding sends read it there
+  //    (only when nothing writes it afterwards);
+  //  - a reduce: rrc into the destination; when the destination was just
+  //    filled by a copy that only this reduce reads, that copy goes too
+  //    (rrc reads its source).
+  // Only where every hazard it takes was emitted before the receive, so
+  // nothing it waits for comes after it: the program stays free of
+  // deadlocks whatever the slots.
+  void receiveInPlace() {
+    std::vector<std::vector<int>> dependents(protos_.size());
+    for (size_t q = 0; q < protos_.size(); ++q)
+      for (int d : protos_[q].deps)
+        dependents[static_cast<size_t>(d)].push_back(static_cast<int>(q));
+    auto at = [&](int i) -> Proto& { return protos_[static_cast<size_t>(i)]; };
+    // `gone` leaves; what depended on it depends on `into`.
+    auto absorb = [&](int into, int gone) {
+      at(gone).removed = true;
+      for (int q : dependents[static_cast<size_t>(gone)])
+        if (at(q).deps.erase(gone) > 0 && q != into) {
+          at(q).deps.insert(into);
+          dependents[static_cast<size_t>(into)].push_back(q);
+        }
+    };
+    auto onlyReader = [&](int of, int reader) {
+      auto it = readers_.find(of);
+      return it != readers_.end() && it->second == std::set<int>{reader};
+    };
+    for (size_t i = 0; i < protos_.size(); ++i) {
+      const int r = static_cast<int>(i);
+      Proto& recv = at(r);
+      auto it = readers_.find(r);
+      if (recv.removed || recv.step.type != ir::StepType::kRecv ||
+          recv.step.dstBuf != ir::Buffer::kScratch || it == readers_.end())
+        continue;
+      const Loc slot = dstOf(recv.step);
+      int use = -1;
+      std::vector<int> sends;
+      bool other = false;
+      for (int q : it->second) {
+        const ir::Step& s = at(q).step;
+        const bool mover = s.type == ir::StepType::kCopy || s.type == ir::StepType::kReduce;
+        if (!at(q).removed && mover && use < 0 && srcOf(s) == slot && !dstOf(s).overlaps(slot))
+          use = q;
+        else if (!at(q).removed && s.type == ir::StepType::kSend && srcOf(s) == slot)
+          sends.push_back(q);
+        else
+          other = true;
+      }
+      if (other || use < 0) continue;
+      const Proto& u = at(use);
+      const Loc dst = dstOf(u.step);
+      std::set<int> deps = u.deps;
+      deps.erase(r);
+      int init = -1;
+      ir::Step next;
+      if (u.step.type == ir::StepType::kCopy) {
+        auto& v = units(u.rank, dst.buf, dst.off + dst.len);
+        bool last = true;
+        for (size_t k = dst.off; k < dst.off + dst.len; ++k) last = last && v[k].write == use;
+        if (!sends.empty() && !last) continue;
+        next = step(ir::StepType::kRecv, dst, dst);
+      } else {
+        if (!sends.empty()) continue;
+        next = step(ir::StepType::kRecvReduceCopy, dst, dst);
+        const int w = u.dstWriter;
+        if (!deps.empty() && *deps.rbegin() > r && w > r &&
+            at(w).step.type == ir::StepType::kCopy && dstOf(at(w).step) == dst &&
+            onlyReader(w, use)) {
+          init = w;
+          deps.erase(w);
+          for (int d : at(w).deps)
+            if (d != r) deps.insert(d);
+          next = step(ir::StepType::kRecvReduceCopy, srcOf(at(w).step), dst);
+        }
+      }
+      if (!deps.empty() && *deps.rbegin() > r) continue;
+      recv.step = next;
+      for (int d : deps)
+        if (recv.deps.insert(d).second) dependents[static_cast<size_t>(d)].push_back(r);
+      for (int q : sends) {
+        at(q).step.srcBuf = at(q).step.dstBuf = dst.buf;
+        at(q).step.srcOff = at(q).step.dstOff = static_cast<int>(dst.off);
+      }
+      if (init >= 0) absorb(r, init);
+      absorb(r, use);
+    }
+  }
+
+  // The threadblocks' step lists: each step's first dependency on another
+  // threadblock on the step, the others on nops before it.
+  void number() {
+    std::vector<int> pos(protos_.size(), -1);
+    std::vector<std::vector<int>> used(static_cast<size_t>(n_));  // steps per tb so far
+    for (auto& k : a_.ranks) used[static_cast<size_t>(k.id)].assign(k.tbs.size(), 0);
+    // The latest step of each other threadblock that `p` waits for.
+    auto waits = [&](const Proto& p) {
+      std::map<int, int> latest;
+      for (int d : p.deps) {
+        const Proto& q = protos_[static_cast<size_t>(d)];
+        if (q.tb != p.tb) latest[q.tb] = std::max(latest[q.tb], d);
+      }
+      return latest;
+    };
+    for (size_t i = 0; i < protos_.size(); ++i) {
+      const Proto& p = protos_[i];
+      if (p.removed) continue;
+      const auto latest = waits(p);
+      int& n = used[static_cast<size_t>(p.rank)][static_cast<size_t>(p.tb)];
+      n += latest.empty() ? 0 : static_cast<int>(latest.size()) - 1;
+      pos[i] = n++;
+    }
+    for (size_t i = 0; i < protos_.size(); ++i) {
+      const Proto& p = protos_[i];
+      if (p.removed) continue;
+      auto& k = a_.ranks[static_cast<size_t>(p.rank)];
+      auto& steps = k.tbs[static_cast<size_t>(p.tb)].steps;
+      auto depend = [&](ir::Step& on, int d) {
+        const Proto& q = protos_[static_cast<size_t>(d)];
+        on.depTb = q.tb;
+        on.depStep = pos[static_cast<size_t>(d)];
+        k.tbs[static_cast<size_t>(q.tb)].steps[static_cast<size_t>(on.depStep)].hasDep = true;
+      };
+      const auto latest = waits(p);
+      ir::Step s = p.step;
+      for (auto it = latest.begin(); it != latest.end(); ++it) {
+        if (std::next(it) == latest.end()) {
+          depend(s, it->second);
+          break;
+        }
+        ir::Step nop;
+        nop.type = ir::StepType::kNop;
+        depend(nop, it->second);
+        steps.push_back(nop);
+      }
+      steps.push_back(s);
     }
   }
 
@@ -352,7 +501,9 @@ class Lowerer final : public plan_check::PlanTrace {
   size_t U_ = 1;
   ir::Algorithm a_;
   std::vector<std::array<std::vector<Unit>, ir::kNumBuffers>> units_;
-  std::vector<size_t> temp_, scratchEnd_;
+  std::vector<Proto> protos_;
+  std::map<int, std::set<int>> readers_;  // a step -> the steps that read what it wrote
+  std::vector<size_t> temp_;
   std::map<std::pair<int, int>, int> home_;              // (rank, plan tb id) -> IR tb
   std::map<std::tuple<int, int, int, bool>, int> conn_;  // (rank, peer, link, sends)
   int links_ = 1;
