@@ -45,7 +45,7 @@ run_one() {  # TARGET: runs it, prints one line, returns non-zero on a finding
   local t=$1 log=build/fuzz/$1.log
   mkdir -p "build/fuzz/corpus/$t"
   local maxlen=4096
-  [[ $t == fuzz_verify || $t == fuzz_json || $t == fuzz_topology ]] && maxlen=16384
+  [[ $t == fuzz_verify || $t == fuzz_json || $t == fuzz_topology || $t == fuzz_plan ]] && maxlen=16384
   # shellcheck disable=SC2046
   local budget=(-max_total_time="$seconds")
   [[ $seconds == runs:* ]] && budget=(-runs="${seconds#runs:}")
