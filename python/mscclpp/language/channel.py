@@ -86,6 +86,10 @@ class MemoryChannel(_PeerChannel):
             raise ValueError("read_put_packets needs tb or tb_group")
         self._put("rppkt", dst_chunk, src_chunk, tb, tb_group)
 
+    # The names of MSCCL++'s earlier DSL (MSCCLPPProgram's time).
+    put_packet = put_packets
+    read_put_packet = read_put_packets
+
     def get(self, dst_chunk, src_chunk, tb=None, tb_group=None):
         self._check(dst_chunk, src_chunk)
         where = caller()
@@ -135,6 +139,9 @@ class PortChannel(_PeerChannel):
 
     def read_put_packets(self, dst_chunk, src_chunk, tb):
         self._put("rppkt", dst_chunk, src_chunk, tb, None, ids=True)
+
+    put_packet = put_packets
+    read_put_packet = read_put_packets
 
 
 class SwitchChannel:

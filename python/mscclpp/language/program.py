@@ -127,4 +127,5 @@ class CollectiveProgram:
         return found
 
 
-__all__ = ["CollectiveProgram"]
+# Its name in MSCCL++'s earlier DSL.
+MSCCLPPProgram = CollectiveProgram

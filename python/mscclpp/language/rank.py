@@ -87,6 +87,11 @@ class Rank:
     def unpack_packets(self, dst_chunk, src_chunk, tb=None, tb_group=None):
         self._copy(dst_chunk, src_chunk, tb, tb_group, "upkt")
 
+    # The names of MSCCL++'s earlier DSL.
+    copy_packet = copy_packets
+    unpack_packet = unpack_packets
+    unpack_copy_packet = unpack_packets
+
     def reduce(self, src_chunk, other_chunks, tb=None, tb_group=None, dst_chunk=None,
                reduce_op=ReduceOperationType.sum, packet=False):
         dst_chunk = src_chunk if dst_chunk is None else dst_chunk

@@ -173,9 +173,8 @@ def _sizes(op):
 
 def _fuse(a, b):
     """a followed by b as one op, or None."""
-    if SyncType.after._bits() & a.sync._bits() or SyncType.before._bits() & b.sync._bits():
-        if not (a.name == "nop" and b.name == "nop"):
-            return None
+    # (Syncs between two sync ops order no data: they merge, keeping the
+    # first's sync before and the second's after.)
     if a.name == "nop" and b.name in ("nop", "barrier"):
         return b
     if a.name in ("signal", "wait", "rlxsignal", "rlxwait", "flush") and a.name == b.name:
@@ -192,6 +191,8 @@ def _fuse(a, b):
         f.sync = SyncType._of((a.sync._bits() & 1) | (b.sync._bits() & 2))
         return f
     if not _same_tbg(a, b) or a.name == "pipeline" or b.name == "pipeline":
+        return None
+    if SyncType.after._bits() & a.sync._bits() or SyncType.before._bits() & b.sync._bits():
         return None
     if a.name == b.name and a.name in ("put", "ppkt", "pws", "pwsf", "get", "rppkt"):
         if a.channel_type == b.channel_type and _sizes(a) == _sizes(b) and len(_sizes(a)) == 1:
