@@ -43,6 +43,7 @@ struct Loc {
   ir::Buffer buf = ir::Buffer::kInput;
   size_t off = 0, len = 0;
   bool operator==(const Loc& o) const { return buf == o.buf && off == o.off && len == o.len; }
+  bool operator!=(const Loc& o) const { return !(*this == o); }
   bool overlaps(const Loc& o) const {
     return buf == o.buf && off < o.off + o.len && o.off < off + len;
   }
@@ -82,6 +83,7 @@ class Lowerer final : public plan_check::PlanTrace {
   std::optional<ir::Algorithm> finish() {
     if (!why_.empty()) return std::nullopt;
     receiveInPlace();
+    forwardInPlace();
     number();
     a_.name = p_.name;
     a_.collectiveName = p_.collective;
@@ -366,21 +368,28 @@ class Lowerer final : public plan_check::PlanTrace {
   // Only where every hazard it takes was emitted before the receive, so
   // nothing it waits for comes after it: the program stays free of
   // deadlocks whatever the slots.
+  Proto& at(int i) { return protos_[static_cast<size_t>(i)]; }
+  // `gone` leaves; what depended on it depends on `into`.
+  void absorb(int into, int gone) {
+    at(gone).removed = true;
+    for (int q : dependents_[static_cast<size_t>(gone)])
+      if (at(q).deps.erase(gone) > 0 && q != into) {
+        at(q).deps.insert(into);
+        dependents_[static_cast<size_t>(into)].push_back(q);
+      }
+  }
+  // `into` also waits for `deps`.
+  void adopt(int into, const std::set<int>& deps) {
+    for (int d : deps)
+      if (d != into && at(into).deps.insert(d).second)
+        dependents_[static_cast<size_t>(d)].push_back(into);
+  }
+
   void receiveInPlace() {
-    std::vector<std::vector<int>> dependents(protos_.size());
+    dependents_.assign(protos_.size(), {});
     for (size_t q = 0; q < protos_.size(); ++q)
       for (int d : protos_[q].deps)
-        dependents[static_cast<size_t>(d)].push_back(static_cast<int>(q));
-    auto at = [&](int i) -> Proto& { return protos_[static_cast<size_t>(i)]; };
-    // `gone` leaves; what depended on it depends on `into`.
-    auto absorb = [&](int into, int gone) {
-      at(gone).removed = true;
-      for (int q : dependents[static_cast<size_t>(gone)])
-        if (at(q).deps.erase(gone) > 0 && q != into) {
-          at(q).deps.insert(into);
-          dependents[static_cast<size_t>(into)].push_back(q);
-        }
-    };
+        dependents_[static_cast<size_t>(d)].push_back(static_cast<int>(q));
     auto onlyReader = [&](int of, int reader) {
       auto it = readers_.find(of);
       return it != readers_.end() && it->second == std::set<int>{reader};
@@ -435,14 +444,82 @@ class Lowerer final : public plan_check::PlanTrace {
       }
       if (!deps.empty() && *deps.rbegin() > r) continue;
       recv.step = next;
-      for (int d : deps)
-        if (recv.deps.insert(d).second) dependents[static_cast<size_t>(d)].push_back(r);
+      adopt(r, deps);
       for (int q : sends) {
         at(q).step.srcBuf = at(q).step.dstBuf = dst.buf;
         at(q).step.srcOff = at(q).step.dstOff = static_cast<int>(dst.off);
       }
       if (init >= 0) absorb(r, init);
       absorb(r, use);
+    }
+  }
+
+  // A rank that receives from p and forwards what it received to q on the
+  // same channel (a ring) does both on one threadblock, as MSCCL rings do:
+  // the receiving and sending threadblocks with the most such forwards are
+  // merged (steps in emission order, which keeps every wait backwards),
+  // and a send joins the receive it forwards (rcs, rrcs).
+  void forwardInPlace() {
+    std::map<std::tuple<int, int, int>, int> pairs;  // (rank, receiving tb, sending tb) -> forwards
+    for (const Proto& p : protos_) {
+      if (p.removed || p.step.type != ir::StepType::kSend) continue;
+      for (int d : p.deps) {
+        const Proto& w = at(d);
+        if (!w.removed && ir::receives(w.step.type) && ir::writesDst(w.step.type) &&
+            dstOf(w.step) == srcOf(p.step))
+          ++pairs[{p.rank, w.tb, p.tb}];
+      }
+    }
+    std::vector<std::pair<int, std::tuple<int, int, int>>> order;
+    for (const auto& [key, n] : pairs) order.push_back({-n, key});
+    std::sort(order.begin(), order.end());
+    std::set<std::pair<int, int>> merged;
+    std::map<std::pair<int, int>, int> into;  // (rank, sending tb) -> receiving tb
+    for (const auto& [n, key] : order) {
+      const auto [r, a, b] = key;
+      auto& tbs = a_.ranks[static_cast<size_t>(r)].tbs;
+      ir::Threadblock& recvTb = tbs[static_cast<size_t>(a)];
+      ir::Threadblock& sendTb = tbs[static_cast<size_t>(b)];
+      if (merged.count({r, a}) || merged.count({r, b}) || recvTb.channel != sendTb.channel ||
+          recvTb.sendPeer >= 0 || sendTb.recvPeer >= 0)
+        continue;
+      merged.insert({r, a});
+      merged.insert({r, b});
+      recvTb.sendPeer = sendTb.sendPeer;
+      sendTb.sendPeer = -1;
+      into[{r, b}] = a;
+    }
+    if (into.empty()) return;
+    for (Proto& p : protos_) {
+      auto it = into.find({p.rank, p.tb});
+      if (it != into.end()) p.tb = it->second;
+    }
+    // A send joins the receive whose data it forwards when no other send
+    // of its threadblock lies between them (each connection's order stays)
+    // and all else it waits for was emitted before that receive.
+    std::map<std::pair<int, int>, int> lastSend;  // (rank, tb) -> its latest send so far
+    for (size_t i = 0; i < protos_.size(); ++i) {
+      const int s = static_cast<int>(i);
+      if (at(s).removed || !ir::sends(at(s).step.type)) continue;
+      int& before = lastSend.try_emplace({at(s).rank, at(s).tb}, -1).first->second;
+      int w = -1;
+      for (int d : at(s).deps)
+        if (at(d).tb == at(s).tb && dstOf(at(d).step) == srcOf(at(s).step) &&
+            (at(d).step.type == ir::StepType::kRecv ||
+             at(d).step.type == ir::StepType::kRecvReduceCopy))
+          w = std::max(w, d);
+      std::set<int> deps = at(s).deps;
+      deps.erase(w);
+      if (at(s).step.type != ir::StepType::kSend || w < 0 || w < before ||
+          (!deps.empty() && *deps.rbegin() > w)) {
+        before = s;
+        continue;
+      }
+      at(w).step.type = at(w).step.type == ir::StepType::kRecv ? ir::StepType::kRecvCopySend
+                                                               : ir::StepType::kRecvReduceCopySend;
+      adopt(w, deps);
+      absorb(w, s);
+      before = w;
     }
   }
 
@@ -502,7 +579,9 @@ class Lowerer final : public plan_check::PlanTrace {
   ir::Algorithm a_;
   std::vector<std::array<std::vector<Unit>, ir::kNumBuffers>> units_;
   std::vector<Proto> protos_;
-  std::map<int, std::set<int>> readers_;  // a step -> the steps that read what it wrote
+  std::map<int, std::set<int>> readers_;
+  std::vector<std::vector<int>> dependents_;  // a step -> the steps that depend on it  // a step ->
+                                              // the steps that read what it wrote
   std::vector<size_t> temp_;
   std::map<std::pair<int, int>, int> home_;              // (rank, plan tb id) -> IR tb
   std::map<std::tuple<int, int, int, bool>, int> conn_;  // (rank, peer, link, sends)
