@@ -81,6 +81,7 @@ class Lowerer final : public plan_check::PlanTrace {
 
   // The algorithm, or nullopt with why() set.
   std::optional<ir::Algorithm> finish() {
+    endRound();
     if (!why_.empty()) return std::nullopt;
     receiveInPlace();
     forwardInPlace();
@@ -267,13 +268,36 @@ class Lowerer final : public plan_check::PlanTrace {
     emit(r, home, step(type, src, dst), touched);
   }
   // `from` sends `src`; `to` receives it into `dst` (reduce: dst += it).
+  // The receive waits (receiveLater) until the round of the run ends or
+  // its rank touches what it writes, so that a rank's own sends of a round
+  // come before what it receives in it, as when they run.
   void transfer(int from, const Loc& src, int to, const Loc& dst, int link, bool reduce) {
     emit(from, connTb(from, to, link, true), step(ir::StepType::kSend, src, src), {{src, false}});
     const int tb = connTb(to, from, link, false);
     if (reduce)
-      emit(to, tb, step(ir::StepType::kRecvReduceCopy, dst, dst), {{dst, false}, {dst, true}});
+      receiveLater(to, tb, step(ir::StepType::kRecvReduceCopy, dst, dst),
+                   {{dst, false}, {dst, true}});
     else
-      emit(to, tb, step(ir::StepType::kRecv, dst, dst), {{dst, true}});
+      receiveLater(to, tb, step(ir::StepType::kRecv, dst, dst), {{dst, true}});
+  }
+  struct Pending {
+    int tb = 0;
+    ir::Step step;
+    std::vector<std::pair<Loc, bool>> touched;
+  };
+  void receiveLater(int r, int tb, const ir::Step& s, std::vector<std::pair<Loc, bool>> touched) {
+    pending_.resize(static_cast<size_t>(n_));
+    pending_[static_cast<size_t>(r)].push_back({tb, s, std::move(touched)});
+  }
+  // Emits rank r's waiting receives, in the order their sends came.
+  void flush(int r) {
+    if (pending_.empty()) return;
+    std::vector<Pending> list = std::move(pending_[static_cast<size_t>(r)]);
+    pending_[static_cast<size_t>(r)].clear();
+    for (const Pending& p : list) emitNow(r, p.tb, p.step, p.touched);
+  }
+  void endRound() override {
+    for (int r = 0; r < n_; ++r) flush(r);
   }
   ir::Step step(ir::StepType type, const Loc& src, const Loc& dst) {
     if (src.off + src.len > INT_MAX || dst.off + dst.len > INT_MAX)
@@ -312,6 +336,16 @@ class Lowerer final : public plan_check::PlanTrace {
   // `s` on threadblock `tb` of rank `r`, after every step that wrote what
   // it reads and, when it writes, every step that read or wrote that since.
   void emit(int r, int tb, const ir::Step& s, const std::vector<std::pair<Loc, bool>>& touched) {
+    if (!pending_.empty()) {
+      bool meets = false;
+      for (const Pending& p : pending_[static_cast<size_t>(r)])
+        for (const auto& [a, wa] : p.touched)
+          for (const auto& [b, wb] : touched) meets = meets || a.overlaps(b);
+      if (meets) flush(r);
+    }
+    emitNow(r, tb, s, touched);
+  }
+  void emitNow(int r, int tb, const ir::Step& s, const std::vector<std::pair<Loc, bool>>& touched) {
     if (!why_.empty()) return;
     const int me = static_cast<int>(protos_.size());
     Proto p{r, tb, s, {}};
@@ -580,8 +614,10 @@ class Lowerer final : public plan_check::PlanTrace {
   std::vector<std::array<std::vector<Unit>, ir::kNumBuffers>> units_;
   std::vector<Proto> protos_;
   std::map<int, std::set<int>> readers_;
-  std::vector<std::vector<int>> dependents_;  // a step -> the steps that depend on it  // a step ->
-                                              // the steps that read what it wrote
+  std::vector<std::vector<int>> dependents_;
+  std::vector<std::vector<Pending>>
+      pending_;  // receives not yet emitted, per rank  // a step -> the steps that depend on it  //
+                 // a step -> the steps that read what it wrote
   std::vector<size_t> temp_;
   std::map<std::pair<int, int>, int> home_;              // (rank, plan tb id) -> IR tb
   std::map<std::tuple<int, int, int, bool>, int> conn_;  // (rank, peer, link, sends)

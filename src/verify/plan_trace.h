@@ -44,6 +44,8 @@ class PlanTrace {
   // Before the first op: the run's units per chunk.
   virtual void begin(size_t unitsPerChunk) = 0;
   virtual void dataOp(const TracedOp& op) = 0;
+  // After each round of the run (every threadblock that could ran one op).
+  virtual void endRound() {}
 };
 
 // verifyPlan, telling `trace` every data operation as the run takes it

@@ -1017,27 +1017,31 @@ class Verifier {
     }
   }
 
-  // Runs every threadblock as far as it can, over and over, until all are
-  // done or none can move (a deadlock, reported per stuck op).
+  // Runs the threadblocks in lockstep, one op each per round (the order
+  // a lowering replays: close to how they run, so receives and the sends
+  // that forward them come in turn), until all are done or none can move
+  // (a deadlock, reported per stuck op).
   void execute() {
+    std::vector<Tb*> active;
+    for (Tb& tb : tbs_)
+      if (!tb.steps.empty()) active.push_back(&tb);
     bool moved = true;
     while (moved) {
       moved = false;
-      for (Tb& tb : tbs_) {
-        std::string why;
-        while (tb.pc < tb.steps.size()) {
-          const Tb::Step& s = tb.steps[tb.pc];
-          if (s.op->type == OpType::kBarrier) {
-            if (!arriveAtBarrier(tb, s)) break;
-            moved = true;
-            continue;
-          }
-          if (!enabled(tb, s, &why)) break;
-          step(tb, s);
-          ++tb.pc;
+      std::string why;
+      for (Tb* tb : active) {
+        if (tb->pc >= tb->steps.size()) continue;  // a barrier released it this round
+        const Tb::Step& s = tb->steps[tb->pc];
+        if (s.op->type == OpType::kBarrier) {
+          moved = arriveAtBarrier(*tb, s) || moved;
+        } else if (enabled(*tb, s, &why)) {
+          step(*tb, s);
+          ++tb->pc;
           moved = true;
         }
       }
+      std::erase_if(active, [](const Tb* tb) { return tb->pc >= tb->steps.size(); });
+      if (trace_) trace_->endRound();
     }
     for (Tb& tb : tbs_) {
       if (tb.pc >= tb.steps.size()) continue;
