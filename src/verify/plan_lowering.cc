@@ -398,7 +398,8 @@ class Lowerer final : public plan_check::PlanTrace {
   //    (only when nothing writes it afterwards);
   //  - a reduce: rrc into the destination; when the destination was just
   //    filled by a copy that only this reduce reads, that copy goes too
-  //    (rrc reads its source).
+  //    (rrc reads its source);
+  //  - a reduce into the slot itself (slot += A): rrc of A into the slot.
   // Only where every hazard it takes was emitted before the receive, so
   // nothing it waits for comes after it: the program stays free of
   // deadlocks whatever the slots.
@@ -442,7 +443,11 @@ class Lowerer final : public plan_check::PlanTrace {
       for (int q : it->second) {
         const ir::Step& s = at(q).step;
         const bool mover = s.type == ir::StepType::kCopy || s.type == ir::StepType::kReduce;
-        if (!at(q).removed && mover && use < 0 && srcOf(s) == slot && !dstOf(s).overlaps(slot))
+        // (A reduce into the slot itself, slot += A, is a receive that adds A.)
+        const bool into =
+            s.type == ir::StepType::kReduce && dstOf(s) == slot && !srcOf(s).overlaps(slot);
+        if (!at(q).removed && mover && use < 0 &&
+            ((srcOf(s) == slot && !dstOf(s).overlaps(slot)) || into))
           use = q;
         else if (!at(q).removed && s.type == ir::StepType::kSend && srcOf(s) == slot)
           sends.push_back(q);
@@ -456,7 +461,10 @@ class Lowerer final : public plan_check::PlanTrace {
       deps.erase(r);
       int init = -1;
       ir::Step next;
-      if (u.step.type == ir::StepType::kCopy) {
+      if (dst == slot) {
+        if (!sends.empty()) continue;
+        next = step(ir::StepType::kRecvReduceCopy, srcOf(u.step), dst);
+      } else if (u.step.type == ir::StepType::kCopy) {
         auto& v = units(u.rank, dst.buf, dst.off + dst.len);
         bool last = true;
         for (size_t k = dst.off; k < dst.off + dst.len; ++k) last = last && v[k].write == use;
@@ -554,6 +562,18 @@ class Lowerer final : public plan_check::PlanTrace {
       adopt(w, deps);
       absorb(w, s);
       before = w;
+      // A sum kept only to be sent (a slot in scratch nobody reads again)
+      // is not stored: rrs.
+      const Loc kept = dstOf(at(w).step);
+      bool read = kept.buf != ir::Buffer::kScratch;
+      for (int q : dependents_[static_cast<size_t>(w)]) {
+        const ir::Step& y = at(q).step;
+        read = read || (!at(q).removed && at(q).deps.count(w) &&
+                        ((ir::readsSrc(y.type) && srcOf(y).overlaps(kept)) ||
+                         (ir::readsDst(y.type) && dstOf(y).overlaps(kept))));
+      }
+      if (!read && at(w).step.type == ir::StepType::kRecvReduceCopySend)
+        at(w).step.type = ir::StepType::kRecvReduceSend;
     }
   }
 

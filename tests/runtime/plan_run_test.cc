@@ -91,6 +91,27 @@ TEST(PlanRun, BuiltInsWrittenAsPlansRunOnTwoToSixteenRanks) {
   EXPECT_GE(ran, 20);
 }
 
+TEST(PlanRun, ARingWrittenAsAPlanLowersToTheRingAgain) {
+  // One-sided (a slot per message, signals, semaphores) and back: the slots
+  // are received in place and each receive forwards what it got, so every
+  // rank runs the classic ring's steps on one threadblock.
+  auto ring = algorithms::makeClassic("ring_allreduce", 8);
+  ASSERT_TRUE(ring.isOk());
+  auto va = lowered(ir::mscclpp::writePlan(ir::mscclpp::planFromAlgorithm(ring.value())), "r.json");
+  ASSERT_TRUE(va);
+  for (const ir::Rank& k : va->algo().ranks) {
+    SCOPED_TRACE("rank " + std::to_string(k.id));
+    ASSERT_EQ(k.tbs.size(), 1u);
+    EXPECT_EQ(k.tbs[0].steps.size(),
+              ring.value().ranks[static_cast<size_t>(k.id)].tbs[0].steps.size());
+    EXPECT_EQ(k.scratchChunks, 0);
+    int forwards = 0;  // receives that send on (rrs, rrcs, rcs)
+    for (const ir::Step& st : k.tbs[0].steps)
+      forwards += ir::sends(st.type) && ir::receives(st.type) ? 1 : 0;
+    EXPECT_EQ(forwards, 13);
+  }
+}
+
 TEST(PlanRun, APlanThatDoesNotProveIsNotRun) {
   // The allreduce with its first wait taken out: the read races the put.
   nlohmann::json j = nlohmann::json::parse(chorus::testing::readText(
