@@ -19,7 +19,6 @@
 #include "api/convert.h"
 #include "api/generate.h"
 #include "compiler/program_file.h"
-#include "workflows/files.h"
 #include "core/diagnostic.h"
 #include "core/types.h"
 #include "ir/json_io.h"
@@ -35,6 +34,7 @@
 #include "topo/presets.h"
 #include "verify/plan_verifier.h"
 #include "verify/verifier.h"
+#include "workflows/files.h"
 #include "workflows/report_page.h"
 #include "workflows/synthesis.h"
 

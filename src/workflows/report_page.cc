@@ -4,12 +4,12 @@
 #include <fmt/core.h>
 
 #include "compiler/program_file.h"
-#include "workflows/files.h"
 #include "core/io.h"
 #include "ir/json_io.h"
 #include "ir/xml_reader.h"
 #include "report/report.h"
 #include "topo/presets.h"
+#include "workflows/files.h"
 
 namespace chorus::workflows {
 namespace {

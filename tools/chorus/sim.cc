@@ -10,13 +10,13 @@
 
 #include "algorithms/classic.h"
 #include "compiler/program_file.h"
-#include "workflows/files.h"
 #include "core/io.h"
 #include "ir/json_io.h"
 #include "sim/simulator.h"
 #include "tools/chorus/commands.h"
 #include "topo/json.h"
 #include "topo/presets.h"
+#include "workflows/files.h"
 
 namespace chorus::cli {
 
