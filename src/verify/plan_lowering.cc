@@ -29,6 +29,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/check.h"
 #include "ir/mscclpp_plan.h"
 #include "verify/plan_trace.h"
 #include "verify/plan_verifier.h"
@@ -344,8 +345,8 @@ class Lowerer final : public plan_check::PlanTrace {
     if (!pending_.empty()) {
       bool meets = false;
       for (const Pending& p : pending_[static_cast<size_t>(r)])
-        for (const auto& [a, wa] : p.touched)
-          for (const auto& [b, wb] : touched) meets = meets || a.overlaps(b);
+        for (const auto& a : p.touched)
+          for (const auto& b : touched) meets = meets || a.first.overlaps(b.first);
       if (meets) flush(r);
     }
     emitNow(r, tb, s, touched);
@@ -354,7 +355,7 @@ class Lowerer final : public plan_check::PlanTrace {
     if (!why_.empty()) return;
     const int me = static_cast<int>(protos_.size());
     Proto p{r, tb, s, {}};
-    std::set<int> from;  // the receives whose data it reads
+    std::set<int> from;  // the steps whose data it reads
     for (const auto& [l, writes] : touched) {
       auto& v = units(r, l.buf, l.off + l.len);
       for (size_t u = l.off; u < l.off + l.len; ++u) {
@@ -395,19 +396,6 @@ class Lowerer final : public plan_check::PlanTrace {
     return {s.dstBuf, static_cast<size_t>(s.dstOff), static_cast<size_t>(s.count)};
   }
 
-  // A plan's slot: a receive into scratch whose data one step copies or
-  // reduces into its destination (and sends may forward). The receive
-  // goes straight to the destination (r, or rrc) and takes that step's
-  // hazards and its place in what depended on it:
-  //  - a copy: r into the destination; forwarding sends read it there
-  //    (only when nothing writes it afterwards);
-  //  - a reduce: rrc into the destination; when the destination was just
-  //    filled by a copy that only this reduce reads, that copy goes too
-  //    (rrc reads its source);
-  //  - a reduce into the slot itself (slot += A): rrc of A into the slot.
-  // Only where every hazard it takes was emitted before the receive, so
-  // nothing it waits for comes after it: the program stays free of
-  // deadlocks whatever the slots.
   Proto& at(int i) { return protos_[static_cast<size_t>(i)]; }
   // `gone` leaves; what depended on it depends on `into`.
   void absorb(int into, int gone) {
@@ -425,6 +413,19 @@ class Lowerer final : public plan_check::PlanTrace {
         dependents_[static_cast<size_t>(d)].push_back(into);
   }
 
+  // A plan's slot: a receive into scratch whose data one step copies or
+  // reduces into its destination (and sends may forward). The receive
+  // goes straight to the destination (r, or rrc) and takes that step's
+  // hazards and its place in what depended on it:
+  //  - a copy: r into the destination; forwarding sends read it there
+  //    (only when nothing writes it afterwards);
+  //  - a reduce: rrc into the destination; when the destination was just
+  //    filled by a copy that only this reduce reads, that copy goes too
+  //    (rrc reads its source);
+  //  - a reduce into the slot itself (slot += A): rrc of A into the slot.
+  // Only where every hazard it takes was emitted before the receive, so
+  // nothing it waits for comes after it: the program stays free of
+  // deadlocks whatever the slots.
   void receiveInPlace() {
     dependents_.assign(protos_.size(), {});
     for (size_t q = 0; q < protos_.size(); ++q)
@@ -585,26 +586,9 @@ class Lowerer final : public plan_check::PlanTrace {
   // The threadblocks' step lists: each step's first dependency on another
   // threadblock on the step, the others on nops before it.
   void number() {
+    // Every dependency points to an earlier step (emission order, kept by
+    // the rewrites), so one pass numbers and links them.
     std::vector<int> pos(protos_.size(), -1);
-    std::vector<std::vector<int>> used(static_cast<size_t>(n_));  // steps per tb so far
-    for (auto& k : a_.ranks) used[static_cast<size_t>(k.id)].assign(k.tbs.size(), 0);
-    // The latest step of each other threadblock that `p` waits for.
-    auto waits = [&](const Proto& p) {
-      std::map<int, int> latest;
-      for (int d : p.deps) {
-        const Proto& q = protos_[static_cast<size_t>(d)];
-        if (q.tb != p.tb) latest[q.tb] = std::max(latest[q.tb], d);
-      }
-      return latest;
-    };
-    for (size_t i = 0; i < protos_.size(); ++i) {
-      const Proto& p = protos_[i];
-      if (p.removed) continue;
-      const auto latest = waits(p);
-      int& n = used[static_cast<size_t>(p.rank)][static_cast<size_t>(p.tb)];
-      n += latest.empty() ? 0 : static_cast<int>(latest.size()) - 1;
-      pos[i] = n++;
-    }
     for (size_t i = 0; i < protos_.size(); ++i) {
       const Proto& p = protos_[i];
       if (p.removed) continue;
@@ -616,11 +600,18 @@ class Lowerer final : public plan_check::PlanTrace {
         on.depStep = pos[static_cast<size_t>(d)];
         k.tbs[static_cast<size_t>(q.tb)].steps[static_cast<size_t>(on.depStep)].hasDep = true;
       };
-      const auto latest = waits(p);
-      ir::Step s = p.step;
+      // The latest step of each other threadblock that it waits for.
+      std::map<int, int> latest;
+      for (int d : p.deps) {
+        const Proto& q = protos_[static_cast<size_t>(d)];
+        CHORUS_CHECK(d < static_cast<int>(i) && pos[static_cast<size_t>(d)] >= 0,
+                     "a lowered step depends on one emitted after it");
+        if (q.tb != p.tb) latest[q.tb] = std::max(latest[q.tb], d);
+      }
+      ir::Step st = p.step;
       for (auto it = latest.begin(); it != latest.end(); ++it) {
         if (std::next(it) == latest.end()) {
-          depend(s, it->second);
+          depend(st, it->second);
           break;
         }
         ir::Step nop;
@@ -628,7 +619,8 @@ class Lowerer final : public plan_check::PlanTrace {
         depend(nop, it->second);
         steps.push_back(nop);
       }
-      steps.push_back(s);
+      pos[i] = static_cast<int>(steps.size());
+      steps.push_back(st);
     }
   }
 

@@ -203,8 +203,8 @@ GOOD = [
 BAD = [("bad_unwritten.py", 9, "E601"), ("bad_wrong_sum.py", 11, "E303")]
 
 
-def run_program(name, args):
-    return subprocess.run([sys.executable, os.path.join(PROGRAMS, name)] + args,
+def run_program(name, args, folder=PROGRAMS):
+    return subprocess.run([sys.executable, os.path.join(folder, name)] + args,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -258,17 +258,12 @@ MSCCLPP_GOOD = [
 MSCCLPP_BAD = [("bad_missing_wait.py", 23, "E705"), ("bad_wrong_reduction.py", 23, "E301")]
 
 
-def run_mscclpp(name, args):
-    return subprocess.run([sys.executable, os.path.join(MSCCLPP, name)] + args,
-                          capture_output=True, text=True, timeout=120)
-
-
 class MscclppPrograms(unittest.TestCase):
     def test_programs_print_proven_plans_that_run(self):
         import json
         for name, args in MSCCLPP_GOOD:
             with self.subTest(program=name, args=args):
-                r = run_mscclpp(name, args)
+                r = run_program(name, args, MSCCLPP)
                 self.assertEqual(r.returncode, 0, r.stderr)
                 plan = json.loads(r.stdout)
                 self.assertEqual(plan["gpus"][0]["id"], 0)
@@ -288,7 +283,7 @@ class MscclppPrograms(unittest.TestCase):
 
     def test_a_plan_runs_on_processes(self):
         import tempfile
-        r = run_mscclpp("allgather_allpairs.py", ["2"])
+        r = run_program("allgather_allpairs.py", ["2"], MSCCLPP)
         self.assertEqual(r.returncode, 0, r.stderr)
         with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
             f.write(r.stdout)
@@ -302,7 +297,7 @@ class MscclppPrograms(unittest.TestCase):
     def test_mistakes_exit_1_at_the_line(self):
         for name, line, code in MSCCLPP_BAD:
             with self.subTest(program=name):
-                r = run_mscclpp(name, [])
+                r = run_program(name, [], MSCCLPP)
                 self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
                 self.assertEqual(r.stdout, "", "no plan for a wrong program")
                 self.assertIn(f"{name}:{line}: error[{code}]", r.stderr)

@@ -1,7 +1,7 @@
 """A pipeline: the operations written inside run iteration by iteration."""
 
 from .internal.globals import get_program
-from .internal.plan import Op, caller
+from .internal.plan import Op
 
 
 class LoopIterationContext:
@@ -13,13 +13,11 @@ class LoopIterationContext:
         self.unit = unit
         self.num_chunks = num_chunks
         self._ops = {}
-        self._where = None
 
     def add_operation(self, rank, tb, op):
         self._ops.setdefault((rank, tb), []).append(op)
 
     def __enter__(self):
-        self._where = caller()
         get_program().set_loop_context(self)
         return self
 

@@ -35,7 +35,6 @@ class CollectiveProgram:
                      for r, b in enumerate(self.buffers)]
         self.loop_context = None
         self._barriers = {}
-        self._where = _plan.caller()
         self._written = None
 
     @classmethod
@@ -117,7 +116,7 @@ class CollectiveProgram:
 
     def _origin(self, rank, tb, step, path=""):
         """(file, line) of what made op `step` of threadblock `tb` of `rank`
-        (or the op at the start of a JSON path), else of the program."""
+        (or the op at the start of a JSON path), else None."""
         import re
         self.post_process_operations()
         found = self._written[1].get((rank, tb, step))
