@@ -179,4 +179,8 @@ for op in a.ops.split(","):
             speedup = f"{med['gloo'] / med['chorus']:.2f}" if len(med) == 2 else "n/a"
             print(f"{op},{nbytes},{us('chorus')},{us('gloo')},{speedup},{bw('chorus')},"
                   f"{bw('gloo')}", flush=True)
+# Drop the groups here so that destroying them joins their threads while the
+# interpreter lives: a gloo worker that drops a tensor once it is finalizing
+# aborts the process.
+groups.clear()
 dist.destroy_process_group()

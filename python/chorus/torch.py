@@ -15,6 +15,7 @@ Timeouts and dead peers raise RuntimeError. Device tensors are refused
 with a message until Chorus's CUDA backend serves them.
 """
 
+import atexit
 import datetime
 import os
 
@@ -32,6 +33,11 @@ def _create(store, rank, size, timeout):
 
 if BACKEND.upper() not in getattr(dist.Backend, "_plugins", {}):
     dist.Backend.register_backend(BACKEND, _create)
+
+# At exit, before the interpreter finalizes: the groups' threads finish what
+# is queued and stop, so none of them drops a Python-owned tensor (which
+# takes the GIL) while the interpreter is being torn down, an abort.
+atexit.register(_torch.shutdown_all)
 
 
 def _launcher_environment():

@@ -22,6 +22,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -167,6 +168,21 @@ class WorkChorus : public c10d::Work {
   intrusive_ptr<c10::ivalue::Future> future_;
 };
 
+// The groups alive in this process: shutdownAll() stops their threads at
+// interpreter exit (an atexit hook of chorus.torch). A thread of theirs that
+// dropped the last reference to a Python-owned tensor after the interpreter
+// began finalizing would take the GIL, and Python ends such a thread with a
+// forced unwind that aborts the process ("terminate called without an
+// active exception").
+struct Live {
+  std::mutex mutex;
+  std::set<ProcessGroupChorus*> groups;
+};
+Live& live() {
+  static Live* l = new Live;  // never destroyed: groups may outlive statics
+  return *l;
+}
+
 class ProcessGroupChorus : public c10d::ProcessGroup {
  public:
   ProcessGroupChorus(const intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -194,9 +210,15 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     link_->pg = this;
     completer_ = std::thread([this] { completeLoop(); });
     worker_ = std::thread([this] { loop(); });
+    std::lock_guard<std::mutex> lock(live().mutex);
+    live().groups.insert(this);
   }
 
   ~ProcessGroupChorus() override {
+    {
+      std::lock_guard<std::mutex> lock(live().mutex);
+      live().groups.erase(this);
+    }
     // The worker may need the GIL (a job dropping the last reference to a
     // Python-owned tensor): never hold it while waiting for the worker.
     if (Py_IsInitialized() && PyGILState_Check()) {
@@ -209,8 +231,11 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
 
   const std::string getBackendName() const override { return "chorus"; }
 
-  // Runs what is queued, stops the worker, frees the communicator.
+  // Runs what is queued, stops the worker, frees the communicator; once
+  // (the atexit hook, then the destructor). Calls made after it fail.
   void shutdown() {
+    std::lock_guard<std::mutex> once(shutdownMutex_);
+    if (comm_ == nullptr) return;
     {
       std::lock_guard<std::mutex> lock(link_->mutex);
       link_->pg = nullptr;
@@ -229,6 +254,12 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     doneCv_.notify_all();
     completer_.join();
     chorusCommDestroy(comm_);
+    comm_ = nullptr;
+  }
+
+  static void shutdownAll() {
+    std::lock_guard<std::mutex> lock(live().mutex);
+    for (ProcessGroupChorus* pg : live().groups) pg->shutdown();
   }
 
   // Issues the point-to-point calls held so far as one group.
@@ -599,6 +630,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     auto work = c10::make_intrusive<WorkChorus>(
         link_, isSend ? c10d::OpType::SEND : c10d::OpType::RECV, std::vector<Tensor>{t});
     std::lock_guard<std::mutex> lock(mutex_);
+    if (stop_) fail("the process group was shut down (the interpreter is exiting)");
     p2p_.push_back(Pending{t, peer, isSend, work});
     return work;
   }
@@ -614,6 +646,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
   void enqueue(std::function<void()> body, std::vector<intrusive_ptr<WorkChorus>> works) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      if (stop_) fail("the process group was shut down (the interpreter is exiting)");
       jobs_.push_back(Job{std::move(body), std::move(works)});
     }
     cv_.notify_all();
@@ -659,6 +692,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
   }
 
   chorusComm_t comm_ = nullptr;
+  std::mutex shutdownMutex_;
   Tensor scratch_;  // the worker's (scratch())
   std::shared_ptr<Link> link_ = std::make_shared<Link>();
   std::mutex mutex_;
@@ -710,6 +744,10 @@ PYBIND11_MODULE(_torch, m) {
         pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"),
         "A ProcessGroup over Chorus for `size` ranks meeting through `store` (rank 0 posts the "
         "Chorus id there).");
+  m.def("shutdown_all", &chorus::torch_backend::ProcessGroupChorus::shutdownAll,
+        pybind11::call_guard<pybind11::gil_scoped_release>(),
+        "Runs what every chorus process group has queued and stops its threads (chorus.torch "
+        "calls it at exit, before the interpreter finalizes).");
   m.def(
       "empty_shared",
       [](const std::vector<int64_t>& sizes, const at::Tensor& like) {

@@ -186,5 +186,18 @@ if args.backend == "chorus":
     t = torch.ones(3)
     dist.all_reduce(t)  # the group still works after the refusals
     same(t, torch.full((3,), float(n)), "all_reduce after refused calls")
+    # What the atexit hook does: a queued call runs, the threads stop, and
+    # later calls are refused (not left waiting).
+    t = torch.ones(5)
+    w = dist.all_reduce(t, async_op=True)
+    del t
+    chorus.torch._torch.shutdown_all()
+    assert w.is_completed(), "shutdown_all left a queued call"
+    same(w.result()[0], torch.full((5,), float(n)), "all_reduce run by shutdown_all")
+    try:
+        dist.all_reduce(torch.ones(1))
+        sys.exit("a call after shutdown_all was accepted")
+    except RuntimeError as e:
+        assert "was shut down" in str(e), e
 dist.destroy_process_group()
 print(f"rank {rank} of {n}: all operations ok")
