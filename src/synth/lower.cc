@@ -105,16 +105,24 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
 template <typename Visit>
 void eachTree(const Forest& f, const std::vector<std::vector<std::vector<int>>>& channels, int k,
               int chunks, int ranks, Visit visit) {
-  std::vector<int> next(static_cast<size_t>(ranks), 0);
+  // Where each tree's pieces start in its root's block.
+  std::vector<int> next(static_cast<size_t>(ranks), 0), start(f.trees.size());
   const int scale = k / f.k;
   for (size_t ti = 0; ti < f.trees.size(); ++ti) {
-    const Tree& t = f.trees[ti];
-    int& at = next[static_cast<size_t>(t.root)];
-    const int pieces = static_cast<int>(t.weight) * scale;
-    for (int piece = 0; piece < pieces; ++piece, ++at)
-      for (int c = 0; c < chunks; ++c)
-        visit(t, at * chunks + c, channels[ti][static_cast<size_t>(piece)]);
+    int& at = next[static_cast<size_t>(f.trees[ti].root)];
+    start[ti] = at;
+    at += static_cast<int>(f.trees[ti].weight) * scale;
   }
+  // Every piece's first chunk, then every piece's second, ...: a
+  // connection's threadblock sends in this order, and a piece's later chunk
+  // reaches the sender after the other pieces' earlier ones.
+  for (int c = 0; c < chunks; ++c)
+    for (size_t ti = 0; ti < f.trees.size(); ++ti) {
+      const Tree& t = f.trees[ti];
+      const int pieces = static_cast<int>(t.weight) * scale;
+      for (int piece = 0; piece < pieces; ++piece)
+        visit(t, (start[ti] + piece) * chunks + c, channels[ti][static_cast<size_t>(piece)]);
+    }
 }
 
 // Where `root`'s block starts in a buffer holding every rank's (broadcast
