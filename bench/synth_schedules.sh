@@ -15,20 +15,18 @@ limit=${2:-600}
 shift $(($# < 2 ? $# : 2))
 cases=("$@")
 if [[ ${#cases[@]} -eq 0 ]]; then
-  # Every topology of issue 24's goals: DGX A100 / H100 with 1-8 boxes,
-  # NDv2 and DGX-2 with 2, MI250 with 1-4, an 8x8 torus and a fat tree;
-  # the allgather family, broadcast / reduce on 2 boxes, alltoall.
+  # Issue 43's table: DGX-1, DGX A100 x1/2/4/8, DGX H100 x4, NDv4 x2,
+  # MI250 x2/x4, a 4x4 torus, a 64-rank fat tree and a custom machine with
+  # asymmetric links (tests/data/topo/asym6.json), every collective.
   cases=()
-  for t in dgx-a100 dgx-a100:2 dgx-a100:4 dgx-a100:8 dgx-h100 dgx-h100:2 dgx-h100:4 dgx-h100:8 \
-           ndv2:2 dgx2:2 mi250 mi250:2 mi250:4 torus:8 fattree:8; do
-    for coll in allgather reducescatter allreduce; do cases+=("$t:$coll"); done
-  done
-  for t in dgx-a100:2 dgx-h100:2; do cases+=("$t:broadcast" "$t:reduce"); done
-  for t in dgx-a100:2 dgx-a100:4 dgx-h100:2 ndv2:2 mi250:2 torus:4 torus:8; do
-    cases+=("$t:alltoall")
+  for t in dgx1 dgx-a100 dgx-a100:2 dgx-a100:4 dgx-a100:8 dgx-h100:4 ndv4:2 mi250:2 mi250:4 \
+           torus:4 fattree:8 tests/data/topo/asym6.json; do
+    for coll in allgather reducescatter allreduce broadcast reduce alltoall; do
+      cases+=("$t:$coll")
+    done
   done
 fi
-echo "topology,collective,optimum_gbps,simulated_gbps,fraction,forest,headroom_percent,pieces,chunks_per_piece,instances,lowerings,seconds,notes"
+echo "topology,collective,optimum_gbps,simulated_gbps,fraction,forest,headroom_percent,pieces,chunks_per_piece,instances,lowerings,seconds,classic,classic_gbps,notes"
 for c in "${cases[@]}"; do
   topo=${c%:*}
   coll=${c##*:}
@@ -38,10 +36,10 @@ for c in "${cases[@]}"; do
         --json ${SYNTH_FLAGS:-} 2>&1)
   rc=$?
   if [[ $rc -eq 124 ]]; then
-    echo "$topo,$coll,,,,,,,,,,>$limit,"
+    echo "$topo,$coll,,,,,,,,,,>$limit,,,"
     continue
   elif [[ $rc -ne 0 ]]; then
-    echo "$topo,$coll,,,,,,,,,,,failed: $(head -c 120 <<<"$out" | tr ',\n' '; ')"
+    echo "$topo,$coll,,,,,,,,,,,,,failed: $(head -c 120 <<<"$out" | tr ',\n' '; ')"
     continue
   fi
   end=$(date +%s.%N)
@@ -56,12 +54,13 @@ if d["collective"] == "alltoall":
         notes += "; two-step %.3f GB/s" % d["twostep_algbw"]
     row = [sys.argv[2], "alltoall", round(d["algbw"], 3), round(d["simulated_algbw"], 3),
            round(d["simulated_algbw"] / d["algbw"], 4), "lp-paths", 0, d["pieces_per_block"],
-           "", "", "", seconds, notes]
+           "", "", "", seconds, "", "", notes]
 else:
     row = [sys.argv[2], d["collective"], round(d["algbw"], 3), round(d["simulated_algbw"], 3),
            round(d["simulated_algbw"] / d["algbw"], 4), d["forest_kind"], d["headroom_percent"],
            d["pieces"], d["chunks_per_piece"], d["instances"], d["lowerings_tried"], seconds,
-           "; ".join(d.get("notes", []))]
+           d["classic"] + (" (kept)" if d["classic_kept"] else ""), round(d["classic_algbw"], 3),
+           "; ".join(d.get("notes", []) + ["below 90 %: " + w for w in d.get("shortfall", [])])]
 print(",".join(str(x).replace(",", ";") for x in row))' \
     "" "$topo" "$start" "$end" <<<"$out"
 done

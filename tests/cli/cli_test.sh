@@ -250,6 +250,17 @@ check synth-max-pieces 0 'note +the exact packed forest: the optimum needs 13 pi
   -- "$chorus" synth allgather --topo dgx-a100x2 --max-pieces 4
 check synth-budget 0 'note +.*the time budget was spent' \
   -- "$chorus" synth allgather --topo dgx1 --time-budget 0.000001
+# never below the classic programs: each answer names the best one, keeps it
+# when every synthesized lowering is slower, and says why it is below 90 %
+check synth-classic 0 'the best classic program, [a-z_]+, [0-9.]+ GB/s \([0-9.]+x of it\)' \
+  -- "$chorus" synth allgather --topo ring:4
+check synth-classic-kept 0 'kept +the classic recursive_doubling_allgather' \
+  -- "$chorus" synth allgather --topo mi250:2 --time-budget 0.000001 -o "$tmp/classic.xml"
+check synth-classic-kept-run 0 'check +0 wrong' -- "$chorus" run "$tmp/classic.xml" --check -b 1M
+check synth-shortfall 0 'below 90 +the shallow forest kept is a heuristic' \
+  -- "$chorus" synth allgather --topo dgx1 --time-budget 0.000001
+check synth-shortfall-json 0 '"classic_kept": false' \
+  -- "$chorus" synth allgather --topo dgx1 --time-budget 0.000001 --json
 check synth-candidates 0 'shallow 1 1 1: [0-9.]+ GB/s' \
   -- "$chorus" synth allgather --topo dgx1 --candidates
 check synth-sizes 0 'sizes +[0-9]+ range\(s\) written' \
@@ -262,7 +273,7 @@ check sim-set 0 '1 MiB .* [0-9.]+x +synth_allgather_1M_max.xml' \
 check sim-set-every-size 0 '' -- bash -c \
   "out=\$('$chorus' sim '$tmp/sizes' --topo dgx1 -b 1K -e 4M) && ! grep -E 'built-in runs|  0\.[0-9]+x' <<<\"\$out\""
 # (DGX-1's 6 pieces per shard: a count must be a multiple of 24 here, else the built-in runs)
-check sizes-run 0 'synth_allgather_256K_1M.xml: chosen' \
+check sizes-run 0 'synth_allgather_[0-9]+K_1M.xml: chosen' \
   -- env CHORUS_DEBUG=INFO CHORUS_ALGO_DIR="$tmp/sizes" "$chorus" perf allgather --ranks 8 -b 768K -e 768K -n 1 -w 0 --check
 check synth-broadcast-run 0 'check +0 wrong' -- "$chorus" run "$tmp/synth_bc.xml" --check -b 1M
 # small messages: the simulator picks the shallow forest on DGX-1 at 4 KiB
