@@ -279,8 +279,10 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
 // the lowering loses against that rate, and how much of it is each hop
 // forwarding a whole slice (the same schedule simulated with 128 KiB
 // slices); the time budget.
+// The probe's simulation (many more slices) stops at `deadline`; then the
+// line says it was not measured.
 std::vector<std::string> shortfallOf(const topo::Topology& t, const SynthArgs& args,
-                                     const Schedule& s, double best) {
+                                     const Schedule& s, double best, Deadline deadline) {
   std::vector<std::string> why;
   if (s.simAlgbw >= 0.9 * best) return why;
   auto budget = [&] {
@@ -323,7 +325,10 @@ std::vector<std::string> shortfallOf(const topo::Topology& t, const SynthArgs& a
       so.inplace = args.inplace;
       so.criticalPath = false;
       so.sliceBytes = size_t{128} << 10;
+      so.deadline = deadline;
       auto fine = sim::simulate(*back.algorithm, t, so);
+      if (!fine.isOk() && fine.status().code() == StatusCode::kTimeout)
+        line += " (what smaller slices would give was not simulated in the time budget)";
       if (fine.isOk() && fine.value().algbw > 1.02 * s.simAlgbw)
         line += fmt::format(
             ": each hop forwards a whole slice before the next rank sends it on, and links "
@@ -681,7 +686,15 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
   if (!args.boundOnly && !sizes) {
     std::string problem = buildSchedule(t, coll, args, sched);
     if (!problem.empty()) return fail(problem);
-    sched.shortfall = shortfallOf(t, args, sched, b.algbw.value());
+    // What is left of the budget, but 1 to 5 s.
+    Deadline probe;
+    if (args.timeBudget > 0) {
+      const auto now = std::chrono::steady_clock::now();
+      const double left = args.timeBudget - std::chrono::duration<double>(now - t0).count();
+      probe = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(std::clamp(left, 1.0, 5.0)));
+    }
+    sched.shortfall = shortfallOf(t, args, sched, b.algbw.value(), probe);
     // Written only once it is verified and simulated without a deadlock.
     if (!args.output.empty()) {
       Status st = writeTextFile(sched.xml, args.output);
