@@ -355,7 +355,45 @@ Result<Forest> buildForest(const topo::Topology& t, bool reversed, int maxPieces
   // Pieces per shard: k with every link's capacity a whole number of pieces
   // per unit time, cap x k x q / p (capacities are coprime after scaling).
   int64_t k = y.p / std::gcd(y.p, y.q);
-  if (k > maxPieces && relax) {
+  // One root's relaxed forest: wider pieces. The root's rate is its least
+  // cut, p units (q = 1), so no rate k'/q' with k' <= maxPieces pieces comes
+  // near it with unit-rate pieces; instead each of kk pieces is p/kk units
+  // wide and a link of c units carries floor(c kk / p) of them (never more
+  // than it can). The root's trees then carry as many pieces as its least
+  // cut in those counts allows, at most kk: rate min(cut, kk) p / kk. The kk
+  // with the best rate (the first on a tie); the loss is the rounding,
+  // under one piece per link of a cut.
+  std::vector<int64_t> widePieces;  // per link, when chosen
+  Rational wideRate{0, 1};
+  if (root >= 0 && k > maxPieces && relax) {
+    int64_t bestCut = 0, bestKk = 1;
+    std::vector<int64_t> best;
+    for (int64_t kk = 1; kk <= maxPieces; ++kk) {
+      MaxFlow flow(static_cast<int>(t.nodes.size()));
+      std::vector<int64_t> pieces(t.links.size());
+      for (size_t i = 0; i < t.links.size(); ++i) {
+        pieces[i] = static_cast<int64_t>(i128{scaled.value().cap[i]} * kk / y.p);
+        int from = t.links[i].from, to = t.links[i].to;
+        if (reversed) std::swap(from, to);
+        if (pieces[i] > 0) flow.addArc(from, to, pieces[i]);
+      }
+      int64_t cut = kk;
+      for (int r = 0; r < n && cut > 0; ++r)
+        if (r != root) cut = std::min(cut, flow.run(t.nodeOfRank(root), t.nodeOfRank(r), cut));
+      if (i128{cut} * bestKk > i128{bestCut} * kk) {
+        bestCut = cut;
+        bestKk = kk;
+        best = std::move(pieces);
+      }
+    }
+    if (bestCut == 0)
+      return Status(
+          StatusCode::kInvalidArgument,
+          "no forest of at most " + std::to_string(maxPieces) + " pieces reaches every rank");
+    k = bestCut;
+    widePieces = std::move(best);
+    wideRate = Rational{bestCut * y.p, bestKk};
+  } else if (k > maxPieces && relax) {
     // The fastest rate k'/q' <= p/q with k' <= maxPieces: each k' with the
     // least q' that keeps it at or below the optimum.
     int64_t bestK = 0, bestQ = 1;
@@ -380,6 +418,10 @@ Result<Forest> buildForest(const topo::Topology& t, bool reversed, int maxPieces
   for (size_t i = 0; i < t.links.size(); ++i) {
     int from = t.links[i].from, to = t.links[i].to;
     if (reversed) std::swap(from, to);
+    if (!widePieces.empty()) {
+      packer.m[static_cast<size_t>(from)][static_cast<size_t>(to)] += widePieces[i];
+      continue;
+    }
     i128 pieces = i128{scaled.value().cap[i]} * k * y.q;
     CHORUS_CHECK(pieces % y.p == 0, "capacities must be whole pieces");
     packer.m[static_cast<size_t>(from)][static_cast<size_t>(to)] +=
@@ -409,7 +451,8 @@ Result<Forest> buildForest(const topo::Topology& t, bool reversed, int maxPieces
     if (packer.late())
       return Status(StatusCode::kTimeout, "the time budget was spent packing the trees");
   }
-  f.algbw = times(times(Rational{y.p, y.q}, scaled.value().unit), Rational{root < 0 ? n : 1, 1});
+  f.algbw = times(times(widePieces.empty() ? Rational{y.p, y.q} : wideRate, scaled.value().unit),
+                  Rational{root < 0 ? n : 1, 1});
   f.maxflows = y.maxflows + packer.maxflows;
   return f;
 }
@@ -421,9 +464,9 @@ Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces,
   return buildForest(t, reversed, maxPieces, root, true, false, deadline);
 }
 
-Result<Forest> relaxedForest(const topo::Topology& t, bool reversed, int maxPieces,
+Result<Forest> relaxedForest(const topo::Topology& t, bool reversed, int maxPieces, int root,
                              std::optional<std::chrono::steady_clock::time_point> deadline) {
-  return buildForest(t, reversed, maxPieces, -1, true, true, deadline);
+  return buildForest(t, reversed, maxPieces, root, true, true, deadline);
 }
 
 Result<Forest> splitTopology(const topo::Topology& t, bool reversed, int maxPieces) {

@@ -58,8 +58,10 @@ Result<Forest> packForest(
 // largest k/q at or below the optimum's rate per shard with k <= maxPieces;
 // any slower rate keeps Edmonds' condition). Forest::algbw says what it
 // attains. The same as packForest where the optimum fits.
+// With `root` >= 0, that root's trees alone (broadcast; reversed: reduce),
+// as packForest.
 Result<Forest> relaxedForest(
-    const topo::Topology& t, bool reversed, int maxPieces,
+    const topo::Topology& t, bool reversed, int maxPieces, int root = -1,
     std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
 
 // packForest's first steps alone: the pieces per shard k, the

@@ -288,9 +288,12 @@ class ScheduleSearch {
     if (!blink_ && exact != made.end() &&
         exact->problem.find("pieces per shard") != std::string::npos) {
       const size_t from = makers.size();
-      const int most = std::min(o_.maxPieces, kRelaxedPieces);
+      // (One root's relaxed pieces are wider, not slower: up to --max-pieces
+      // of them; buildForest in forest.cc.)
+      const int most = rooted_ ? o_.maxPieces : std::min(o_.maxPieces, kRelaxedPieces);
+      // (Rooted collectives: the root's trees, as the exact forest's.)
       makers.push_back({"relaxed", 0, [this, most](bool reversed) {
-                          return relaxedForest(t_, reversed, most, o_.deadline);
+                          return relaxedForest(t_, reversed, most, root_, o_.deadline);
                         }});
       made.resize(makers.size());
       runMakers(makers, made, from);

@@ -352,6 +352,46 @@ TEST(Forest, BlinkRoundsToFewTrees) {
 // link's bandwidth, predicts no more than the optimum at 1 GiB and at least
 // a floor (the forest's schedule, not the bound, sets what is reached:
 // docs/synthesis.md).
+// One root whose least cut needs more unit-rate pieces than allowed (2 x
+// MI250's broadcast: 128, over NICs of 16 GB/s) takes wider ones instead:
+// 16 pieces of 16 GB/s, one per NIC, at the optimum exactly (before, the
+// relaxed forest was every rank's and ran at 1 % of it). The trees span
+// every rank from the root, carry k pieces in all, keep to the arcs'
+// pieces, and lowered they verify and move the data.
+TEST(Forest, OneRootTakesWiderPiecesWhereUnitOnesAreTooMany) {
+  const topo::Topology t = topo::makePreset("mi250:2").value();
+  const int n = t.ranks();
+  for (bool reversed : {false, true}) {
+    SCOPED_TRACE(reversed ? "reduce" : "broadcast");
+    const CollectiveKind coll = reversed ? CollectiveKind::kReduce : CollectiveKind::kBroadcast;
+    EXPECT_FALSE(packForest(t, reversed, 64, 0).isOk());  // 128 unit pieces
+    auto f = relaxedForest(t, reversed, 64, 0);
+    ASSERT_TRUE(f.isOk()) << f.status().toString();
+    EXPECT_EQ(f.value().k, 16);
+    EXPECT_EQ(f.value().algbw.str(), optimalBound(t, coll, 0).value().algbw.str());
+    int64_t weight = 0;
+    std::vector<std::vector<int64_t>> used(static_cast<size_t>(n),
+                                           std::vector<int64_t>(static_cast<size_t>(n), 0));
+    for (const Tree& tree : f.value().trees) {
+      EXPECT_EQ(tree.root, 0);
+      EXPECT_EQ(tree.edges.size(), static_cast<size_t>(n - 1));
+      weight += tree.weight;
+      for (auto [a, b] : tree.edges)
+        used[static_cast<size_t>(a)][static_cast<size_t>(b)] += tree.weight;
+    }
+    EXPECT_EQ(weight, 16);
+    for (int a = 0; a < n; ++a)
+      for (int b = 0; b < n; ++b)
+        EXPECT_LE(used[static_cast<size_t>(a)][static_cast<size_t>(b)],
+                  f.value().arcs[static_cast<size_t>(a)][static_cast<size_t>(b)]);
+    const Forest* g = reversed ? nullptr : &f.value();
+    const Forest* sc = reversed ? &f.value() : nullptr;
+    compiler::Compiled c = lowerForests(coll, n, g, sc, LowerOptions{});
+    ASSERT_TRUE(c.ok());
+    expectCorrectData(c.algo, false, 7);
+  }
+}
+
 TEST(Forest, LowersToVerifiedIrThatRunsAndSimulates) {
   struct Case {
     const char* topo;
