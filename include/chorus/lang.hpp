@@ -104,6 +104,12 @@ struct Hints {
   int channel = -1;
   int sendTb = -1;  // on the sending rank (a local copy or reduction: where it runs)
   int recvTb = -1;  // on the receiving rank
+  // The schedule's round before which the operation is not taken (0: as
+  // soon as its data allows). The compiler orders each rank's work by round
+  // (the depth of its data dependencies); a piece cut into chunks whose
+  // chunk c starts at round c is pipelined: a threadblock forwards every
+  // piece's first chunk before any piece's second.
+  int round = 0;
 };
 
 // A problem in the program, at the line that caused it.

@@ -47,7 +47,8 @@ void schedule(const lang::Program& program, Mir& m) {
       auto& local = at[static_cast<size_t>(op.local.rank)].at(op.local.buffer, op.local.index + k);
       d = std::max({d, src.written, local.written, dst.written, dst.read});
     }
-    depth[i] = ++d;
+    d = std::max(d + 1, op.hints.round);  // Hints::round: no earlier than that round
+    depth[i] = d;
     for (int k = 0; k < op.size; ++k) {
       auto& src = at[static_cast<size_t>(op.src.rank)].at(op.src.buffer, op.src.index + k);
       auto& local = at[static_cast<size_t>(op.local.rank)].at(op.local.buffer, op.local.index + k);

@@ -138,17 +138,19 @@ template <typename Source>
 void broadcastDown(lang::Program& p, const Forest& f, const EdgeChannels::value_type& channels,
                    int k, int chunks, Source source) {
   const int n = p.options().ranks;
-  eachTree(
-      f, channels, k, chunks, n, [&](const Tree& t, int first, const std::vector<int>& channel) {
-        const int index = blockOf(p, t.root, k * chunks) + first;
-        std::vector<lang::Chunk> at(static_cast<size_t>(n));
-        at[static_cast<size_t>(t.root)] = source(t.root, first);
-        for (size_t e = 0; e < t.edges.size(); ++e) {
-          auto [a, b] = t.edges[e];
-          at[static_cast<size_t>(b)] =
-              at[static_cast<size_t>(a)].copy(b, lang::kOutput, index, {.channel = channel[e]});
-        }
-      });
+  eachTree(f, channels, k, chunks, n,
+           [&](const Tree& t, int first, const std::vector<int>& channel) {
+             const int index = blockOf(p, t.root, k * chunks) + first;
+             std::vector<lang::Chunk> at(static_cast<size_t>(n));
+             at[static_cast<size_t>(t.root)] = source(t.root, first);
+             // Chunk c of a piece starts at round c (Hints::round): pipelined.
+             const int round = first % chunks;
+             for (size_t e = 0; e < t.edges.size(); ++e) {
+               auto [a, b] = t.edges[e];
+               at[static_cast<size_t>(b)] = at[static_cast<size_t>(a)].copy(
+                   b, lang::kOutput, index, {.channel = channel[e], .round = round});
+             }
+           });
 }
 
 // Reduces block pieces up the (reversed) reduce-scatter trees; the root's
@@ -167,10 +169,11 @@ void reduceUp(lang::Program& p, const Forest& f, const EdgeChannels::value_type&
           lang::Chunk& c = sum[static_cast<size_t>(r)];
           return c.valid() ? c : p.chunk(r, input, index, 1);
         };
-        // Leaves first: a rank sends its sum once every child has added theirs.
+        // Leaves first: a rank sends its sum once every child has added
+        // theirs. Chunk c of a piece starts at round c (Hints::round).
         for (size_t e = t.edges.size(); e-- > 0;) {
           auto [to, from] = t.edges[e];  // the reversed forest: data flows from `from` to `to`
-          const lang::Hints h{.channel = channel[e]};
+          const lang::Hints h{.channel = channel[e], .round = first % chunks};
           lang::Chunk incoming = current(from);
           lang::Chunk& mine = sum[static_cast<size_t>(to)];
           if (mine.valid()) {

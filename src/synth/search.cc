@@ -399,8 +399,16 @@ class ScheduleSearch {
         // the last slice it carries is still to be forwarded after it; a
         // smaller last step shortens that (4 x DGX A100 allgather: 96.2 ->
         // 98.8 %).
-        if (const size_t fine = std::bit_ceil(4 * iterations); fine > 2 && fine <= kMostChunks)
-          one(1, static_cast<int>(fine), first_);
+        // Then twice as many while that is faster: each hop forwards a
+        // chunk once it has all come, so deep trees on links many
+        // connections share want small ones (8 x 8 torus allgather: 8
+        // chunks 94.0 %, 16 chunks 96.7 %).
+        for (size_t fine = std::bit_ceil(4 * iterations), last = 0;
+             fine > 2 && fine <= kMostChunks && !(passed() && anyServed_); fine *= 2) {
+          const double algbw = one(1, static_cast<int>(fine), first_).algbw;
+          if (last > 0 && algbw <= chain[last - 1].algbw * (1 + 1e-9)) break;
+          last = chain.size();
+        }
         break;
       case Item::kInstances:
         // Instances cut the chunks: fewer, slower steps per connection
