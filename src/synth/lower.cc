@@ -231,13 +231,20 @@ void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter
       assignChannels(forests, k, p.options().ranks, options.piecesPerConnection, options.boxes);
   const int c = std::max(1, options.chunksPerPiece);
   if (ag) {
-    broadcastDown(p, *gather, channels[0], k, c, [&](int root, int first) {
-      lang::Chunk chunk = p.chunk(root, lang::kInput, first, 1);
-      // Its own block, unless the buffers are one: on a threadblock of its
-      // own (0), as the trees send from the input beside it.
-      if (!inplace) chunk.copy(root, lang::kOutput, blockOf(p, root, k * c) + first, {.sendTb = 0});
-      return chunk;
-    });
+    // Each root's own block, unless the buffers are one: a copy per piece
+    // on a threadblock of its own (0), as the trees send from the input
+    // beside it (a copy per chunk would put k x c steps on it, past the
+    // executor's 64; one copy of the block, past its count limit).
+    if (!inplace) {
+      std::vector<char> root(static_cast<size_t>(p.options().ranks), 0);
+      for (const Tree& t : gather->trees) root[static_cast<size_t>(t.root)] = 1;
+      for (int r = 0; r < p.options().ranks; ++r)
+        for (int piece = 0; piece < k && root[static_cast<size_t>(r)]; ++piece)
+          p.chunk(r, lang::kInput, piece * c, c)
+              .copy(r, lang::kOutput, blockOf(p, r, k * c) + piece * c, {.sendTb = 0});
+    }
+    broadcastDown(p, *gather, channels[0], k, c,
+                  [&](int root, int first) { return p.chunk(root, lang::kInput, first, 1); });
   } else if (rs) {
     reduceUp(p, *scatter, channels[0], k, c, lang::kInput, [&](int, int first) {
       return std::pair{lang::kOutput, first};

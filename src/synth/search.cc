@@ -403,11 +403,24 @@ class ScheduleSearch {
         // chunk once it has all come, so deep trees on links many
         // connections share want small ones (8 x 8 torus allgather: 8
         // chunks 94.0 %, 16 chunks 96.7 %).
-        for (size_t fine = std::bit_ceil(4 * iterations), last = 0;
-             fine > 2 && fine <= kMostChunks && !(passed() && anyServed_); fine *= 2) {
-          const double algbw = one(1, static_cast<int>(fine), first_).algbw;
-          if (last > 0 && algbw <= chain[last - 1].algbw * (1 + 1e-9)) break;
-          last = chain.size();
+        // Where the executor's limits pass over that many, half as many
+        // until they fit (2 x MI250: 16 chunks put 78 steps on a
+        // threadblock; 8 fit).
+        {
+          size_t fine = std::min(std::bit_ceil(4 * iterations), kMostChunks);
+          bool halved = false;
+          while (fine > 2 && !(passed() && anyServed_) &&
+                 !one(1, static_cast<int>(fine), first_).passedOver.empty()) {
+            fine /= 2;
+            halved = true;
+          }
+          // Then, where the first fit, twice as many while that is faster.
+          for (fine *= 2; !halved && fine <= kMostChunks && chain.back().passedOver.empty() &&
+                          !(passed() && anyServed_);
+               fine *= 2) {
+            const double before = chain.back().algbw;
+            if (one(1, static_cast<int>(fine), first_).algbw <= before * (1 + 1e-9)) break;
+          }
         }
         break;
       case Item::kInstances:
