@@ -78,7 +78,7 @@ struct Found {
   // In the order of the search's items (shape, then its lowerings), not
   // the order they finished.
   std::vector<Tried> tried;
-  int best = -1;     // index into tried: the fastest (the first on a tie, 1e-9)
+  int best = -1;     // index into tried: the first within 0.2 % of the fastest
   int maxflows = 0;  // of every forest packed
   // Shapes out of reach and why (the exact forest needs too many pieces, a
   // switch cannot be split off), and work the budget left undone.

@@ -101,12 +101,16 @@ synth::SearchOptions searchOptions(const topo::Topology& t, CollectiveKind coll,
 }
 
 // An algorithm simulated at `bytes` (no critical path).
+// Stops with kTimeout at `deadline`; `sliceBytes` 0: the protocol's.
 Result<sim::Result> simulateAt(const ir::Algorithm& a, const topo::Topology& t, size_t bytes,
-                               bool inplace) {
+                               bool inplace, Deadline deadline = std::nullopt,
+                               size_t sliceBytes = 0) {
   sim::Options so;
   so.bytes = bytes;
   so.inplace = inplace;
   so.criticalPath = false;
+  so.deadline = deadline;
+  so.sliceBytes = sliceBytes;
   return sim::simulate(a, t, so);
 }
 
@@ -181,6 +185,9 @@ Classic bestClassic(const topo::Topology& t, CollectiveKind coll, const SynthArg
                         [](const lang::ProgramEntry* e) { return e->name.starts_with("ring_"); });
   Classic best;
   for (const lang::ProgramEntry* entry : entries) {
+    // Past the deadline only until one has served (compiling all-pairs on
+    // hundreds of ranks is not free either).
+    if (deadline && std::chrono::steady_clock::now() > *deadline && best.algbw > 0) break;
     const lang::ProgramEntry& e = *entry;
     const bool nodes =
         std::find(e.options.begin(), e.options.end(), "gpus-per-node") != e.options.end();
@@ -196,13 +203,9 @@ Classic bestClassic(const topo::Topology& t, CollectiveKind coll, const SynthArg
     e.build(p);
     compiler::Compiled c = compiler::compile(p);
     if (!c.ok()) continue;
-    sim::Options so;
-    so.bytes = bytes;
-    so.inplace = args.inplace;
-    so.criticalPath = false;
-    so.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-    if (deadline) so.deadline = std::min(*so.deadline, *deadline);
-    auto r = sim::simulate(c.algo, t, so);
+    Deadline stop = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    if (deadline) stop = std::min(*stop, *deadline);
+    auto r = simulateAt(c.algo, t, bytes, args.inplace, stop);
     if (r.isOk() && r.value().algbw > best.algbw) best = Classic{e.name, o, r.value().algbw};
   }
   return best;
@@ -320,13 +323,8 @@ std::vector<std::string> shortfallOf(const topo::Topology& t, const SynthArgs& a
                                    100 * s.simAlgbw / model);
     ir::ReadResult back = ir::readXml(s.xml, "kept", compiler::readOptions());
     if (back.algorithm) {
-      sim::Options so;
-      so.bytes = s.simBytes;
-      so.inplace = args.inplace;
-      so.criticalPath = false;
-      so.sliceBytes = size_t{128} << 10;
-      so.deadline = deadline;
-      auto fine = sim::simulate(*back.algorithm, t, so);
+      auto fine =
+          simulateAt(*back.algorithm, t, s.simBytes, args.inplace, deadline, size_t{128} << 10);
       if (!fine.isOk() && fine.status().code() == StatusCode::kTimeout)
         line += " (what smaller slices would give was not simulated in the time budget)";
       if (fine.isOk() && fine.value().algbw > 1.02 * s.simAlgbw)
