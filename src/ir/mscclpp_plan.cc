@@ -859,14 +859,21 @@ Plan planFromAlgorithm(const Algorithm& a) {
       size_t sent = slotBase.count(sendLink) ? slotBase[sendLink] : 0;
       size_t received = slotBase.count(recvLink) ? slotBase[recvLink] : 0;
       auto& ops = out.ops;
+      // Whether an op since the last nop waited or touched data: a nop must
+      // order it before the next data op, signal or release.
+      bool unsynced = false;
       auto nop = [&] {
-        if (ops.empty() || ops.back().type != OpType::kNop) ops.push_back(Op{});
+        if (unsynced) ops.push_back(Op{});
+        unsynced = false;
       };
       for (size_t i = 0; i < tb.steps.size(); ++i) {
         const ir::Step& s = tb.steps[i];
+        // What the step waits for (a semaphore, a peer's signal), then one
+        // nop: the block's threads start the step's data after it, and
+        // after the block's earlier data.
         if (auto it = semOf.find({tb.id, static_cast<int>(i)}); it != semOf.end()) {
           ops.push_back(semOp(OpType::kSemAcquire, it->second));
-          nop();
+          unsynced = true;
         }
         const int cnt = s.count;
         size_t slot = 0;
@@ -874,7 +881,11 @@ Plan planFromAlgorithm(const Algorithm& a) {
           slot = received;
           received += static_cast<size_t>(cnt);
           ops.push_back(syncOp(OpType::kWait, recvCh));
+          unsynced = true;
+        }
+        if (s.type != StepType::kNop) {
           nop();
+          unsynced = true;  // the data op below
         }
         const BufferRef here = scratchRef(slot, cnt);
         const size_t to = sent;
@@ -918,13 +929,23 @@ Plan planFromAlgorithm(const Algorithm& a) {
           case StepType::kNop:
             break;
         }
-        // The step's data, done by every thread, before what follows.
-        nop();
+        // The step's data, done by every thread, before a signal or a
+        // release publishes it; otherwise the next step's nop orders it.
+        const auto released = releasedAfter.find({tb.id, static_cast<int>(i)});
+        if (sends(s.type) || released != releasedAfter.end()) nop();
         if (sends(s.type)) {
           ops.push_back(syncOp(OpType::kSignal, sendCh));  // (touches no data: no nop after)
         }
-        if (auto it = releasedAfter.find({tb.id, static_cast<int>(i)}); it != releasedAfter.end())
-          for (int sem : it->second) ops.push_back(semOp(OpType::kSemRelease, sem));
+        // One release of all the semaphores this step frees (MSCCL++ takes
+        // up to 16 per op), so that a step costs at most its 4-5 ops.
+        if (released != releasedAfter.end())
+          for (size_t k = 0; k < released->second.size(); k += limits::kMaxSemaphoresPerOp) {
+            Op rel = semOp(OpType::kSemRelease, released->second[k]);
+            for (size_t j = k + 1;
+                 j < std::min(k + limits::kMaxSemaphoresPerOp, released->second.size()); ++j)
+              rel.semaphoreIds->push_back(released->second[j]);
+            ops.push_back(std::move(rel));
+          }
       }
       g.threadblocks.push_back(std::move(out));
     }

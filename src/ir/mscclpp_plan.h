@@ -164,6 +164,19 @@ struct Plan {
   bool packets() const { return protocol == "LL"; }
 };
 
+// MSCCL++'s executor limits (execution_common.hpp; docs/mscclpp-plan-format.md
+// section 7): the loader throws past kMaxOperations; the others overflow
+// fixed arrays silently. The verifier warns on each (W706); the writer
+// stays inside them.
+namespace limits {
+inline constexpr size_t kMaxOperations = 64;       // per threadblock, pipelines flattened
+inline constexpr size_t kMaxChannels = 16;         // per threadblock and type
+inline constexpr size_t kMaxChannelsPerOp = 8;     // channel_ids of an op
+inline constexpr size_t kMaxBufferEntries = 10;    // src_buff / dst_buff of an op
+inline constexpr int kMaxBarriers = 16;            // barrier_id < 16
+inline constexpr size_t kMaxSemaphoresPerOp = 16;  // semaphore_ids of an op
+}  // namespace limits
+
 struct PlanReadResult {
   std::optional<Plan> plan;  // set iff no error was found
   DiagnosticList diagnostics;

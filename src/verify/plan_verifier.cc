@@ -21,14 +21,9 @@ namespace plan_check {
 
 using namespace ir::mscclpp;  // NOLINT(google-build-using-namespace): the plan's vocabulary
 
-// MSCCL++'s executor limits (execution_common.hpp; docs/mscclpp-plan-format.md §7).
-constexpr int kMaxOperations = 64;
-constexpr int kMaxChannels = 16;
-constexpr int kMaxChannelsPerOp = 8;
-constexpr int kMaxBufferEntries = 10;
-constexpr int kMaxBarriers = 16;
-constexpr int kMaxSemaphoresPerOp = 16;
-constexpr int kMaxReports = 12;  // of one kind (races, wrong chunks)
+// MSCCL++'s executor limits: ir::mscclpp::limits.
+using namespace ir::mscclpp::limits;  // NOLINT(google-build-using-namespace)
+constexpr int kMaxReports = 12;       // of one kind (races, wrong chunks)
 // The verifier's own bounds (memory units, unrolled steps).
 constexpr uint64_t kMostCells = uint64_t{1} << 23;
 constexpr uint64_t kMostSteps = uint64_t{1} << 21;
@@ -518,7 +513,7 @@ class Verifier {
       for (const Threadblock& tb : g.threadblocks) {
         size_t flat = 0;
         for (const Op& o : tb.ops) flat += 1 + o.ops.size();
-        if (flat > static_cast<size_t>(kMaxOperations)) ++over;
+        if (flat > kMaxOperations) ++over;
         if (flat > most) most = flat, worst = tb.id;
       }
       if (over > 0)
@@ -529,27 +524,27 @@ class Verifier {
                  std::to_string(most));
       for (const Threadblock& tb : g.threadblocks) {
         for (const TbChannels& c : tb.channels)
-          if (c.ids.size() > static_cast<size_t>(kMaxChannels))
+          if (c.ids.size() > kMaxChannels)
             warn(r, tb.id, -1,
                  std::to_string(c.ids.size()) + " " + channelTypeName(c.type) +
                      " channels: more than MAX_CHANNEL " + std::to_string(kMaxChannels) +
                      " overflow the executor's table silently");
         if (tb.remoteRefs)
           for (const TbRemoteRefs& rr : *tb.remoteRefs)
-            if (rr.ids.size() > static_cast<size_t>(kMaxChannels))
+            if (rr.ids.size() > kMaxChannels)
               warn(r, tb.id, -1,
                    std::to_string(rr.ids.size()) + " remote buffers for " +
                        channelTypeName(rr.type) + " channels: more than MAX_CHANNEL " +
                        std::to_string(kMaxChannels) + " overflow silently");
         int index = 0;
         auto one = [&](const Op& o, int i) {
-          if (o.channelIds && o.channelIds->size() > static_cast<size_t>(kMaxChannelsPerOp))
+          if (o.channelIds && o.channelIds->size() > kMaxChannelsPerOp)
             warn(r, tb.id, i,
                  std::to_string(o.channelIds->size()) +
                      " channels in one op: more than MAX_CHANNEL_PER_OPERATION " +
                      std::to_string(kMaxChannelsPerOp));
           for (const auto* v : {&o.src, &o.dst})
-            if (*v && (*v)->size() > static_cast<size_t>(kMaxBufferEntries))
+            if (*v && (*v)->size() > kMaxBufferEntries)
               warn(r, tb.id, i,
                    std::to_string((*v)->size()) + " buffer entries: an op holds at most " +
                        std::to_string(kMaxBufferEntries) +
@@ -558,7 +553,7 @@ class Verifier {
             warn(r, tb.id, i,
                  "barrier_id " + std::to_string(*o.barrierId) + ": MAX_DEVICE_SYNCERS is " +
                      std::to_string(kMaxBarriers));
-          if (o.semaphoreIds && o.semaphoreIds->size() > static_cast<size_t>(kMaxSemaphoresPerOp))
+          if (o.semaphoreIds && o.semaphoreIds->size() > kMaxSemaphoresPerOp)
             warn(r, tb.id, i,
                  std::to_string(o.semaphoreIds->size()) +
                      " semaphores in one op: MAX_DEVICE_SEMAPHORES is " +

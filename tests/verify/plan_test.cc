@@ -271,8 +271,11 @@ TEST(PlanWriter, EveryProductionFileBecomesAPlanThatProves) {
     const std::string text = ir::mscclpp::writePlan(p);
     PlanReport rep;
     (void)codes(text, &rep);
+    // Proven, and inside every limit of MSCCL++'s loader and executor (no
+    // W706: 64 operations per threadblock, channels, buffers, semaphores)
+    // and using nothing it ignores (W707).
     for (const auto& d : rep.diagnostics.items())
-      EXPECT_NE(d.severity, Severity::kError) << d.format();
+      EXPECT_EQ(d.severity, Severity::kNote) << d.format();
     EXPECT_TRUE(rep.semanticsChecked);
     // And it reads back as written.
     EXPECT_EQ(ir::mscclpp::writePlan(read(text)), text);
@@ -294,7 +297,7 @@ TEST(PlanWriter, EveryBuiltInBecomesAPlanThatProves) {
       PlanReport rep;
       (void)codes(ir::mscclpp::writePlan(ir::mscclpp::planFromAlgorithm(a.value())), &rep);
       for (const auto& d : rep.diagnostics.items())
-        EXPECT_NE(d.severity, Severity::kError) << d.format();
+        EXPECT_EQ(d.severity, Severity::kNote) << d.format();
       if (rep.correct() && rep.semanticsChecked) ++proven;
     }
   EXPECT_GE(checked, 40);
