@@ -180,11 +180,28 @@ bool StepGraph::computeClocks(const std::vector<int>& tracked, size_t maxCells) 
   if (tracked_ != 0 && size() > maxCells / tracked_) return false;
   trackedIndex_.assign(totalTbs_, -1);
   for (size_t i = 0; i < tracked.size(); ++i) trackedIndex_[tracked[i]] = static_cast<int32_t>(i);
-  clock_.assign(size() * tracked_, -1);
   if (tracked_ == 0) return true;
-  for (NodeId n : topo_) {
+  if (position_.empty()) {
+    position_.resize(size());
+    for (size_t i = 0; i < topo_.size(); ++i) position_[topo_[i]] = static_cast<int32_t>(i);
+  }
+  // The span of the topological order that matters: before the tracked
+  // threadblocks' first step every clock is -1 (a predecessor there counts
+  // as -1), and past their last step no clock is read (happensBefore's
+  // second argument is a tracked step).
+  int32_t first = static_cast<int32_t>(size()), last = -1;
+  for (NodeId n = 0; n < static_cast<NodeId>(size()); ++n)
+    if (trackedIndex_[globalTb_[n]] >= 0) {
+      first = std::min(first, position_[n]);
+      last = std::max(last, position_[n]);
+    }
+  clock_.resize(size() * tracked_);
+  for (int32_t i = first; i <= last; ++i) {
+    const NodeId n = topo_[static_cast<size_t>(i)];
     int32_t* c = &clock_[static_cast<size_t>(n) * tracked_];
+    std::fill(c, c + tracked_, -1);
     for (NodeId p : preds(n)) {
+      if (position_[p] < first) continue;
       const int32_t* pc = &clock_[static_cast<size_t>(p) * tracked_];
       for (size_t g = 0; g < tracked_; ++g) c[g] = std::max(c[g], pc[g]);
     }

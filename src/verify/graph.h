@@ -65,13 +65,13 @@ class StepGraph {
 
   // Happens-before by vector clocks restricted to the threadblocks in
   // `tracked` (global tb indices): only steps of those threadblocks can be
-  // the first argument of happensBefore(). Tracking only threadblocks that
-  // take part in a potential conflict keeps the clocks small. Requires
-  // acyclic(). Returns false (computing nothing) when the clocks would exceed
-  // `maxCells` integers.
+  // either argument of happensBefore() (until the next call, which replaces
+  // the clocks). Tracking only threadblocks that take part in a potential
+  // conflict keeps the clocks small. Requires acyclic(). Returns false
+  // (computing nothing) when the clocks would exceed `maxCells` integers.
   bool computeClocks(const std::vector<int>& tracked, size_t maxCells = size_t{1} << 28);
   // a happens before b, or a == b. Requires computeClocks() with tbOf(a)'s
-  // threadblock tracked.
+  // and tbOf(b)'s threadblocks tracked.
   bool happensBefore(NodeId a, NodeId b) const {
     int32_t col = trackedIndex_[globalTb_[a]];
     return clock_[static_cast<size_t>(b) * tracked_ + static_cast<size_t>(col)] >= step_[a];
@@ -94,6 +94,7 @@ class StepGraph {
   std::vector<NodeId> matchedSend_, matchedRecv_;
   std::vector<NodeId> topo_;
   std::vector<int32_t> clock_;
+  std::vector<int32_t> position_;      // node -> its index in topo_ (computeClocks)
   std::vector<int32_t> trackedIndex_;  // global tb -> clock column, or -1
   size_t tracked_ = 0;
   bool fullyMatched_ = true;
