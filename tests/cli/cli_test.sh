@@ -208,7 +208,10 @@ check topo-json 0 '"kind": "infiniband"' -- "$chorus" topo show ndv4:2 --json
 check topo-json-load 0 'topology ring:4: 4 ranks' -- "$chorus" topo show "$tmp/ring4.json"
 check topo-bad 2 "unknown topology 'nosuch'" -- "$chorus" topo show nosuch
 check sim-curve 0 '^ +1 GiB +[0-9.]+ +[0-9.]+ +[0-9.]+$' -- "$chorus" sim "$msccl/r48ll.xml" \
-  --topo ndv4 -b 1K -e 1G -f 1024 --trace "$tmp/trace.json"
+  --topo ndv4 -b 1K -e 1G -f 1024
+# (the trace of the largest size: 1 GiB's would be 65 MB and take 13 s)
+check sim-trace-written 0 'trace of 1 MiB written' -- "$chorus" sim "$msccl/r48ll.xml" \
+  --topo ndv4 -b 1K -e 1M -f 1024 --trace "$tmp/trace.json"
 check sim-trace 0 '"traceEvents"' -- head -c 200 "$tmp/trace.json"
 check sim-compare 0 'best' -- "$chorus" sim compare "$msccl/r48ll.xml" "$msccl/ap4ll.xml" --topo ndv4 \
   -b 1K -e 1M -f 32
