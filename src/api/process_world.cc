@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -274,19 +275,31 @@ Result<runtime::RankCall*> ProcessWorld::rankCall(
     it->second.lastUse = ++useClock_;
     return it->second.call.get();
   }
-  auto& fabric = fabrics_[va.get()];
-  if (fabric == nullptr) {
+  FabricSlot& slot = fabrics_[va.get()];
+  // The slice this call wants: a chunk of it (at least the fabric's least
+  // unit), at most what the algorithm's rings may hold (slot.most). Rings
+  // are made for the calls that come, not for the largest one an
+  // algorithm could see: a 1 KiB alltoall on 64 processes had 63 rings of
+  // 8 x 16 KiB per rank, touched when made (4 GiB on the host).
+  auto want = [&] {
+    if (options_.sliceBytes != 0) return options_.sliceBytes;
+    const ir::Algorithm& a = va->algo();
+    const size_t chunk = args.count * runtime::countMultiplier(a) /
+                         static_cast<size_t>(std::max(a.nchunksPerLoop, 1)) *
+                         dataTypeSize(args.type);
+    return std::min(slot.most, std::bit_ceil(std::max(chunk, runtime::ProcessFabric::kMinUnit)));
+  };
+  if (slot.fabric == nullptr || slot.fabric->unitBytes() < want()) {
     std::lock_guard<std::mutex> lock(bootMu_);  // the bootstrap's collectives
     // Collective: every rank gets here for the same algorithm at the same
-    // point of the same call sequence. The connections are this rank's own
-    // (a part knows no others).
+    // point of the same call sequence, with the same count (so the same
+    // wish). The connections are this rank's own (a part knows no others).
     runtime::ProcessFabric::Links links = runtime::Fabric::rankMessages(va->algo(), me_);
-    // The slice: as asked, else the protocol's, cut so that no rank's
-    // inbound rings of this algorithm take more than ringBudget() (a direct
-    // alltoall on 64 processes would otherwise touch 63 x 8 x 2 MiB per
-    // rank). Each rank knows its own rings: they agree on the largest.
-    size_t unit = options_.sliceBytes;
-    if (unit == 0) {
+    if (slot.most == 0) {
+      // The most: the protocol's slice, cut so that no rank's inbound
+      // rings of this algorithm take more than ringBudget() (a direct
+      // alltoall on 64 processes would otherwise touch 63 x 8 x 2 MiB per
+      // rank). Each rank knows its own rings: they agree on the largest.
       auto inbound = boot_->allGather(
           std::to_string(runtime::ProcessFabric::inboundUnits(links, me_, options_.slots)));
       if (!inbound.isOk()) {
@@ -295,18 +308,20 @@ Result<runtime::RankCall*> ProcessWorld::rankCall(
       }
       size_t most = 0;
       for (const std::string& u : inbound.value()) most = std::max<size_t>(most, std::stoull(u));
-      unit = runtime::ProcessFabric::unitWithin(
+      slot.most = runtime::ProcessFabric::unitWithin(
           most, runtime::defaultSliceBytes(va->algo().protocol), ringBudget(n_));
     }
-    auto id = static_cast<uint32_t>(fabrics_.size());
-    auto f = runtime::ProcessFabric::create(links, me_, unit, options_.slots,
+    const uint32_t id = nextFabric_++;
+    // Calls made before keep the fabric they were made with.
+    auto f = runtime::ProcessFabric::create(links, me_, want(), options_.slots,
                                             prefix_ + "-f" + std::to_string(id), id, *boot_, *net_);
     if (!f.isOk()) {
-      fabrics_.erase(va.get());
+      if (slot.fabric == nullptr) fabrics_.erase(va.get());
       return f.status();
     }
-    fabric = f.value();
+    slot.fabric = f.value();
   }
+  const std::shared_ptr<runtime::ProcessFabric>& fabric = slot.fabric;
   const size_t unit = fabric->unitBytes();
   auto rc = runtime::RankCall::make(*va, me_, args, unit, fabric);
   if (!rc.isOk()) return rc.status();

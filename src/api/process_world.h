@@ -100,7 +100,14 @@ class ProcessWorld {
   // How each peer is reached (doorbells, TCP links); outlives the fabrics.
   std::unique_ptr<runtime::Network> net_;
   std::atomic<runtime::Network*> netAwake_{nullptr};  // net_, for abort() from other threads
-  std::map<const runtime::VerifiedAlgorithm*, std::shared_ptr<runtime::ProcessFabric>> fabrics_;
+  // An algorithm's rings: the fabric its latest calls run on, remade with
+  // larger slots when a call wants them (up to `most`, fixed at the first).
+  struct FabricSlot {
+    std::shared_ptr<runtime::ProcessFabric> fabric;
+    size_t most = 0;  // the largest slice its rings may have
+  };
+  std::map<const runtime::VerifiedAlgorithm*, FabricSlot> fabrics_;
+  uint32_t nextFabric_ = 0;                      // the next fabric's id (its shared memory's name)
   std::shared_ptr<runtime::ProcessFabric> p2p_;  // every ordered pair, for send/recv
   std::map<Key, Entry> calls_;
   // The last collective's plan, for the next call that is the same.
