@@ -270,12 +270,19 @@ Status ProcessWorld::barrier() {
 Result<runtime::RankCall*> ProcessWorld::rankCall(
     const std::shared_ptr<const VerifiedAlgorithm>& va, const CallArgs& args) {
   Key key{va.get(), args.count, args.type, args.op, args.sendbuff, args.recvbuff};
+  FabricSlot& slot = fabrics_[va.get()];
   auto it = calls_.find(key);
   if (it != calls_.end()) {
-    it->second.lastUse = ++useClock_;
-    return it->second.call.get();
+    // A call made on an algorithm's earlier fabric is made again on its
+    // current one: a peer that evicted the call makes it on the current
+    // fabric, and both ends of a ring must be on the same one.
+    if (it->second.fabric == slot.fabric.get()) {
+      it->second.lastUse = ++useClock_;
+      return it->second.call.get();
+    }
+    cachedBytes_ -= it->second.call->bytes();
+    calls_.erase(it);
   }
-  FabricSlot& slot = fabrics_[va.get()];
   // The slice this call wants: a chunk of it (at least the fabric's least
   // unit), at most what the algorithm's rings may hold (slot.most). Rings
   // are made for the calls that come, not for the largest one an
@@ -327,7 +334,7 @@ Result<runtime::RankCall*> ProcessWorld::rankCall(
   if (!rc.isOk()) return rc.status();
   makeRoom(calls_, rc.value()->bytes(), &cachedBytes_);
   runtime::RankCall* raw = rc.value().get();
-  calls_[key] = Entry{va, std::move(rc).value(), ++useClock_};
+  calls_[key] = Entry{va, std::move(rc).value(), ++useClock_, fabric.get()};
   return raw;
 }
 

@@ -88,6 +88,7 @@ class ProcessWorld {
     std::shared_ptr<const runtime::VerifiedAlgorithm> va;
     std::unique_ptr<runtime::RankCall> call;
     uint64_t lastUse = 0;
+    const runtime::ProcessFabric* fabric = nullptr;  // the one it was made on
   };
 
   const int n_, me_;
