@@ -21,7 +21,9 @@ constexpr const char* kVariables[] = {
     "CHORUS_ROOT",        "MASTER_ADDR",          "MASTER_PORT",
     "CHORUS_SECRET",      "CHORUS_TIMEOUT_S",     "CHORUS_SLICE_BYTES",
     "CHORUS_TRANSPORT",   "CHORUS_JOB_ID",        "CHORUS_CMA",
-    "CHORUS_TCP_SOCKETS", "CHORUS_SPIN_US",
+    "CHORUS_TCP_SOCKETS", "CHORUS_SPIN_US",       "SLURM_PROCID",
+    "SLURM_NTASKS",       "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST",
+    "SLURM_JOB_ID",       "SLURM_STEP_ID",
 };
 
 void fail(const char* what) {
@@ -52,6 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto& v = c.value();
     if (v.nranks < 1 || v.rank < 0 || v.rank >= v.nranks) fail("rank");
     if (v.rootPort < 0 || v.rootPort > 65535) fail("port");
+    if (v.rootHost.empty()) fail("root host");
     if (v.timeoutMs <= 0) fail("timeout");
   }
   chorus::api::WorldOptions o = chorus::api::WorldOptions::fromEnvironment();

@@ -68,6 +68,28 @@ class Backend(unittest.TestCase):
                            capture_output=True, text=True, timeout=240)
         self.assertRan(r, 2)
 
+    def test_under_srun_environment(self):
+        # Two tasks of an srun step, faked: only Slurm's variables (no
+        # RANK, MASTER_ADDR, ...); they meet at the step's first host and
+        # the job step's port.
+        self.assertEqual(chorus.torch._first_slurm_host("node[01-04,07],gpu3"), "node01")
+        self.assertEqual(chorus.torch._first_slurm_host("rack[2-3]-n[005-006]"), "rack2-n005")
+        self.assertIsNone(chorus.torch._slurm_task({"SLURM_PROCID": "0", "SLURM_NTASKS": "4"}))
+        job = str(os.getpid() * 7 % 1000000 + 1)
+        base = {k: v for k, v in os.environ.items()
+                if not k.startswith(("CHORUS_", "SLURM_", "OMPI_", "PMI_"))
+                and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+        procs = [subprocess.Popen([sys.executable, script("torch_ops.py")],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  env=dict(base, SLURM_PROCID=str(r), SLURM_LOCALID=str(r),
+                                           SLURM_NTASKS="2", SLURM_STEP_NUM_TASKS="2",
+                                           SLURM_STEP_NODELIST="localhost,node[2-3]",
+                                           SLURM_JOB_ID=job, SLURM_STEP_ID="0"))
+                 for r in range(2)]
+        out = "".join(p.communicate(timeout=240)[0] for p in procs)
+        self.assertEqual([p.returncode for p in procs], [0, 0], out)
+        self.assertEqual(out.count("all operations ok"), 2, out)
+
     def test_dead_and_silent_peers_raise(self):
         for mode in ([], ["--silent"]):
             with self.subTest(mode=mode):

@@ -488,6 +488,69 @@ TEST(BootstrapEnvironment, ChorusTorchrunAndOpenMpiConventions) {
     unsetenv(v);
 }
 
+TEST(BootstrapEnvironment, SlurmStepsTasks) {
+  const char* slurmVars[] = {"SLURM_PROCID",        "SLURM_NTASKS", "SLURM_STEP_NUM_TASKS",
+                             "SLURM_STEP_NODELIST", "SLURM_JOB_ID", "SLURM_STEP_ID",
+                             "SLURM_LOCALID",       "CHORUS_ROOT",  "MASTER_ADDR",
+                             "MASTER_PORT"};
+  for (const char* v : slurmVars) unsetenv(v);
+  // A batch script's shell: task 0 of the job, but no step.
+  setenv("SLURM_PROCID", "0", 1);
+  setenv("SLURM_NTASKS", "8", 1);
+  setenv("SLURM_JOB_ID", "123456", 1);
+  EXPECT_EQ(bootstrapConfigFromEnvironment().status().code(), StatusCode::kNotFound);
+  // srun --pty bash: a step of one task.
+  setenv("SLURM_STEP_NODELIST", "gpu[07-08]", 1);
+  setenv("SLURM_STEP_NUM_TASKS", "1", 1);
+  EXPECT_EQ(bootstrapConfigFromEnvironment().status().code(), StatusCode::kNotFound);
+  // srun -n 4: task 2 of a step on gpu07 and gpu08.
+  setenv("SLURM_STEP_NUM_TASKS", "4", 1);
+  setenv("SLURM_PROCID", "2", 1);
+  setenv("SLURM_STEP_ID", "3", 1);
+  setenv("SLURM_LOCALID", "0", 1);
+  auto c = bootstrapConfigFromEnvironment();
+  ASSERT_TRUE(c.isOk()) << c.status().message();
+  EXPECT_EQ(c.value().rank, 2);
+  EXPECT_EQ(c.value().nranks, 4);  // the step's, not the job's 8
+  EXPECT_EQ(c.value().rootHost, "gpu07");
+  EXPECT_EQ(c.value().rootPort, kSlurmFirstPort + (123456 * 16 + 3) % kSlurmPorts);
+  EXPECT_EQ(c.value().rootPort, slurmRootPort(123456, 3));
+  // Another step of the job: another port.
+  setenv("SLURM_STEP_ID", "4", 1);
+  EXPECT_NE(bootstrapConfigFromEnvironment().value().rootPort, c.value().rootPort);
+  // CHORUS_ROOT (or torchrun's MASTER_ADDR/PORT) overrides the derived root.
+  setenv("CHORUS_ROOT", "10.0.0.9:31000", 1);
+  c = bootstrapConfigFromEnvironment();
+  ASSERT_TRUE(c.isOk());
+  EXPECT_EQ(c.value().rootHost, "10.0.0.9");
+  EXPECT_EQ(c.value().rootPort, 31000);
+  unsetenv("CHORUS_ROOT");
+  // Errors name the variable.
+  setenv("SLURM_PROCID", "4", 1);
+  EXPECT_NE(bootstrapConfigFromEnvironment().status().message().find("SLURM_PROCID='4'"),
+            std::string::npos);
+  setenv("SLURM_PROCID", "1", 1);
+  setenv("SLURM_STEP_NODELIST", "gpu[07-08", 1);
+  EXPECT_NE(bootstrapConfigFromEnvironment().status().message().find("SLURM_STEP_NODELIST"),
+            std::string::npos);
+  setenv("SLURM_STEP_NODELIST", "gpu1", 1);
+  unsetenv("SLURM_JOB_ID");
+  EXPECT_NE(bootstrapConfigFromEnvironment().status().message().find("CHORUS_ROOT"),
+            std::string::npos);
+  for (const char* v : slurmVars) unsetenv(v);
+}
+
+TEST(BootstrapEnvironment, FirstSlurmHost) {
+  EXPECT_EQ(firstSlurmHost("node01").value(), "node01");
+  EXPECT_EQ(firstSlurmHost("node[01-04,07],gpu3").value(), "node01");
+  EXPECT_EQ(firstSlurmHost("gpu3,node[01-04]").value(), "gpu3");
+  EXPECT_EQ(firstSlurmHost("node[7,9-10]").value(), "node7");
+  EXPECT_EQ(firstSlurmHost("rack[2-3]-n[005-006]").value(), "rack2-n005");
+  EXPECT_EQ(firstSlurmHost("a.example.org").value(), "a.example.org");
+  for (const char* bad : {"", ",node1", "node[", "node[-3]", "node]1", "node[a-b]"})
+    EXPECT_FALSE(firstSlurmHost(bad).isOk()) << bad;
+}
+
 TEST(BootstrapWire, RootIdRoundTrip) {
   auto c = decodeRootId(encodeRootId("127.0.0.1", 4000, "k3y"));
   ASSERT_TRUE(c.isOk());

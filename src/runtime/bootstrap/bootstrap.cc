@@ -10,12 +10,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include "core/failpoint.h"
@@ -197,6 +199,34 @@ Result<BootstrapConfig> decodeRootId(std::string_view id, std::string_view tag) 
   return c;
 }
 
+Result<std::string> firstSlurmHost(std::string_view list) {
+  auto bad = [&](const char* why) {
+    return invalidArgument("SLURM_STEP_NODELIST='" + std::string(list) + "': " + why);
+  };
+  std::string host;
+  for (size_t i = 0; i < list.size() && list[i] != ','; ++i) {
+    if (list[i] == ']') return bad("a ']' without its '['");
+    if (list[i] != '[') {
+      host += list[i];
+      continue;
+    }
+    // A bracket's first number, as written (node[01-04] -> node01).
+    size_t j = i + 1;
+    while (j < list.size() && std::isdigit(static_cast<unsigned char>(list[j])) != 0) ++j;
+    const size_t close = list.find(']', i);
+    if (j == i + 1 || close == std::string_view::npos || close < j)
+      return bad("a '[' without a number and its ']'");
+    host += list.substr(i + 1, j - i - 1);
+    i = close;
+  }
+  if (host.empty()) return bad("no first host");
+  return host;
+}
+
+int slurmRootPort(uint64_t jobId, uint64_t stepId) {
+  return static_cast<int>(kSlurmFirstPort + (jobId * 16 + stepId) % kSlurmPorts);
+}
+
 Result<BootstrapConfig> bootstrapConfigFromEnvironment() {
   BootstrapConfig c;
   auto env = [](const char* n) -> const char* {
@@ -213,6 +243,20 @@ Result<BootstrapConfig> bootstrapConfigFromEnvironment() {
       rankName = r;
       sizeName = s;
       break;
+    }
+  }
+  // Slurm's, for a task srun started: SLURM_STEP_NODELIST is a step's (a
+  // batch script's shell has SLURM_PROCID=0 and SLURM_NTASKS but no step),
+  // and a step of one task (srun --pty bash) is no job either.
+  const char* slurmNodes = env("SLURM_STEP_NODELIST");
+  bool slurm = false;
+  if (rank == nullptr && slurmNodes != nullptr && env("SLURM_PROCID") != nullptr) {
+    sizeName = env("SLURM_STEP_NUM_TASKS") != nullptr ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
+    if (env(sizeName) != nullptr && std::string_view(env(sizeName)) != "1") {
+      rank = env("SLURM_PROCID");
+      size = env(sizeName);
+      rankName = "SLURM_PROCID";
+      slurm = true;
     }
   }
   if (rank == nullptr) return Status(StatusCode::kNotFound, "no rank variables in the environment");
@@ -235,6 +279,24 @@ Result<BootstrapConfig> bootstrapConfigFromEnvironment() {
     auto p = parseInt("MASTER_PORT", env("MASTER_PORT"), 1, 65535);
     if (!p.isOk()) return p.status();
     c.rootPort = p.value();
+  } else if (slurm) {
+    // Task 0 runs on the step's first node; the port is the job's and
+    // step's (two steps of a job running at once get different ones).
+    auto host = firstSlurmHost(slurmNodes);
+    if (!host.isOk()) return host.status();
+    const char* job = env("SLURM_JOB_ID") != nullptr ? env("SLURM_JOB_ID") : env("SLURM_JOBID");
+    const char* step = env("SLURM_STEP_ID") != nullptr ? env("SLURM_STEP_ID") : env("SLURM_STEPID");
+    if (job == nullptr)
+      return invalidArgument("SLURM_PROCID is set but not SLURM_JOB_ID: set CHORUS_ROOT=HOST:PORT");
+    auto jobId = parseInt("SLURM_JOB_ID", job, 0, std::numeric_limits<int>::max());
+    if (!jobId.isOk()) return jobId.status();
+    auto stepId = step == nullptr
+                      ? Result<int>(0)
+                      : parseInt("SLURM_STEP_ID", step, 0, std::numeric_limits<int>::max());
+    if (!stepId.isOk()) return stepId.status();
+    c.rootHost = host.value();
+    c.rootPort =
+        slurmRootPort(static_cast<uint64_t>(jobId.value()), static_cast<uint64_t>(stepId.value()));
   } else {
     return invalidArgument(
         std::string(rankName) +

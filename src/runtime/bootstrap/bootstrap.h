@@ -61,9 +61,21 @@ std::pair<int, int> treeSubtree(int r, int n);
 // for the tree CHORUS_BOOTSTRAP_PORTS=p0,p1,... and CHORUS_BOOTSTRAP_FD),
 // else torchrun's (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), else
 // OpenMPI's (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE with the root from
-// CHORUS_ROOT or the file named by CHORUS_ROOT_FILE). kNotFound when none is
-// set; kInvalidArgument naming the variable when one is malformed.
+// CHORUS_ROOT or the file named by CHORUS_ROOT_FILE), else Slurm's for a
+// task of an srun step of two or more tasks (SLURM_PROCID,
+// SLURM_STEP_NUM_TASKS or SLURM_NTASKS; the root, unless CHORUS_ROOT,
+// CHORUS_ROOT_FILE or MASTER_ADDR and MASTER_PORT say otherwise, on the
+// first host of SLURM_STEP_NODELIST at slurmRootPort). kNotFound when none
+// is set; kInvalidArgument naming the variable when one is malformed.
 Result<BootstrapConfig> bootstrapConfigFromEnvironment();
+
+// The first host of a Slurm host list: "node[01-04,07],gpu3" -> "node01",
+// "rack[2-3]-n[5-6]" -> "rack2-n5"; kInvalidArgument when malformed.
+Result<std::string> firstSlurmHost(std::string_view list);
+// The root's port for a Slurm job step: kSlurmFirstPort + (job id x 16 +
+// step id) mod kSlurmPorts, the same on every task of the step.
+inline constexpr int kSlurmFirstPort = 20000, kSlurmPorts = 10000;
+int slurmRootPort(uint64_t jobId, uint64_t stepId);
 
 // This host's identity: ranks with equal identities share memory.
 std::string hostIdentity();
