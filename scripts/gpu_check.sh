@@ -6,6 +6,8 @@
 # CUDA, then runs and logs into OUT:
 #   ctest -L gpu                      CUDA executor tests, primitives example
 #   chorus run --device cuda --check  every production file (8 ranks, one GPU),
+#                                     MSCCL++ plans (tests/data/plans, and every
+#                                     production file written as a plan),
 #                                     r48ll and ap4ll with every type and op,
 #                                     every DSL program at 8 ranks
 #   chorus perf --device cuda         allreduce 8 B .. 1 GiB checked, 8 ranks;
@@ -69,6 +71,17 @@ run_all() {
   for f in "$algos"/*.xml; do "$B" run "$f" --device cuda --check -b 4M -n 5 -w 2 || return 1; done
 }
 step run-production run_all
+# MSCCL++ plans (docs/mscclpp.md): the repository's, and every production
+# file written as a plan, run through their proven two-sided form.
+run_plans() {
+  for f in tests/data/plans/*.json; do "$B" run "$f" --device cuda --check -b 1M -n 2 -w 1 || return 1; done
+  for f in "$algos"/*.xml; do
+    local plan="$out/plan-$(basename "$f" .xml).json"
+    "$B" convert "$f" -o "$plan" --to mscclpp || return 1
+    "$B" run "$plan" --device cuda --check -b 4M -n 2 -w 1 || return 1
+  done
+}
+step run-plans run_plans
 run_types() {
   for f in r48ll ap4ll; do
     for t in int8 uint8 int32 uint32 int64 uint64 fp16 bf16 fp32 fp64 fp8e4m3 fp8e5m2; do
