@@ -1,6 +1,7 @@
 #include "ir/xml_reader.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <limits>
 #include <pugixml.hpp>
@@ -30,7 +31,12 @@ namespace {
 class Reader {
  public:
   Reader(std::string_view text, const std::string& file, const ReadOptions& o)
-      : text_(text), lines_(text), file_(file), focus_(o.focus), programs_(o.programs) {}
+      : text_(text),
+        lines_(text),
+        file_(file),
+        focus_(o.focus),
+        programs_(o.programs),
+        chunkedBytes_(o.chunkedBytes) {}
 
   ReadResult run();
   ReadResult program(const pugi::xml_node& n);
@@ -43,16 +49,22 @@ class Reader {
     l.column = p.column;
     return l;
   }
+  // An element's offset in the file: offset_debug() is within the buffer
+  // pugixml parsed, which starts at base_ (a fragment, runChunked).
+  ptrdiff_t offsetOf(const pugi::xml_node& n) const {
+    ptrdiff_t off = n.offset_debug();
+    return off < 0 ? off : off + static_cast<ptrdiff_t>(base_);
+  }
   SourcePos nodePos(const pugi::xml_node& n) const {
     // offset_debug() points at the element name; report the '<' before it.
-    ptrdiff_t off = n.offset_debug();
+    ptrdiff_t off = offsetOf(n);
     if (off <= 0) return SourcePos{1, 1};
     return lines_.at(static_cast<size_t>(off - 1));
   }
   // Position of attribute `name` within element `n`'s start tag, or the
   // element's position when it cannot be found (e.g. entity-expanded names).
   SourcePos attrPos(const pugi::xml_node& n, const char* name) const {
-    ptrdiff_t off = n.offset_debug();
+    ptrdiff_t off = offsetOf(n);
     if (off < 0) return SourcePos{1, 1};
     size_t start = static_cast<size_t>(off);
     size_t end = text_.find('>', start);
@@ -142,7 +154,13 @@ class Reader {
     return e;
   }
 
+  // A large file of the plain shape, read one <gpu> at a time
+  // (runChunked); nullopt: not that shape, or not well-formed (the whole
+  // document is then parsed, and its errors reported as usual).
+  std::optional<ReadResult> runChunked();
   void readAlgo(const pugi::xml_node& n, Algorithm& a);
+  void readAlgoAttributes(const pugi::xml_node& n, Algorithm& a);
+  void finishAlgo(const pugi::xml_node& n, int gpuElements, Algorithm& a);
   void readGpu(const pugi::xml_node& n, Rank& r);
   void readTb(const pugi::xml_node& n, int rank, Threadblock& tb);
   // Returns the step's declared position (attribute `s`), -1 if unreadable.
@@ -153,10 +171,130 @@ class Reader {
   std::string file_;
   int focus_;
   const ProgramFiles* programs_;
+  // Past this size, read one <gpu> at a time (runChunked): a document of
+  // every step at once takes about four times the file (1.56 GB for the
+  // 256 MB XML of a 1024-rank ring allreduce).
+  size_t chunkedBytes_;
   DiagnosticList diags_;
+  size_t base_ = 0;  // where the buffer pugixml parsed starts in text_
 };
 
+// The end of the tag that starts at `lt` (its '>'), quotes respected;
+// npos if it does not end.
+size_t tagEnd(std::string_view text, size_t lt) {
+  char quote = 0;
+  for (size_t i = lt + 1; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quote != 0) {
+      if (c == quote) quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '>') {
+      return i;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// Whether the tag at `lt` is <name ...> or </name ...> (after `prefix`).
+bool tagIs(std::string_view text, size_t lt, std::string_view prefix, std::string_view name) {
+  std::string_view t = text.substr(lt);
+  if (t.substr(0, prefix.size()) != prefix) return false;
+  t.remove_prefix(prefix.size());
+  if (t.substr(0, name.size()) != name || t.size() == name.size()) return false;
+  const char c = t[name.size()];
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '>' || c == '/';
+}
+
+std::optional<ReadResult> Reader::runChunked() {
+  // The plain shape only: before <algo>, a declaration and comments (the
+  // production files' copyright lines); from it on, no comment, CDATA,
+  // DOCTYPE or processing instruction, and <algo> holding only <gpu>
+  // elements.
+  size_t at = 0;
+  for (;;) {
+    while (at < text_.size() && std::isspace(static_cast<unsigned char>(text_[at])) != 0) ++at;
+    std::string_view open = text_.substr(at, 4), close;
+    if (open.substr(0, 2) == "<?")
+      close = "?>";
+    else if (open == "<!--")
+      close = "-->";
+    else
+      break;
+    const size_t end = text_.find(close, at + 2);
+    if (end == std::string_view::npos) return std::nullopt;
+    at = end + close.size();
+  }
+  if (text_.find("<!", at) != std::string_view::npos ||
+      text_.find("<?", at) != std::string_view::npos)
+    return std::nullopt;
+  const size_t rootLt = text_.find('<', at);
+  if (rootLt == std::string_view::npos || !tagIs(text_, rootLt, "<", "algo")) return std::nullopt;
+  const size_t rootGt = tagEnd(text_, rootLt);
+  if (rootGt == std::string_view::npos || text_[rootGt - 1] == '/') return std::nullopt;
+  auto blank = [&](size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i)
+      if (std::isspace(static_cast<unsigned char>(text_[i])) == 0) return false;
+    return true;
+  };
+  if (!blank(at, rootLt)) return std::nullopt;
+  // <algo>'s start tag alone, closed: its attributes, at their offsets.
+  std::string shell(text_.substr(0, rootGt + 1));
+  shell += "</algo>";
+  pugi::xml_document head;
+  if (!head.load_buffer(shell.data(), shell.size(), pugi::parse_default, pugi::encoding_utf8))
+    return std::nullopt;
+  const pugi::xml_node root = head.child("algo");
+  if (!root) return std::nullopt;
+  Algorithm algo;
+  algo.sourceFile = file_;
+  readAlgoAttributes(root, algo);
+  int gpuElements = 0;
+  size_t pos = rootGt + 1;
+  for (;;) {
+    const size_t lt = text_.find('<', pos);
+    if (lt == std::string_view::npos || !blank(pos, lt)) return std::nullopt;
+    if (tagIs(text_, lt, "</", "algo")) {
+      const size_t gt = tagEnd(text_, lt);
+      if (gt == std::string_view::npos || !blank(gt + 1, text_.size())) return std::nullopt;
+      break;
+    }
+    if (!tagIs(text_, lt, "<", "gpu")) return std::nullopt;
+    const size_t startGt = tagEnd(text_, lt);
+    if (startGt == std::string_view::npos) return std::nullopt;
+    size_t end = startGt + 1;  // past the element
+    if (text_[startGt - 1] != '/') {
+      const size_t close = text_.find("</gpu", startGt);
+      if (close == std::string_view::npos || !tagIs(text_, close, "</", "gpu")) return std::nullopt;
+      const size_t closeGt = tagEnd(text_, close);
+      if (closeGt == std::string_view::npos) return std::nullopt;
+      end = closeGt + 1;
+    }
+    pugi::xml_document frag;
+    if (!frag.load_buffer(text_.data() + lt, end - lt, pugi::parse_default, pugi::encoding_utf8))
+      return std::nullopt;
+    base_ = lt;
+    Rank r;
+    readGpu(frag.child("gpu"), r);
+    base_ = 0;
+    algo.ranks.push_back(std::move(r));
+    ++gpuElements;
+    pos = end;
+  }
+  finishAlgo(root, gpuElements, algo);
+  ReadResult out;
+  out.byGpu = true;
+  out.diagnostics = std::move(diags_);
+  if (!out.diagnostics.hasErrors()) out.algorithm = std::move(algo);
+  return out;
+}
+
 ReadResult Reader::run() {
+  if (text_.size() >= chunkedBytes_) {
+    DiagnosticList before = diags_;
+    if (auto r = runChunked()) return std::move(*r);
+    diags_ = std::move(before);  // what the attempt found is found again below
+  }
   ReadResult out;
   pugi::xml_document doc;
   pugi::xml_parse_result pr =
@@ -217,6 +355,20 @@ ReadResult Reader::program(const pugi::xml_node& n) {
 }
 
 void Reader::readAlgo(const pugi::xml_node& n, Algorithm& a) {
+  readAlgoAttributes(n, a);
+  int gpuElements = 0;
+  for (pugi::xml_node c : n.children()) {
+    if (c.type() != pugi::node_element) continue;
+    if (std::string_view(c.name()) != "gpu") continue;  // unknown elements are ignored
+    Rank r;
+    readGpu(c, r);
+    a.ranks.push_back(std::move(r));
+    ++gpuElements;
+  }
+  finishAlgo(n, gpuElements, a);
+}
+
+void Reader::readAlgoAttributes(const pugi::xml_node& n, Algorithm& a) {
   a.pos = nodePos(n);
   if (auto v = strAttr(n, "name", false)) a.name = *v;
   if (auto p = enumAttr<Protocol>(n, "proto", parseProtocol, "Simple, LL, LL128")) a.protocol = *p;
@@ -239,16 +391,9 @@ void Reader::readAlgo(const pugi::xml_node& n, Algorithm& a) {
   a.minBytes = minB.value_or(0);
   a.maxBytes = maxB.value_or(0);
   a.legacyAttributes = !hasOutOfPlace || !n.attribute("minBytes") || !n.attribute("maxBytes");
+}
 
-  int gpuElements = 0;
-  for (pugi::xml_node c : n.children()) {
-    if (c.type() != pugi::node_element) continue;
-    if (std::string_view(c.name()) != "gpu") continue;  // unknown elements are ignored
-    Rank r;
-    readGpu(c, r);
-    a.ranks.push_back(std::move(r));
-    ++gpuElements;
-  }
+void Reader::finishAlgo(const pugi::xml_node& n, int gpuElements, Algorithm& a) {
   if (n.attribute("ngpus")) {
     if (auto v = intAttr<int>(n, "ngpus", true)) a.ngpus = *v;
   } else {

@@ -27,6 +27,8 @@ struct ReadResult {
   // whole algorithm.
   int part = -1;
   int root = -1;
+  // The file was parsed one <gpu> at a time (ReadOptions::chunkedBytes).
+  bool byGpu = false;
 };
 
 // A compact program file (docs/scale.md): one element,
@@ -70,6 +72,12 @@ struct ReadOptions {
   const ProgramFiles* programs = nullptr;
   // How to read MSCCL++ plans; null: they are refused.
   const PlanFiles* plans = nullptr;
+  // From this size on, an <algo> file of the plain shape (no comment,
+  // CDATA, DOCTYPE or processing instruction; <algo> holding only <gpu>
+  // elements) is parsed one <gpu> at a time, in memory for one rank's
+  // elements instead of the whole document's (about four times the file).
+  // The result and the diagnostics are the same either way.
+  size_t chunkedBytes = size_t{16} << 20;
 };
 
 // Parses `text`; `fileName` is used in locations only.

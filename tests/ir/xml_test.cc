@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "ir/json_io.h"
 #include "ir/xml_reader.h"
 #include "ir/xml_writer.h"
@@ -57,6 +59,65 @@ TEST(XmlReader, ReadsTheMinimalFile) {
   EXPECT_EQ(s.pos.line, 14);
   EXPECT_EQ(s.pos.column, 7);
   EXPECT_TRUE(verify::verifyAlgorithm(a).correct());
+}
+
+// Read one <gpu> at a time (ReadOptions::chunkedBytes), a file gives the
+// same algorithm, positions and diagnostics as read whole.
+void expectSameEitherWay(const std::string& text, const std::string& name, bool plain) {
+  SCOPED_TRACE(name);
+  ReadOptions whole, byGpu;
+  whole.chunkedBytes = std::numeric_limits<size_t>::max();
+  byGpu.chunkedBytes = 0;
+  ReadResult a = readXml(text, name, whole), b = readXml(text, name, byGpu);
+  EXPECT_FALSE(a.byGpu);
+  EXPECT_EQ(b.byGpu, plain);  // the plain shape is read by <gpu>, anything else whole
+  ASSERT_EQ(a.diagnostics.size(), b.diagnostics.size());
+  for (size_t i = 0; i < a.diagnostics.size(); ++i)
+    EXPECT_EQ(a.diagnostics.items()[i].format(), b.diagnostics.items()[i].format());
+  ASSERT_EQ(a.algorithm.has_value(), b.algorithm.has_value());
+  if (!a.algorithm) return;
+  EXPECT_TRUE(*a.algorithm == *b.algorithm);
+  EXPECT_EQ(a.algorithm->pos.line, b.algorithm->pos.line);
+  for (size_t r = 0; r < a.algorithm->ranks.size(); ++r) {
+    const Rank &x = a.algorithm->ranks[r], &y = b.algorithm->ranks[r];
+    EXPECT_EQ(x.pos.line, y.pos.line);
+    EXPECT_EQ(x.pos.column, y.pos.column);
+    for (size_t t = 0; t < x.tbs.size(); ++t)
+      for (size_t s = 0; s < x.tbs[t].steps.size(); ++s) {
+        EXPECT_EQ(x.tbs[t].steps[s].pos.line, y.tbs[t].steps[s].pos.line);
+        EXPECT_EQ(x.tbs[t].steps[s].pos.column, y.tbs[t].steps[s].pos.column);
+      }
+  }
+}
+
+TEST(XmlReader, OneGpuAtATimeReadsAsTheWholeDocument) {
+  for (const std::string& f : productionFiles())
+    expectSameEitherWay(chorus::testing::readText(f), baseName(f), true);
+  // The plain shape with mistakes in a later <gpu>: positions past the first.
+  std::string plain = std::string(kPairs).substr(std::string(kPairs).find("<algo"));
+  plain = replaceOnce(plain, "    <!-- comments may appear anywhere -->\n", "");
+  expectSameEitherWay(plain, "plain.xml", true);
+  std::string bad = plain;
+  const size_t gpu1 = bad.find("<gpu id=\"1\"");
+  bad = bad.substr(0, gpu1) + replaceOnce(bad.substr(gpu1), "cnt=\"1\"", "cnt=\"x\"");
+  bad = replaceOnce(bad,
+                    "depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>\n    </tb>\n  </gpu>\n  <gpu id=\"1\"",
+                    "depid=\"-1\" deps=\"-1\"/>\n    </tb>\n  </gpu>\n  <gpu id=\"1\"");
+  expectSameEitherWay(bad, "bad.xml", true);
+  // Not the plain shape (comments, an unknown element, a second root,
+  // broken XML): read whole, with the same result.
+  expectSameEitherWay(kPairs, "comments.xml", false);
+  expectSameEitherWay(replaceOnce(plain, "</algo>", "<note/></algo>"), "unknown.xml", false);
+  expectSameEitherWay(plain + "<algo/>", "two-roots.xml", false);
+  expectSameEitherWay(replaceOnce(plain, "</gpu>", "</gpux>"), "broken.xml", false);
+  expectSameEitherWay(plain.substr(0, plain.size() / 2), "truncated.xml", false);
+  for (const std::string& f : chorus::testing::sourceFiles("tests/data/bad", ".xml")) {
+    const std::string text = chorus::testing::readText(f);
+    ReadOptions byGpu;
+    byGpu.chunkedBytes = 0;
+    const bool plainShape = readXml(text, f, byGpu).byGpu;
+    expectSameEitherWay(text, baseName(f), plainShape);
+  }
 }
 
 TEST(XmlReader, LegacyDialectDefaults) {
