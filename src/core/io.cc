@@ -12,10 +12,21 @@ Result<std::string> readTextFile(const std::string& path) {
     return Status(StatusCode::kNotFound, "'" + path + "' is missing or not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status(StatusCode::kIoError, "cannot open '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  // Read straight into a string of the file's size (a string stream grows
+  // by doubling and then copies: three times a 256 MB file at its peak);
+  // then whatever more there is (a file that grew while being read).
+  std::string text(static_cast<size_t>(std::filesystem::file_size(path, ec)), '\0');
+  if (ec) text.clear();
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
   if (in.bad()) return Status(StatusCode::kIoError, "reading '" + path + "' failed");
-  return ss.str();
+  if (in) {
+    std::ostringstream rest;
+    rest << in.rdbuf();
+    text += rest.str();
+  }
+  if (in.bad()) return Status(StatusCode::kIoError, "reading '" + path + "' failed");
+  return text;
 }
 
 Status writeTextFile(const std::string& text, const std::string& path) {
