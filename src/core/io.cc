@@ -19,7 +19,6 @@ Result<std::string> readTextFile(const std::string& path) {
   if (ec) text.clear();
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   text.resize(static_cast<size_t>(in.gcount()));
-  if (in.bad()) return Status(StatusCode::kIoError, "reading '" + path + "' failed");
   if (in) {
     std::ostringstream rest;
     rest << in.rdbuf();

@@ -291,9 +291,8 @@ std::optional<ReadResult> Reader::runChunked() {
 
 ReadResult Reader::run() {
   if (text_.size() >= chunkedBytes_) {
-    DiagnosticList before = diags_;
     if (auto r = runChunked()) return std::move(*r);
-    diags_ = std::move(before);  // what the attempt found is found again below
+    diags_ = DiagnosticList();  // what the attempt found is found again below
   }
   ReadResult out;
   pugi::xml_document doc;
