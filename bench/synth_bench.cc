@@ -7,6 +7,7 @@
 //                                  (bench/synth_trees.sh runs each under a time limit)
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -26,8 +27,18 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s: %s\n", argv[2], f.status().toString().c_str());
       return 1;
     }
-    std::printf("%s,%d,%d,%zu,%d,%.3f\n", argv[2], topo.value().ranks(), f.value().k,
-                f.value().trees.size(), f.value().maxflows, s);
+    // A digest of the trees (FNV-1a), to tell whether a change to the
+    // packing changed the forest.
+    uint64_t digest = 1469598103934665603ull;
+    auto mix = [&](int64_t x) { digest = (digest ^ static_cast<uint64_t>(x)) * 1099511628211ull; };
+    for (const auto& tree : f.value().trees) {
+      mix(tree.root);
+      mix(tree.weight);
+      for (auto [a, b] : tree.edges) mix(a * 65536 + b);
+    }
+    std::printf("%s,%d,%d,%zu,%d,%.3f,%016llx\n", argv[2], topo.value().ranks(), f.value().k,
+                f.value().trees.size(), f.value().maxflows, s,
+                static_cast<unsigned long long>(digest));
     return 0;
   }
   chorus::CollectiveKind coll = chorus::parseCollective(argc > 1 ? argv[1] : "allgather");

@@ -176,6 +176,26 @@ class Packer {
     for (int w : order) {
       if (late())
         return Status(StatusCode::kTimeout, "the time budget was spent splitting the switches off");
+      // First optimistically: every split at the most it could be, checked
+      // once (n flows) at the end. Splitting only lowers cuts, so when the
+      // end holds so did every step, and each step's slack (below) would
+      // have allowed it: the result is the step-by-step one, which is run
+      // (from the saved arcs) only when the end does not hold.
+      const std::vector<std::vector<int64_t>> saved = m;
+      (void)splitOff(w, trees, /*checked=*/false);  // unchecked: always ok
+      if (holds(trees)) continue;
+      m = saved;
+      Status st = splitOff(w, trees, /*checked=*/true);
+      if (!st.isOk()) return st;
+    }
+    return Status::ok();
+  }
+
+  // Splits switch `w` off (splitSwitches); `checked`: each split no larger
+  // than the condition allows, else as large as the arcs allow.
+  Status splitOff(int w, const std::vector<Pending>& trees, bool checked) {
+    const int v = static_cast<int>(m.size());
+    {
       auto wi = static_cast<size_t>(w);
       int64_t turn = 0;  // where this in-arc's remainder starts (below)
       for (int u = 0; u < v; ++u) {
@@ -216,19 +236,19 @@ class Packer {
             }
             // Splitting d pieces lowers by d exactly the cuts with u and x
             // on one side and w on the other (and only those).
-            if (a > 0) a = slack(trees, {u, x}, {w}, a);
-            if (a > 0) a = slack(trees, {w}, {u, x}, a);
+            if (checked && a > 0) a = slack(trees, {u, x}, {w}, a);
+            if (checked && a > 0) a = slack(trees, {w}, {u, x}, a);
             if (a > 0) split(u, w, x, a);
           }
         }
         if (m[ui][wi] > 0) {
           // Capacity into the switch that no way out can use: drop it.
           m[ui][wi] = 0;
-          if (!holds(trees)) return stuck(w);
+          if (checked && !holds(trees)) return stuck(w);
         }
       }
       for (int x = 0; x < v; ++x) m[wi][static_cast<size_t>(x)] = 0;  // out, unused
-      if (!holds(trees)) return stuck(w);
+      if (checked && !holds(trees)) return stuck(w);
     }
     return Status::ok();
   }
@@ -247,16 +267,43 @@ class Packer {
   std::vector<Tree> pack(std::vector<Pending> pending) {
     std::vector<Tree> out;
     std::vector<int> depth(static_cast<size_t>(n_));
+    // Cuts found tight: rank sets S whose arcs out carry exactly the weight
+    // of the trees wholly inside S. Packing never raises a cut's surplus
+    // (taking an arc out of S lowers its capacity by what it lowers the
+    // weight inside, or by more when the tree was not wholly inside), so a
+    // tight cut stays tight to the end. An arc out of one cannot grow a
+    // tree that is not wholly inside it: `blocked[a]` holds the ranks such
+    // an arc from rank a cannot reach, for the front tree (whose ranks only
+    // grow, so what blocks it keeps blocking it until it is done).
+    std::vector<RankSet> tightCuts;
+    std::vector<RankSet> blocked(static_cast<size_t>(n_), RankSet(words_));
+    auto block = [&](const RankSet& cut) {
+      for (int a = 0; a < n_; ++a)
+        if (has(cut, a))
+          for (size_t i = 0; i < words_; ++i) blocked[static_cast<size_t>(a)][i] |= ~cut[i];
+    };
+    bool newFront = true;
     while (!pending.empty() && !late()) {
       if (pending.front().size == n_) {
         Pending& done = pending.front();
         out.push_back(Tree{done.root, done.weight, std::move(done.edges)});
         pending.erase(pending.begin());
+        newFront = true;
         continue;
+      }
+      const Pending& cur = pending.front();
+      if (newFront) {
+        newFront = false;
+        for (RankSet& b : blocked) std::fill(b.begin(), b.end(), 0);
+        RankSet in = toRankSet(cur.in);
+        for (const RankSet& cut : tightCuts) {
+          bool inside = true;
+          for (size_t i = 0; i < words_ && inside; ++i) inside = (in[i] & ~cut[i]) == 0;
+          if (!inside) block(cut);
+        }
       }
       // Candidate arcs from the shallowest ranks first (shallow trees pipeline
       // with less delay), then the widest.
-      const Pending& cur = pending.front();
       std::fill(depth.begin(), depth.end(), 0);
       for (auto [a, b] : cur.edges)
         depth[static_cast<size_t>(b)] = depth[static_cast<size_t>(a)] + 1;
@@ -277,15 +324,9 @@ class Packer {
         return x.depth != y.depth ? x.depth < y.depth : x.width > y.width;
       });
       bool grown = false;
-      // Cuts found tight for this tree: an arc leaving one cannot grow it.
-      std::vector<std::vector<char>> tight;
       std::vector<char> cut;
       for (const Cand& c : cands) {
-        const size_t from = static_cast<size_t>(t_.nodeOfRank(c.from));
-        const size_t to = static_cast<size_t>(t_.nodeOfRank(c.to));
-        if (std::any_of(tight.begin(), tight.end(),
-                        [&](const std::vector<char>& x) { return x[from] && !x[to]; }))
-          continue;
+        if (has(blocked[static_cast<size_t>(c.from)], c.to)) continue;
         // Taking a of the tree's pieces along c (the tree reaches c.to with
         // them; the other weight - a stay behind, last in the list, as a
         // tree of their own) lowers by a exactly the cuts with c.from inside,
@@ -295,7 +336,15 @@ class Packer {
         const int64_t took = slack(pending, {t_.nodeOfRank(c.from)}, {t_.nodeOfRank(c.to), kFront},
                                    std::min(weight, arc(c.from, c.to)), &cut);
         if (took == 0) {
-          if (!cut.empty()) tight.push_back(std::move(cut));
+          if (!cut.empty()) {
+            // Tight, and the tree is not wholly inside (its node is not).
+            RankSet ranks(words_);
+            for (int r = 0; r < n_; ++r)
+              if (cut[static_cast<size_t>(t_.nodeOfRank(r))])
+                ranks[static_cast<size_t>(r) / 64] |= uint64_t{1} << (r % 64);
+            block(ranks);
+            tightCuts.push_back(std::move(ranks));
+          }
           continue;
         }
         arc(c.from, c.to) -= took;
@@ -321,8 +370,20 @@ class Packer {
   }
 
  private:
+  using RankSet = std::vector<uint64_t>;  // a bit per rank
+  static bool has(const RankSet& s, int r) {
+    return (s[static_cast<size_t>(r) / 64] >> (r % 64)) & 1;
+  }
+  RankSet toRankSet(const std::vector<char>& in) const {
+    RankSet s(words_);
+    for (int r = 0; r < n_; ++r)
+      if (in[static_cast<size_t>(r)]) s[static_cast<size_t>(r) / 64] |= uint64_t{1} << (r % 64);
+    return s;
+  }
+
   const topo::Topology& t_;
   int n_;
+  size_t words_ = static_cast<size_t>(n_ + 63) / 64;
   int firstRank_ = 0;
   std::vector<int> rankOf_;
 };
