@@ -32,6 +32,9 @@ constexpr int kRelaxedPieces = 8;
 // Chunks per piece at most (MSCCL's executor runs 64 steps per
 // threadblock).
 constexpr size_t kMostChunks = 64;
+// Pieces per connection at most, where the executor's limits pass over a
+// lowering with fewer (the fine lowering, below).
+constexpr int kBusiestConnection = 8;
 // How much slower than the fastest lowering an earlier, simpler one may
 // simulate and still be kept.
 constexpr double kSimplerShare = 0.002;
@@ -97,6 +100,11 @@ Tried lowerAndSimulate(const topo::Topology& t, const SearchOptions& o, const Sh
     ir::checkExecutorLimits(c.algo, limits);
     if (!limits.items().empty()) {
       tried.passedOver = limits.items().front().format();
+      tried.crowded =
+          std::all_of(limits.items().begin(), limits.items().end(), [](const Diagnostic& d) {
+            return d.code == DiagCode::kLimitChannels || d.code == DiagCode::kLimitTbsPerChannel ||
+                   d.code == DiagCode::kLimitDepTb;
+          });
       return done();
     }
   }
@@ -406,23 +414,38 @@ class ScheduleSearch {
         // chunk once it has all come, so deep trees on links many
         // connections share want small ones (8 x 8 torus allgather: 8
         // chunks 94.0 %, 16 chunks 96.7 %).
-        // Where the executor's limits pass over that many, half as many
-        // until they fit (2 x MI250: 16 chunks put 78 steps on a
-        // threadblock; 8 fit).
+        // Where the executor's limits pass over that many, first fewer,
+        // busier connections (2, 4, 8 pieces per connection: fewer
+        // threadblocks, and fewer for others to wait on), then half as
+        // many chunks, until they fit (4 x MI250: 4 chunks put dependencies
+        // past threadblock 127 with a connection per piece, and fit with 4
+        // pieces per connection, 53.3 -> 67.5 %; 2 x MI250: 16 chunks put
+        // 78 steps on a threadblock; 8 fit).
         {
           size_t fine = std::min(std::bit_ceil(4 * iterations), kMostChunks);
+          int per = 1;
+          double last = 0;  // the last fitting lowering's rate
+          auto fits = [&](size_t chunks) {
+            for (int p = per; p <= kBusiestConnection && !(passed() && anyServed_); p *= 2) {
+              const Tried& t = one(p, static_cast<int>(chunks), first_);
+              if (t.passedOver.empty()) {
+                per = p;
+                last = t.algbw;
+                return true;
+              }
+              if (!t.crowded) return false;  // busier connections only add steps
+            }
+            return false;
+          };
           bool halved = false;
-          while (fine > 2 && !(passed() && anyServed_) &&
-                 !one(1, static_cast<int>(fine), first_).passedOver.empty()) {
+          while (fine > 2 && !(passed() && anyServed_) && !fits(fine)) {
             fine /= 2;
             halved = true;
           }
           // Then, where the first fit, twice as many while that is faster.
-          for (fine *= 2; !halved && fine <= kMostChunks && chain.back().passedOver.empty() &&
-                          !(passed() && anyServed_);
-               fine *= 2) {
-            const double before = chain.back().algbw;
-            if (one(1, static_cast<int>(fine), first_).algbw <= before * (1 + 1e-9)) break;
+          for (fine *= 2; !halved && fine <= kMostChunks && !(passed() && anyServed_); fine *= 2) {
+            const double before = last;
+            if (!fits(fine) || last <= before * (1 + 1e-9)) break;
           }
         }
         break;

@@ -71,6 +71,9 @@ struct Tried {
   size_t iterations = 0;        // slice iterations per threadblock
   double seconds = 0;           // lowering and simulating it
   std::string passedOver;       // why it could not serve (then algbw is 0)
+  // Passed over for the executor's limits on channels and threadblocks
+  // alone, which fewer, busier connections may meet.
+  bool crowded = false;
 };
 
 struct Found {
