@@ -5,10 +5,14 @@
  * MPI_Sendrecv_replace),
  * same sizes, same formulas, same CSV columns, so bench/peer_compare.sh can
  * put the two side by side from one run. Float32 sum only.
- *   mpirun -np N mpi_perf COLL MINBYTES MAXBYTES ITERS WARMUP
+ *   mpirun -np N mpi_perf COLL MINBYTES MAXBYTES ITERS WARMUP [percentiles]
+ *                                percentiles: also each form's median and
+ *                                99th percentile time per call on rank 0,
+ *                                as `chorus perf --percentiles` appends them
  *   mpirun -np N mpi_perf init   the slowest rank's MPI_Init, in ms, as
  *                                `chorus perf` times chorusCommInitFromEnv
  *                                (bench/init_compare.sh) */
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +64,18 @@ static void call(const char* coll, int inplace, float* send, float* recv, size_t
   }
 }
 
+static int byValue(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+/* Nearest rank: the index of the smallest of n sorted times that at least
+ * a fraction p of them do not exceed. */
+static int nearestRank(double p, int n) {
+  int k = (int)ceil(p * n);
+  return (k < 1 ? 1 : k > n ? n : k) - 1;
+}
+
 int main(int argc, char** argv) {
   const double before = nowMs();
   MPI_Init(&argc, &argv);
@@ -73,8 +89,10 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 0;
   }
-  if (argc != 6) {
-    if (rank == 0) fprintf(stderr, "usage: mpi_perf COLL MINBYTES MAXBYTES ITERS WARMUP\n");
+  const int percentiles = argc == 7 && strcmp(argv[6], "percentiles") == 0;
+  if (argc != 6 && !percentiles) {
+    if (rank == 0)
+      fprintf(stderr, "usage: mpi_perf COLL MINBYTES MAXBYTES ITERS WARMUP [percentiles]\n");
     MPI_Finalize();
     return 2;
   }
@@ -89,16 +107,27 @@ int main(int argc, char** argv) {
     /* Buffers sized for the largest view, touched before timing. */
     float* send = malloc(total * sizeof(float));
     float* recv = malloc(total * sizeof(float));
-    double us[2];
+    double us[2], p50[2], p99[2];
+    double* perCall = percentiles ? malloc((size_t)iters * sizeof(double)) : NULL;
     for (int f = 0; f < 2; ++f) {
       for (size_t i = 0; i < total; ++i) send[i] = recv[i] = (float)(rank + (int)(i % 7));
       for (int i = 0; i < warmup; ++i) call(coll, f, send, recv, count, n, rank);
       MPI_Barrier(MPI_COMM_WORLD);
       double t0 = MPI_Wtime();
-      for (int i = 0; i < iters; ++i) call(coll, f, send, recv, count, n, rank);
+      for (int i = 0; i < iters; ++i) {
+        double c0 = percentiles ? MPI_Wtime() : 0;
+        call(coll, f, send, recv, count, n, rank);
+        if (percentiles) perCall[i] = (MPI_Wtime() - c0) * 1e6;
+      }
       MPI_Barrier(MPI_COMM_WORLD);
       us[f] = (MPI_Wtime() - t0) * 1e6 / iters;
+      if (percentiles) {
+        qsort(perCall, (size_t)iters, sizeof(double), byValue);
+        p50[f] = perCall[nearestRank(0.5, iters)];
+        p99[f] = perCall[nearestRank(0.99, iters)];
+      }
     }
+    free(perCall);
     if (rank == 0) {
       double size = (double)(total * 4);
       printf("%s,%d,%zu,%zu,fp32,sum,-1", coll, n, total * 4, count);
@@ -106,6 +135,7 @@ int main(int argc, char** argv) {
         double alg = size / (us[f] * 1e-6) / 1e9;
         printf(",%.3f,%.4f,%.4f", us[f], alg, alg * busFactor(coll, n));
       }
+      for (int f = 0; f < 2 && percentiles; ++f) printf(",%.3f,%.3f", p50[f], p99[f]);
       printf("\n");
       fflush(stdout);
     }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <barrier>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,6 +43,7 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 struct Measure {
   double us = 0;
+  double p50 = 0, p99 = 0;  // --percentiles: per call, us
   size_t wrong = 0;
   std::string error;
   double memFrac = -1;  // --device: bytes the steps moved per second / copy bandwidth
@@ -94,6 +96,7 @@ Measure measure(const PerfArgs& a, CollectiveKind coll, const Local& local, chor
   };
   std::vector<std::string> errors(static_cast<size_t>(n));
   Clock::time_point t0, t1;
+  std::vector<double> perCall;                    // --percentiles: the timing rank's, us
   const int timer = local.me < 0 ? 0 : local.me;  // the rank whose clock counts here
   auto rank = [&](int r) {
     auto fail = [&](const ApiResult& res) {
@@ -105,7 +108,15 @@ Measure measure(const PerfArgs& a, CollectiveKind coll, const Local& local, chor
     for (int i = 0; i < a.warmup && !failed; ++i) failed = fail(call(r));
     sync(r);
     if (r == timer) t0 = Clock::now();
-    for (int i = 0; i < a.iters && !failed; ++i) failed = fail(call(r));
+    if (r == timer && a.percentiles) {
+      for (int i = 0; i < a.iters && !failed; ++i) {
+        const Clock::time_point c0 = Clock::now();
+        failed = fail(call(r));
+        perCall.push_back(seconds(Clock::now() - c0) * 1e6);
+      }
+    } else {
+      for (int i = 0; i < a.iters && !failed; ++i) failed = fail(call(r));
+    }
     sync(r);
     if (r == timer) t1 = Clock::now();
     if (!a.check || failed) return;
@@ -127,6 +138,17 @@ Measure measure(const PerfArgs& a, CollectiveKind coll, const Local& local, chor
       return m;
     }
   m.us = seconds(t1 - t0) * 1e6 / std::max(1, a.iters);
+  if (!perCall.empty()) {
+    // Nearest rank: the smallest time at least p of the calls took no
+    // longer than.
+    std::sort(perCall.begin(), perCall.end());
+    auto at = [&](double p) {
+      const auto k = static_cast<size_t>(std::ceil(p * static_cast<double>(perCall.size())));
+      return perCall[std::min(perCall.size(), std::max<size_t>(k, 1)) - 1];
+    };
+    m.p50 = at(0.5);
+    m.p99 = at(0.99);
+  }
   if (a.check) {
     uint64_t wrong = d.countWrong();
     if (local.me >= 0)
@@ -270,6 +292,7 @@ int relaunch(const PerfArgs& a) {
   if (a.check) l.command.push_back("--check");
   if (a.csv) l.command.push_back("--csv");
   if (a.heapBuffers) l.command.push_back("--heap-buffers");
+  if (a.percentiles) l.command.push_back("--percentiles");
   return runLaunch(l);
 }
 
@@ -312,10 +335,10 @@ int runPerf(const PerfArgs& a) {
   std::unique_ptr<Backend> backend;
   if (onDevice) {
     // Every rank in this process, its calls enqueued together.
-    if (sendRecv || rootedOnly || a.procs > 0) {
+    if (sendRecv || rootedOnly || a.procs > 0 || a.percentiles) {
       std::fprintf(stderr,
-                   "chorus perf: --device runs the collectives of one process's ranks "
-                   "(no sendrecv, gather or scatter; no --procs)\n");
+                   "chorus perf: --device runs the collectives of one process's ranks, queued "
+                   "(no sendrecv, gather or scatter; no --procs, no --percentiles)\n");
       return 2;
     }
     BackendOptions bo;
@@ -408,8 +431,9 @@ int runPerf(const PerfArgs& a) {
     std::printf(
         "collective,ranks,size_bytes,count,type,redop,root,oop_time_us,oop_algbw_gbs,"
         "oop_busbw_gbs,oop_busbw_frac_memcpy,oop_wrong,ip_time_us,ip_algbw_gbs,ip_busbw_gbs,"
-        "ip_busbw_frac_memcpy,ip_wrong,memcpy_gbs%s\n",
-        onDevice ? ",algorithm" : "");
+        "ip_busbw_frac_memcpy,ip_wrong,memcpy_gbs%s%s\n",
+        onDevice ? ",algorithm" : "",
+        a.percentiles ? ",oop_p50_us,oop_p99_us,ip_p50_us,ip_p99_us" : "");
   } else {
     const char* t = std::getenv("CHORUS_TRANSPORT");
     std::string transport = t == nullptr || *t == '\0' || std::string_view(t) == "auto"
@@ -439,6 +463,10 @@ int runPerf(const PerfArgs& a) {
         std::printf("# init: %.1f ms (chorusCommInitFromEnv, the slowest of %d ranks)\n", initMs,
                     local.nranks);
     }
+    if (a.percentiles)
+      std::printf(
+          "# p50, p99: median and 99th percentile time per call on rank %d (oop, then ip)\n",
+          std::max(0, local.me));
     std::printf("#%74s %36s\n", "out-of-place", "in-place");
     std::printf("# %10s %12s %6s %6s %5s %9s %7s %7s %5s %6s %9s %7s %7s %5s %6s%s\n", "size",
                 "count", "type", "redop", "root", "time", "algbw", "busbw", "mem", "#wrong", "time",
@@ -489,15 +517,26 @@ int runPerf(const PerfArgs& a) {
     // The algorithm each form ran (--device), once where both ran the same.
     std::string ran = forms[served[0] ? 0 : 1].algo;
     if (served[0] && served[1] && forms[1].algo != forms[0].algo) ran += " | " + forms[1].algo;
+    std::string tails;  // --percentiles
+    for (int f = 0; f < 2 && a.percentiles; ++f) {
+      char buf[64];
+      if (!served[f])
+        std::snprintf(buf, sizeof buf, a.csv ? ",," : " %9s %9s", "-", "-");
+      else
+        std::snprintf(buf, sizeof buf, a.csv ? ",%.3f,%.3f" : " %9.1f %9.1f", forms[f].p50,
+                      forms[f].p99);
+      tails += buf;
+    }
     if (!printer) {
       // Another rank prints.
     } else if (a.csv) {
-      std::printf("%s,%d,%zu,%zu,%s,%s,%d,%s,%s,%.3f%s\n", a.collective.c_str(), local.nranks, size,
-                  count, a.dtype.c_str(), redop.c_str(), root, cells[0].c_str(), cells[1].c_str(),
-                  memBw, onDevice ? ("," + ran).c_str() : "");
+      std::printf("%s,%d,%zu,%zu,%s,%s,%d,%s,%s,%.3f%s%s\n", a.collective.c_str(), local.nranks,
+                  size, count, a.dtype.c_str(), redop.c_str(), root, cells[0].c_str(),
+                  cells[1].c_str(), memBw, onDevice ? ("," + ran).c_str() : "", tails.c_str());
     } else {
-      std::printf("  %10zu %12zu %6s %6s %5d%s%s%s\n", size, count, a.dtype.c_str(), redop.c_str(),
-                  root, cells[0].c_str(), cells[1].c_str(), onDevice ? ("  " + ran).c_str() : "");
+      std::printf("  %10zu %12zu %6s %6s %5d%s%s%s%s\n", size, count, a.dtype.c_str(),
+                  redop.c_str(), root, cells[0].c_str(), cells[1].c_str(), tails.c_str(),
+                  onDevice ? ("  " + ran).c_str() : "");
     }
     std::fflush(stdout);
     if (bytes > a.maxBytes / static_cast<size_t>(a.factor)) break;
