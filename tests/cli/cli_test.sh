@@ -109,10 +109,24 @@ check launch-fail 3 'rank 1 exited with 3; stopping the others' -- "$chorus" lau
   sh -c 'if [ $CHORUS_RANK = 1 ]; then exit 3; fi; sleep 60'
 check launch-missing 127 "cannot run '/nonexistent/prog'" -- "$chorus" launch -n 2 -- /nonexistent/prog
 check launch-usage 2 '' -- "$chorus" launch -n 2
+# --bind: core puts each local rank on one CPU of the launcher's set, none
+# leaves the set as it is; a bad value is refused (flag or CHORUS_BIND).
+cpus=$(awk '/^Cpus_allowed_list/ { print $2 }' /proc/self/status)
+check launch-bind-core 0 '^\[1\] Cpus_allowed_list:[[:space:]]+[0-9]+$' -- "$chorus" launch -n 2 \
+  --bind core -- grep Cpus_allowed_list /proc/self/status
+check launch-bind-none 0 "^\\[1\\] Cpus_allowed_list:[[:space:]]+$cpus\$" -- "$chorus" launch -n 2 \
+  --bind none -- grep Cpus_allowed_list /proc/self/status
+check launch-bind-bad 2 'bind' -- env CHORUS_BIND=sometimes "$chorus" perf allreduce --procs 2 \
+  -b 4K -e 4K -n 1 -w 0
 check perf-procs 0 '^\[0\] # chorus perf allreduce: 3 ranks \(processes: shared memory within a host, TCP across hosts\)' -- "$chorus" perf allreduce \
   --procs 3 -b 4K -e 64K -f 4 -n 2 -w 1 --check
 check launch-perf 0 'Out of bounds values : 0 OK' -- "$chorus" launch -n 2 -- "$chorus" perf reducescatter \
   -b 4K -e 1M -f 16 -n 2 -w 1 --check
+# --percentiles: each form's median and 99th percentile per call, last.
+check perf-percentiles 0 '^\[0\] allreduce,2,4096,.*,[0-9.]+,[0-9.]+,[0-9.]+,[0-9.]+$' -- \
+  "$chorus" perf allreduce --procs 2 -b 4K -e 4K -n 100 -w 1 --csv --percentiles
+check perf-percentiles-device 2 'no --percentiles' -- "$chorus" perf allreduce --device engine \
+  --ranks 2 -b 4K -e 4K -n 2 --percentiles
 
 # gen: programs with their own options; custom collectives carry their postconditions.
 check gen-alltonext 0 'warning\[W507\]' -- "$chorus" gen alltonext_backward --ranks 6 \

@@ -157,6 +157,8 @@ Subcommand addPerf(CLI::App& app, CommandLine* cl) {
   p->add_flag("--heap-buffers", perf.heapBuffers,
               "processes: buffers from the heap, not chorusMemAlloc (peers then cannot read "
               "them in place)");
+  p->add_flag("--percentiles", perf.percentiles,
+              "also the median and 99th percentile time per call (each timed call on one rank)");
   return {p, [cl] { return chosen(cl, Command::kPerf); }};
 }
 
@@ -196,6 +198,10 @@ Subcommand addLaunch(CLI::App& app, CommandLine* cl) {
   l->add_option("--root", launch.root,
                 "HOST[:PORT] where rank 0 listens, as the other hosts reach it (default: the "
                 "first host, a free port)");
+  l->add_option("--bind", launch.bind,
+                "local ranks' CPUs: core (rank i on the i-th CPU allowed here), none, or auto "
+                "(core where ranks <= CPUs; default, or CHORUS_BIND)")
+      ->check(CLI::IsMember({"auto", "core", "none"}));
   l->add_option("command", launch.command, "-- PROGRAM ARGS")->required();
   return {l, [cl] { return chosen(cl, Command::kLaunch); }};
 }

@@ -88,6 +88,9 @@ struct PerfArgs {
   // Processes: buffers from the heap instead of chorusMemAlloc (which peers
   // read in place): what a program that does not use chorusMemAlloc gets.
   bool heapBuffers = false;
+  // Also each form's median and 99th percentile time per call, as the
+  // timing rank saw each call (not on --device, whose calls are queued).
+  bool percentiles = false;
   DeviceArgs dev;
 };
 // nccl-tests-style sweep through the C API. Exit: 0 ok, 1 wrong results
@@ -114,7 +117,12 @@ struct LaunchArgs {
   bool keepGoing = false;          // do not stop the others when a rank fails
   std::vector<std::string> hosts;  // empty: all local; else ranks in blocks per host
   std::string agent = "ssh -o BatchMode=yes {host}";  // how to run a command on a host
-  std::string root;                  // HOST[:PORT] rank 0 listens at (default: first host)
+  std::string root;  // HOST[:PORT] rank 0 listens at (default: first host)
+  // Local ranks' CPU binding: "core" (rank i on the i-th CPU this launcher
+  // may use, wrapping around), "none", or "auto" (core where the ranks are
+  // no more than those CPUs, as mpirun binds 2 ranks; else none). Empty:
+  // CHORUS_BIND's, else auto.
+  std::string bind;
   std::vector<std::string> command;  // PROGRAM ARGS
 };
 // Starts N processes as ranks (environment: CHORUS_RANK, CHORUS_WORLD_SIZE,

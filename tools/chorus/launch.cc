@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -156,6 +157,15 @@ int runLaunch(const LaunchArgs& a) {
     std::fprintf(stderr, "chorus launch: need -n N >= 1 and a program after --\n");
     return 2;
   }
+  const char* bindEnv = std::getenv("CHORUS_BIND");
+  const std::string bind = !a.bind.empty()                          ? a.bind
+                           : bindEnv != nullptr && *bindEnv != '\0' ? bindEnv
+                                                                    : "auto";
+  if (bind != "auto" && bind != "core" && bind != "none") {
+    std::fprintf(stderr, "chorus launch: --bind (CHORUS_BIND) is auto, core or none, not '%s'\n",
+                 bind.c_str());
+    return 2;
+  }
   int port = freePort();
   if (port < 0) {
     std::fprintf(stderr, "chorus launch: no free TCP port on 127.0.0.1: %s\n",
@@ -195,6 +205,20 @@ int runLaunch(const LaunchArgs& a) {
   // Segment names of this job start with it (see cleanup below).
   std::string job = "chorus-" + std::to_string(::getpid()) + "-" +
                     chorus::runtime::net::randomSecret().substr(0, 8);
+  // Local ranks bound to a CPU each (--bind): a rank then never shares its
+  // core with another rank of the job, which the scheduler otherwise may do
+  // when other work keeps a core busy (two ranks on one core hand every
+  // step over through the scheduler: a 4 KiB allreduce took 7.5 us, not
+  // 0.5, with one busy core beside 2 ranks; docs/processes.md).
+  std::vector<int> cpus;  // empty: no binding
+  if (a.hosts.empty() && bind != "none") {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+    if (bind == "auto" && static_cast<size_t>(a.nprocs) > cpus.size()) cpus.clear();
+  }
   std::vector<Child> kids(static_cast<size_t>(a.nprocs));
   for (int r = 0; r < a.nprocs; ++r) {
     int fds[2];
@@ -212,6 +236,12 @@ int runLaunch(const LaunchArgs& a) {
     }
     if (pid == 0) {
       ::setpgid(0, 0);  // its own group: stopping a rank stops what it started
+      if (!cpus.empty()) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpus[static_cast<size_t>(r) % cpus.size()], &one);
+        (void)::sched_setaffinity(0, sizeof one, &one);  // best effort, as mpirun's
+      }
       ::dup2(fds[1], 1);
       ::dup2(fds[1], 2);
       std::vector<std::pair<std::string, std::string>> env = {
