@@ -271,6 +271,7 @@ Result<runtime::RankCall*> ProcessWorld::rankCall(
     const std::shared_ptr<const VerifiedAlgorithm>& va, const CallArgs& args) {
   Key key{va.get(), args.count, args.type, args.op, args.sendbuff, args.recvbuff};
   FabricSlot& slot = fabrics_[va.get()];
+  slot.lastUse = ++fabricClock_;
   auto it = calls_.find(key);
   if (it != calls_.end()) {
     // A call made on an algorithm's earlier fabric is made again on its
@@ -315,9 +316,17 @@ Result<runtime::RankCall*> ProcessWorld::rankCall(
       }
       size_t most = 0;
       for (const std::string& u : inbound.value()) most = std::max<size_t>(most, std::stoull(u));
+      slot.inbound = most;
       slot.most = runtime::ProcessFabric::unitWithin(
           most, runtime::defaultSliceBytes(va->algo().protocol), ringBudget(n_));
     }
+    // The pool: room for these rings first (the old ones, when they grow,
+    // go with the calls made on them).
+    if (slot.fabric != nullptr) {
+      dropCalls(slot.fabric.get());
+      slot.fabric.reset();
+    }
+    releaseRings(slot.bytes(want()), va.get());
     const uint32_t id = nextFabric_++;
     // Calls made before keep the fabric they were made with.
     auto f = runtime::ProcessFabric::create(links, me_, want(), options_.slots,
@@ -336,6 +345,39 @@ Result<runtime::RankCall*> ProcessWorld::rankCall(
   runtime::RankCall* raw = rc.value().get();
   calls_[key] = Entry{va, std::move(rc).value(), ++useClock_, fabric.get()};
   return raw;
+}
+
+void ProcessWorld::dropCalls(const runtime::ProcessFabric* fabric) {
+  for (auto it = calls_.begin(); it != calls_.end();) {
+    if (it->second.fabric == fabric) {
+      cachedBytes_ -= it->second.call->bytes();
+      it = calls_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ProcessWorld::releaseRings(size_t need, const runtime::VerifiedAlgorithm* keep) {
+  const size_t budget = options_.ringBytesPerPeer * static_cast<size_t>(std::max(n_ - 1, 1));
+  size_t held = 0;
+  for (const auto& [algo, slot] : fabrics_)
+    if (slot.fabric != nullptr) held += slot.bytes(slot.fabric->unitBytes());
+  // Every rank holds the same algorithms' rings, used in the same order
+  // (collectives: the same calls in the same order), so every rank
+  // releases the same ones here; each remakes them, collectively, at the
+  // same later call that needs them again.
+  while (held + need > budget) {
+    FabricSlot* oldest = nullptr;
+    for (auto& [algo, slot] : fabrics_)
+      if (algo != keep && slot.fabric != nullptr &&
+          (oldest == nullptr || slot.lastUse < oldest->lastUse))
+        oldest = &slot;
+    if (oldest == nullptr) return;  // only the rings this call needs: kept, whatever their size
+    held -= oldest->bytes(oldest->fabric->unitBytes());
+    dropCalls(oldest->fabric.get());
+    oldest->fabric.reset();
+  }
 }
 
 namespace {

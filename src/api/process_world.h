@@ -102,12 +102,26 @@ class ProcessWorld {
   std::unique_ptr<runtime::Network> net_;
   std::atomic<runtime::Network*> netAwake_{nullptr};  // net_, for abort() from other threads
   // An algorithm's rings: the fabric its latest calls run on, remade with
-  // larger slots when a call wants them (up to `most`, fixed at the first).
+  // larger slots when a call wants them (up to `most`, fixed at the first),
+  // released when the algorithms used since need the room (releaseRings).
   struct FabricSlot {
-    std::shared_ptr<runtime::ProcessFabric> fabric;
-    size_t most = 0;  // the largest slice its rings may have
+    std::shared_ptr<runtime::ProcessFabric> fabric;  // null: released (or not made yet)
+    size_t most = 0;                                 // the largest slice its rings may have
+    size_t inbound = 0;  // the most slots any rank receives into (all ranks agree)
+    uint64_t lastUse = 0;
+    // What the pool counts for its rings: every rank's alike (so that all
+    // release the same ones at the same call), twice the most any rank
+    // receives into (a rank also maps the rings it sends into).
+    size_t bytes(size_t unit) const { return 2 * inbound * unit; }
   };
   std::map<const runtime::VerifiedAlgorithm*, FabricSlot> fabrics_;
+  uint64_t fabricClock_ = 0;  // counts rankCall()s: the same sequence on every rank
+  // Makes room for `need` more bytes of rings within the pool's budget
+  // (WorldOptions::ringBytesPerPeer x peers), releasing the least recently
+  // used algorithms' rings other than `keep`'s, and the calls made on them.
+  void releaseRings(size_t need, const runtime::VerifiedAlgorithm* keep);
+  // Drops the cached calls made on `fabric`.
+  void dropCalls(const runtime::ProcessFabric* fabric);
   uint32_t nextFabric_ = 0;                      // the next fabric's id (its shared memory's name)
   std::shared_ptr<runtime::ProcessFabric> p2p_;  // every ordered pair, for send/recv
   std::map<Key, Entry> calls_;

@@ -35,6 +35,10 @@ WorldOptions WorldOptions::fromEnvironment() {
   o.tcpSockets = text("CHORUS_TCP_SOCKETS");
   if (!text("CHORUS_SPIN_US").empty())
     o.spinUs = static_cast<int>(std::min<long>(envLong("CHORUS_SPIN_US", -1), 1000000));
+  if (!text("CHORUS_RING_MB_PER_PEER").empty())
+    o.ringBytesPerPeer =
+        static_cast<size_t>(std::clamp<long>(envLong("CHORUS_RING_MB_PER_PEER", 32), 1, 1 << 20))
+        << 20;
   o.proveRanks = runtime::proveRanksFromEnvironment();
   // Out of range is the backend's to refuse, naming the range.
   o.instances = static_cast<int>(std::clamp<long>(envLong("CHORUS_INSTANCES", 0), -1, 1 << 20));

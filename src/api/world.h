@@ -62,6 +62,11 @@ struct WorldOptions {
   // (runtime::WaitPolicy); -1: 50 us where this host's ranks fit its cores,
   // else 0.
   int spinUs = -1;
+  // CHORUS_RING_MB_PER_PEER: processes keep the rings of the algorithms
+  // they used within this many MiB per peer (the rings of the least
+  // recently used algorithms are released first, on every rank at the same
+  // call; an algorithm's own rings are kept whatever their size).
+  size_t ringBytesPerPeer = size_t{32} << 20;
   // CHORUS_PROVE_RANKS: processes run their rank's part of a built-in; up
   // to this many ranks each verifies the whole algorithm first, beyond it
   // the part rests on the family's proof (runtime/plan/planner.h, docs/scale.md).

@@ -494,6 +494,7 @@ void TcpLinks::enroll(TcpConnection* c) {
 void TcpLinks::withdraw(TcpConnection* c) {
   std::lock_guard<std::mutex> lock(mu_);
   byKey_.erase({c->fabric_, c->channel_, c->peer_, c->outbound_});
+  withdrawnFabrics_.insert(c->fabric_);
   auto& v = c->outbound_ ? outbound_ : inbound_;
   v.erase(std::remove(v.begin(), v.end(), c), v.end());
   for (auto& s : socks_) {
@@ -792,6 +793,10 @@ Status TcpLinks::startFrame(Sock& s) {
       return Status::ok();
     case Kind::kCredit: {
       auto it = byKey_.find({h.fabric, h.channel, s.peer, true});
+      // The peer consumed the last messages of a fabric this rank has
+      // since released (both release it at the same call; the peer may
+      // still have been reading): nothing waits for that credit.
+      if (it == byKey_.end() && withdrawnFabrics_.count(h.fabric) != 0) return Status::ok();
       if (it == byKey_.end()) return bad("credit for an unknown connection");
       TcpConnection* c = it->second;
       if (h.seq > c->next_) return bad("credit for messages never sent");

@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -170,6 +171,9 @@ class TcpLinks final : public Poller {
   std::mutex mu_;  // the connection tables (enroll/withdraw vs. the progress thread)
   std::vector<TcpConnection*> outbound_, inbound_;
   std::map<std::tuple<uint32_t, uint32_t, int, bool>, TcpConnection*> byKey_;
+  // Fabrics whose connections were withdrawn (released or remade larger):
+  // a peer may still return credits for the last messages sent on them.
+  std::set<uint32_t> withdrawnFabrics_;
 };
 
 // The TCP row of the transport table (runtime/transport/registry.cc): any
