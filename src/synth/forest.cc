@@ -195,61 +195,59 @@ class Packer {
   // than the condition allows, else as large as the arcs allow.
   Status splitOff(int w, const std::vector<Pending>& trees, bool checked) {
     const int v = static_cast<int>(m.size());
-    {
-      auto wi = static_cast<size_t>(w);
-      int64_t turn = 0;  // where this in-arc's remainder starts (below)
-      for (int u = 0; u < v; ++u) {
-        auto ui = static_cast<size_t>(u);
-        if (m[ui][wi] == 0) continue;
-        std::vector<int> outs;
-        for (int x = 0; x < v; ++x)
-          if (m[wi][static_cast<size_t>(x)] > 0) outs.push_back(x);
-        auto key = [&](int x) {
-          return std::pair{x == u, t_.nodes[static_cast<size_t>(x)].box == t_.nodes[ui].box};
-        };
-        std::stable_sort(outs.begin(), outs.end(), [&](int a, int b) { return key(a) < key(b); });
-        // First an even share to every other out-neighbour (a mesh, whose
-        // trees can be shallow), then whatever is left, in order.
-        // The even share goes to the best group only (another box, if any).
-        auto best = outs.empty() ? std::pair{true, true} : key(outs.front());
-        // The share is m / others, and one more for m % others of them,
-        // starting where the last in-arc's extras ended: the in-arcs' extras
-        // rotate, so every out-neighbour gets as many (2 DGX A100 boxes:
-        // each NIC sends 2, 2, ..., 1 pieces to the other box's GPUs, the
-        // 1 on a different GPU for each sender; without the rotation the
-        // last sender's NIC carried 1, ..., 1, 8).
-        int64_t others = std::count_if(outs.begin(), outs.end(),
-                                       [&](int x) { return x != u && key(x) == best; });
-        const int64_t base = others > 0 ? m[ui][wi] / others : 0;
-        const int64_t extra = others > 0 ? m[ui][wi] % others : 0;
-        const int64_t start = others > 0 ? turn % others : 0;
-        turn += extra;
-        for (bool even : {true, false}) {
-          int64_t at = 0;  // position among the best group
-          for (int x : outs) {
-            if (m[ui][wi] == 0) break;
-            if (even && (x == u || key(x) != best)) continue;
-            int64_t a = std::min(m[ui][wi], m[wi][static_cast<size_t>(x)]);
-            if (even) {
-              const bool more = (at++ - start + others) % others < extra;
-              a = std::min(a, base + (more ? 1 : 0));
-            }
-            // Splitting d pieces lowers by d exactly the cuts with u and x
-            // on one side and w on the other (and only those).
-            if (checked && a > 0) a = slack(trees, {u, x}, {w}, a);
-            if (checked && a > 0) a = slack(trees, {w}, {u, x}, a);
-            if (a > 0) split(u, w, x, a);
+    auto wi = static_cast<size_t>(w);
+    int64_t turn = 0;  // where this in-arc's remainder starts (below)
+    for (int u = 0; u < v; ++u) {
+      auto ui = static_cast<size_t>(u);
+      if (m[ui][wi] == 0) continue;
+      std::vector<int> outs;
+      for (int x = 0; x < v; ++x)
+        if (m[wi][static_cast<size_t>(x)] > 0) outs.push_back(x);
+      auto key = [&](int x) {
+        return std::pair{x == u, t_.nodes[static_cast<size_t>(x)].box == t_.nodes[ui].box};
+      };
+      std::stable_sort(outs.begin(), outs.end(), [&](int a, int b) { return key(a) < key(b); });
+      // First an even share to every other out-neighbour (a mesh, whose
+      // trees can be shallow), then whatever is left, in order.
+      // The even share goes to the best group only (another box, if any).
+      auto best = outs.empty() ? std::pair{true, true} : key(outs.front());
+      // The share is m / others, and one more for m % others of them,
+      // starting where the last in-arc's extras ended: the in-arcs' extras
+      // rotate, so every out-neighbour gets as many (2 DGX A100 boxes:
+      // each NIC sends 2, 2, ..., 1 pieces to the other box's GPUs, the
+      // 1 on a different GPU for each sender; without the rotation the
+      // last sender's NIC carried 1, ..., 1, 8).
+      int64_t others =
+          std::count_if(outs.begin(), outs.end(), [&](int x) { return x != u && key(x) == best; });
+      const int64_t base = others > 0 ? m[ui][wi] / others : 0;
+      const int64_t extra = others > 0 ? m[ui][wi] % others : 0;
+      const int64_t start = others > 0 ? turn % others : 0;
+      turn += extra;
+      for (bool even : {true, false}) {
+        int64_t at = 0;  // position among the best group
+        for (int x : outs) {
+          if (m[ui][wi] == 0) break;
+          if (even && (x == u || key(x) != best)) continue;
+          int64_t a = std::min(m[ui][wi], m[wi][static_cast<size_t>(x)]);
+          if (even) {
+            const bool more = (at++ - start + others) % others < extra;
+            a = std::min(a, base + (more ? 1 : 0));
           }
-        }
-        if (m[ui][wi] > 0) {
-          // Capacity into the switch that no way out can use: drop it.
-          m[ui][wi] = 0;
-          if (checked && !holds(trees)) return stuck(w);
+          // Splitting d pieces lowers by d exactly the cuts with u and x
+          // on one side and w on the other (and only those).
+          if (checked && a > 0) a = slack(trees, {u, x}, {w}, a);
+          if (checked && a > 0) a = slack(trees, {w}, {u, x}, a);
+          if (a > 0) split(u, w, x, a);
         }
       }
-      for (int x = 0; x < v; ++x) m[wi][static_cast<size_t>(x)] = 0;  // out, unused
-      if (checked && !holds(trees)) return stuck(w);
+      if (m[ui][wi] > 0) {
+        // Capacity into the switch that no way out can use: drop it.
+        m[ui][wi] = 0;
+        if (checked && !holds(trees)) return stuck(w);
+      }
     }
+    for (int x = 0; x < v; ++x) m[wi][static_cast<size_t>(x)] = 0;  // out, unused
+    if (checked && !holds(trees)) return stuck(w);
     return Status::ok();
   }
 
@@ -295,7 +293,7 @@ class Packer {
       if (newFront) {
         newFront = false;
         for (RankSet& b : blocked) std::fill(b.begin(), b.end(), 0);
-        RankSet in = toRankSet(cur.in);
+        const RankSet in = rankSet([&](int r) { return cur.in[static_cast<size_t>(r)] != 0; });
         for (const RankSet& cut : tightCuts) {
           bool inside = true;
           for (size_t i = 0; i < words_ && inside; ++i) inside = (in[i] & ~cut[i]) == 0;
@@ -338,10 +336,8 @@ class Packer {
         if (took == 0) {
           if (!cut.empty()) {
             // Tight, and the tree is not wholly inside (its node is not).
-            RankSet ranks(words_);
-            for (int r = 0; r < n_; ++r)
-              if (cut[static_cast<size_t>(t_.nodeOfRank(r))])
-                ranks[static_cast<size_t>(r) / 64] |= uint64_t{1} << (r % 64);
+            RankSet ranks =
+                rankSet([&](int r) { return cut[static_cast<size_t>(t_.nodeOfRank(r))] != 0; });
             block(ranks);
             tightCuts.push_back(std::move(ranks));
           }
@@ -374,10 +370,12 @@ class Packer {
   static bool has(const RankSet& s, int r) {
     return (s[static_cast<size_t>(r) / 64] >> (r % 64)) & 1;
   }
-  RankSet toRankSet(const std::vector<char>& in) const {
+  // The ranks r with inside(r).
+  template <class Inside>
+  RankSet rankSet(Inside inside) const {
     RankSet s(words_);
     for (int r = 0; r < n_; ++r)
-      if (in[static_cast<size_t>(r)]) s[static_cast<size_t>(r) / 64] |= uint64_t{1} << (r % 64);
+      if (inside(r)) s[static_cast<size_t>(r) / 64] |= uint64_t{1} << (r % 64);
     return s;
   }
 
