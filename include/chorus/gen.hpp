@@ -18,11 +18,14 @@ struct GenerateOptions {
   bool verify = true;      // prove the result before returning it (leave on)
   std::string printAfter;  // a compiler pass: its result goes to Generated::printed
   bool timePasses = false;
+  // Write Generated::xml. Off: the algorithm is compiled and proven alone
+  // (a 4096-rank ring allreduce's XML text is gigabytes).
+  bool xml = true;
 };
 
 struct Generated {
   bool ok = false;
-  std::string xml;  // when ok
+  std::string xml;  // when ok and GenerateOptions::xml
   // One line per finding: file:line:column: error[Exxx]: ..., and warnings
   // (W5xx) where the result exceeds a limit of MSCCL's executor (it is
   // still correct and Chorus runs it).

@@ -56,8 +56,9 @@ Generated generate(const lang::Program& program, const GenerateOptions& options)
   g.timings = std::move(c.compiled.timings);
   for (const Diagnostic& d : c.diagnostics.items()) g.diagnostics += d.format() + "\n";
   if (!c.compiled.ok()) return g;
-  std::string xml = ir::writeXml(c.compiled.algo);
-  if (options.printAfter == "emit") g.printed = xml;
+  const bool emit = options.printAfter == "emit";
+  std::string xml = options.xml || emit ? ir::writeXml(c.compiled.algo) : std::string();
+  if (emit) g.printed = xml;
   if (!c.ok) {
     g.diagnostics +=
         "the compiled algorithm does not verify: the program computes something "

@@ -123,6 +123,7 @@ int runGen(const GenArgs& args) {
   go.verify = !args.noVerify;
   go.printAfter = args.printAfter;
   go.timePasses = args.timePasses;
+  go.xml = !args.compact;  // a compact file is the program's name and options
   Generated g = generate(program, go);
   double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
