@@ -326,13 +326,12 @@ Result<runtime::RankCall*> ProcessWorld::rankCall(
       dropCalls(slot.fabric.get());
       slot.fabric.reset();
     }
-    releaseRings(slot.bytes(want()), va.get());
+    releaseRings(slot.bytes(want()));
     const uint32_t id = nextFabric_++;
-    // Calls made before keep the fabric they were made with.
     auto f = runtime::ProcessFabric::create(links, me_, want(), options_.slots,
                                             prefix_ + "-f" + std::to_string(id), id, *boot_, *net_);
     if (!f.isOk()) {
-      if (slot.fabric == nullptr) fabrics_.erase(va.get());
+      fabrics_.erase(va.get());  // a failed make ends the communicator (collective())
       return f.status();
     }
     slot.fabric = f.value();
@@ -358,7 +357,7 @@ void ProcessWorld::dropCalls(const runtime::ProcessFabric* fabric) {
   }
 }
 
-void ProcessWorld::releaseRings(size_t need, const runtime::VerifiedAlgorithm* keep) {
+void ProcessWorld::releaseRings(size_t need) {
   const size_t budget = options_.ringBytesPerPeer * static_cast<size_t>(std::max(n_ - 1, 1));
   size_t held = 0;
   for (const auto& [algo, slot] : fabrics_)
@@ -369,11 +368,12 @@ void ProcessWorld::releaseRings(size_t need, const runtime::VerifiedAlgorithm* k
   // same later call that needs them again.
   while (held + need > budget) {
     FabricSlot* oldest = nullptr;
-    for (auto& [algo, slot] : fabrics_)
-      if (algo != keep && slot.fabric != nullptr &&
-          (oldest == nullptr || slot.lastUse < oldest->lastUse))
+    for (auto& entry : fabrics_) {
+      FabricSlot& slot = entry.second;
+      if (slot.fabric != nullptr && (oldest == nullptr || slot.lastUse < oldest->lastUse))
         oldest = &slot;
-    if (oldest == nullptr) return;  // only the rings this call needs: kept, whatever their size
+    }
+    if (oldest == nullptr) return;  // none left: the new rings are made whatever their size
     held -= oldest->bytes(oldest->fabric->unitBytes());
     dropCalls(oldest->fabric.get());
     oldest->fabric.reset();

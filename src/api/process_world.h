@@ -118,8 +118,9 @@ class ProcessWorld {
   uint64_t fabricClock_ = 0;  // counts rankCall()s: the same sequence on every rank
   // Makes room for `need` more bytes of rings within the pool's budget
   // (WorldOptions::ringBytesPerPeer x peers), releasing the least recently
-  // used algorithms' rings other than `keep`'s, and the calls made on them.
-  void releaseRings(size_t need, const runtime::VerifiedAlgorithm* keep);
+  // used algorithms' rings, and the calls made on them (the caller's own
+  // algorithm holds none then: its rings are being made).
+  void releaseRings(size_t need);
   // Drops the cached calls made on `fabric`.
   void dropCalls(const runtime::ProcessFabric* fabric);
   uint32_t nextFabric_ = 0;                      // the next fabric's id (its shared memory's name)
