@@ -59,7 +59,18 @@ run_one() {  # TARGET: runs it, prints one line, returns non-zero on a finding
       "$(ls "build/fuzz/corpus/$t" | wc -l)"
   else
     printf '%-20s FAIL (log: %s)\n' "$t" "$log"
-    grep -E 'ERROR|SUMMARY|runtime error|abort|Test unit written' "$log" | head -20
+    # What the target said before it died (a broken property names itself
+    # on the line before libFuzzer's report), then the input itself, so a
+    # CI log alone reproduces it: base64 -d > crash; build/fuzz/.../TARGET crash
+    grep -B3 -E '^==[0-9]+==.*ERROR' "$log" | grep -vE '^(INFO|#[0-9])' | head -8
+    grep -E 'SUMMARY|runtime error|Test unit written' "$log" | head -10
+    local unit
+    unit=$(grep -o "Test unit written to [^ ]*" "$log" | head -1 | sed 's/.* //')
+    if [[ -n $unit && -f $unit ]]; then
+      echo "input ($(wc -c < "$unit") bytes, base64):"
+      base64 -w 0 "$unit" | head -c 24000
+      echo
+    fi
     return 1
   fi
 }

@@ -206,6 +206,18 @@ bool tagIs(std::string_view text, size_t lt, std::string_view prefix, std::strin
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '>' || c == '/';
 }
 
+// The end of the end tag </name> at `lt` (its '>'), npos when there is no
+// such well-formed tag there: only blanks may follow the name (`</algo/>`
+// is not one).
+size_t endTagEnd(std::string_view text, size_t lt, std::string_view name) {
+  if (!tagIs(text, lt, "</", name)) return std::string_view::npos;
+  for (size_t i = lt + 2 + name.size(); i < text.size(); ++i) {
+    if (text[i] == '>') return i;
+    if (std::isspace(static_cast<unsigned char>(text[i])) == 0) break;
+  }
+  return std::string_view::npos;
+}
+
 std::optional<ReadResult> Reader::runChunked() {
   // The plain shape only: before <algo>, a declaration and comments (the
   // production files' copyright lines); from it on, no comment, CDATA,
@@ -255,7 +267,7 @@ std::optional<ReadResult> Reader::runChunked() {
     const size_t lt = text_.find('<', pos);
     if (lt == std::string_view::npos || !blank(pos, lt)) return std::nullopt;
     if (tagIs(text_, lt, "</", "algo")) {
-      const size_t gt = tagEnd(text_, lt);
+      const size_t gt = endTagEnd(text_, lt, "algo");
       if (gt == std::string_view::npos || !blank(gt + 1, text_.size())) return std::nullopt;
       break;
     }
@@ -265,8 +277,8 @@ std::optional<ReadResult> Reader::runChunked() {
     size_t end = startGt + 1;  // past the element
     if (text_[startGt - 1] != '/') {
       const size_t close = text_.find("</gpu", startGt);
-      if (close == std::string_view::npos || !tagIs(text_, close, "</", "gpu")) return std::nullopt;
-      const size_t closeGt = tagEnd(text_, close);
+      if (close == std::string_view::npos) return std::nullopt;
+      const size_t closeGt = endTagEnd(text_, close, "gpu");
       if (closeGt == std::string_view::npos) return std::nullopt;
       end = closeGt + 1;
     }

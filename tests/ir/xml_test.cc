@@ -110,6 +110,11 @@ TEST(XmlReader, OneGpuAtATimeReadsAsTheWholeDocument) {
   expectSameEitherWay(replaceOnce(plain, "</algo>", "<note/></algo>"), "unknown.xml", false);
   expectSameEitherWay(plain + "<algo/>", "two-roots.xml", false);
   expectSameEitherWay(replaceOnce(plain, "</gpu>", "</gpux>"), "broken.xml", false);
+  // An end tag with anything but blanks after its name is broken XML (a
+  // fuzzer finding: the <gpu> reader took `</algo/>` for `</algo>`).
+  expectSameEitherWay(replaceOnce(plain, "</algo>", "</algo/>"), "slash-algo.xml", false);
+  expectSameEitherWay(replaceOnce(plain, "</gpu>", "</gpu />"), "slash-gpu.xml", false);
+  expectSameEitherWay(replaceOnce(plain, "</algo>", "</algo \n>"), "blank-algo.xml", true);
   expectSameEitherWay(plain.substr(0, plain.size() / 2), "truncated.xml", false);
   for (const std::string& f : chorus::testing::sourceFiles("tests/data/bad", ".xml")) {
     const std::string text = chorus::testing::readText(f);
