@@ -317,8 +317,15 @@ Result<runtime::RankCall*> ProcessWorld::rankCall(
       size_t most = 0;
       for (const std::string& u : inbound.value()) most = std::max<size_t>(most, std::stoull(u));
       slot.inbound = most;
-      slot.most = runtime::ProcessFabric::unitWithin(
-          most, runtime::defaultSliceBytes(va->algo().protocol), ringBudget(n_));
+      // Nor more than a quarter of the pool (FabricSlot::bytes counts
+      // twice the inbound rings): the few algorithms a loop alternates
+      // (an FSDP step's allgather, reduce-scatter and allreduce) keep
+      // theirs, instead of each releasing the others' at every call (a
+      // 4-process direct reduce-scatter of 8 MiB took 7 ms a call, its
+      // rings remade each time, 0.2 ms with room).
+      slot.most =
+          runtime::ProcessFabric::unitWithin(most, runtime::defaultSliceBytes(va->algo().protocol),
+                                             std::min(ringBudget(n_), ringPoolBytes() / 8));
     }
     // The pool: room for these rings first (the old ones, when they grow,
     // go with the calls made on them).
@@ -357,8 +364,12 @@ void ProcessWorld::dropCalls(const runtime::ProcessFabric* fabric) {
   }
 }
 
+size_t ProcessWorld::ringPoolBytes() const {
+  return options_.ringBytesPerPeer * static_cast<size_t>(std::max(n_ - 1, 1));
+}
+
 void ProcessWorld::releaseRings(size_t need) {
-  const size_t budget = options_.ringBytesPerPeer * static_cast<size_t>(std::max(n_ - 1, 1));
+  const size_t budget = ringPoolBytes();
   size_t held = 0;
   for (const auto& [algo, slot] : fabrics_)
     if (slot.fabric != nullptr) held += slot.bytes(slot.fabric->unitBytes());

@@ -121,6 +121,8 @@ class ProcessWorld {
   // used algorithms' rings, and the calls made on them (the caller's own
   // algorithm holds none then: its rings are being made).
   void releaseRings(size_t need);
+  // The pool's budget: WorldOptions::ringBytesPerPeer x peers.
+  size_t ringPoolBytes() const;
   // Drops the cached calls made on `fabric`.
   void dropCalls(const runtime::ProcessFabric* fabric);
   uint32_t nextFabric_ = 0;                      // the next fabric's id (its shared memory's name)
