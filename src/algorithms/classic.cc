@@ -340,6 +340,27 @@ ir::Algorithm directAllGather(int n, int focus) {
   return std::move(b).finish();
 }
 
+// Every rank sends each block straight to its owner at once (tb k: to r+k,
+// from r-k), and the owner adds what arrives to its own block: one round of
+// latency instead of the ring's n-1, at the price of n-1 messages per rank.
+// The sums chain from tb to tb (each receive-reduce waits for the one
+// before), so the owner's block is written by one step at a time. In place
+// the owner's block is its input block r, which no send reads.
+ir::Algorithm directReduceScatter(int n, int focus) {
+  if (n == 1) return single("direct_reducescatter", CollectiveKind::kReduceScatter);
+  Builder b("direct_reducescatter", CollectiveKind::kReduceScatter, n, focus, n, n, 1);
+  for (int r : b.ranks()) {
+    std::pair<int, int> last{-1, -1};
+    for (int k = 1; k < n; ++k) {
+      const int t = b.tb(r, mod(r + k, n), mod(r - k, n));
+      b.send(r, t, {kI, mod(r + k, n)});
+      const Ref sum = k == 1 ? Ref{kI, r} : Ref{kO, 0};
+      last = {t, b.step(r, t, StepType::kRecvReduceCopy, sum, {kO, 0}, 1, last)};
+    }
+  }
+  return std::move(b).finish();
+}
+
 // pairwise_alltoall without the scratch: out of place, each block goes from
 // the sender's input straight to the receiver's output.
 ir::Algorithm directAllToAll(int n, int focus) {
@@ -443,6 +464,8 @@ const std::vector<ClassicInfo>& classicAlgorithms() {
       {"direct_allgather", CollectiveKind::kAllGather,
        "every rank sends its block to every other at once; 1 step per peer"},
       {"ring_reducescatter", CollectiveKind::kReduceScatter, "ring; n-1 steps"},
+      {"direct_reducescatter", CollectiveKind::kReduceScatter,
+       "every block straight to its owner, summed there as it arrives; 1 round"},
       {"pairwise_alltoall", CollectiveKind::kAllToAll,
        "round k: send to r+k, receive from r-k; n-1 concurrent rounds"},
       {"direct_alltoall", CollectiveKind::kAllToAll,
@@ -469,6 +492,7 @@ Result<ir::Algorithm> makeClassic(std::string_view name, int n, int root, int fo
   if (name == "chain_allreduce") return chainAllReduce(n, focus);
   if (name == "ring_allgather") return ringAllGather(n, focus);
   if (name == "ring_reducescatter") return ringReduceScatter(n, focus);
+  if (name == "direct_reducescatter") return directReduceScatter(n, focus);
   if (name == "pairwise_alltoall") return pairwiseAllToAll(n, focus);
   if (name == "direct_allgather") return directAllGather(n, focus);
   if (name == "direct_alltoall") return directAllToAll(n, focus);

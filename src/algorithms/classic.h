@@ -50,6 +50,9 @@ ir::Algorithm pairwiseAllToAll(int n, int focus = -1);
 // copy per byte). direct_alltoall serves out-of-place calls only.
 ir::Algorithm directAllGather(int n, int focus = -1);
 ir::Algorithm directAllToAll(int n, int focus = -1);
+// Direct reduce-scatter: every block straight to its owner in one round,
+// summed there as it arrives (n chunks, n-1 messages per rank).
+ir::Algorithm directReduceScatter(int n, int focus = -1);
 // Pipelined chain broadcast / reduce rooted at `root` (slices pipeline it).
 ir::Algorithm chainBroadcast(int n, int root, int focus = -1);
 ir::Algorithm chainReduce(int n, int root, int focus = -1);

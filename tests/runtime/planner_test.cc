@@ -17,7 +17,9 @@ std::string chosen(CollectiveKind c, int n, size_t bytes, bool sharedMemory, boo
   SelectionRequest req;
   req.collective = c;
   req.nranks = n;
-  req.count = bytes / 4 / (c == CollectiveKind::kAllGather ? static_cast<size_t>(n) : 1);
+  // nccl-tests' size: allgather's receive and reduce-scatter's send buffer.
+  const bool perRank = c == CollectiveKind::kAllGather || c == CollectiveKind::kReduceScatter;
+  req.count = bytes / 4 / (perRank ? static_cast<size_t>(n) : 1);
   req.type = DataType::kFloat32;
   req.sharedMemory = sharedMemory;
   req.gpu = gpu;
@@ -39,6 +41,16 @@ TEST(Plan, AllGatherGoesDirectWhereEveryMessageCostsARound) {
   EXPECT_EQ(chosen(kAg, 4, 4 << 20, false, false), "ring_allgather");
   // GPUs keep the ring.
   EXPECT_EQ(chosen(kAg, 4, 4096, false, true), "ring_allgather");
+}
+
+TEST(Plan, ReduceScatterGoesDirectOnCpuRanks) {
+  constexpr auto kRs = CollectiveKind::kReduceScatter;
+  EXPECT_EQ(chosen(kRs, 4, 4096, true, false), "direct_reducescatter");
+  EXPECT_EQ(chosen(kRs, 8, 64 << 20, true, false), "direct_reducescatter");
+  EXPECT_EQ(chosen(kRs, 4, 1 << 20, false, false), "direct_reducescatter");
+  EXPECT_EQ(chosen(kRs, 4, 4 << 20, false, false), "ring_reducescatter");
+  EXPECT_EQ(chosen(kRs, 4, 4096, true, true), "ring_reducescatter");
+  EXPECT_EQ(chosen(kRs, 4, 4096, false, true), "ring_reducescatter");
 }
 
 // Every collective with a built-in ends its rules with one that always

@@ -10,8 +10,8 @@ namespace {
 // than the ring: below it the step count (latency) dominates.
 constexpr size_t kTinyAllReduceBytes = 16 << 10;
 constexpr size_t kSmallAllReduceBytes = 64 << 10;
-// Allgathers this small go direct (one round) between CPU ranks on any
-// transport. Measured over loopback TCP, 4 processes (2026-11-26, `chorus
+// Allgathers (and reduce-scatters) this small go direct (one round)
+// between CPU ranks on any transport. Measured over loopback TCP, 4 processes (2026-11-26, `chorus
 // perf allgather --procs 4 --algo ...`): 4 KiB 48 vs 64 us, 64 KiB 55 vs
 // 73 us; at 256 KiB - 16 MiB within the noise of each other.
 constexpr size_t kSmallAllGatherBytes = 1 << 20;
@@ -37,8 +37,21 @@ constexpr BuiltinRule kBuiltinRules[] = {
     // are unmeasured on a GPU, where every block must be resident at once.
     {CollectiveKind::kAllGather, "ring_allgather", "GPUs, or larger calls across hosts: the ring",
      always},
-    {CollectiveKind::kReduceScatter, "ring_reducescatter", "the only reduce-scatter built-in",
-     always},
+    // Measured on 2, 4 and 8 processes, 4 KiB - 16 MiB (2026-11-30,
+    // bench/peer_compare.sh with CHORUS_PERF_FLAGS=--algo): over shared
+    // memory the direct form is as fast or faster at every size (8
+    // processes: 4 KiB 20 vs 31 us, 1 MiB 115 vs 352 us, 16 MiB 4.6 vs 6.6
+    // ms); over loopback TCP, 4 processes, too (4 KiB 48 vs 65 us, 16 MiB
+    // 10.8 vs 11.3 ms), but across real hosts every rank's n - 1 messages
+    // meet at each receiver at once: the ring for larger calls there, as
+    // for allgather.
+    {CollectiveKind::kReduceScatter, "direct_reducescatter",
+     "CPU ranks over shared memory, or at most 1 MiB across hosts: one round",
+     [](const SelectionRequest& r) {
+       return !r.gpu && (r.sharedMemory || requestBytes(r) <= kSmallAllGatherBytes);
+     }},
+    {CollectiveKind::kReduceScatter, "ring_reducescatter",
+     "GPUs, or larger calls across hosts: the ring", always},
     // In place needs scratch to hold what arrives before its block has left.
     {CollectiveKind::kAllToAll, "pairwise_alltoall",
      "in place: rounds free each block before it is overwritten",
