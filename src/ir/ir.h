@@ -55,20 +55,23 @@ struct SourcePos {
   int column = 0;
 };
 
+// The one-byte fields first: 32 bytes a step, not 40 (a 4096-rank ring
+// allreduce has 33.5 M steps).
 struct Step {
   StepType type = StepType::kNop;
   Buffer srcBuf = Buffer::kInput;
-  int srcOff = -1;
   Buffer dstBuf = Buffer::kInput;
+  bool hasDep = false;
+  int srcOff = -1;
   int dstOff = -1;
   int count = 0;     // cnt
   int depTb = -1;    // depid
   int depStep = -1;  // deps
-  bool hasDep = false;
   SourcePos pos;
 
   bool operator==(const Step& o) const;
 };
+static_assert(sizeof(Step) == 32);
 
 // One run of one step: threadblock `tb` of `rank` ran step `step` of slice
 // iteration `iteration` (the simulator records them in the order they

@@ -13,15 +13,19 @@ using ir::Algorithm;
 
 StepGraph::StepGraph(const Algorithm& algo, DiagnosticList& diags) : algo_(algo) {
   base_.resize(algo.ranks.size());
+  size_t steps = 0, tbs = 0;
+  for (const ir::Rank& r : algo.ranks) {
+    tbs += r.tbs.size();
+    for (const ir::Threadblock& tb : r.tbs) steps += tb.steps.size();
+  }
+  globalTb_.reserve(steps);
+  tbs_.reserve(tbs);
   for (const ir::Rank& r : algo.ranks) {
     for (const ir::Threadblock& tb : r.tbs) {
-      base_[r.id].push_back(static_cast<NodeId>(rank_.size()));
-      for (size_t s = 0; s < tb.steps.size(); ++s) {
-        rank_.push_back(r.id);
-        tb_.push_back(tb.id);
-        step_.push_back(static_cast<int32_t>(s));
-        globalTb_.push_back(static_cast<int32_t>(totalTbs_));
-      }
+      const auto first = static_cast<NodeId>(globalTb_.size());
+      base_[r.id].push_back(first);
+      tbs_.push_back(Tb{r.id, tb.id, first});
+      globalTb_.insert(globalTb_.end(), tb.steps.size(), static_cast<int32_t>(totalTbs_));
       ++totalTbs_;
     }
   }
@@ -32,7 +36,7 @@ StepGraph::StepGraph(const Algorithm& algo, DiagnosticList& diags) : algo_(algo)
 }
 
 std::string StepGraph::describe(NodeId n) const {
-  return describeSite(rank_[n], tb_[n], step_[n]) + " (" +
+  return describeSite(rankOf(n), tbOf(n), stepOf(n)) + " (" +
          std::string(ir::stepTypeName(step(n).type)) + ")";
 }
 
@@ -59,7 +63,7 @@ void StepGraph::match(DiagnosticList& diags) {
       matchedSend_[r] = s;
       matchedRecv_[s] = r;
       if (step(s).count != step(r).count) {
-        diags.add(DiagCode::kCountMismatch, ir::siteLocation(algo_, rank_[r], tb_[r], step_[r]),
+        diags.add(DiagCode::kCountMismatch, ir::siteLocation(algo_, rankOf(r), tbOf(r), stepOf(r)),
                   "receive #" + std::to_string(k) + " from rank " + std::to_string(from) +
                       " on channel " + std::to_string(chan) +
                       " has cnt=" + std::to_string(step(r).count) + " but its send (" +
@@ -71,7 +75,7 @@ void StepGraph::match(DiagnosticList& diags) {
     for (size_t k = paired; k < sendsList.size(); ++k) {
       fullyMatched_ = false;
       NodeId s = sendsList[k];
-      diags.add(DiagCode::kUnmatchedSend, ir::siteLocation(algo_, rank_[s], tb_[s], step_[s]),
+      diags.add(DiagCode::kUnmatchedSend, ir::siteLocation(algo_, rankOf(s), tbOf(s), stepOf(s)),
                 "send #" + std::to_string(k) + " on " + conn + " has no matching receive (" +
                     std::to_string(recvsList.size()) + " receive(s) for " +
                     std::to_string(sendsList.size()) + " send(s))");
@@ -79,7 +83,7 @@ void StepGraph::match(DiagnosticList& diags) {
     for (size_t k = paired; k < recvsList.size(); ++k) {
       fullyMatched_ = false;
       NodeId r = recvsList[k];
-      diags.add(DiagCode::kUnmatchedRecv, ir::siteLocation(algo_, rank_[r], tb_[r], step_[r]),
+      diags.add(DiagCode::kUnmatchedRecv, ir::siteLocation(algo_, rankOf(r), tbOf(r), stepOf(r)),
                 "receive #" + std::to_string(k) + " on " + conn + " has no matching send (" +
                     std::to_string(sendsList.size()) + " send(s) for " +
                     std::to_string(recvsList.size()) + " receive(s))");
@@ -157,8 +161,8 @@ void StepGraph::order(DiagnosticList& diags) {
     }
     msg += describe(cycle.front());
     NodeId first = cycle.front();
-    diags.add(DiagCode::kDeadlock, ir::siteLocation(algo_, rank_[first], tb_[first], step_[first]),
-              msg);
+    diags.add(DiagCode::kDeadlock,
+              ir::siteLocation(algo_, rankOf(first), tbOf(first), stepOf(first)), msg);
     ++reported;
   }
 }
@@ -206,7 +210,7 @@ bool StepGraph::computeClocks(const std::vector<int>& tracked, size_t maxCells) 
       for (size_t g = 0; g < tracked_; ++g) c[g] = std::max(c[g], pc[g]);
     }
     int32_t col = trackedIndex_[globalTb_[n]];
-    if (col >= 0) c[col] = step_[n];
+    if (col >= 0) c[col] = stepOf(n);
   }
   return true;
 }

@@ -1,8 +1,11 @@
 #include "verify/semantics.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
+#include <new>
 #include <set>
+#include <span>
 
 #include "ir/validate.h"
 
@@ -23,7 +26,10 @@ constexpr size_t kMaxClockCells = size_t{1} << 28;
 // a reduction over a node's ranks, a whole allreduce result: one run each,
 // so a step costs O(runs), not O(ranks). Values are immutable and shared:
 // copies, sends and receives share one run list; only a reduction builds a
-// new one.
+// new one. A value of one run (an input chunk, a ring's partial sum, a whole
+// allreduce result: most values) is held inline, with no allocation: the
+// run lists live on the heap only where a value has several runs (4096
+// ranks: 16.7 M input values alone took 0.8 GB as shared lists).
 struct Run {
   uint32_t lo = 0, hi = 0;  // ids [lo, hi)
   uint32_t count = 1;       // each this many times
@@ -40,9 +46,9 @@ void append(Runs& out, uint32_t lo, uint32_t hi, uint32_t count) {
     out.push_back(Run{lo, hi, count});
 }
 
-// The multiset sum of two canonical run lists.
-Runs add(const Runs& a, const Runs& b) {
-  Runs out;
+// The multiset sum of two canonical run lists, into `out` (cleared).
+void addInto(Runs& out, std::span<const Run> a, std::span<const Run> b) {
+  out.clear();
   out.reserve(a.size() + b.size());
   constexpr uint32_t kEnd = UINT32_MAX;
   size_t i = 0, j = 0;
@@ -67,6 +73,11 @@ Runs add(const Runs& a, const Runs& b) {
     if (i < a.size() && pos >= a[i].hi) ++i;
     if (j < b.size() && pos >= b[j].hi) ++j;
   }
+}
+
+Runs add(std::span<const Run> a, std::span<const Run> b) {
+  Runs out;
+  addInto(out, a, b);
   return out;
 }
 
@@ -87,41 +98,94 @@ Runs runsOfOverlapping(const Runs& sorted) {
 class Value {
  public:
   Value() = default;  // uninitialized data
-  static Value input(uint32_t id) {
-    return Value(std::make_shared<const Contributions>(Contributions{{Run{id, id + 1, 1}}, false}));
+  Value(const Value& o) : u_(o.u_), kind_(o.kind_) {
+    if (kind_ == kShared) ++shared()->refs;
   }
+  Value(Value&& o) noexcept : u_(o.u_), kind_(o.kind_) { o.kind_ = kNone; }
+  Value& operator=(Value o) noexcept {
+    std::swap(u_, o.u_);
+    std::swap(kind_, o.kind_);
+    return *this;
+  }
+  ~Value() {
+    if (kind_ == kShared && --shared()->refs == 0) {
+      Shared* p = shared();
+      p->~Shared();  // the runs after it are trivially destructible
+      ::operator delete(p);
+    }
+  }
+
+  static Value input(uint32_t id) { return one(Run{id, id + 1, 1}); }
   static Value sum(const Value& a, const Value& b) {
-    return Value(std::make_shared<const Contributions>(
-        Contributions{add(a.runs(), b.runs()), a.garbage() || b.garbage()}));
+    thread_local Runs runs;  // a sum's runs before they find their home
+    addInto(runs, a.runs(), b.runs());
+    const bool garbage = a.garbage() || b.garbage();
+    if (!garbage && runs.size() == 1) return one(runs.front());
+    // The runs right after the header, in one allocation.
+    void* mem = ::operator new(sizeof(Shared) + runs.size() * sizeof(Run));
+    Shared* p = new (mem) Shared{1, static_cast<uint32_t>(runs.size()), garbage};
+    std::uninitialized_copy(runs.begin(), runs.end(), reinterpret_cast<Run*>(p + 1));
+    Value v;
+    std::memcpy(v.u_.address, &p, sizeof p);
+    v.kind_ = kShared;
+    return v;
   }
-  const Runs& runs() const {
-    static const Runs kNone;
-    return c_ ? c_->runs : kNone;
+  std::span<const Run> runs() const {
+    if (kind_ == kOne) return {&u_.one, 1};
+    if (kind_ == kShared)
+      return {std::launder(reinterpret_cast<const Run*>(shared() + 1)), shared()->size};
+    return {};
   }
-  bool garbage() const { return !c_ || c_->garbage; }
+  bool garbage() const { return kind_ == kNone || (kind_ == kShared && shared()->garbage); }
 
  private:
-  struct Contributions {
-    Runs runs;
-    bool garbage;  // uninitialized data mixed in
+  // Several runs, or garbage mixed in: shared by the copies (one thread
+  // verifies an algorithm, so the count need not be atomic).
+  struct Shared {
+    uint32_t refs;
+    uint32_t size;  // runs, stored right after it
+    bool garbage;   // uninitialized data mixed in
   };
-  explicit Value(std::shared_ptr<const Contributions> c) : c_(std::move(c)) {}
-  std::shared_ptr<const Contributions> c_;  // null: uninitialized data alone
+  static_assert(alignof(Shared) >= alignof(Run) && sizeof(Shared) % alignof(Run) == 0);
+  static Value one(Run r) {
+    Value v;
+    v.u_.one = r;
+    v.kind_ = kOne;
+    return v;
+  }
+  Shared* shared() const {
+    Shared* p;
+    std::memcpy(&p, u_.address, sizeof p);
+    return p;
+  }
+  static constexpr uint32_t kNone = 0, kOne = 1, kShared = 2;
+  // kOne: the run; kShared: the Shared's address; kNone: uninitialized
+  // data alone. 16 bytes, as the shared pointer it replaces.
+  union Payload {
+    Run one;
+    unsigned char address[sizeof(Shared*)];
+  } u_{.one = Run{}};
+  uint32_t kind_ = kNone;
 };
+static_assert(sizeof(void*) <= sizeof(Run));
+static_assert(sizeof(Value) == 16);
 
 // Replacement local operand for a reducing receive (remote-operand probe).
 using OperandOverride = std::map<NodeId, std::pair<Buffer, int>>;
 
 class SymbolicRun {
  public:
-  SymbolicRun(const StepGraph& g, const CallModel& m, const OperandOverride& ov)
+  // `writers`: also record the step that last wrote each chunk (what a
+  // finding names); a correct algorithm's run does without (4 bytes a
+  // chunk slot: 134 MB at 4096 ranks).
+  SymbolicRun(const StepGraph& g, const CallModel& m, const OperandOverride& ov, bool writers)
       : g_(g), m_(m), ov_(ov) {
     const auto& a = g.algo();
     state_.resize(a.ngpus);
-    lastWriter_.resize(a.ngpus);
+    if (writers) lastWriter_.resize(a.ngpus);
     for (int r = 0; r < a.ngpus; ++r) {
       state_[r].assign(m.slotCount(r), Value{});
-      lastWriter_[r].assign(m.slotCount(r), kNoNode);
+      if (writers) lastWriter_[r].assign(m.slotCount(r), kNoNode);
       for (int k = 0; k < m.inputChunks(); ++k) state_[r][m.inputSlot(r, k)] = inputValue(r, k);
     }
     // Every send's message in one array: message slots, in node order.
@@ -145,6 +209,7 @@ class SymbolicRun {
   }
 
   const Value& at(int rank, int slot) const { return state_[rank][slot]; }
+  bool writers() const { return !lastWriter_.empty(); }
   NodeId lastWriter(int rank, int slot) const { return lastWriter_[rank][slot]; }
   const std::vector<NodeId>& outOfBuffer() const { return outOfBuffer_; }
 
@@ -162,7 +227,7 @@ class SymbolicRun {
     int s = slotOf(n, b, idx);
     if (s < 0) return;
     state_[g_.rankOf(n)][s] = std::move(v);
-    lastWriter_[g_.rankOf(n)][s] = n;
+    if (!lastWriter_.empty()) lastWriter_[g_.rankOf(n)][s] = n;
   }
 
   void exec(NodeId n) {
@@ -252,7 +317,7 @@ Runs runsOf(const std::vector<CallModel::Contributions>& cs, int ngpus) {
 // Every contribution id, rank-major (rank * inputChunks + chunk), sorted,
 // repeated by its count up to twice (what the messages tell: present,
 // missing, or counted more than once): for messages about a wrong chunk.
-std::vector<uint32_t> expand(const Runs& runs, int ngpus, int inputChunks) {
+std::vector<uint32_t> expand(std::span<const Run> runs, int ngpus, int inputChunks) {
   std::vector<uint32_t> ids;
   for (const Run& x : runs)
     for (uint32_t t = x.lo; t < x.hi; ++t)
@@ -282,7 +347,7 @@ std::vector<Finding> compare(const StepGraph& g, const CallModel& m, const Symbo
       const Runs wanted = runsOf(*want, a.ngpus);
       int slot = m.outputSlot(r, k);
       const Value& got = run.at(r, slot);
-      if (!got.garbage() && got.runs() == wanted) continue;
+      if (!got.garbage() && std::ranges::equal(got.runs(), wanted)) continue;
       // Wrong: the terms one by one (rank-major ids, as the messages name them).
       const std::vector<uint32_t> w = expand(wanted, a.ngpus, m.inputChunks());
       const std::vector<uint32_t> terms = expand(got.runs(), a.ngpus, m.inputChunks());
@@ -318,7 +383,7 @@ std::vector<Finding> compare(const StepGraph& g, const CallModel& m, const Symbo
       if (!foreignTerms.empty()) msg += "; unexpected " + listTerms(foreignTerms, inChunks);
       if (!missing.empty()) msg += "; missing " + listTerms(missing, inChunks);
       if (!twice.empty()) msg += "; counted more than once: " + listTerms(twice, inChunks);
-      NodeId writer = run.lastWriter(r, slot);
+      NodeId writer = run.writers() ? run.lastWriter(r, slot) : kNoNode;
       Location loc = writer == kNoNode ? ir::siteLocation(a, r)
                                        : ir::siteLocation(a, r, g.tbOf(writer), g.stepOf(writer));
       msg += writer == kNoNode ? " (no step writes it)" : " (last written here)";
@@ -332,8 +397,8 @@ std::vector<Finding> compare(const StepGraph& g, const CallModel& m, const Symbo
         const Value& got = run.at(r, slot);
         const uint32_t id =
             static_cast<uint32_t>(k) * static_cast<uint32_t>(a.ngpus) + static_cast<uint32_t>(r);
-        if (!got.garbage() && got.runs() == Runs{Run{id, id + 1, 1}}) continue;
-        NodeId writer = run.lastWriter(r, slot);
+        if (!got.garbage() && std::ranges::equal(got.runs(), Runs{Run{id, id + 1, 1}})) continue;
+        NodeId writer = run.writers() ? run.lastWriter(r, slot) : kNoNode;
         out.push_back(
             Finding{DiagCode::kInputModified,
                     writer == kNoNode ? ir::siteLocation(a, r)
@@ -362,7 +427,7 @@ SemanticsResult checkSemantics(const StepGraph& g, const CallModel& m, Diagnosti
   const auto& a = g.algo();
   std::string form = m.inplace() ? "in-place" : "out-of-place";
   OperandOverride none;
-  SymbolicRun run(g, m, none);
+  SymbolicRun run(g, m, none, /*writers=*/false);
   run.run();
   SemanticsResult result;
 
@@ -389,6 +454,14 @@ SemanticsResult checkSemantics(const StepGraph& g, const CallModel& m, Diagnosti
   result.root = m.rooted() ? bestRoot : -1;
   result.correct = best.empty() && run.outOfBuffer().empty();
   if (best.empty()) return result;
+  {
+    // Wrong: run again recording writers, so each finding names the step
+    // that last wrote its chunk.
+    SymbolicRun located(g, m, none, /*writers=*/true);
+    located.run();
+    best = compare(g, m, located, bestRoot,
+                   m.rooted() ? form + " (root " + std::to_string(bestRoot) + ")" : form);
+  }
 
   size_t shown = std::min<size_t>(best.size(), kMaxReportsPerKind);
   for (size_t i = 0; i < shown; ++i) diags.add(best[i].code, best[i].loc, best[i].msg);
@@ -409,7 +482,7 @@ SemanticsResult checkSemantics(const StepGraph& g, const CallModel& m, Diagnosti
     if (remote && *remote == std::pair{st.srcBuf, st.srcOff}) probe[n] = {st.dstBuf, st.dstOff};
   }
   if (!probe.empty()) {
-    SymbolicRun fixed(g, m, probe);
+    SymbolicRun fixed(g, m, probe, /*writers=*/false);
     fixed.run();
     if (fixed.outOfBuffer().empty() && compare(g, m, fixed, bestRoot, form).empty()) {
       for (const auto& [n, op] : probe) {
