@@ -1,6 +1,7 @@
 #include "verify/semantics.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -29,9 +30,9 @@ constexpr size_t kMaxClockCells = size_t{1} << 28;
 // a reduction over a node's ranks, a whole allreduce result: one run each,
 // so a step costs O(runs), not O(ranks). Values are immutable and shared:
 // copies, sends and receives share one run list; only a reduction builds a
-// new one. A value of one run (an input chunk, a ring's partial sum, a whole
-// allreduce result: most values) is held inline, with no allocation: the
-// run lists live on the heap only where a value has several runs (4096
+// new one. A value of one or two runs (an input chunk, a ring's partial sum,
+// a whole allreduce result: most values) is held inline, with no
+// allocation: run lists live on the heap only where a value has more (4096
 // ranks: 16.7 M input values alone took 0.8 GB as shared lists).
 struct Run {
   uint32_t lo = 0, hi = 0;  // ids [lo, hi)
@@ -98,20 +99,36 @@ Runs runsOfOverlapping(const Runs& sorted) {
   return level.empty() ? Runs{} : std::move(level.front());
 }
 
+// A value's runs: up to two held here, or a view of a shared list. span()
+// points into this object: keep it alive while the span is used.
+class RunList {
+ public:
+  RunList() = default;
+  explicit RunList(std::span<const Run> shared) : shared_(shared) {}
+  RunList(Run a, Run b, uint32_t n) : own_{a, b}, n_(n) {}
+  std::span<const Run> span() const {
+    return n_ > 0 ? std::span<const Run>(own_.data(), n_) : shared_;
+  }
+
+ private:
+  std::array<Run, 2> own_{};
+  uint32_t n_ = 0;  // runs held here (0: shared_)
+  std::span<const Run> shared_;
+};
+
 class Value {
  public:
   Value() = default;  // uninitialized data
-  Value(const Value& o) : u_(o.u_), kind_(o.kind_) {
-    if (kind_ == kShared) ++shared()->refs;
+  Value(const Value& o) : w_(o.w_) {
+    if (kind() == kShared) ++shared()->refs;
   }
-  Value(Value&& o) noexcept : u_(o.u_), kind_(o.kind_) { o.kind_ = kNone; }
+  Value(Value&& o) noexcept : w_(o.w_) { o.w_[3] = kNone; }
   Value& operator=(Value o) noexcept {
-    std::swap(u_, o.u_);
-    std::swap(kind_, o.kind_);
+    std::swap(w_, o.w_);
     return *this;
   }
   ~Value() {
-    if (kind_ == kShared && --shared()->refs == 0) {
+    if (kind() == kShared && --shared()->refs == 0) {
       Shared* p = shared();
       p->~Shared();  // the runs after it are trivially destructible
       ::operator delete(p);
@@ -121,25 +138,37 @@ class Value {
   static Value input(uint32_t id) { return one(Run{id, id + 1, 1}); }
   static Value sum(const Value& a, const Value& b) {
     thread_local Runs runs;  // a sum's runs before they find their home
-    addInto(runs, a.runs(), b.runs());
+    addInto(runs, a.runs().span(), b.runs().span());
     const bool garbage = a.garbage() || b.garbage();
     if (!garbage && runs.size() == 1) return one(runs.front());
+    if (!garbage && runs.size() == 2 && runs[0].count == 1 && runs[1].count == 1 &&
+        runs[1].hi < kTwo) {
+      Value v;
+      v.w_ = {runs[0].lo, runs[0].hi, runs[1].lo, runs[1].hi | kTwo};
+      return v;
+    }
     // The runs right after the header, in one allocation.
     void* mem = ::operator new(sizeof(Shared) + runs.size() * sizeof(Run));
     Shared* p = new (mem) Shared{1, static_cast<uint32_t>(runs.size()), garbage};
     std::uninitialized_copy(runs.begin(), runs.end(), reinterpret_cast<Run*>(p + 1));
     Value v;
-    std::memcpy(v.u_.address, &p, sizeof p);
-    v.kind_ = kShared;
+    std::memcpy(v.w_.data(), &p, sizeof p);
+    v.w_[3] = kShared;
     return v;
   }
-  std::span<const Run> runs() const {
-    if (kind_ == kOne) return {&u_.one, 1};
-    if (kind_ == kShared)
-      return {std::launder(reinterpret_cast<const Run*>(shared() + 1)), shared()->size};
-    return {};
+  RunList runs() const {
+    switch (kind()) {
+      case kOne:
+        return RunList(Run{w_[0], w_[1], w_[2]}, Run{}, 1);
+      case kTwo:
+        return RunList(Run{w_[0], w_[1], 1}, Run{w_[2], w_[3] & ~kTwo, 1}, 2);
+      case kShared:
+        return RunList({std::launder(reinterpret_cast<const Run*>(shared() + 1)), shared()->size});
+      default:
+        return RunList();
+    }
   }
-  bool garbage() const { return kind_ == kNone || (kind_ == kShared && shared()->garbage); }
+  bool garbage() const { return kind() == kNone || (kind() == kShared && shared()->garbage); }
 
  private:
   // Several runs, or garbage mixed in: shared by the copies (one thread
@@ -152,25 +181,24 @@ class Value {
   static_assert(alignof(Shared) >= alignof(Run) && sizeof(Shared) % alignof(Run) == 0);
   static Value one(Run r) {
     Value v;
-    v.u_.one = r;
-    v.kind_ = kOne;
+    v.w_ = {r.lo, r.hi, r.count, kOne};
     return v;
   }
   Shared* shared() const {
     Shared* p;
-    std::memcpy(&p, u_.address, sizeof p);
+    std::memcpy(&p, w_.data(), sizeof p);
     return p;
   }
-  static constexpr uint32_t kNone = 0, kOne = 1, kShared = 2;
-  // kOne: the run; kShared: the Shared's address; kNone: uninitialized
-  // data alone. 16 bytes, as the shared pointer it replaces.
-  union Payload {
-    Run one;
-    unsigned char address[sizeof(Shared*)];
-  } u_{.one = Run{}};
-  uint32_t kind_ = kNone;
+  // w_[3] says what the value is: kNone, uninitialized data alone; kOne,
+  // the run (w_[0], w_[1]) x w_[2]; kShared, a Shared's address in w_[0..1];
+  // or, with its top bit (kTwo) set, two runs of count 1, [w_[0], w_[1]) and
+  // [w_[2], w_[3] without the bit): a ring's partial sum that wraps past the
+  // last rank (ids below 2^31; larger ones take a Shared). 16 bytes.
+  static constexpr uint32_t kNone = 0, kOne = 1, kShared = 2, kTwo = 0x80000000u;
+  uint32_t kind() const { return (w_[3] & kTwo) != 0 ? kTwo : w_[3]; }
+  std::array<uint32_t, 4> w_ = {0, 0, 0, kNone};
 };
-static_assert(sizeof(void*) <= sizeof(Run));
+static_assert(sizeof(void*) <= 2 * sizeof(uint32_t));
 static_assert(sizeof(Value) == 16);
 
 // Replacement local operand for a reducing receive (remote-operand probe).
@@ -379,10 +407,10 @@ std::vector<Finding> compare(const StepGraph& g, const CallModel& m, const Symbo
       const Runs wanted = runsOf(*want, a.ngpus);
       int slot = m.outputSlot(r, k);
       const Value& got = run.at(r, slot);
-      if (!got.garbage() && std::ranges::equal(got.runs(), wanted)) continue;
+      if (!got.garbage() && std::ranges::equal(got.runs().span(), wanted)) continue;
       // Wrong: the terms one by one (rank-major ids, as the messages name them).
       const std::vector<uint32_t> w = expand(wanted, a.ngpus, m.inputChunks());
-      const std::vector<uint32_t> terms = expand(got.runs(), a.ngpus, m.inputChunks());
+      const std::vector<uint32_t> terms = expand(got.runs().span(), a.ngpus, m.inputChunks());
       std::vector<uint32_t> extra, missing, twice;
       std::set_difference(terms.begin(), terms.end(), w.begin(), w.end(),
                           std::back_inserter(extra));
@@ -429,7 +457,8 @@ std::vector<Finding> compare(const StepGraph& g, const CallModel& m, const Symbo
         const Value& got = run.at(r, slot);
         const uint32_t id =
             static_cast<uint32_t>(k) * static_cast<uint32_t>(a.ngpus) + static_cast<uint32_t>(r);
-        if (!got.garbage() && std::ranges::equal(got.runs(), Runs{Run{id, id + 1, 1}})) continue;
+        if (!got.garbage() && std::ranges::equal(got.runs().span(), Runs{Run{id, id + 1, 1}}))
+          continue;
         NodeId writer = run.writers() ? run.lastWriter(r, slot) : kNoNode;
         out.push_back(
             Finding{DiagCode::kInputModified,
