@@ -222,8 +222,8 @@ class SymbolicRun {
     for (int r = 0; r < a.ngpus; ++r) {
       state_[r].assign(static_cast<size_t>(m.slotCount(r) - implicit_), Value{});
       if (writers) lastWriter_[r].assign(m.slotCount(r), kNoNode);
-      for (int k = 0; k < m.inputChunks() && implicit_ == 0; ++k)
-        state_[r][m.inputSlot(r, k)] = inputValue(r, k);
+      if (implicit_ == 0)
+        for (int k = 0; k < m.inputChunks(); ++k) state_[r][m.inputSlot(r, k)] = inputValue(r, k);
     }
     // A queue per connection (channel, sender, receiver), by each
     // threadblock's global index: the graph pairs a connection's sends
