@@ -322,7 +322,7 @@ Result<runtime::RankCall*> ProcessWorld::rankCall(
       // (an FSDP step's allgather, reduce-scatter and allreduce) keep
       // theirs, instead of each releasing the others' at every call (a
       // 4-process direct reduce-scatter of 8 MiB took 7 ms a call, its
-      // rings remade each time, 0.2 ms with room).
+      // rings remade each time, 0.5-0.8 ms with room).
       slot.most =
           runtime::ProcessFabric::unitWithin(most, runtime::defaultSliceBytes(va->algo().protocol),
                                              std::min(ringBudget(n_), ringPoolBytes() / 8));

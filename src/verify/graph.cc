@@ -12,7 +12,7 @@ namespace chorus::verify {
 using ir::Algorithm;
 
 StepGraph::StepGraph(const Algorithm& algo, DiagnosticList& diags) : algo_(algo) {
-  base_.resize(algo.ranks.size());
+  rankTb_.resize(algo.ranks.size());
   size_t steps = 0, tbs = 0;
   for (const ir::Rank& r : algo.ranks) {
     tbs += r.tbs.size();
@@ -21,12 +21,11 @@ StepGraph::StepGraph(const Algorithm& algo, DiagnosticList& diags) : algo_(algo)
   globalTb_.reserve(steps);
   tbs_.reserve(tbs);
   for (const ir::Rank& r : algo.ranks) {
+    rankTb_[r.id] = static_cast<int32_t>(tbs_.size());
     for (const ir::Threadblock& tb : r.tbs) {
-      const auto first = static_cast<NodeId>(globalTb_.size());
-      base_[r.id].push_back(first);
-      tbs_.push_back(Tb{r.id, tb.id, first});
-      globalTb_.insert(globalTb_.end(), tb.steps.size(), static_cast<int32_t>(totalTbs_));
-      ++totalTbs_;
+      const auto global = static_cast<int32_t>(tbs_.size());
+      tbs_.push_back(Tb{r.id, tb.id, static_cast<NodeId>(globalTb_.size())});
+      globalTb_.insert(globalTb_.end(), tb.steps.size(), global);
     }
   }
   matchedSend_.assign(size(), kNoNode);
@@ -187,7 +186,7 @@ bool StepGraph::computeClocks(const std::vector<int>& tracked, size_t maxCells) 
   CHORUS_CHECK(acyclic_, "happens-before clocks need an acyclic graph");
   tracked_ = tracked.size();
   if (tracked_ != 0 && size() > maxCells / tracked_) return false;
-  trackedIndex_.assign(totalTbs_, -1);
+  trackedIndex_.assign(totalTbs(), -1);
   for (size_t i = 0; i < tracked.size(); ++i) trackedIndex_[tracked[i]] = static_cast<int32_t>(i);
   if (tracked_ == 0) return true;
   if (position_.empty()) {

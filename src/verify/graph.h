@@ -28,7 +28,7 @@ class StepGraph {
 
   const ir::Algorithm& algo() const { return algo_; }
   size_t size() const { return globalTb_.size(); }
-  NodeId node(int rank, int tb, int step) const { return base_[rank][tb] + step; }
+  NodeId node(int rank, int tb, int step) const { return tbs_[rankTb_[rank] + tb].first + step; }
   // A node's rank, threadblock and step come from its threadblock's entry
   // (4 bytes a step where three arrays took 12: 400 MB at 4096 ranks).
   int rankOf(NodeId n) const { return tbs_[globalTb_[n]].rank; }
@@ -40,7 +40,7 @@ class StepGraph {
   }
   // Global threadblock index (0..totalTbs-1) of a node.
   int globalTbOf(NodeId n) const { return globalTb_[n]; }
-  size_t totalTbs() const { return totalTbs_; }
+  size_t totalTbs() const { return tbs_.size(); }
 
   // The send a receive is paired with, and vice versa (kNoNode if unmatched).
   NodeId matchedSend(NodeId recv) const { return matchedSend_[recv]; }
@@ -93,14 +93,13 @@ class StepGraph {
   void order(DiagnosticList& diags);
 
   const ir::Algorithm& algo_;
-  std::vector<std::vector<NodeId>> base_;
   struct Tb {
     int32_t rank, tb;
     NodeId first;  // its step 0
   };
   std::vector<Tb> tbs_;            // by global threadblock index
+  std::vector<int32_t> rankTb_;    // by rank: the global index of its threadblock 0
   std::vector<int32_t> globalTb_;  // by node
-  size_t totalTbs_ = 0;
   std::vector<NodeId> matchedSend_, matchedRecv_;
   std::vector<NodeId> topo_;
   std::vector<int32_t> clock_;

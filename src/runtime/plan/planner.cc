@@ -10,11 +10,12 @@ namespace {
 // than the ring: below it the step count (latency) dominates.
 constexpr size_t kTinyAllReduceBytes = 16 << 10;
 constexpr size_t kSmallAllReduceBytes = 64 << 10;
-// Allgathers (and reduce-scatters) this small go direct (one round)
-// between CPU ranks on any transport. Measured over loopback TCP, 4 processes (2026-11-26, `chorus
-// perf allgather --procs 4 --algo ...`): 4 KiB 48 vs 64 us, 64 KiB 55 vs
-// 73 us; at 256 KiB - 16 MiB within the noise of each other.
-constexpr size_t kSmallAllGatherBytes = 1 << 20;
+// Allgathers and reduce-scatters this small go direct (one round) between
+// CPU ranks on any transport. Allgather measured over loopback TCP, 4
+// processes (2026-11-26, `chorus perf allgather --procs 4 --algo ...`):
+// 4 KiB 48 vs 64 us, 64 KiB 55 vs 73 us; at 256 KiB - 16 MiB within the
+// noise of each other.
+constexpr size_t kSmallDirectBytes = 1 << 20;
 
 bool always(const SelectionRequest&) { return true; }
 
@@ -31,7 +32,7 @@ constexpr BuiltinRule kBuiltinRules[] = {
     {CollectiveKind::kAllGather, "direct_allgather",
      "shared memory (one hop per block), or CPU ranks at most 1 MiB (one round)",
      [](const SelectionRequest& r) {
-       return r.sharedMemory || (!r.gpu && requestBytes(r) <= kSmallAllGatherBytes);
+       return r.sharedMemory || (!r.gpu && requestBytes(r) <= kSmallDirectBytes);
      }},
     // GPU worlds keep the ring: the direct exchange's (n-1) blocks per rank
     // are unmeasured on a GPU, where every block must be resident at once.
@@ -48,7 +49,7 @@ constexpr BuiltinRule kBuiltinRules[] = {
     {CollectiveKind::kReduceScatter, "direct_reducescatter",
      "CPU ranks over shared memory, or at most 1 MiB across hosts: one round",
      [](const SelectionRequest& r) {
-       return !r.gpu && (r.sharedMemory || requestBytes(r) <= kSmallAllGatherBytes);
+       return !r.gpu && (r.sharedMemory || requestBytes(r) <= kSmallDirectBytes);
      }},
     {CollectiveKind::kReduceScatter, "ring_reducescatter",
      "GPUs, or larger calls across hosts: the ring", always},
