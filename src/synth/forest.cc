@@ -745,6 +745,29 @@ void countArcs(Forest& f, int n) {
       f.arcs[static_cast<size_t>(a)][static_cast<size_t>(b)] += tree.weight;
 }
 
+// Forest::algbw of `f` in the bandwidth model: every edge's pieces routed
+// over the links as the simulator routes them; algbw = N · k · min over
+// links of capacity / pieces carried.
+Status setRoutedRate(const topo::Topology& t, bool reversed, Forest& f) {
+  auto scaled = scaleCapacities(t);
+  if (!scaled.isOk()) return scaled.status();
+  std::vector<int64_t> load(t.links.size(), 0);
+  for (const Tree& tree : f.trees)
+    for (auto [a, b] : tree.edges)
+      for (int l : reversed ? t.route(b, a) : t.route(a, b))
+        load[static_cast<size_t>(l)] += tree.weight;
+  int64_t bestCap = 0, bestLoad = 0;  // min cap / load, as a fraction
+  for (size_t l = 0; l < load.size(); ++l)
+    if (load[l] > 0 && (bestLoad == 0 || static_cast<i128>(scaled.value().cap[l]) * bestLoad <
+                                             static_cast<i128>(bestCap) * load[l])) {
+      bestCap = scaled.value().cap[l];
+      bestLoad = load[l];
+    }
+  f.algbw =
+      times(scaled.value().unit, reduced(static_cast<i128>(bestCap) * t.ranks() * f.k, bestLoad));
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<Forest> shallowForest(const topo::Topology& t, bool reversed, int root) {
@@ -820,23 +843,95 @@ Result<Forest> hierarchicalForest(const topo::Topology& t, bool reversed) {
     f.trees.push_back(std::move(g.tree));
   }
   countArcs(f, n);
-  // Its rate in the bandwidth model: every edge's piece routed over the
-  // links (as the simulator routes it); algbw = N · min over links of
-  // capacity / pieces carried.
-  auto scaled = scaleCapacities(t);
-  if (!scaled.isOk()) return scaled.status();
-  std::vector<int64_t> load(t.links.size(), 0);
-  for (const Tree& tree : f.trees)
-    for (auto [a, b] : tree.edges)
-      for (int l : reversed ? t.route(b, a) : t.route(a, b)) ++load[static_cast<size_t>(l)];
-  int64_t bestCap = 0, bestLoad = 0;  // min cap / load, as a fraction
-  for (size_t l = 0; l < load.size(); ++l)
-    if (load[l] > 0 && (bestLoad == 0 || static_cast<i128>(scaled.value().cap[l]) * bestLoad <
-                                             static_cast<i128>(bestCap) * load[l])) {
-      bestCap = scaled.value().cap[l];
-      bestLoad = load[l];
+  if (Status s = setRoutedRate(t, reversed, f); !s.isOk()) return s;
+  return f;
+}
+
+Result<Forest> railForest(const topo::Topology& t, bool reversed, int maxPieces,
+                          std::optional<std::chrono::steady_clock::time_point> deadline) {
+  const int n = t.ranks();
+  auto box = [&](int r) { return t.nodes[static_cast<size_t>(t.nodeOfRank(r))].box; };
+  std::map<int, std::vector<int>> boxes;  // box -> its ranks, ascending
+  for (int r = 0; r < n; ++r) boxes[box(r)].push_back(r);
+  if (boxes.size() < 2)
+    return Status(StatusCode::kInvalidArgument, "a rail forest needs two boxes or more");
+  // Each box alone: its ranks (in order), its switches, the links among
+  // them; not its NICs, which are for the other boxes.
+  auto boxAlone = [&](int b) {
+    topo::Topology one;
+    one.name = t.name + " box " + std::to_string(b);
+    one.memoryBandwidth = t.memoryBandwidth;
+    std::vector<int> node(t.nodes.size(), -1);
+    for (int r : boxes.at(b)) node[static_cast<size_t>(t.nodeOfRank(r))] = one.addRank(b);
+    // (A switch of the box that no rank of it links to, e.g. the network's,
+    // is not its inside.)
+    auto isRank = [&](int v) {
+      return t.nodes[static_cast<size_t>(v)].kind == topo::NodeKind::kRank &&
+             t.nodes[static_cast<size_t>(v)].box == b;
+    };
+    for (const topo::Link& l : t.links)
+      for (auto [v, w] : {std::pair{l.from, l.to}, std::pair{l.to, l.from}})
+        if (isRank(w) && node[static_cast<size_t>(v)] < 0 &&
+            t.nodes[static_cast<size_t>(v)].box == b &&
+            t.nodes[static_cast<size_t>(v)].kind == topo::NodeKind::kSwitch)
+          node[static_cast<size_t>(v)] =
+              one.addNode(t.nodes[static_cast<size_t>(v)].name, topo::NodeKind::kSwitch, b);
+    for (const topo::Link& l : t.links)
+      if (node[static_cast<size_t>(l.from)] >= 0 && node[static_cast<size_t>(l.to)] >= 0)
+        one.addLink(node[static_cast<size_t>(l.from)], node[static_cast<size_t>(l.to)], l.bandwidth,
+                    l.latency, l.kind);
+    return one;
+  };
+  // Every box must be the first one's copy, position for position, for its
+  // trees to serve them all.
+  const topo::Topology first = boxAlone(boxes.begin()->first);
+  auto shape = [](const topo::Topology& one) {
+    std::vector<std::tuple<int, int, double>> links;
+    for (const topo::Link& l : one.links) links.emplace_back(l.from, l.to, l.bandwidth);
+    std::sort(links.begin(), links.end());
+    return std::pair{one.nodes.size(), links};
+  };
+  for (const auto& [b, ranks] : boxes)
+    if (shape(boxAlone(b)) != shape(first))
+      return Status(StatusCode::kInvalidArgument,
+                    "a rail forest needs boxes alike; box " + std::to_string(b) + " of '" + t.name +
+                        "' differs from box " + std::to_string(boxes.begin()->first));
+  Result<Forest> inBox = relaxedForest(first, reversed, maxPieces, -1, deadline);
+  if (!inBox.isOk()) return inBox.status();
+  // Root r's tree j: the box's tree j of r's position in every box, the
+  // other boxes entered from r itself at that position (its rail).
+  Forest f;
+  f.k = inBox.value().k;
+  std::vector<int> local(static_cast<size_t>(n), 0);
+  for (const auto& [b, ranks] : boxes)
+    for (size_t i = 0; i < ranks.size(); ++i)
+      local[static_cast<size_t>(ranks[i])] = static_cast<int>(i);
+  for (int r = 0; r < n; ++r) {
+    const int i = local[static_cast<size_t>(r)];
+    for (const Tree& boxTree : inBox.value().trees) {
+      if (boxTree.root != i) continue;
+      Tree tree{.root = r, .weight = boxTree.weight, .edges = {}};
+      auto spread = [&](const std::vector<int>& ranks) {
+        for (auto [a, b] : boxTree.edges)
+          tree.edges.emplace_back(ranks[static_cast<size_t>(a)], ranks[static_cast<size_t>(b)]);
+      };
+      spread(boxes.at(box(r)));
+      for (const auto& [other, ranks] : boxes) {
+        if (other == box(r)) continue;
+        const int entry = ranks[static_cast<size_t>(i)];
+        if ((reversed ? t.route(entry, r) : t.route(r, entry)).empty())
+          return Status(StatusCode::kInvalidArgument,
+                        "rank " + std::to_string(r) + " has no route to rank " +
+                            std::to_string(entry) + " on '" + t.name + "'");
+        tree.edges.emplace_back(r, entry);
+        spread(ranks);
+      }
+      f.trees.push_back(std::move(tree));
     }
-  f.algbw = times(scaled.value().unit, reduced(static_cast<i128>(bestCap) * n, bestLoad));
+  }
+  f.maxflows = inBox.value().maxflows;
+  countArcs(f, n);
+  if (Status s = setRoutedRate(t, reversed, f); !s.isOk()) return s;
   return f;
 }
 

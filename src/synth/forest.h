@@ -102,6 +102,20 @@ Result<Forest> shallowForest(const topo::Topology& t, bool reversed, int root = 
 // no rank of a box links directly to another box.
 Result<Forest> hierarchicalForest(const topo::Topology& t, bool reversed);
 
+// For several boxes alike whose insides are no single switch (MI250's
+// xGMI mesh): the box's own forest (packForest of one box alone, or
+// relaxedForest's where that needs more than `maxPieces` pieces), used
+// in every box; root r's pieces leave its box from r itself, to the rank
+// at r's position in each other box (its rail), and spread there by the
+// same trees. The in-box trees then carry every box's shard of that
+// position: exact where the NICs bind and the box's forest keeps up with
+// them (4 x MI250), the box's rate otherwise. algbw: its rate in the
+// bandwidth model, as hierarchicalForest's. kInvalidArgument on one box,
+// boxes that differ, or a rank with no route to its rail.
+Result<Forest> railForest(
+    const topo::Topology& t, bool reversed, int maxPieces,
+    std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
+
 // The links between boxes: those a route between ranks of different boxes
 // (topo::Node::box) crosses and no route within a box does, e.g. the NICs'
 // and the network's. Empty for one box.

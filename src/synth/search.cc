@@ -225,6 +225,11 @@ class ScheduleSearch {
     if (manyBoxes_ && !rooted_ && o.headroom <= 0)
       makers.push_back(
           {"hierarchical", 0, [&t](bool reversed) { return hierarchicalForest(t, reversed); }});
+    // The box's own forest on every rail, where boxes are alike.
+    if (manyBoxes_ && !rooted_ && o.headroom <= 0)
+      makers.push_back({"rail", 0, [&t, &o](bool reversed) {
+                          return railForest(t, reversed, o.maxPieces, o.deadline);
+                        }});
     if (o.headroom <= 0)
       makers.push_back({"packed", 0, [&t, &o, root](bool reversed) {
                           return packForest(t, reversed, o.maxPieces, root, o.deadline);
@@ -332,7 +337,8 @@ class ScheduleSearch {
       }
       for (const auto* f : {&m.shape.gather, &m.shape.scatter})
         if (f->has_value()) out_.maxflows += (*f)->maxflows;
-      const bool packed = m.shape.kind == "packed" || m.shape.kind == "relaxed";
+      const bool packed =
+          m.shape.kind == "packed" || m.shape.kind == "relaxed" || m.shape.kind == "rail";
       out_.shapes.push_back(m.shape);
       // The packed forests shortened (forest.h): any may schedule best.
       if (packed) {
@@ -437,16 +443,30 @@ class ScheduleSearch {
             }
             return false;
           };
-          bool halved = false;
-          while (fine > 2 && !(passed() && anyServed_) && !fits(fine)) {
+          size_t fitted = 0, tooMany = 0;  // the most chunks that fit, the fewest that did not
+          while (fine > 2 && !(passed() && anyServed_)) {
+            if (fits(fine)) {
+              fitted = fine;
+              break;
+            }
+            tooMany = fine;
             fine /= 2;
-            halved = true;
           }
           // Then, where the first fit, twice as many while that is faster.
-          for (fine *= 2; !halved && fine <= kMostChunks && !(passed() && anyServed_); fine *= 2) {
+          for (fine *= 2; tooMany == 0 && fine <= kMostChunks && !(passed() && anyServed_);
+               fine *= 2) {
             const double before = last;
-            if (!fits(fine) || last <= before * (1 + 1e-9)) break;
+            if (!fits(fine)) {
+              tooMany = fine;
+              break;
+            }
+            fitted = fine;
+            if (last <= before * (1 + 1e-9)) break;
           }
+          // Where twice as many did not fit, half again as many (4 x MI250's
+          // rail forest: 16 chunks put 65 steps on a threadblock, 12 fit).
+          if (fitted >= 4 && tooMany == 2 * fitted && !(passed() && anyServed_))
+            (void)fits(fitted / 2 * 3);
         }
         break;
       case Item::kInstances:
