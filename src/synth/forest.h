@@ -102,8 +102,9 @@ Result<Forest> shallowForest(const topo::Topology& t, bool reversed, int root = 
 // no rank of a box links directly to another box.
 Result<Forest> hierarchicalForest(const topo::Topology& t, bool reversed);
 
-// For several boxes alike whose insides are no single switch (MI250's
-// xGMI mesh): the box's own forest (packForest of one box alone, or
+// For several boxes alike, made for insides that are no single switch
+// (MI250's xGMI mesh, where hierarchicalForest's breadth-first trees load
+// a few links with most shards): the box's own forest (packForest of one box alone, or
 // relaxedForest's where that needs more than `maxPieces` pieces), used
 // in every box; root r's pieces leave its box from r itself, to the rank
 // at r's position in each other box (its rail), and spread there by the
