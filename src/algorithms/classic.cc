@@ -318,6 +318,50 @@ ir::Algorithm pairwiseAllToAll(int n, int focus) {
   return std::move(b).finish();
 }
 
+// log2(p) exchanges at distance 1, 2, ..., p/2 (p the largest power of
+// two <= n): each rank swaps every block it holds with its partner one bit
+// apart, so the range it holds doubles. A rank r >= p hands its block to
+// r - p first, which carries it along (its range's blocks + p), and takes
+// the whole output back at the end. log2 p messages per rank instead of
+// n - 1 (the direct form) or n - 1 rounds (the ring).
+ir::Algorithm recursiveDoublingAllGather(int n, int focus) {
+  if (n == 1) return single("recursive_doubling_allgather", CollectiveKind::kAllGather);
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  Builder b("recursive_doubling_allgather", CollectiveKind::kAllGather, n, focus, n, 1, n);
+  for (int r : b.ranks()) {
+    if (r >= p) {
+      int t = b.tb(r, r - p, r - p);
+      b.send(r, t, {kI, 0});
+      b.recv(r, t, {kO, 0}, n);
+      continue;
+    }
+    const bool folds = r + p < n;
+    const int fold = folds ? b.tb(r, r + p, r + p) : -1;
+    const int foldRecv = folds ? b.recv(r, fold, {kO, r + p}) : -1;
+    // The blocks carried for ranks past p beside [lo, lo + len): from lo + p.
+    auto extras = [&](int lo, int len) {
+      return std::max(0, std::min(n, lo + len + p) - (lo + p));
+    };
+    std::pair<int, int> last{-1, -1};  // the receive the next exchange waits for
+    int lo = r, len = 1;
+    for (int d = 1; d < p; d *= 2) {
+      const int t = b.tb(r, r ^ d, r ^ d);
+      const int plo = (r & d) == 0 ? lo + len : lo - len;
+      if (d == 1) b.step(r, t, StepType::kCopy, {kI, 0}, {kO, r});
+      b.send(r, t, {kO, lo}, len, last);
+      if (const int e = extras(lo, len); e > 0)
+        b.send(r, t, {kO, lo + p}, e, d == 1 ? std::pair{fold, foldRecv} : std::pair{-1, -1});
+      last = {t, b.recv(r, t, {kO, plo}, len)};
+      if (const int e = extras(plo, len); e > 0) last = {t, b.recv(r, t, {kO, plo + p}, e)};
+      lo = std::min(lo, plo);
+      len *= 2;
+    }
+    if (folds) b.send(r, fold, {kO, 0}, n, last);
+  }
+  return std::move(b).finish();
+}
+
 // Every rank sends its block to every other rank at once: tb k sends to
 // r+k and receives from r-k. Every message is a plain send of the input
 // (one copy per byte where the receiver reads the sender's memory) and every
@@ -336,6 +380,58 @@ ir::Algorithm directAllGather(int n, int focus) {
       b.send(r, tbs[static_cast<size_t>(k)], {kI, 0}, 1, dep);
       b.recv(r, tbs[static_cast<size_t>(k)], {kO, mod(r - k, n)});
     }
+  }
+  return std::move(b).finish();
+}
+
+// Recursive halving at distance p/2, ..., 2, 1 (p the largest power of two
+// <= n): each rank sends its partner the partial sums of the half of its
+// range the partner keeps and adds the partner's to the half it keeps, so
+// the range halves; log2 p messages per rank. A rank r >= p hands its whole
+// input to r - p first, which carries its blocks along (its range's blocks
+// + p), and takes its sum back at the end. Partial sums go to scratch.
+ir::Algorithm recursiveHalvingReduceScatter(int n, int focus) {
+  if (n == 1) return single("recursive_halving_reducescatter", CollectiveKind::kReduceScatter);
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  Builder b("recursive_halving_reducescatter", CollectiveKind::kReduceScatter, n, focus, n, n, 1,
+            n);
+  for (int r : b.ranks()) {
+    if (r >= p) {
+      int t = b.tb(r, r - p, r - p);
+      b.send(r, t, {kI, 0}, n);
+      b.recv(r, t, {kO, 0});
+      continue;
+    }
+    const bool folds = r + p < n;
+    const int fold = folds ? b.tb(r, r + p, r + p) : -1;
+    auto extras = [&](int lo, int len) {
+      return std::max(0, std::min(n, lo + len + p) - (lo + p));
+    };
+    std::pair<int, int> last{-1, -1};  // the sum the next exchange waits for
+    Buffer cur = kI;                   // where this rank's partial sums are
+    if (folds) {
+      last = {fold, b.step(r, fold, StepType::kRecvReduceCopy, {kI, 0}, {kS, 0}, n)};
+      cur = kS;
+    }
+    int lo = 0, len = p;
+    for (int d = p / 2; d >= 1; d /= 2) {
+      const int t = b.tb(r, r ^ d, r ^ d);
+      const int half = len / 2;
+      const int keep = (r & d) == 0 ? lo : lo + half;
+      const int give = (r & d) == 0 ? lo + half : lo;
+      b.send(r, t, {cur, give}, half, last);
+      if (const int e = extras(give, half); e > 0) b.send(r, t, {cur, give + p}, e);
+      // The last exchange leaves this rank's own sum: straight to the output.
+      const Ref sum = d == 1 ? Ref{kO, 0} : Ref{kS, keep};
+      last = {t, b.step(r, t, StepType::kRecvReduceCopy, {cur, keep}, sum, half)};
+      if (const int e = extras(keep, half); e > 0)
+        last = {t, b.step(r, t, StepType::kRecvReduceCopy, {cur, keep + p}, {kS, keep + p}, e)};
+      cur = kS;
+      lo = keep;
+      len = half;
+    }
+    if (folds) b.send(r, fold, {kS, r + p}, 1, last);
   }
   return std::move(b).finish();
 }
@@ -461,9 +557,14 @@ const std::vector<ClassicInfo>& classicAlgorithms() {
       {"chain_allreduce", CollectiveKind::kAllReduce,
        "reduce up a chain, broadcast back down; 1 chunk, any count"},
       {"ring_allgather", CollectiveKind::kAllGather, "ring; n-1 steps"},
+      {"recursive_doubling_allgather", CollectiveKind::kAllGather,
+       "the held range swapped at distance 1, 2, 4...; log2 n steps (+2 for non-powers of two)"},
       {"direct_allgather", CollectiveKind::kAllGather,
        "every rank sends its block to every other at once; 1 step per peer"},
       {"ring_reducescatter", CollectiveKind::kReduceScatter, "ring; n-1 steps"},
+      {"recursive_halving_reducescatter", CollectiveKind::kReduceScatter,
+       "partial sums of the partner's half swapped at distance n/2, ..., 2, 1; log2 n steps (+2 "
+       "for non-powers of two)"},
       {"direct_reducescatter", CollectiveKind::kReduceScatter,
        "every block straight to its owner, summed there as it arrives; 1 round"},
       {"pairwise_alltoall", CollectiveKind::kAllToAll,
@@ -493,8 +594,10 @@ Result<ir::Algorithm> makeClassic(std::string_view name, int n, int root, int fo
   if (name == "ring_allgather") return ringAllGather(n, focus);
   if (name == "ring_reducescatter") return ringReduceScatter(n, focus);
   if (name == "direct_reducescatter") return directReduceScatter(n, focus);
+  if (name == "recursive_halving_reducescatter") return recursiveHalvingReduceScatter(n, focus);
   if (name == "pairwise_alltoall") return pairwiseAllToAll(n, focus);
   if (name == "direct_allgather") return directAllGather(n, focus);
+  if (name == "recursive_doubling_allgather") return recursiveDoublingAllGather(n, focus);
   if (name == "direct_alltoall") return directAllToAll(n, focus);
   if (name == "chain_broadcast") return chainBroadcast(n, root, focus);
   if (name == "chain_reduce") return chainReduce(n, root, focus);

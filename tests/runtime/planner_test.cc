@@ -35,8 +35,9 @@ TEST(Plan, AllGatherGoesDirectWhereEveryMessageCostsARound) {
   // Shared memory: one hop per block at every size.
   EXPECT_EQ(chosen(kAg, 4, 4096, true, false), "direct_allgather");
   EXPECT_EQ(chosen(kAg, 4, 64 << 20, true, false), "direct_allgather");
-  // CPU ranks across hosts: one round for small calls, the ring for large.
-  EXPECT_EQ(chosen(kAg, 4, 4096, false, false), "direct_allgather");
+  // CPU ranks across hosts: one round up to 1 MiB (below 64 KiB recursive
+  // doubling: SmallAllGatherAcrossHostsDoubles), the ring for large.
+  EXPECT_EQ(chosen(kAg, 2, 4096, false, false), "direct_allgather");
   EXPECT_EQ(chosen(kAg, 4, 1 << 20, false, false), "direct_allgather");
   EXPECT_EQ(chosen(kAg, 4, 4 << 20, false, false), "ring_allgather");
   // GPUs keep the ring.
@@ -46,6 +47,18 @@ TEST(Plan, AllGatherGoesDirectWhereEveryMessageCostsARound) {
 // Allreduce across hosts halves and doubles up to 16 MiB (fewer steps over
 // the network); over shared memory and on GPUs the ring takes over above
 // 64 KiB; two ranks keep recursive doubling and the ring.
+// Small allgathers across hosts swap doubling ranges (log2 n messages per
+// rank); over shared memory they go direct at every size.
+TEST(Plan, SmallAllGatherAcrossHostsDoubles) {
+  constexpr auto kAg = CollectiveKind::kAllGather;
+  EXPECT_EQ(chosen(kAg, 4, 4096, false, false), "recursive_doubling_allgather");
+  EXPECT_EQ(chosen(kAg, 6, 64 << 10, false, false), "recursive_doubling_allgather");
+  EXPECT_EQ(chosen(kAg, 4, 256 << 10, false, false), "direct_allgather");
+  EXPECT_EQ(chosen(kAg, 2, 4096, false, false), "direct_allgather");
+  EXPECT_EQ(chosen(kAg, 4, 4096, true, false), "direct_allgather");
+  EXPECT_EQ(chosen(kAg, 4, 4096, false, true), "ring_allgather");
+}
+
 TEST(Plan, AllReduceAcrossHostsHalvesAndDoubles) {
   constexpr auto kAr = CollectiveKind::kAllReduce;
   EXPECT_EQ(chosen(kAr, 4, 1 << 20, false, false), "halving_doubling_allreduce");
@@ -62,6 +75,10 @@ TEST(Plan, ReduceScatterGoesDirectOnCpuRanks) {
   EXPECT_EQ(chosen(kRs, 4, 4096, true, false), "direct_reducescatter");
   EXPECT_EQ(chosen(kRs, 8, 64 << 20, true, false), "direct_reducescatter");
   EXPECT_EQ(chosen(kRs, 4, 1 << 20, false, false), "direct_reducescatter");
+  // Small ones across hosts halve: log2 n messages per rank.
+  EXPECT_EQ(chosen(kRs, 4, 4096, false, false), "recursive_halving_reducescatter");
+  EXPECT_EQ(chosen(kRs, 6, 64 << 10, false, false), "recursive_halving_reducescatter");
+  EXPECT_EQ(chosen(kRs, 2, 4096, false, false), "direct_reducescatter");
   EXPECT_EQ(chosen(kRs, 4, 4 << 20, false, false), "ring_reducescatter");
   EXPECT_EQ(chosen(kRs, 4, 4096, true, true), "ring_reducescatter");
   EXPECT_EQ(chosen(kRs, 4, 4096, false, true), "ring_reducescatter");

@@ -40,6 +40,17 @@ constexpr BuiltinRule kBuiltinRules[] = {
                (!r.gpu && !r.sharedMemory && requestBytes(r) <= kAcrossHostsAllReduceBytes));
      }},
     {CollectiveKind::kAllReduce, "ring_allreduce", "larger: the ring is bandwidth-optimal", always},
+    // Across hosts the small ones swap doubling ranges instead: log2 n
+    // messages per rank, not n - 1. Loopback TCP, 4 processes, us per call
+    // (2026-11-30, bench/peer_compare.sh with TRANSPORT=tcp and
+    // CHORUS_PERF_FLAGS=--algo, three runs of 3-5 interleaved repetitions):
+    // 4 KiB 35 / 50 / 51 against direct 68 / 63 / 69; 64 KiB 55 / 40 / 64
+    // against 75 / 76 / 53; at 1 MiB alike (396 vs 405).
+    {CollectiveKind::kAllGather, "recursive_doubling_allgather",
+     "CPU ranks across hosts, at most 64 KiB: log2 n messages per rank",
+     [](const SelectionRequest& r) {
+       return !r.gpu && !r.sharedMemory && r.nranks > 2 && requestBytes(r) <= kSmallAllReduceBytes;
+     }},
     {CollectiveKind::kAllGather, "direct_allgather",
      "shared memory (one hop per block), or CPU ranks at most 1 MiB (one round)",
      [](const SelectionRequest& r) {
@@ -57,6 +68,15 @@ constexpr BuiltinRule kBuiltinRules[] = {
     // 10.8 vs 11.3 ms), but across real hosts every rank's n - 1 messages
     // meet at each receiver at once: the ring for larger calls there, as
     // for allgather.
+    // Across hosts the small ones halve instead (as allgather doubles):
+    // loopback TCP, 4 processes, us per call (2026-11-30, the same bench):
+    // 4 KiB 35 against direct 62, 64 KiB 59 against 77; direct ahead again
+    // at 1 MiB (337 vs 390).
+    {CollectiveKind::kReduceScatter, "recursive_halving_reducescatter",
+     "CPU ranks across hosts, at most 64 KiB: log2 n messages per rank",
+     [](const SelectionRequest& r) {
+       return !r.gpu && !r.sharedMemory && r.nranks > 2 && requestBytes(r) <= kSmallAllReduceBytes;
+     }},
     {CollectiveKind::kReduceScatter, "direct_reducescatter",
      "CPU ranks over shared memory, or at most 1 MiB across hosts: one round",
      [](const SelectionRequest& r) {
