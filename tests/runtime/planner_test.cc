@@ -44,32 +44,6 @@ TEST(Plan, AllGatherGoesDirectWhereEveryMessageCostsARound) {
   EXPECT_EQ(chosen(kAg, 4, 4096, false, true), "ring_allgather");
 }
 
-// Allreduce across hosts halves and doubles up to 16 MiB (fewer steps over
-// the network); over shared memory and on GPUs the ring takes over above
-// 64 KiB; two ranks keep recursive doubling and the ring.
-// Small allgathers across hosts swap doubling ranges (log2 n messages per
-// rank); over shared memory they go direct at every size.
-TEST(Plan, SmallAllGatherAcrossHostsDoubles) {
-  constexpr auto kAg = CollectiveKind::kAllGather;
-  EXPECT_EQ(chosen(kAg, 4, 4096, false, false), "recursive_doubling_allgather");
-  EXPECT_EQ(chosen(kAg, 6, 64 << 10, false, false), "recursive_doubling_allgather");
-  EXPECT_EQ(chosen(kAg, 4, 256 << 10, false, false), "direct_allgather");
-  EXPECT_EQ(chosen(kAg, 2, 4096, false, false), "direct_allgather");
-  EXPECT_EQ(chosen(kAg, 4, 4096, true, false), "direct_allgather");
-  EXPECT_EQ(chosen(kAg, 4, 4096, false, true), "ring_allgather");
-}
-
-TEST(Plan, AllReduceAcrossHostsHalvesAndDoubles) {
-  constexpr auto kAr = CollectiveKind::kAllReduce;
-  EXPECT_EQ(chosen(kAr, 4, 1 << 20, false, false), "halving_doubling_allreduce");
-  EXPECT_EQ(chosen(kAr, 8, 16 << 20, false, false), "halving_doubling_allreduce");
-  EXPECT_EQ(chosen(kAr, 4, 64 << 20, false, false), "ring_allreduce");
-  EXPECT_EQ(chosen(kAr, 4, 1 << 20, true, false), "ring_allreduce");
-  EXPECT_EQ(chosen(kAr, 4, 1 << 20, false, true), "ring_allreduce");
-  EXPECT_EQ(chosen(kAr, 2, 1 << 20, false, false), "ring_allreduce");
-  EXPECT_EQ(chosen(kAr, 4, 32 << 10, true, false), "halving_doubling_allreduce");
-}
-
 TEST(Plan, ReduceScatterGoesDirectOnCpuRanks) {
   constexpr auto kRs = CollectiveKind::kReduceScatter;
   EXPECT_EQ(chosen(kRs, 4, 4096, true, false), "direct_reducescatter");

@@ -10,7 +10,6 @@ namespace {
 // than the ring: below it the step count (latency) dominates.
 constexpr size_t kTinyAllReduceBytes = 16 << 10;
 constexpr size_t kSmallAllReduceBytes = 64 << 10;
-constexpr size_t kAcrossHostsAllReduceBytes = 16 << 20;
 // Allgathers and reduce-scatters this small go direct (one round) between
 // CPU ranks on any transport. Allgather measured over loopback TCP, 4
 // processes (2026-11-26, `chorus perf allgather --procs 4 --algo ...`):
@@ -24,20 +23,10 @@ constexpr BuiltinRule kBuiltinRules[] = {
     {CollectiveKind::kAllReduce, "recursive_doubling_allreduce",
      "at most 16 KiB: the fewest steps, latency dominates",
      [](const SelectionRequest& r) { return requestBytes(r) <= kTinyAllReduceBytes; }},
-    // Across hosts (CPU ranks, not all over shared memory) up to 16 MiB
-    // as well: the same bytes as the ring in 2 log n steps, not 2 (n - 1).
-    // Measured over loopback TCP (2026-11-30, bench/peer_compare.sh with
-    // TRANSPORT=tcp and CHORUS_PERF_FLAGS=--algo, 5 interleaved runs), 4
-    // processes, halving-doubling vs ring, us: 64 KiB 118 vs 209, 1 MiB 664
-    // vs 958, 4 MiB 4,277 vs 4,742, 16 MiB 16,604 vs 17,595; 8 processes
-    // within the noise of each other at 1 and 16 MiB.
     {CollectiveKind::kAllReduce, "halving_doubling_allreduce",
-     "at most 64 KiB on more than 2 ranks, or CPU ranks across hosts at most 16 MiB: fewer "
-     "steps than the ring",
+     "at most 64 KiB on more than 2 ranks: fewer steps than the ring",
      [](const SelectionRequest& r) {
-       return r.nranks > 2 &&
-              (requestBytes(r) <= kSmallAllReduceBytes ||
-               (!r.gpu && !r.sharedMemory && requestBytes(r) <= kAcrossHostsAllReduceBytes));
+       return requestBytes(r) <= kSmallAllReduceBytes && r.nranks > 2;
      }},
     {CollectiveKind::kAllReduce, "ring_allreduce", "larger: the ring is bandwidth-optimal", always},
     // Across hosts the small ones swap doubling ranges instead: log2 n
@@ -60,14 +49,6 @@ constexpr BuiltinRule kBuiltinRules[] = {
     // are unmeasured on a GPU, where every block must be resident at once.
     {CollectiveKind::kAllGather, "ring_allgather", "GPUs, or larger calls across hosts: the ring",
      always},
-    // Measured on 2, 4 and 8 processes, 4 KiB - 16 MiB (2026-11-30,
-    // bench/peer_compare.sh with CHORUS_PERF_FLAGS=--algo): over shared
-    // memory the direct form is as fast or faster at every size (8
-    // processes: 4 KiB 20 vs 31 us, 1 MiB 115 vs 352 us, 16 MiB 4.6 vs 6.6
-    // ms); over loopback TCP, 4 processes, too (4 KiB 48 vs 65 us, 16 MiB
-    // 10.8 vs 11.3 ms), but across real hosts every rank's n - 1 messages
-    // meet at each receiver at once: the ring for larger calls there, as
-    // for allgather.
     // Across hosts the small ones halve instead (as allgather doubles):
     // loopback TCP, 4 processes, us per call (2026-11-30, the same bench):
     // 4 KiB 35 against direct 62, 64 KiB 59 against 77; direct ahead again
@@ -77,6 +58,14 @@ constexpr BuiltinRule kBuiltinRules[] = {
      [](const SelectionRequest& r) {
        return !r.gpu && !r.sharedMemory && r.nranks > 2 && requestBytes(r) <= kSmallAllReduceBytes;
      }},
+    // Measured on 2, 4 and 8 processes, 4 KiB - 16 MiB (2026-11-30,
+    // bench/peer_compare.sh with CHORUS_PERF_FLAGS=--algo): over shared
+    // memory the direct form is as fast or faster at every size (8
+    // processes: 4 KiB 20 vs 31 us, 1 MiB 115 vs 352 us, 16 MiB 4.6 vs 6.6
+    // ms); over loopback TCP, 4 processes, too (4 KiB 48 vs 65 us, 16 MiB
+    // 10.8 vs 11.3 ms), but across real hosts every rank's n - 1 messages
+    // meet at each receiver at once: the ring for larger calls there, as
+    // for allgather.
     {CollectiveKind::kReduceScatter, "direct_reducescatter",
      "CPU ranks over shared memory, or at most 1 MiB across hosts: one round",
      [](const SelectionRequest& r) {
