@@ -44,6 +44,18 @@ TEST(Plan, AllGatherGoesDirectWhereEveryMessageCostsARound) {
   EXPECT_EQ(chosen(kAg, 4, 4096, false, true), "ring_allgather");
 }
 
+// Small allgathers across hosts swap doubling ranges (log2 n messages per
+// rank); over shared memory they go direct at every size.
+TEST(Plan, SmallAllGatherAcrossHostsDoubles) {
+  constexpr auto kAg = CollectiveKind::kAllGather;
+  EXPECT_EQ(chosen(kAg, 4, 4096, false, false), "recursive_doubling_allgather");
+  EXPECT_EQ(chosen(kAg, 6, 64 << 10, false, false), "recursive_doubling_allgather");
+  EXPECT_EQ(chosen(kAg, 4, 256 << 10, false, false), "direct_allgather");
+  EXPECT_EQ(chosen(kAg, 2, 4096, false, false), "direct_allgather");
+  EXPECT_EQ(chosen(kAg, 4, 4096, true, false), "direct_allgather");
+  EXPECT_EQ(chosen(kAg, 4, 4096, false, true), "ring_allgather");
+}
+
 TEST(Plan, ReduceScatterGoesDirectOnCpuRanks) {
   constexpr auto kRs = CollectiveKind::kReduceScatter;
   EXPECT_EQ(chosen(kRs, 4, 4096, true, false), "direct_reducescatter");
