@@ -745,6 +745,18 @@ void countArcs(Forest& f, int n) {
       f.arcs[static_cast<size_t>(a)][static_cast<size_t>(b)] += tree.weight;
 }
 
+// Each box's ranks, ascending, and each rank's position in its box.
+std::pair<std::map<int, std::vector<int>>, std::vector<int>> boxesOf(const topo::Topology& t) {
+  std::map<int, std::vector<int>> boxes;
+  for (int r = 0; r < t.ranks(); ++r)
+    boxes[t.nodes[static_cast<size_t>(t.nodeOfRank(r))].box].push_back(r);
+  std::vector<int> local(static_cast<size_t>(t.ranks()), 0);
+  for (const auto& [b, ranks] : boxes)
+    for (size_t i = 0; i < ranks.size(); ++i)
+      local[static_cast<size_t>(ranks[i])] = static_cast<int>(i);
+  return {std::move(boxes), std::move(local)};
+}
+
 // Forest::algbw of `f` in the bandwidth model: every edge's pieces routed
 // over the links as the simulator routes them; algbw = N · k · min over
 // links of capacity / pieces carried.
@@ -790,16 +802,11 @@ Result<Forest> shallowForest(const topo::Topology& t, bool reversed, int root) {
 Result<Forest> hierarchicalForest(const topo::Topology& t, bool reversed) {
   const int n = t.ranks();
   auto box = [&](int r) { return t.nodes[static_cast<size_t>(t.nodeOfRank(r))].box; };
-  std::map<int, std::vector<int>> boxes;  // box -> its ranks, ascending
-  for (int r = 0; r < n; ++r) boxes[box(r)].push_back(r);
+  // (Entries are matched by position in the box first.)
+  const auto [boxes, local] = boxesOf(t);
   if (boxes.size() < 2)
     return Status(StatusCode::kInvalidArgument, "a hierarchical forest needs two boxes or more");
   const std::vector<std::vector<int>> near = directNeighbours(t, reversed);
-  // Position of each rank in its box (entries are matched by it first).
-  std::vector<int> local(static_cast<size_t>(n), 0);
-  for (const auto& [b, ranks] : boxes)
-    for (size_t i = 0; i < ranks.size(); ++i)
-      local[static_cast<size_t>(ranks[i])] = static_cast<int>(i);
   // Trees entering each rank from another box, and leaving each rank to one.
   std::vector<int> entries(static_cast<size_t>(n), 0), exits(static_cast<size_t>(n), 0);
   Forest f;
@@ -851,8 +858,7 @@ Result<Forest> railForest(const topo::Topology& t, bool reversed, int maxPieces,
                           std::optional<std::chrono::steady_clock::time_point> deadline) {
   const int n = t.ranks();
   auto box = [&](int r) { return t.nodes[static_cast<size_t>(t.nodeOfRank(r))].box; };
-  std::map<int, std::vector<int>> boxes;  // box -> its ranks, ascending
-  for (int r = 0; r < n; ++r) boxes[box(r)].push_back(r);
+  const auto [boxes, local] = boxesOf(t);
   if (boxes.size() < 2)
     return Status(StatusCode::kInvalidArgument, "a rail forest needs two boxes or more");
   // Each box alone: its ranks (in order), its switches, the links among
@@ -902,10 +908,6 @@ Result<Forest> railForest(const topo::Topology& t, bool reversed, int maxPieces,
   // other boxes entered from r itself at that position (its rail).
   Forest f;
   f.k = inBox.value().k;
-  std::vector<int> local(static_cast<size_t>(n), 0);
-  for (const auto& [b, ranks] : boxes)
-    for (size_t i = 0; i < ranks.size(); ++i)
-      local[static_cast<size_t>(ranks[i])] = static_cast<int>(i);
   for (int r = 0; r < n; ++r) {
     const int i = local[static_cast<size_t>(r)];
     for (const Tree& boxTree : inBox.value().trees) {
