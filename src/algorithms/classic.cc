@@ -1,5 +1,7 @@
 #include "algorithms/classic.h"
 
+#include <algorithm>
+#include <bit>
 #include <utility>
 
 namespace chorus::algorithms {
@@ -14,6 +16,17 @@ constexpr Buffer kO = Buffer::kOutput;
 constexpr Buffer kS = Buffer::kScratch;
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
+
+// The largest power of two <= n (n >= 1): the ranks that recursive
+// doubling and halving pair up; the others fold into rank r - p.
+int powerOfTwoBelow(int n) { return static_cast<int>(std::bit_floor(static_cast<unsigned>(n))); }
+
+// Recursive doubling and halving with folded ranks: beside the range [lo,
+// lo + len) of the first p ranks' blocks, a rank carries the folded ranks'
+// blocks lo + p, ...: how many of them there are among n.
+int foldedBlocks(int lo, int len, int p, int n) {
+  return std::max(0, std::min(n, lo + len + p) - (lo + p));
+}
 
 // A chunk reference: buffer and first chunk index.
 struct Ref {
@@ -169,8 +182,7 @@ ir::Algorithm chainAllReduce(int n, int focus) {
 
 ir::Algorithm halvingDoublingAllReduce(int n, int focus) {
   if (n == 1) return single("halving_doubling_allreduce", CollectiveKind::kAllReduce);
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
+  const int p = powerOfTwoBelow(n);
   Builder b("halving_doubling_allreduce", CollectiveKind::kAllReduce, n, focus, p, p, p);
   for (int r : b.ranks()) {
     if (r >= p) {
@@ -228,8 +240,7 @@ ir::Algorithm halvingDoublingAllReduce(int n, int focus) {
 
 ir::Algorithm recursiveDoublingAllReduce(int n, int focus) {
   if (n == 1) return single("recursive_doubling_allreduce", CollectiveKind::kAllReduce);
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
+  const int p = powerOfTwoBelow(n);
   Builder b("recursive_doubling_allreduce", CollectiveKind::kAllReduce, n, focus, 1, 1, 1);
   for (int r : b.ranks()) {
     if (r >= p) {
@@ -326,8 +337,7 @@ ir::Algorithm pairwiseAllToAll(int n, int focus) {
 // n - 1 (the direct form) or n - 1 rounds (the ring).
 ir::Algorithm recursiveDoublingAllGather(int n, int focus) {
   if (n == 1) return single("recursive_doubling_allgather", CollectiveKind::kAllGather);
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
+  const int p = powerOfTwoBelow(n);
   Builder b("recursive_doubling_allgather", CollectiveKind::kAllGather, n, focus, n, 1, n);
   for (int r : b.ranks()) {
     if (r >= p) {
@@ -339,10 +349,6 @@ ir::Algorithm recursiveDoublingAllGather(int n, int focus) {
     const bool folds = r + p < n;
     const int fold = folds ? b.tb(r, r + p, r + p) : -1;
     const int foldRecv = folds ? b.recv(r, fold, {kO, r + p}) : -1;
-    // The blocks carried for ranks past p beside [lo, lo + len): from lo + p.
-    auto extras = [&](int lo, int len) {
-      return std::max(0, std::min(n, lo + len + p) - (lo + p));
-    };
     std::pair<int, int> last{-1, -1};  // the receive the next exchange waits for
     int lo = r, len = 1;
     for (int d = 1; d < p; d *= 2) {
@@ -350,10 +356,11 @@ ir::Algorithm recursiveDoublingAllGather(int n, int focus) {
       const int plo = (r & d) == 0 ? lo + len : lo - len;
       if (d == 1) b.step(r, t, StepType::kCopy, {kI, 0}, {kO, r});
       b.send(r, t, {kO, lo}, len, last);
-      if (const int e = extras(lo, len); e > 0)
+      if (const int e = foldedBlocks(lo, len, p, n); e > 0)
         b.send(r, t, {kO, lo + p}, e, d == 1 ? std::pair{fold, foldRecv} : std::pair{-1, -1});
       last = {t, b.recv(r, t, {kO, plo}, len)};
-      if (const int e = extras(plo, len); e > 0) last = {t, b.recv(r, t, {kO, plo + p}, e)};
+      if (const int e = foldedBlocks(plo, len, p, n); e > 0)
+        last = {t, b.recv(r, t, {kO, plo + p}, e)};
       lo = std::min(lo, plo);
       len *= 2;
     }
@@ -392,8 +399,7 @@ ir::Algorithm directAllGather(int n, int focus) {
 // + p), and takes its sum back at the end. Partial sums go to scratch.
 ir::Algorithm recursiveHalvingReduceScatter(int n, int focus) {
   if (n == 1) return single("recursive_halving_reducescatter", CollectiveKind::kReduceScatter);
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
+  const int p = powerOfTwoBelow(n);
   Builder b("recursive_halving_reducescatter", CollectiveKind::kReduceScatter, n, focus, n, n, 1,
             n);
   for (int r : b.ranks()) {
@@ -405,9 +411,6 @@ ir::Algorithm recursiveHalvingReduceScatter(int n, int focus) {
     }
     const bool folds = r + p < n;
     const int fold = folds ? b.tb(r, r + p, r + p) : -1;
-    auto extras = [&](int lo, int len) {
-      return std::max(0, std::min(n, lo + len + p) - (lo + p));
-    };
     std::pair<int, int> last{-1, -1};  // the sum the next exchange waits for
     Buffer cur = kI;                   // where this rank's partial sums are
     if (folds) {
@@ -421,11 +424,11 @@ ir::Algorithm recursiveHalvingReduceScatter(int n, int focus) {
       const int keep = (r & d) == 0 ? lo : lo + half;
       const int give = (r & d) == 0 ? lo + half : lo;
       b.send(r, t, {cur, give}, half, last);
-      if (const int e = extras(give, half); e > 0) b.send(r, t, {cur, give + p}, e);
+      if (const int e = foldedBlocks(give, half, p, n); e > 0) b.send(r, t, {cur, give + p}, e);
       // The last exchange leaves this rank's own sum: straight to the output.
       const Ref sum = d == 1 ? Ref{kO, 0} : Ref{kS, keep};
       last = {t, b.step(r, t, StepType::kRecvReduceCopy, {cur, keep}, sum, half)};
-      if (const int e = extras(keep, half); e > 0)
+      if (const int e = foldedBlocks(keep, half, p, n); e > 0)
         last = {t, b.step(r, t, StepType::kRecvReduceCopy, {cur, keep + p}, {kS, keep + p}, e)};
       cur = kS;
       lo = keep;

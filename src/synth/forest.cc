@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -897,8 +898,8 @@ Result<Forest> railForest(const topo::Topology& t, bool reversed, int maxPieces,
     std::sort(links.begin(), links.end());
     return std::pair{one.nodes.size(), links};
   };
-  for (const auto& [b, ranks] : boxes)
-    if (shape(boxAlone(b)) != shape(first))
+  for (auto it = std::next(boxes.begin()); it != boxes.end(); ++it)
+    if (const int b = it->first; shape(boxAlone(b)) != shape(first))
       return Status(StatusCode::kInvalidArgument,
                     "a rail forest needs boxes alike; box " + std::to_string(b) + " of '" + t.name +
                         "' differs from box " + std::to_string(boxes.begin()->first));

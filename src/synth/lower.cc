@@ -92,10 +92,19 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
     });
     const bool betweenBoxes = !boxes.empty() && boxes[arc / n] != boxes[arc % n];
     const size_t per = static_cast<size_t>(std::max(1, perConnection));
+    // uses[begin, end) spread evenly over channels from `base` on, per
+    // connection at a time (at most kChannels); returns the last channel.
+    auto spreadEvenly = [&](size_t begin, size_t end, int base) {
+      const size_t count = end - begin;
+      const size_t m = std::min<size_t>(kChannels, (count + per - 1) / per);
+      int last = base;
+      for (size_t i = begin; i < end; ++i)
+        last = channelOf(uses[i]) =
+            std::min(base + static_cast<int>((i - begin) * m / count), kChannels - 1);
+      return last;
+    };
     if (!betweenBoxes) {
-      const size_t m = std::min<size_t>(kChannels, (uses.size() + per - 1) / per);
-      for (size_t i = 0; i < uses.size(); ++i)
-        channelOf(uses[i]) = static_cast<int>(i * m / uses.size());
+      spreadEvenly(0, uses.size(), 0);
       continue;
     }
     // Between boxes, forest after forest: a reduce forest's pieces spread
@@ -104,13 +113,9 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
     for (size_t begin = 0; begin < uses.size();) {
       size_t end = begin;
       while (end < uses.size() && uses[end].forest == uses[begin].forest) ++end;
-      const size_t count = end - begin;
       int last = next;
       if (forests[static_cast<size_t>(uses[begin].forest)].second) {
-        const size_t m = std::min<size_t>(kChannels, (count + per - 1) / per);
-        for (size_t i = begin; i < end; ++i)
-          last = channelOf(uses[i]) =
-              std::min(next + static_cast<int>((i - begin) * m / count), kChannels - 1);
+        last = spreadEvenly(begin, end, next);
       } else {
         int level = next;
         for (size_t i = begin; i < end; ++i) {

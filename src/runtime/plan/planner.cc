@@ -17,7 +17,15 @@ constexpr size_t kSmallAllReduceBytes = 64 << 10;
 // noise of each other.
 constexpr size_t kSmallDirectBytes = 1 << 20;
 
+// Allgathers and reduce-scatters this small between CPU ranks across
+// hosts double or halve (log2 n messages per rank instead of n - 1).
+constexpr size_t kSmallAcrossHostsBytes = 64 << 10;
+
 bool always(const SelectionRequest&) { return true; }
+
+bool smallAcrossHosts(const SelectionRequest& r) {
+  return !r.gpu && !r.sharedMemory && r.nranks > 2 && requestBytes(r) <= kSmallAcrossHostsBytes;
+}
 
 constexpr BuiltinRule kBuiltinRules[] = {
     {CollectiveKind::kAllReduce, "recursive_doubling_allreduce",
@@ -36,10 +44,7 @@ constexpr BuiltinRule kBuiltinRules[] = {
     // 4 KiB 35 / 50 / 51 against direct 68 / 63 / 69; 64 KiB 55 / 40 / 64
     // against 75 / 76 / 53; at 1 MiB alike (396 vs 405).
     {CollectiveKind::kAllGather, "recursive_doubling_allgather",
-     "CPU ranks across hosts, at most 64 KiB: log2 n messages per rank",
-     [](const SelectionRequest& r) {
-       return !r.gpu && !r.sharedMemory && r.nranks > 2 && requestBytes(r) <= kSmallAllReduceBytes;
-     }},
+     "CPU ranks across hosts, at most 64 KiB: log2 n messages per rank", smallAcrossHosts},
     {CollectiveKind::kAllGather, "direct_allgather",
      "shared memory (one hop per block), or CPU ranks at most 1 MiB (one round)",
      [](const SelectionRequest& r) {
@@ -54,10 +59,7 @@ constexpr BuiltinRule kBuiltinRules[] = {
     // 4 KiB 35 against direct 62, 64 KiB 59 against 77; direct ahead again
     // at 1 MiB (337 vs 390).
     {CollectiveKind::kReduceScatter, "recursive_halving_reducescatter",
-     "CPU ranks across hosts, at most 64 KiB: log2 n messages per rank",
-     [](const SelectionRequest& r) {
-       return !r.gpu && !r.sharedMemory && r.nranks > 2 && requestBytes(r) <= kSmallAllReduceBytes;
-     }},
+     "CPU ranks across hosts, at most 64 KiB: log2 n messages per rank", smallAcrossHosts},
     // Measured on 2, 4 and 8 processes, 4 KiB - 16 MiB (2026-11-30,
     // bench/peer_compare.sh with CHORUS_PERF_FLAGS=--algo): over shared
     // memory the direct form is as fast or faster at every size (8
