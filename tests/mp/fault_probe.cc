@@ -1,7 +1,9 @@
 // A rank that runs allreduces until something goes wrong, for the fault
 // tests: it prints how its calls ended and exits 0 only if every call it
 // made succeeded. With PROBE_ODD_RANK=R, rank R passes a count the others
-// do not (arguments that disagree across processes). With PROBE_KILL_RANK=R,
+// do not (arguments that disagree across processes); with PROBE_ODD_TYPE=R,
+// rank R passes int32 where the others pass float (the same bytes). With
+// PROBE_KILL_RANK=R,
 // rank R kills itself (SIGKILL) a few milliseconds after its
 // PROBE_KILL_AFTER-th call (default 20), while it is in a later one: a
 // death mid-collective that does not depend on how long start-up took.
@@ -26,6 +28,9 @@ int main() {
   const char* odd = std::getenv("PROBE_ODD_RANK");
   size_t count = size_t{1} << 18;
   if (odd != nullptr && std::atoi(odd) == rank) count += 4096;
+  const char* oddType = std::getenv("PROBE_ODD_TYPE");
+  const chorusDataType_t type =
+      oddType != nullptr && std::atoi(oddType) == rank ? chorusInt32 : chorusFloat;
   std::vector<float> buf(count, 1.0f);
   const char* killRank = std::getenv("PROBE_KILL_RANK");
   const char* killAfter = std::getenv("PROBE_KILL_AFTER");
@@ -35,7 +40,7 @@ int main() {
   auto last = std::chrono::steady_clock::now();
   for (int i = 0; i < 200000; ++i) {
     chorusResult_t r =
-        chorusAllReduce(buf.data(), buf.data(), buf.size(), chorusFloat, chorusSum, comm, nullptr);
+        chorusAllReduce(buf.data(), buf.data(), buf.size(), type, chorusSum, comm, nullptr);
     if (r != chorusSuccess) {
       double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - last).count();
       std::printf("rank %d: call %d failed after %.1f s: %s: %s\n", rank, i, s,

@@ -47,8 +47,13 @@ for t in shm tcp; do
   check "$t: mismatched counts, rank 0 fails" '^\[0\] rank 0: call 0 failed'
   check "$t: mismatched counts, rank 1 fails" '^\[1\] rank 1: call 0 failed'
   check "$t: mismatched counts, rank 2 fails" '^\[2\] rank 2: call 0 failed'
-  check "$t: mismatched counts named" 'sent [0-9]+ bytes where this step expects|out of bounds'
+  check "$t: mismatched counts named" 'sent [0-9]+ bytes where this step expects|slices of its call left'
   if grep -q "internal error" "$out"; then echo "FAIL: $t: a rank crashed"; cat "$out"; fails=$((fails + 1)); fi
+  # The same bytes of another type: each message's mark names both.
+  PROBE_ODD_TYPE=1 CHORUS_TRANSPORT=$t CHORUS_TIMEOUT_S=5 timeout 50 "$chorus" launch --keep-going \
+    -n 3 -- "$probe" > "$out" 2>&1
+  for r in 0 1 2; do check "$t: mismatched types, rank $r fails" "^\\[$r\\] rank $r: call 0 failed"; done
+  check "$t: mismatched types named" "call is on (int32, sum where this rank's is on fp32|fp32, sum where this rank's is on int32)"
 done
 
 # A peer killed while this rank reads its memory directly (cross-memory

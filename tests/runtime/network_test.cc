@@ -54,7 +54,7 @@ std::string runRank(Bootstrap& boot, const std::string& prefix, const std::strin
       uint64_t w = word(me, p, i);
       std::memcpy(static_cast<char*>(slot) + 8 * i, &w, 8);
     }
-    s.commit(kWords * 8);
+    s.commit(kWords * 8, static_cast<uint32_t>(me * 1000 + p));
   }
   for (int p = 0; p < n && failed.empty(); ++p) {
     if (p == me) continue;
@@ -66,6 +66,8 @@ std::string runRank(Bootstrap& boot, const std::string& prefix, const std::strin
     if (got == nullptr) return "nothing from rank " + std::to_string(p);
     if (bytes != kWords * 8)
       failed = "from rank " + std::to_string(p) + ": " + std::to_string(bytes) + " bytes";
+    if (r.peekedMark() != static_cast<uint32_t>(p * 1000 + me))
+      failed = "from rank " + std::to_string(p) + ": mark " + std::to_string(r.peekedMark());
     for (int i = 0; i < kWords && failed.empty(); ++i) {
       uint64_t w = 0;
       std::memcpy(&w, static_cast<const char*>(got) + 8 * i, 8);

@@ -136,7 +136,7 @@ TEST(Shm, RingBetweenProcessesWithBackpressure) {
         sb->wait(seen, 1000);
       }
       for (size_t i = 0; i < len; ++i) static_cast<unsigned char*>(slot)[i] = pattern(m, i);
-      sender.sender().commit(len);
+      sender.sender().commit(len, static_cast<uint32_t>(m) * 0x01010101u);
     }
     ::_exit(0);
   }
@@ -144,6 +144,7 @@ TEST(Shm, RingBetweenProcessesWithBackpressure) {
     size_t len = 0;
     const void* msg = shared.nextMessage(&len);
     ASSERT_EQ(len, 1 + static_cast<size_t>(m * 37) % kSlotBytes) << m;
+    ASSERT_EQ(receiver.receiver().peekedMark(), static_cast<uint32_t>(m) * 0x01010101u) << m;
     for (size_t i = 0; i < len; ++i)
       ASSERT_EQ(static_cast<const unsigned char*>(msg)[i], pattern(m, i)) << m << " " << i;
     if (m == 10) shared.seg->unlink();  // both sides mapped long ago
@@ -194,11 +195,11 @@ TEST(Shm, ReferencesAcrossProcessesAreFetchedFromTheSender) {
       for (size_t i = 0; i < len; ++i) buffer[i] = pattern(m, i);
       for (;;) {
         uint32_t seen = sb->value();
-        if (byRef && out.tryPostRef(buffer.data(), len)) break;
+        if (byRef && out.tryPostRef(buffer.data(), len, static_cast<uint32_t>(m))) break;
         if (!byRef) {
           if (void* slot = out.tryAcquire(len); slot != nullptr) {
             std::memcpy(slot, buffer.data(), len);
-            out.commit(len);
+            out.commit(len, static_cast<uint32_t>(m));
             break;
           }
         }
@@ -208,7 +209,7 @@ TEST(Shm, ReferencesAcrossProcessesAreFetchedFromTheSender) {
     }
     // Once all was read, a last reference, then exit without waiting for it.
     while (!out.drained()) wait(sb->value());
-    while (!out.tryPostRef(buffer.data(), kMinRef)) wait(sb->value());
+    while (!out.tryPostRef(buffer.data(), kMinRef, 0)) wait(sb->value());
     ::_exit(0);
   }
   RecvPort& in = receiver.receiver();
@@ -219,6 +220,7 @@ TEST(Shm, ReferencesAcrossProcessesAreFetchedFromTheSender) {
     const void* msg = shared.nextMessage(&len);
     ASSERT_EQ(len, length(m)) << m;
     ASSERT_EQ(in.peekedRemote(), len >= kMinRef) << m;
+    ASSERT_EQ(in.peekedMark(), static_cast<uint32_t>(m)) << m;
     if (in.peekedRemote()) {
       ++remote;
       // In two parts, the second first: any offset, any destination.
@@ -322,7 +324,7 @@ TEST(SharedBuffers, ReferencesIntoMappableMemoryAreReadInPlace) {
       const unsigned char* at = m < kMessages ? data + offset(m) : data + kBuffer;
       for (;;) {
         uint32_t seen = sb->value();
-        if (out.tryPostRef(at, 1 + static_cast<size_t>(m) * 97, &region)) break;
+        if (out.tryPostRef(at, 1 + static_cast<size_t>(m) * 97, 0, &region)) break;
         if (std::chrono::steady_clock::now() > deadline) ::_exit(13);
         sb->wait(seen, 100);
       }

@@ -29,10 +29,12 @@ std::vector<unsigned char> frame(Header h, const std::vector<unsigned char>& pay
   return out;
 }
 
-Header data(uint64_t seq, uint64_t offset, uint64_t length, uint64_t total, uint32_t channel = 0) {
+Header data(uint64_t seq, uint64_t offset, uint64_t length, uint64_t total, uint32_t channel = 0,
+            uint32_t mark = 0) {
   Header h;
   h.kind = static_cast<uint32_t>(Kind::kData);
   h.channel = channel;
+  h.mark = mark;
   h.seq = seq;
   h.offset = offset;
   h.length = length;
@@ -75,7 +77,7 @@ class TcpFrames : public ::testing::Test {
 };
 
 TEST(TcpWire, HeaderRoundTrips) {
-  Header h = data(7, 4096, 100, 1 << 20, 3);
+  Header h = data(7, 4096, 100, 1 << 20, 3, 0xfedcba98);
   h.magic = tcpwire::kMagic;
   h.fabric = 9;
   unsigned char b[tcpwire::kHeaderBytes];
@@ -88,6 +90,7 @@ TEST(TcpWire, HeaderRoundTrips) {
   EXPECT_EQ(g.offset, 4096u);
   EXPECT_EQ(g.length, 100u);
   EXPECT_EQ(g.total, 1u << 20);
+  EXPECT_EQ(g.mark, 0xfedcba98u);
 }
 
 TEST(TcpWire, HelloRoundTripsAndTruncationsAreRefused) {
@@ -123,6 +126,20 @@ TEST_F(TcpFrames, PartsOutOfOrderAndMessagesOutOfOrderComplete) {
   ASSERT_TRUE(feed(frame(data(0, 0, 20, 32), bytes(20, 0))).isOk());
   EXPECT_EQ(take(), bytes(32, 0));
   EXPECT_EQ(take(), bytes(8, 100));
+}
+
+// The sender's mark (SendPort::commit) reaches the receiver with its
+// message, whatever the parts it came in.
+TEST_F(TcpFrames, AMessageKeepsItsMark) {
+  ASSERT_TRUE(feed(frame(data(0, 8, 8, 16, 0, 0x01000003), bytes(8, 8))).isOk());
+  ASSERT_TRUE(feed(frame(data(0, 0, 8, 16, 0, 0x01000003), bytes(8, 0))).isOk());
+  ASSERT_TRUE(feed(frame(data(1, 0, 4, 4, 0, 7), bytes(4, 0))).isOk());
+  size_t n = 0;
+  ASSERT_NE(in_->receiver().tryPeek(&n), nullptr);
+  EXPECT_EQ(in_->receiver().peekedMark(), 0x01000003u);
+  in_->receiver().release();
+  ASSERT_NE(in_->receiver().tryPeek(&n), nullptr);
+  EXPECT_EQ(in_->receiver().peekedMark(), 7u);
 }
 
 TEST_F(TcpFrames, EmptyMessage) {
@@ -254,6 +271,12 @@ TEST_F(TcpFrames, MalformedFramesAreErrors) {
   SetUp();
   ASSERT_TRUE(feed(frame(data(0, 0, 4, 16), bytes(4, 0))).isOk());
   Status st = feed(frame(data(0, 4, 4, 32), bytes(4, 0)));
+  ASSERT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("disagree"), std::string::npos);
+  // ... or on its mark.
+  SetUp();
+  ASSERT_TRUE(feed(frame(data(0, 0, 4, 8, 0, 1), bytes(4, 0))).isOk());
+  st = feed(frame(data(0, 4, 4, 8, 0, 2), bytes(4, 0)));
   ASSERT_FALSE(st.isOk());
   EXPECT_NE(st.message().find("disagree"), std::string::npos);
   // A message already delivered cannot come again.

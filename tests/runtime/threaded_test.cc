@@ -3,6 +3,10 @@
 // reported rather than hang. Label `threads`: run under TSan.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
+#include "algorithms/classic.h"
 #include "runtime/exec/check.h"
 #include "runtime/exec/driver.h"
 #include "tests/support/collective_check.h"
@@ -107,6 +111,78 @@ TEST(ThreadedExecutor, DeadlockIsReportedNotHung) {
   EXPECT_EQ(st.code(), StatusCode::kDeadlock);
   EXPECT_NE(st.message().find("waiting for a free slot to rank"), std::string::npos)
       << st.message();
+}
+
+// Ranks whose calls disagree, each knowing only its own arguments (as in
+// separate processes): every message's mark (transport.h) carries its
+// call's signature and slices left, so the rank that receives the first
+// message that shows it fails its call there, naming what differs. Rank
+// 1's count makes its chunks 2 slices and a bit, rank 0's and 2's exactly
+// 2: every message of rank 0's two iterations is as long as one of rank
+// 1's, which sizes alone let through (rank 0 returned success with
+// misaligned sums).
+TEST(ThreadedExecutor, RanksWhoseCallsDisagreeFailAtTheFirstMessageThatShowsIt) {
+  auto algo = algorithms::makeClassic("ring_allreduce", 3, 0);
+  ASSERT_TRUE(algo.isOk());
+  auto va = VerifiedAlgorithm::make(std::move(algo).value());
+  ASSERT_TRUE(va.isOk());
+  const VerifiedAlgorithm& ring = *va.value();
+  const size_t quantum = countQuantum(ring.algo());
+  constexpr size_t kSliceElems = 64;
+  const size_t count = quantum * 2 * kSliceElems;  // a chunk is 2 slices
+  struct Odd {
+    const char* what;
+    size_t oddCount;
+    DataType oddType;
+    const char* says;
+  };
+  const Odd cases[] = {
+      {"count", count + quantum * 8, DataType::kFloat32, "slices of its call left"},
+      {"count in the last slice", count - quantum * 8, DataType::kFloat32,
+       "bytes where this step expects"},
+      {"type", count, DataType::kInt32, "call is on"},
+  };
+  for (const Odd& c : cases) {
+    SCOPED_TRACE(c.what);
+    auto fabric = std::make_shared<LocalFabric>(ring.algo(), kSliceElems * 4, 2);
+    std::vector<std::vector<float>> bufs(3);
+    std::vector<std::unique_ptr<RankCall>> calls;
+    for (int r = 0; r < 3; ++r) {
+      CallArgs a;
+      a.count = r == 1 ? c.oddCount : count;
+      a.type = r == 1 ? c.oddType : DataType::kFloat32;
+      bufs[static_cast<size_t>(r)].assign(a.count, static_cast<float>(r + 1));
+      a.sendbuff = a.recvbuff = bufs[static_cast<size_t>(r)].data();
+      auto rc = RankCall::make(ring, r, a, kSliceElems * 4, fabric);
+      ASSERT_TRUE(rc.isOk()) << rc.status().message();
+      calls.push_back(std::move(rc).value());
+    }
+    ASSERT_EQ(calls[0]->geometry().iterations, 2u);
+    std::atomic<bool> abort{false};
+    std::vector<Status> got(3);
+    std::vector<std::thread> ts;
+    for (int r = 0; r < 3; ++r)
+      ts.emplace_back([&, r] {
+        RankRunOptions o;
+        o.abort = &abort;
+        o.timeoutMs = 20000;
+        got[static_cast<size_t>(r)] = calls[static_cast<size_t>(r)]->run(o);
+        if (!got[static_cast<size_t>(r)].isOk()) abort = true;
+      });
+    for (auto& t : ts) t.join();
+    int named = 0;
+    for (int r = 0; r < 3; ++r) {
+      const Status& st = got[static_cast<size_t>(r)];
+      EXPECT_FALSE(st.isOk()) << "rank " << r << " returned success";
+      if (st.code() == StatusCode::kInvalidArgument) {
+        EXPECT_NE(st.message().find(c.says), std::string::npos) << st.message();
+        ++named;
+      } else {
+        EXPECT_EQ(st.code(), StatusCode::kAborted) << st.message();
+      }
+    }
+    EXPECT_GE(named, 1);
+  }
 }
 
 }  // namespace

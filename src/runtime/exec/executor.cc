@@ -14,6 +14,42 @@ namespace chorus::runtime {
 using ir::Buffer;
 using ir::StepType;
 
+namespace {
+
+// A message's mark (SendPort::commit): the call's signature in the top
+// byte (its type and, where the algorithm reduces, its operation), and the
+// slice iterations left in the call, this one included, below. Ranks whose
+// calls differ in count differ in one or the other (or in the message's
+// bytes) at the first message that shows it, not a call later: a rank
+// whose chunks end on a slice boundary sends messages as long as those of a
+// rank whose chunks run on.
+constexpr int kMarkSignatureShift = 24;
+constexpr uint32_t kMarkLeftMask = (uint32_t{1} << kMarkSignatureShift) - 1;
+
+uint32_t markSignature(const CallArgs& c, bool reduces) {
+  uint32_t op = reduces ? static_cast<uint32_t>(c.op) : 0;
+  return static_cast<uint32_t>(c.type) << 4 | op;
+}
+
+uint32_t messageMark(uint32_t signature, size_t slicesLeft) {
+  return signature << kMarkSignatureShift | (static_cast<uint32_t>(slicesLeft) & kMarkLeftMask);
+}
+
+// "float32, sum" for a signature (the operation only where it matters).
+std::string describeSignature(uint32_t signature, bool reduces) {
+  uint32_t type = signature >> 4, op = signature & 0xF;
+  std::string out = type < static_cast<uint32_t>(kNumDataTypes)
+                        ? std::string(dataTypeName(static_cast<DataType>(type)))
+                        : "type " + std::to_string(type);
+  if (!reduces) return out;
+  return out + ", " +
+         (op < static_cast<uint32_t>(kNumReduceOps)
+              ? std::string(reduceOpName(static_cast<ReduceOp>(op)))
+              : "operation " + std::to_string(op));
+}
+
+}  // namespace
+
 Result<std::shared_ptr<const VerifiedAlgorithm>> VerifiedAlgorithm::make(ir::Algorithm algo) {
   verify::Report report = verify::verifyAlgorithm(algo);
   if (!report.correct()) {
@@ -336,6 +372,10 @@ RankExecutor::RankExecutor(const VerifiedAlgorithm& va, int rank, const CallArgs
   extent_[static_cast<int>(Buffer::kOutput)] = outElems * g.elemSize;
   extent_[static_cast<int>(Buffer::kScratch)] =
       static_cast<size_t>(rank_.scratchChunks) * g.chunkElems * g.elemSize;
+  // The collective's, not this rank's steps': a rank that only sends in a
+  // reduction still reduces with its peers' operation.
+  reduces_ = algo_.collective == CollectiveKind::kCustom || reducesToOutput(algo_.collective);
+  signature_ = markSignature(call_, reduces_);
   mappable_ = anyTakesSharedRefs(sendPorts_);
   planRefs();
   reset();
@@ -412,6 +452,29 @@ unsigned char* RankExecutor::chunkPtr(Buffer b, int chunk, size_t iter) const {
          g_.sliceOffset(static_cast<size_t>(chunk), iter) * g_.elemSize;
 }
 
+std::string RankExecutor::mismatch(int t, size_t got, uint32_t mark, size_t msgBytes) const {
+  const TbState& st = tbs_[static_cast<size_t>(t)];
+  const ir::Threadblock& tb = rank_.tbs[static_cast<size_t>(t)];
+  const std::string peer = "rank " + std::to_string(tb.recvPeer);
+  const uint32_t want = messageMark(signature_, g_.iterations - st.iter);
+  std::string what;
+  if ((mark >> kMarkSignatureShift) != signature_) {
+    what = peer + "'s call is on " + describeSignature(mark >> kMarkSignatureShift, reduces_) +
+           " where this rank's is on " + describeSignature(signature_, reduces_);
+  } else if ((mark & kMarkLeftMask) != (want & kMarkLeftMask)) {
+    what = peer + " sent a message with " + std::to_string(mark & kMarkLeftMask) +
+           " slices of its call left (itself included) where this rank's call has " +
+           std::to_string(want & kMarkLeftMask) + " (iteration " + std::to_string(st.iter) +
+           " of " + std::to_string(g_.iterations) + ")";
+  } else {
+    what = peer + " sent " + std::to_string(got) + " bytes where this step expects " +
+           std::to_string(msgBytes);
+  }
+  return "rank " + std::to_string(rank_.id) + " threadblock " + std::to_string(t) + " step " +
+         std::to_string(st.pc) + ": " + what +
+         "; do all ranks pass the same count, type, operation and algorithm?";
+}
+
 bool RankExecutor::tryStep(int t) {
   TbState& st = tbs_[static_cast<size_t>(t)];
   const ir::Threadblock& tb = rank_.tbs[static_cast<size_t>(t)];
@@ -426,6 +489,7 @@ bool RankExecutor::tryStep(int t) {
   size_t n = g_.sliceLen(st.iter);
   size_t chunkBytes = n * g_.elemSize;
   size_t msgBytes = static_cast<size_t>(s.count) * chunkBytes;
+  const uint32_t mark = messageMark(signature_, g_.iterations - st.iter);
   // A step's `count` chunks are contiguous in its buffers at one iteration
   // when a chunk is one slice (or there is one chunk).
   bool contiguous = g_.contiguous(s.count);
@@ -443,13 +507,9 @@ bool RankExecutor::tryStep(int t) {
       if (copiesIn) port.expect(chunkPtr(s.dstBuf, s.dstOff, st.iter), msgBytes);
       return false;
     }
-    if (got != msgBytes) {
-      failure_ = Status(StatusCode::kInvalidArgument,
-                        "rank " + std::to_string(rank_.id) + " threadblock " + std::to_string(t) +
-                            " step " + std::to_string(st.pc) + ": rank " +
-                            std::to_string(tb.recvPeer) + " sent " + std::to_string(got) +
-                            " bytes where this step expects " + std::to_string(msgBytes) +
-                            "; do all ranks pass the same count, type, operation and algorithm?");
+    if (got != msgBytes || port.peekedMark() != mark) {
+      failure_ =
+          Status(StatusCode::kInvalidArgument, mismatch(t, got, port.peekedMark(), msgBytes));
       return false;
     }
   }
@@ -494,7 +554,7 @@ bool RankExecutor::tryStep(int t) {
     }
     if (in != nullptr) recvPorts_[static_cast<size_t>(t)]->release();
     bool posted =
-        sendPorts_[static_cast<size_t>(t)]->tryPostRef(msg, msgBytes, refRegion(t, st.pc));
+        sendPorts_[static_cast<size_t>(t)]->tryPostRef(msg, msgBytes, mark, refRegion(t, st.pc));
     CHORUS_CHECK(posted, "a slot acquired for a message went missing");
     return finishStep(t);
   }
@@ -537,7 +597,7 @@ bool RankExecutor::tryStep(int t) {
     }
   }
   if (in != nullptr) recvPorts_[static_cast<size_t>(t)]->release();
-  if (out != nullptr) sendPorts_[static_cast<size_t>(t)]->commit(msgBytes);
+  if (out != nullptr) sendPorts_[static_cast<size_t>(t)]->commit(msgBytes, mark);
   return finishStep(t);
 }
 

@@ -221,6 +221,10 @@ class RankExecutor final : public Steppable {
   void inPieces(size_t elems, size_t elemBytes, Work work);
   unsigned char* chunkPtr(ir::Buffer b, int chunk, size_t iter) const;
   std::string blockedOn(int t) const;
+  // Why threadblock t's next step cannot take the message it peeked (`got`
+  // bytes marked `mark`; it expects `msgBytes`): the first of the call's
+  // signature, its slices left or its bytes that differs.
+  std::string mismatch(int t, size_t got, uint32_t mark, size_t msgBytes) const;
   void planRefs();
 
   const VerifiedAlgorithm& va_;
@@ -248,6 +252,8 @@ class RankExecutor final : public Steppable {
   bool mappable_ = false;                      // some port takes references to mappable memory
   uint64_t regionsGeneration_ = ~uint64_t{0};  // shared_buffers::generation() of regions_
   int doneTbs_ = 0;
+  bool reduces_ = false;    // the call's operation matters (the collective reduces)
+  uint32_t signature_ = 0;  // of this call, in every message's mark (executor.cc)
   Status failure_;
   Poller* poller_ = nullptr;
 };

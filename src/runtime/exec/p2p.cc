@@ -73,7 +73,7 @@ bool P2pExchange::step(Op& op) {
       if (slot == nullptr) return false;
       putLength(slot, op.bytes);
       if (inline_ && op.bytes > 0) std::memcpy(slot + kHeaderBytes, op.data, op.bytes);
-      op.out->commit(n);
+      op.out->commit(n, 0);
       op.header = moved = true;
       if (inline_) op.moved = op.bytes;
     }
@@ -83,7 +83,7 @@ bool P2pExchange::step(Op& op) {
           op.bytes <= op.out->maxRefBytes()) {
         // By reference, whole: the receiver copies it from here (or the
         // kernel does).
-        if (!op.out->tryPostRef(op.data + op.moved, left)) return moved;
+        if (!op.out->tryPostRef(op.data + op.moved, left, 0)) return moved;
         op.moved += left;
         moved = true;
         continue;
@@ -92,7 +92,7 @@ bool P2pExchange::step(Op& op) {
       void* slot = op.out->tryAcquire(n);
       if (slot == nullptr) return moved;
       std::memcpy(slot, op.data + op.moved, n);
-      op.out->commit(n);
+      op.out->commit(n, 0);
       op.moved += n;
       moved = true;
     }

@@ -44,8 +44,8 @@ void Doorbell::wait(uint32_t seen, int timeoutMs) const {
 
 namespace {
 
-// Header, then two tables of `slots` 64-bit words (sizes; references) and
-// one of regions, each rounded to cache lines, then the slots.
+// Header, then three tables of `slots` 64-bit words (sizes; references;
+// marks) and one of regions, each rounded to cache lines, then the slots.
 size_t headerBytes() { return (sizeof(RingHeader) + 63) / 64 * 64; }
 size_t tableBytes(int slots) {
   return (static_cast<size_t>(slots) * sizeof(uint64_t) + 63) / 64 * 64;
@@ -63,7 +63,7 @@ size_t slotStride(size_t slotBytes) { return (std::max<size_t>(slotBytes, 1) + 6
 }  // namespace
 
 size_t LocalConnection::ringBytes(int slots, size_t slotBytes) {
-  return headerBytes() + 2 * tableBytes(slots) + regionBytes(slots) +
+  return headerBytes() + 3 * tableBytes(slots) + regionBytes(slots) +
          static_cast<size_t>(slots) * slotStride(slotBytes);
 }
 
@@ -73,8 +73,9 @@ void LocalConnection::layOut(unsigned char* memory, bool create) {
   ring_ = create ? new (memory) RingHeader() : reinterpret_cast<RingHeader*>(memory);
   sizes_ = reinterpret_cast<uint64_t*>(memory + header);
   refs_ = reinterpret_cast<uint64_t*>(memory + header + tableBytes(slots_));
-  regions_ = reinterpret_cast<SharedRegion*>(memory + header + 2 * tableBytes(slots_));
-  storage_ = memory + header + 2 * tableBytes(slots_) + regionBytes(slots_);
+  marks_ = reinterpret_cast<uint64_t*>(memory + header + 2 * tableBytes(slots_));
+  regions_ = reinterpret_cast<SharedRegion*>(memory + header + 3 * tableBytes(slots_));
+  storage_ = memory + header + 3 * tableBytes(slots_) + regionBytes(slots_);
   if (create) {
     ring_->slots = static_cast<uint32_t>(slots_);
     ring_->slotBytes = slotBytes_;
@@ -122,10 +123,11 @@ void LocalConnection::reset() {
   ring_->tail.store(0, std::memory_order_relaxed);
 }
 
-void LocalConnection::publish(uint64_t head, size_t bytes, const void* ref,
+void LocalConnection::publish(uint64_t head, size_t bytes, uint32_t mark, const void* ref,
                               const SharedRegion* region) {
   size_t slot = head % static_cast<uint64_t>(slots_);
   sizes_[slot] = bytes;
+  marks_[slot] = mark;
   refs_[slot] = reinterpret_cast<uintptr_t>(ref);
   if (crossProcess_) regions_[slot] = region != nullptr ? *region : SharedRegion{};
   ring_->head.store(head + 1, std::memory_order_release);
@@ -140,17 +142,17 @@ void* LocalConnection::Sender::tryAcquire(size_t bytes) {
   return c_.storage_ + (head % static_cast<uint64_t>(c_.slots_)) * slotStride(c_.slotBytes_);
 }
 
-void LocalConnection::Sender::commit(size_t bytes) {
-  c_.publish(c_.ring_->head.load(std::memory_order_relaxed), bytes, nullptr, nullptr);
+void LocalConnection::Sender::commit(size_t bytes, uint32_t mark) {
+  c_.publish(c_.ring_->head.load(std::memory_order_relaxed), bytes, mark, nullptr, nullptr);
 }
 
-bool LocalConnection::Sender::tryPostRef(const void* data, size_t bytes,
+bool LocalConnection::Sender::tryPostRef(const void* data, size_t bytes, uint32_t mark,
                                          const SharedRegion* region) {
   if (!c_.refsAllowed_) return false;
   uint64_t head = c_.ring_->head.load(std::memory_order_relaxed);
   if (head - c_.ring_->tail.load(std::memory_order_acquire) >= static_cast<uint64_t>(c_.slots_))
     return false;
-  c_.publish(head, bytes, data, region);
+  c_.publish(head, bytes, mark, data, region);
   return true;
 }
 
@@ -164,6 +166,7 @@ const void* LocalConnection::Receiver::tryPeek(size_t* bytes) {
   if (c_.ring_->head.load(std::memory_order_acquire) == tail) return nullptr;
   size_t slot = tail % static_cast<uint64_t>(c_.slots_);
   *bytes = static_cast<size_t>(c_.sizes_[slot]);
+  mark_ = static_cast<uint32_t>(c_.marks_[slot]);
   remoteAt_ = 0;
   if (c_.refs_[slot] != 0) {
     if (!c_.crossProcess_) return reinterpret_cast<const void*>(c_.refs_[slot]);

@@ -40,8 +40,8 @@ class Doorbell {
   bool shared_ = false;
 };
 
-// The part of a connection that both sides touch: indices, message sizes and
-// slots, laid out in one block of memory (the heap for ranks in one process,
+// The part of a connection that both sides touch: indices, message sizes,
+// marks and slots, laid out in one block of memory (the heap for ranks in one process,
 // a shared-memory segment for ranks in two). Standard layout; head and tail
 // sit on their own cache lines.
 struct RingHeader {
@@ -97,8 +97,9 @@ class LocalConnection final : public Connection {
    public:
     explicit Sender(LocalConnection& c) : c_(c) {}
     void* tryAcquire(size_t bytes) override;
-    void commit(size_t bytes) override;
-    bool tryPostRef(const void* data, size_t bytes, const SharedRegion* region) override;
+    void commit(size_t bytes, uint32_t mark) override;
+    bool tryPostRef(const void* data, size_t bytes, uint32_t mark,
+                    const SharedRegion* region) override;
     bool supportsRefs() const override { return c_.refsAllowed_; }
     bool supportsSharedRefs() const override { return c_.refsAllowed_ && c_.crossProcess_; }
     size_t minRefBytes() const override { return c_.minRefBytes_; }
@@ -114,16 +115,19 @@ class LocalConnection final : public Connection {
     explicit Receiver(LocalConnection& c) : c_(c) {}
     const void* tryPeek(size_t* bytes) override;
     bool peekedRemote() const override { return remoteAt_ != 0; }
+    uint32_t peekedMark() const override { return mark_; }
     Status fetch(void* dst, size_t offset, size_t bytes) override;
     void release() override;
 
    private:
     LocalConnection& c_;
     uint64_t remoteAt_ = 0;  // the peeked message's address in the sender
+    uint32_t mark_ = 0;      // the peeked message's mark
     // The sender's mappable buffer this side read the last message from.
     std::shared_ptr<const shared_buffers::PeerMapping> mapped_;
   };
-  void publish(uint64_t head, size_t bytes, const void* ref, const SharedRegion* region);
+  void publish(uint64_t head, size_t bytes, uint32_t mark, const void* ref,
+               const SharedRegion* region);
   void layOut(unsigned char* memory, bool create);
 
   const int slots_;
@@ -132,9 +136,10 @@ class LocalConnection final : public Connection {
   bool refsAllowed_ = true;
   bool crossProcess_ = false;  // references are addresses in the sender's process
   size_t minRefBytes_ = 0;
-  unsigned char* memory_ = nullptr;  // ringBytes(): header, sizes, refs, slots
+  unsigned char* memory_ = nullptr;  // ringBytes(): header, sizes, refs, marks, regions, slots
   RingHeader* ring_ = nullptr;
   uint64_t* sizes_ = nullptr;
+  uint64_t* marks_ = nullptr;        // each message's mark (SendPort::commit)
   uint64_t* refs_ = nullptr;         // non-zero: the message is the sender's memory there
   SharedRegion* regions_ = nullptr;  // id non-zero: that memory is in this mappable region
   unsigned char* storage_ = nullptr;

@@ -45,7 +45,7 @@ uint64_t get64(const unsigned char* p) {
   return v;
 }
 constexpr uint32_t kHelloMagic = 0x48524843;  // "CHRH"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;              // 2: frames carry a mark
 }  // namespace
 
 void encode(const Header& h, unsigned char out[kHeaderBytes]) {
@@ -57,6 +57,8 @@ void encode(const Header& h, unsigned char out[kHeaderBytes]) {
   put64(out + 24, h.offset);
   put64(out + 32, h.length);
   put64(out + 40, h.total);
+  put32(out + 48, h.mark);
+  put32(out + 52, 0);
 }
 
 Header decode(const unsigned char in[kHeaderBytes]) {
@@ -69,6 +71,7 @@ Header decode(const unsigned char in[kHeaderBytes]) {
   h.offset = get64(in + 24);
   h.length = get64(in + 32);
   h.total = get64(in + 40);
+  h.mark = get32(in + 48);
   return h;
 }
 
@@ -128,6 +131,7 @@ class TcpConnection final : public Connection {
         stride_((std::max<size_t>(slotBytes, 1) + 63) / 64 * 64),
         storage_(new (std::align_val_t(64)) unsigned char[static_cast<size_t>(slots) * stride_]),
         sizes_(static_cast<size_t>(slots), 0),
+        marks_(static_cast<size_t>(slots), 0),
         refs_(static_cast<size_t>(slots), nullptr),
         target_(static_cast<size_t>(slots), nullptr),
         partsIn_(static_cast<size_t>(slots)),
@@ -162,11 +166,11 @@ class TcpConnection final : public Connection {
       if (head - c_.tail_.load(std::memory_order_acquire) >= c_.slots_) return nullptr;
       return c_.storage_ + (head % c_.slots_) * c_.stride_;
     }
-    void commit(size_t bytes) override { c_.publish(bytes, nullptr); }
-    bool tryPostRef(const void* data, size_t bytes, const SharedRegion*) override {
+    void commit(size_t bytes, uint32_t mark) override { c_.publish(bytes, mark, nullptr); }
+    bool tryPostRef(const void* data, size_t bytes, uint32_t mark, const SharedRegion*) override {
       uint64_t head = c_.head_.load(std::memory_order_relaxed);
       if (head - c_.tail_.load(std::memory_order_acquire) >= c_.slots_) return false;
-      c_.publish(bytes, data);
+      c_.publish(bytes, mark, data);
       return true;
     }
     bool supportsRefs() const override { return true; }
@@ -186,6 +190,7 @@ class TcpConnection final : public Connection {
       if (c_.head_.load(std::memory_order_acquire) == tail) return nullptr;
       size_t slot = tail % c_.slots_;
       *bytes = static_cast<size_t>(c_.sizes_[slot]);
+      mark_ = c_.marks_[slot];
       return c_.target_[slot] != nullptr ? c_.target_[slot] : c_.storage_ + slot * c_.stride_;
     }
     void release() override {
@@ -205,9 +210,11 @@ class TcpConnection final : public Connection {
       c_.links_.claim(c_, tail, static_cast<unsigned char*>(dst), maxBytes);
     }
     void abandon() override { c_.links_.abandon(c_); }
+    uint32_t peekedMark() const override { return mark_; }
 
    private:
     TcpConnection& c_;
+    uint32_t mark_ = 0;  // the peeked message's
   };
 
   // The header of a frame of `kind` on this connection, message `seq`.
@@ -221,10 +228,11 @@ class TcpConnection final : public Connection {
     return h;
   }
 
-  void publish(size_t bytes, const void* ref) {
+  void publish(size_t bytes, uint32_t mark, const void* ref) {
     uint64_t head = head_.load(std::memory_order_relaxed);
     size_t slot = head % slots_;
     sizes_[slot] = bytes;
+    marks_[slot] = mark;
     refs_[slot] = static_cast<const unsigned char*>(ref);
     head_.store(head + 1, std::memory_order_seq_cst);  // see poke()
     links_.poke();
@@ -239,6 +247,10 @@ class TcpConnection final : public Connection {
   const size_t stride_;  // slots start on cache lines: every type is aligned in them
   unsigned char* storage_;
   std::vector<uint64_t> sizes_;
+  // Each slot's mark: outbound, the sender's (SendPort::commit); inbound,
+  // what its frames carried (the progress side writes it before the
+  // message is complete, the executor reads it after).
+  std::vector<uint32_t> marks_;
   std::vector<const unsigned char*> refs_;
   // Inbound: where each slot's message is placed (the progress side sets it
   // when its first part arrives): an expected destination, or nullptr for
@@ -664,6 +676,7 @@ bool TcpLinks::pump() {
       do {
         size_t len = std::min(per, bytes - off);
         Header h = c->frame(Kind::kData, c->next_);
+        h.mark = c->marks_[slot];
         h.offset = off;
         h.length = len;
         h.total = bytes;
@@ -821,12 +834,14 @@ Status TcpLinks::startFrame(Sock& s) {
         c->slotSeq_[slot] = h.seq;
         c->got_[slot] = 0;
         c->expect_[slot] = h.total;
+        c->marks_[slot] = h.mark;
         c->target_[slot] = nullptr;
         c->partsIn_[slot].clear();
         if (c->expectSeq_.load(std::memory_order_acquire) == h.seq &&
             h.total <= c->expectBytes_.load(std::memory_order_relaxed))
           c->target_[slot] = c->expectDst_.load(std::memory_order_relaxed);
-      } else if (c->expect_[slot] != h.total || c->got_[slot] + h.length > h.total) {
+      } else if (c->expect_[slot] != h.total || c->marks_[slot] != h.mark ||
+                 c->got_[slot] + h.length > h.total) {
         return bad("parts of one message disagree");
       }
       s.inPayload = true;

@@ -63,8 +63,9 @@ struct Header {
   uint64_t offset = 0;  // data: where this part goes in the message
   uint64_t length = 0;  // data: payload bytes after the header
   uint64_t total = 0;   // data: the whole message's bytes
+  uint32_t mark = 0;    // data: the sender's mark (SendPort::commit), in every part
 };
-inline constexpr size_t kHeaderBytes = 48;
+inline constexpr size_t kHeaderBytes = 56;      // the fields above, then 4 bytes of zeros
 inline constexpr uint32_t kMagic = 0x54524843;  // "CHRT"
 
 void encode(const Header& h, unsigned char out[kHeaderBytes]);

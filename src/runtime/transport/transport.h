@@ -24,8 +24,12 @@ class SendPort {
   // A slot of at least `bytes` to write the next message into, or nullptr if
   // all slots are full. The message is not visible until commit().
   virtual void* tryAcquire(size_t bytes) = 0;
-  // Publishes the acquired slot with `bytes` of payload.
-  virtual void commit(size_t bytes) = 0;
+  // Publishes the acquired slot with `bytes` of payload and the sender's
+  // `mark`, which the receiver reads back (RecvPort::peekedMark): a word the
+  // transport carries but never reads. The executor marks each message with
+  // its call's signature and the slices left in it, so ranks whose calls
+  // disagree fail at the first message that shows it (exec/executor.h).
+  virtual void commit(size_t bytes, uint32_t mark) = 0;
   // One-copy path: publishes a reference to `bytes` at `data` instead of a
   // copy; the receiver reads (or reduces from) the sender's memory directly.
   // The caller guarantees the memory stays unchanged until drained(). False
@@ -33,7 +37,8 @@ class SendPort {
   // `region`: the memory lies in a buffer peers can map
   // (runtime/transport/shared_buffers.h), which a receiver in another process reads
   // with plain loads once it has mapped it.
-  virtual bool tryPostRef(const void* data, size_t bytes, const SharedRegion* region = nullptr) = 0;
+  virtual bool tryPostRef(const void* data, size_t bytes, uint32_t mark,
+                          const SharedRegion* region = nullptr) = 0;
   // Whether references to mappable memory (shared_buffers.h) reach the
   // receiver as memory it reads in place: then any message in such memory
   // may travel by reference, at any size, whatever the steps do with it.
@@ -79,6 +84,8 @@ class RecvPort {
   // this side's, free to fetch into) until fetch() copies them there or
   // anywhere else.
   virtual bool peekedRemote() const { return false; }
+  // The mark its sender committed the message tryPeek() returned with.
+  virtual uint32_t peekedMark() const = 0;
   // Copies `bytes` at `offset` of that message to `dst` (one copy, from the
   // sender's memory). kAborted if the sender's memory cannot be read
   // (its process is gone, or the reference is bad).
