@@ -56,6 +56,20 @@ TEST(Plan, SmallAllGatherAcrossHostsDoubles) {
   EXPECT_EQ(chosen(kAg, 4, 4096, false, true), "ring_allgather");
 }
 
+// Allreduce across hosts halves and doubles up to 16 MiB (fewer steps over
+// the network); over shared memory and on GPUs the ring takes over above
+// 64 KiB; two ranks keep recursive doubling and the ring.
+TEST(Plan, AllReduceAcrossHostsHalvesAndDoubles) {
+  constexpr auto kAr = CollectiveKind::kAllReduce;
+  EXPECT_EQ(chosen(kAr, 4, 1 << 20, false, false), "halving_doubling_allreduce");
+  EXPECT_EQ(chosen(kAr, 8, 16 << 20, false, false), "halving_doubling_allreduce");
+  EXPECT_EQ(chosen(kAr, 4, 64 << 20, false, false), "ring_allreduce");
+  EXPECT_EQ(chosen(kAr, 4, 1 << 20, true, false), "ring_allreduce");
+  EXPECT_EQ(chosen(kAr, 4, 1 << 20, false, true), "ring_allreduce");
+  EXPECT_EQ(chosen(kAr, 2, 1 << 20, false, false), "ring_allreduce");
+  EXPECT_EQ(chosen(kAr, 4, 32 << 10, true, false), "halving_doubling_allreduce");
+}
+
 TEST(Plan, ReduceScatterGoesDirectOnCpuRanks) {
   constexpr auto kRs = CollectiveKind::kReduceScatter;
   EXPECT_EQ(chosen(kRs, 4, 4096, true, false), "direct_reducescatter");

@@ -10,6 +10,7 @@ namespace {
 // than the ring: below it the step count (latency) dominates.
 constexpr size_t kTinyAllReduceBytes = 16 << 10;
 constexpr size_t kSmallAllReduceBytes = 64 << 10;
+constexpr size_t kAcrossHostsAllReduceBytes = 16 << 20;
 // Allgathers and reduce-scatters this small go direct (one round) between
 // CPU ranks on any transport. Allgather measured over loopback TCP, 4
 // processes (2026-11-26, `chorus perf allgather --procs 4 --algo ...`):
@@ -31,10 +32,20 @@ constexpr BuiltinRule kBuiltinRules[] = {
     {CollectiveKind::kAllReduce, "recursive_doubling_allreduce",
      "at most 16 KiB: the fewest steps, latency dominates",
      [](const SelectionRequest& r) { return requestBytes(r) <= kTinyAllReduceBytes; }},
+    // Across hosts (CPU ranks, not all over shared memory) up to 16 MiB
+    // as well: the same bytes as the ring in 2 log n steps, not 2 (n - 1).
+    // Measured over loopback TCP (2026-11-30, bench/peer_compare.sh with
+    // TRANSPORT=tcp and CHORUS_PERF_FLAGS=--algo, 5 interleaved runs), 4
+    // processes, halving-doubling vs ring, us: 64 KiB 118 vs 209, 1 MiB 664
+    // vs 958, 4 MiB 4,277 vs 4,742, 16 MiB 16,604 vs 17,595; 8 processes
+    // within the noise of each other at 1 and 16 MiB.
     {CollectiveKind::kAllReduce, "halving_doubling_allreduce",
-     "at most 64 KiB on more than 2 ranks: fewer steps than the ring",
+     "at most 64 KiB on more than 2 ranks, or CPU ranks across hosts at most 16 MiB: fewer "
+     "steps than the ring",
      [](const SelectionRequest& r) {
-       return requestBytes(r) <= kSmallAllReduceBytes && r.nranks > 2;
+       return r.nranks > 2 &&
+              (requestBytes(r) <= kSmallAllReduceBytes ||
+               (!r.gpu && !r.sharedMemory && requestBytes(r) <= kAcrossHostsAllReduceBytes));
      }},
     {CollectiveKind::kAllReduce, "ring_allreduce", "larger: the ring is bandwidth-optimal", always},
     // Across hosts the small ones swap doubling ranges instead: log2 n
