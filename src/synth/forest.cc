@@ -524,6 +524,16 @@ Result<Forest> packForest(const topo::Topology& t, bool reversed, int maxPieces,
   return buildForest(t, reversed, maxPieces, root, true, false, deadline);
 }
 
+bool linksSymmetric(const topo::Topology& t) {
+  std::map<std::pair<int, int>, double> each;
+  for (const topo::Link& l : t.links) each[{l.from, l.to}] += l.bandwidth;
+  for (const auto& [ends, bandwidth] : each) {
+    auto back = each.find({ends.second, ends.first});
+    if (back == each.end() || back->second != bandwidth) return false;
+  }
+  return true;
+}
+
 Result<Forest> relaxedForest(const topo::Topology& t, bool reversed, int maxPieces, int root,
                              std::optional<std::chrono::steady_clock::time_point> deadline) {
   return buildForest(t, reversed, maxPieces, root, true, true, deadline);

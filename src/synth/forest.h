@@ -64,6 +64,13 @@ Result<Forest> relaxedForest(
     const topo::Topology& t, bool reversed, int maxPieces, int root = -1,
     std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
 
+// Whether every pair of nodes has as much bandwidth each way. Then the
+// reverse of the topology is the topology itself to the packer (the same
+// matrix of capacities), and packForest and relaxedForest of it are the
+// forest itself, bit for bit (Forest.ASymmetricTopologysReverseForestIsItsForest):
+// a search needs each only once.
+bool linksSymmetric(const topo::Topology& t);
+
 // packForest's first steps alone: the pieces per shard k, the
 // rank-to-rank arcs after splitting every switch off (Forest::arcs) and the
 // optimum, without trees (blink.h packs its own on these arcs).

@@ -1,7 +1,6 @@
 #include "synth/search.h"
 
 #include <fmt/core.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "core/parallel.h"
 #include "ir/validate.h"
 #include "sim/simulator.h"
 #include "synth/blink.h"
@@ -39,30 +39,13 @@ constexpr int kBusiestConnection = 8;
 // simulate and still be kept.
 constexpr double kSimplerShare = 0.002;
 
-int usableCores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-}
-
-// Runs fn(0) ... fn(n - 1) on up to `threads` threads, each taking the next
-// index as it finishes one.
-void parallelFor(size_t n, int threads, const std::function<void(size_t)>& fn) {
-  const size_t workers = std::min(n, static_cast<size_t>(std::max(1, threads)));
-  if (workers <= 1) {
-    for (size_t i = 0; i < n; ++i) fn(i);
-    return;
-  }
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < n;) fn(i);
-  };
-  std::vector<std::thread> pool;
-  for (size_t w = 1; w < workers; ++w) pool.emplace_back(work);
-  work();
-  for (std::thread& th : pool) th.join();
-}
+// A shape whose forests bound its rate below this share of the fastest
+// bound is lowered after the others, and not at all where it is below this
+// share of a schedule simulated already (the bound holds as the simulator
+// routes, so the factor is slack for packed forests' arcs, not a guess at
+// their speed): 4 x MI250's hierarchical forest, 5.9 % of the optimum,
+// took 3.6 of the 18 s allreduce search.
+constexpr double kHopelessShare = 0.5;
 
 bool sameForest(const std::optional<Forest>& a, const std::optional<Forest>& b) {
   if (a.has_value() != b.has_value()) return false;
@@ -157,11 +140,15 @@ class ScheduleSearch {
     int headroom = 0;
     std::function<Result<Forest>(bool reversed)> make;
     bool required = false;  // its failure is the command's
+    // Its forest of the reverse is its forest (packed on links as fast
+    // each way: linksSymmetric), made once where both are needed.
+    bool mirrored = false;
   };
   struct Made {
     Shape shape;
     std::string problem;  // empty: made
     bool skipped = false, late = false;
+    bool mirrored = false;  // its scatter forest is its gather forest (Maker::mirrored)
   };
   // One work item of the lowering pool: one lowering or a chain run one
   // after another (instances: each needs the last one's iterations).
@@ -231,9 +218,11 @@ class ScheduleSearch {
                           return railForest(t, reversed, o.maxPieces, o.deadline);
                         }});
     if (o.headroom <= 0)
-      makers.push_back({"packed", 0, [&t, &o, root](bool reversed) {
+      makers.push_back({"packed", 0,
+                        [&t, &o, root](bool reversed) {
                           return packForest(t, reversed, o.maxPieces, root, o.deadline);
-                        }});
+                        },
+                        false, linksSymmetric(t)});
     // Headroom: 10 and 25 % besides none, unless --headroom names one; a
     // forest that needs more than 16 pieces per shard for it is passed over
     // then (its finer rates buy nothing the headroom does not, at many more
@@ -243,10 +232,12 @@ class ScheduleSearch {
     for (int h : headrooms) {
       if (h == 0 || !boxes_) continue;
       const int most = o.headroom > 0 ? o.maxPieces : std::min(o.maxPieces, 16);
-      makers.push_back({"packed", h, [&t, &o, h, most, root](bool reversed) {
+      makers.push_back({"packed", h,
+                        [&t, &o, h, most, root](bool reversed) {
                           return packForest(withHeadroom(t, 1 - h / 100.0), reversed, most, root,
                                             o.deadline);
-                        }});
+                        },
+                        false, linksSymmetric(withHeadroom(t, 1 - h / 100.0))});
     }
     makers.push_back({"shallow", 0,
                       [&t, root](bool reversed) { return shallowForest(t, reversed, root); },
@@ -278,6 +269,11 @@ class ScheduleSearch {
       }
       for (bool reversed : {false, true}) {
         if (!(reversed ? needScatter : needGather)) continue;
+        if (reversed && needGather && m.mirrored) {
+          r.shape.scatter = r.shape.gather;
+          r.mirrored = true;
+          continue;
+        }
         Result<Forest> f = m.make(reversed);
         if (!f.isOk()) {
           r.problem = f.status().message();
@@ -308,9 +304,11 @@ class ScheduleSearch {
       // of them; buildForest in forest.cc.)
       const int most = rooted_ ? o_.maxPieces : std::min(o_.maxPieces, kRelaxedPieces);
       // (Rooted collectives: the root's trees, as the exact forest's.)
-      makers.push_back({"relaxed", 0, [this, most](bool reversed) {
+      makers.push_back({"relaxed", 0,
+                        [this, most](bool reversed) {
                           return relaxedForest(t_, reversed, most, root_, o_.deadline);
-                        }});
+                        },
+                        false, linksSymmetric(t_)});
       made.resize(makers.size());
       runMakers(makers, made, from);
     }
@@ -336,7 +334,8 @@ class ScheduleSearch {
         continue;
       }
       for (const auto* f : {&m.shape.gather, &m.shape.scatter})
-        if (f->has_value()) out_.maxflows += (*f)->maxflows;
+        if (f->has_value() && !(m.mirrored && f == &m.shape.scatter))
+          out_.maxflows += (*f)->maxflows;
       const bool packed =
           m.shape.kind == "packed" || m.shape.kind == "relaxed" || m.shape.kind == "rail";
       out_.shapes.push_back(m.shape);
@@ -355,6 +354,20 @@ class ScheduleSearch {
                     fmt::format("no forest with {} % headroom needs at most {} pieces per shard",
                                 o_.headroom, o_.maxPieces));
     return Status::ok();
+  }
+
+  // The fastest a lowering of `shape` can simulate at, by its forests'
+  // rates in the bandwidth model (0: not known; the shallow forest has
+  // none): each forest moves all of the collective's data, so an
+  // allreduce, both forests, goes no faster than the slower one.
+  double rateBound(const Shape& shape) const {
+    double out = 0;
+    for (const auto* f : {&shape.gather, &shape.scatter}) {
+      if (!f->has_value() || (*f)->algbw.num <= 0) continue;
+      const double r = (*f)->algbw.value();
+      out = out == 0 ? r : std::min(out, r);
+    }
+    return out;
   }
 
   // Forests alike are lowered once.
@@ -541,17 +554,49 @@ class ScheduleSearch {
     // Before any has run, the rank-to-rank arcs a forest uses stand for its
     // cost: each is a route the simulator shares out at every event (8 x DGX
     // A100: the hierarchical forest 0.02 s, the packed one 1.6 s).
-    for (size_t s = 0; s < n; ++s)
-      if (out_.shapes[s].sameAs < 0) {
-        std::set<std::pair<int, int>> arcs;
-        for (const auto* f : {&out_.shapes[s].gather, &out_.shapes[s].scatter})
-          if (f->has_value())
-            for (const Tree& tree : (*f)->trees) arcs.insert(tree.edges.begin(), tree.edges.end());
-        queue_.push_back(
-            {static_cast<int>(s), Item::kPlain, 1, 1, 0, static_cast<double>(arcs.size())});
-        std::push_heap(queue_.begin(), queue_.end(), later);
-      }
+    auto queuePlain = [&](size_t s) {
+      std::set<std::pair<int, int>> arcs;
+      for (const auto* f : {&out_.shapes[s].gather, &out_.shapes[s].scatter})
+        if (f->has_value())
+          for (const Tree& tree : (*f)->trees) arcs.insert(tree.edges.begin(), tree.edges.end());
+      queue_.push_back(
+          {static_cast<int>(s), Item::kPlain, 1, 1, 0, static_cast<double>(arcs.size())});
+      std::push_heap(queue_.begin(), queue_.end(), later);
+    };
+    // Shapes far below the fastest bound go after the others' plain
+    // lowerings, and only where no simulated schedule shows them hopeless
+    // (kHopelessShare); which ones depends on the bounds and the plain
+    // results alone, not on the threads.
+    std::vector<double> bound(n, 0);
+    for (size_t s = 0; s < n; ++s) bound[s] = rateBound(out_.shapes[s]);
+    const double bestBound = *std::max_element(bound.begin(), bound.end());
+    std::vector<size_t> deferred;
+    for (size_t s = 0; s < n; ++s) {
+      if (out_.shapes[s].sameAs >= 0) continue;
+      if (bound[s] > 0 && bound[s] < kHopelessShare * bestBound)
+        deferred.push_back(s);
+      else
+        queuePlain(s);
+    }
     CHORUS_RETURN_IF_ERROR(runPool());
+    if (!deferred.empty()) {
+      const double bestPlain = *std::max_element(plainAlgbw_.begin(), plainAlgbw_.end());
+      for (size_t s : deferred) {
+        if (bound[s] >= kHopelessShare * bestPlain) {
+          queuePlain(s);
+          continue;
+        }
+        Tried tr;
+        tr.shape = static_cast<int>(s);
+        tr.instances = first_;
+        tr.passedOver = fmt::format(
+            "not lowered: its forests' rates bound it to {:.3f} GB/s in the bandwidth model, "
+            "under half of the {:.3f} GB/s another shape's plain lowering simulates at",
+            bound[s], bestPlain);
+        results_.emplace_back(s * 16 * kMostChunks, std::move(tr));
+      }
+      CHORUS_RETURN_IF_ERROR(runPool());
+    }
     // Which shapes get their other lowerings is decided on every plain
     // result, so the pick does not depend on the order they came in: the
     // shapes near the best and the first of shapes alike. Those not yet

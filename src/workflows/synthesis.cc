@@ -5,11 +5,13 @@
 
 #include <fmt/core.h>
 
+#include <atomic>
 #include <bit>
 #include <chorus/gen.hpp>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -17,6 +19,7 @@
 #include "algorithms/classic.h"
 #include "compiler/program_file.h"
 #include "core/io.h"
+#include "core/parallel.h"
 #include "ir/validate.h"
 #include "ir/xml_reader.h"
 #include "ir/xml_writer.h"
@@ -158,6 +161,8 @@ struct Classic {
 };
 // Each simulation stops after 1 s or at `deadline` (all-pairs on 64 ranks
 // of a torus takes 35 s to simulate at 1 GiB); one that stops is left out.
+// The topology's routes must all have been asked for (they are read from
+// several threads).
 Classic bestClassic(const topo::Topology& t, CollectiveKind coll, const SynthArgs& args,
                     const std::string& protocol, size_t bytes, Deadline deadline) {
   // Ranks per box, where every box has as many and they are numbered in
@@ -183,31 +188,39 @@ Classic bestClassic(const topo::Topology& t, CollectiveKind coll, const SynthArg
     if (e.collective == collectiveName(coll) && e.ranksOk(t.ranks())) entries.push_back(&e);
   std::stable_partition(entries.begin(), entries.end(),
                         [](const lang::ProgramEntry* e) { return e->name.starts_with("ring_"); });
-  Classic best;
-  for (const lang::ProgramEntry* entry : entries) {
+  // In parallel (2 x MI250 allreduce: 2.2 s one after another), each
+  // entry's result in its place, so the pick does not depend on the threads.
+  std::vector<Classic> each(entries.size());
+  std::atomic<bool> served{false};
+  parallelFor(entries.size(), usableCores(), [&](size_t i) {
     // Past the deadline only until one has served (compiling all-pairs on
     // hundreds of ranks is not free either).
-    if (deadline && std::chrono::steady_clock::now() > *deadline && best.algbw > 0) break;
-    const lang::ProgramEntry& e = *entry;
+    if (deadline && std::chrono::steady_clock::now() > *deadline && served) return;
+    const lang::ProgramEntry& e = *entries[i];
     const bool nodes =
         std::find(e.options.begin(), e.options.end(), "gpus-per-node") != e.options.end();
-    if (nodes && perBox == 0) continue;
+    if (nodes && perBox == 0) return;
     lang::ProgramOptions given{.ranks = t.ranks(), .inplace = args.inplace, .protocol = protocol};
     given.root = args.root;
     if (nodes) given.gpusPerNode = perBox;
     lang::ProgramOptions o;
     std::string problem;
-    if (!lang::programOptions(e, given, &o, &problem)) continue;
+    if (!lang::programOptions(e, given, &o, &problem)) return;
     o.name = e.name;
     lang::Program p(o);
     e.build(p);
     compiler::Compiled c = compiler::compile(p);
-    if (!c.ok()) continue;
+    if (!c.ok()) return;
     Deadline stop = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     if (deadline) stop = std::min(*stop, *deadline);
     auto r = simulateAt(c.algo, t, bytes, args.inplace, stop);
-    if (r.isOk() && r.value().algbw > best.algbw) best = Classic{e.name, o, r.value().algbw};
-  }
+    if (!r.isOk()) return;
+    each[i] = Classic{e.name, o, r.value().algbw};
+    served = true;
+  });
+  Classic best;
+  for (Classic& c : each)
+    if (c.algbw > best.algbw) best = std::move(c);
   return best;
 }
 
@@ -236,17 +249,9 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
   if (!found.isOk()) return found.status().message();
   out.found = std::move(found).value();
   out.simBytes = args.size;
-  if (std::string problem = prove(t, coll, out.found, so.lower, out.simBytes, 0, 0, &out.xml,
-                                  &out.simAlgbw, &out.simBusbw);
-      !problem.empty())
-    return problem;
-  for (const auto* f : {&out.shape().gather, &out.shape().scatter})
-    if (f->has_value()) {
-      out.trees += (*f)->trees.size();
-      out.pieces = std::max(out.pieces, (*f)->k);
-    }
   // Never worse than the classic programs: the fastest of them replaces a
-  // slower synthesized schedule (proved and written the same way).
+  // slower synthesized schedule (proved and written the same way). They
+  // are simulated while the kept lowering is proved.
   // (Their simulations end with the budget, but not before 2 s: a ring
   // always gets its turn.)
   Deadline classicDeadline;
@@ -254,7 +259,22 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
     classicDeadline = std::max(std::chrono::steady_clock::now() + std::chrono::seconds(2),
                                t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                         std::chrono::duration<double>(args.timeBudget)));
-  const Classic classic = bestClassic(t, coll, args, args.protocol, out.simBytes, classicDeadline);
+  // Every route asked for before the threads run (the topology caches
+  // them as they are asked for: a write).
+  for (int a = 0; a < t.ranks(); ++a)
+    for (int b = 0; b < t.ranks(); ++b) (void)t.route(a, b);
+  std::future<Classic> classics = std::async(std::launch::async, [&] {
+    return bestClassic(t, coll, args, args.protocol, out.simBytes, classicDeadline);
+  });
+  std::string problem = prove(t, coll, out.found, so.lower, out.simBytes, 0, 0, &out.xml,
+                              &out.simAlgbw, &out.simBusbw);
+  const Classic classic = classics.get();
+  if (!problem.empty()) return problem;
+  for (const auto* f : {&out.shape().gather, &out.shape().scatter})
+    if (f->has_value()) {
+      out.trees += (*f)->trees.size();
+      out.pieces = std::max(out.pieces, (*f)->k);
+    }
   out.classicName = classic.name;
   out.classicAlgbw = classic.algbw;
   if (classic.algbw > out.simAlgbw) {
@@ -264,9 +284,9 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
     lang::findProgram(classic.name)->build(program);
     std::string xml;
     double algbw = 0, busbw = 0;
-    if (std::string problem = proveProgram(program, t, out.simBytes, 0, 0, &xml, &algbw, &busbw);
-        !problem.empty())
-      return classic.name + ": " + problem;
+    if (std::string bad = proveProgram(program, t, out.simBytes, 0, 0, &xml, &algbw, &busbw);
+        !bad.empty())
+      return classic.name + ": " + bad;
     out.xml = std::move(xml);
     out.simAlgbw = algbw;
     out.simBusbw = busbw;

@@ -70,6 +70,13 @@ TEST(Forest, AttainsTheOptimumOnThePresets) {
                            "dgx-a100", "dgx-a100x2", "dgx-h100x2", "ndv2x2", "mi250"}) {
     auto t = topo::makePreset(name);
     ASSERT_TRUE(t.isOk());
+    // Where every pair of nodes has as much bandwidth each way, the
+    // reversed forest is the forest, bit for bit: the search packs it once
+    // (linksSymmetric). ndv2x2's boxes are joined one way from GPU 1 to 8
+    // and the other from 9 to 0 (TACCL's model), so it is packed both ways.
+    const bool symmetric = linksSymmetric(t.value());
+    EXPECT_EQ(symmetric, std::string(name) != "ndv2x2") << name;
+    std::optional<Forest> forward;
     for (bool reversed : {false, true}) {
       auto t0 = std::chrono::steady_clock::now();
       auto f = packForest(t.value(), reversed);
@@ -80,10 +87,29 @@ TEST(Forest, AttainsTheOptimumOnThePresets) {
       ASSERT_TRUE(b.isOk());
       EXPECT_EQ(f.value().algbw.str(), b.value().algbw.str()) << name;
       expectValidForest(name, f.value(), t.value().ranks());
+      if (reversed && symmetric) {
+        EXPECT_EQ(f.value().trees, forward->trees) << name;
+        EXPECT_EQ(f.value().arcs, forward->arcs) << name;
+        EXPECT_EQ(f.value().k, forward->k) << name;
+      } else {
+        forward = f.value();
+      }
       std::printf("%s%s: k=%d trees=%zu maxflows=%d %.3f s\n", name, reversed ? " (reversed)" : "",
                   f.value().k, f.value().trees.size(), f.value().maxflows, s);
     }
   }
+}
+
+// A topology with more bandwidth one way than the other (a custom JSON's)
+// is not symmetric: its reduce forests are packed on its reverse.
+TEST(Forest, AsymmetricLinksAreNotSymmetric) {
+  auto t = topo::loadTopology(std::string(CHORUS_SOURCE_DIR) + "/tests/data/topo/asym6.json");
+  ASSERT_TRUE(t.isOk()) << t.status().toString();
+  EXPECT_FALSE(linksSymmetric(t.value()));
+  auto h = topo::makePreset("mi250:2");
+  ASSERT_TRUE(h.isOk());
+  EXPECT_TRUE(linksSymmetric(h.value()));
+  EXPECT_TRUE(linksSymmetric(withHeadroom(h.value(), 0.9)));
 }
 
 // Packing keeps the cuts it finds tight (they stay tight) and splits each
