@@ -476,10 +476,16 @@ class ScheduleSearch {
             fitted = fine;
             if (last <= before * (1 + 1e-9)) break;
           }
-          // Where twice as many did not fit, half again as many (4 x MI250's
-          // rail forest: 16 chunks put 65 steps on a threadblock, 12 fit).
-          if (fitted >= 4 && tooMany == 2 * fitted && !(passed() && anyServed_))
-            (void)fits(fitted / 2 * 3);
+          // Where twice as many did not fit, the most in between that do, by
+          // halving the gap down to an eighth of them (4 x MI250's rail
+          // forest: 16 chunks put 65 steps on a threadblock, 12 fit).
+          if (fitted >= 4 && tooMany == 2 * fitted) {
+            size_t lo = fitted, hi = tooMany;
+            while (hi - lo > std::max<size_t>(1, fitted / 8) && !(passed() && anyServed_)) {
+              const size_t mid = (lo + hi) / 2;
+              (fits(mid) ? lo : hi) = mid;
+            }
+          }
         }
         break;
       case Item::kInstances:
