@@ -92,6 +92,9 @@ check perf-file-wrong-size 2 "for 8 ranks, the communicator has 4" -- "$chorus" 
   --algo "$msccl/ag-1m.xml" -b 1M -e 1M -n 1 -w 0
 check perf-inplace-only 0 '^ +4096 +1024 +fp32 +sum +-1 +- +- +- +- +- +[0-9.]+ ' -- "$chorus" perf allreduce \
   --ranks 4 --algo "$src/examples/algorithms/ring_allreduce_4.xml" -b 4K -e 4K -n 1 -w 0 --check
+# A built-in that serves one form (direct_alltoall: out of place) measures that form only.
+check perf-builtin-out-of-place-only 0 '^ +4096 +512 +fp32 +none +-1 +[0-9.]+ .* +- +- +- +- +-$' -- \
+  "$chorus" perf alltoall --ranks 2 --algo direct_alltoall -b 4K -e 4K -n 1 -w 0 --check
 check perf-bad-coll 2 "unknown collective 'allsum'" -- "$chorus" perf allsum
 check perf-bad-algo 2 'no built-in algorithm named' -- "$chorus" perf allreduce --algo tree_allreduce
 mkdir -p "$tmp/algos" && cp "$msccl"/ap*.xml "$msccl"/r48*.xml "$tmp/algos/" && echo '<algo' > "$tmp/algos/0_broken.xml"

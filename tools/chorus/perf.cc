@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "algorithms/classic.h"
 #include "api/convert.h"
 #include "api/world.h"
 #include "chorus/chorus.hpp"
@@ -388,18 +389,24 @@ int runPerf(const PerfArgs& a) {
   chorusAlgoHandle_t algo = 0;
   // Out-of-place, in-place (sendrecv: a buffer is not sent and received into at once).
   bool served[2] = {true, !sendRecv};
-  if (!a.algo.empty() &&
-      (a.algo.find('.') != std::string::npos || a.algo.find('/') != std::string::npos)) {
-    // A file may serve one call form only: measure the forms it serves.
+  const bool algoFile =
+      a.algo.find('.') != std::string::npos || a.algo.find('/') != std::string::npos;
+  // A file or a built-in may serve one call form only (direct_alltoall:
+  // out of place): measure the forms it serves, "-" for the other.
+  if (!a.algo.empty() && algoFile) {
     if (auto va = runtime::loadVerifiedFile(a.algo, &compiler::programFiles()); va.isOk()) {
       served[0] = va.value()->algo().outofplace;
       served[1] = va.value()->algo().inplace;
     }
+  } else if (!a.algo.empty() && !sendRecv) {
+    if (auto al = algorithms::makeClassic(a.algo, local.nranks, a.root); al.isOk()) {
+      served[0] = al.value().outofplace;
+      served[1] = al.value().inplace;
+    }
   }
   if (!a.algo.empty() && onDevice) {
-    bool file = a.algo.find('.') != std::string::npos || a.algo.find('/') != std::string::npos;
-    auto va = file ? runtime::loadVerifiedFile(a.algo, &compiler::programFiles())
-                   : dev.builtins->get(a.algo, a.root);
+    auto va = algoFile ? runtime::loadVerifiedFile(a.algo, &compiler::programFiles())
+                       : dev.builtins->get(a.algo, a.root);
     if (!va.isOk()) {
       std::fprintf(stderr, "chorus perf: --algo %s: %s\n", a.algo.c_str(),
                    va.status().message().c_str());
@@ -407,10 +414,9 @@ int runPerf(const PerfArgs& a) {
     }
     dev.algo = va.value();
   } else if (!a.algo.empty()) {
-    chorusResult_t res =
-        a.algo.find('.') != std::string::npos || a.algo.find('/') != std::string::npos
-            ? chorusLoadAlgo(a.algo.c_str(), &algo, 0)
-            : chorusLoadBuiltinAlgo(a.algo.c_str(), local.nranks, a.root, &algo);
+    chorusResult_t res = algoFile
+                             ? chorusLoadAlgo(a.algo.c_str(), &algo, 0)
+                             : chorusLoadBuiltinAlgo(a.algo.c_str(), local.nranks, a.root, &algo);
     if (res != chorusSuccess) {
       std::fprintf(stderr, "chorus perf: --algo %s: %s\n", a.algo.c_str(),
                    chorusGetLastError(nullptr));
