@@ -35,7 +35,7 @@ uint32_t messageMark(uint32_t signature, size_t slicesLeft) {
   return signature << kMarkSignatureShift | (static_cast<uint32_t>(slicesLeft) & kMarkLeftMask);
 }
 
-// "float32, sum" for a signature (the operation only where it matters).
+// "fp32, sum" for a signature (the operation only where it matters).
 std::string describeSignature(uint32_t signature, bool reduces) {
   uint32_t type = signature >> 4, op = signature & 0xF;
   std::string out = type < static_cast<uint32_t>(kNumDataTypes)
