@@ -3,9 +3,13 @@
 // section 1). An instruction that receives and sends ties its two
 // connections to one threadblock; where that would give a threadblock two
 // peers one way (a rank forwarding from one peer to two on one channel),
-// the instruction is split again into its receive and its send. A
+// the instruction is split again into its receive and its send; so it is
+// where the joined threadblock would run more steps than MSCCL's executor
+// does (64) and each connection alone would not (a forwarding rank whose
+// two connections each carry many messages). A
 // threadblock that only sends to P and one that only receives from P on
-// the same channel become one. Hints (sendTb / recvTb) fix ids; hints that
+// the same channel become one, unless that passes the executor's steps
+// where each alone does not. Hints (sendTb / recvTb) fix ids; hints that
 // put different peers on one threadblock are an error naming both lines.
 // Local copies and reductions run on the threadblock of the instruction
 // before them. Ids follow first use.
@@ -14,6 +18,7 @@
 #include <tuple>
 
 #include "compiler/passes.h"
+#include "ir/validate.h"
 
 namespace chorus::compiler {
 
@@ -146,6 +151,25 @@ void assignRank(Mir& m, int rank, DiagnosticList& diags) {
     return id;
   };
   std::vector<Instr>& lowered = m.ranks[static_cast<size_t>(rank)];
+  // Messages on each connection, and those one instruction receives and
+  // sends on a pair of them: the steps of a threadblock joining the pair.
+  std::map<std::tuple<int, int, int>, int> onConnection;  // (channel, dir, peer)
+  std::map<std::tuple<int, int, int>, int> forwarded;     // (channel, from, to)
+  for (const Instr& x : lowered) {
+    if (x.dead) continue;
+    if (x.sendPeer >= 0) ++onConnection[{x.channel, 0, x.sendPeer}];
+    if (x.recvPeer >= 0) ++onConnection[{x.channel, 1, x.recvPeer}];
+    if (x.sendPeer >= 0 && x.recvPeer >= 0) ++forwarded[{x.channel, x.recvPeer, x.sendPeer}];
+  }
+  // Whether the pair's threadblock would pass the executor's steps where
+  // each connection alone would not: then they stay apart (a ring on
+  // thousands of ranks is past the limit either way, and keeps its one
+  // threadblock).
+  auto splitFits = [&](int channel, int from, int to) {
+    const int in = onConnection[{channel, 1, from}], out = onConnection[{channel, 0, to}];
+    return in + out - forwarded[{channel, from, to}] > ir::kMscclMaxSteps &&
+           std::max(in, out) <= ir::kMscclMaxSteps;
+  };
   xs.reserve(static_cast<size_t>(
       std::count_if(lowered.begin(), lowered.end(), [](const Instr& x) { return !x.dead; })));
   groupOf.reserve(xs.capacity());
@@ -176,7 +200,9 @@ void assignRank(Mir& m, int rank, DiagnosticList& diags) {
                 (known == byConnection.end() || (g.at(known->second).recvPeer < 0 ||
                                                  g.at(known->second).recvPeer == x.recvPeer)) &&
                 (r.hint < 0 || sendHint < 0 || r.hint == sendHint) &&
-                (r.hint < 0 || x.hints.sendTb < 0 || r.hint == x.hints.sendTb);
+                (r.hint < 0 || x.hints.sendTb < 0 || r.hint == x.hints.sendTb) &&
+                (r.sendPeer == x.sendPeer || r.hint >= 0 || sendHint >= 0 ||
+                 !splitFits(x.channel, x.recvPeer, x.sendPeer));
     if (!fits) {
       Instr send = unfused(x);
       groupOf.back() = recv;
@@ -206,6 +232,10 @@ void assignRank(Mir& m, int rank, DiagnosticList& diags) {
   for (auto& [key, sends] : sendOnly) {
     auto it = recvOnly.find(key);
     if (it == recvOnly.end()) continue;
+    // (Not where that would pass the executor's steps and each alone does not.)
+    const auto [channel, peer] = key;
+    const int out = onConnection[{channel, 0, peer}], in = onConnection[{channel, 1, peer}];
+    if (in + out > ir::kMscclMaxSteps && std::max(in, out) <= ir::kMscclMaxSteps) continue;
     for (size_t k = 0; k < sends.size() && k < it->second.size(); ++k) {
       int by = -1, other = -1;
       std::string why;

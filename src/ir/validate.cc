@@ -13,7 +13,6 @@ constexpr int kMscclMaxTbsPerChannel = 32;
 constexpr int kMscclMaxCount = 71;
 constexpr int kMscclMaxOffset = 32767;
 constexpr int kMscclMaxDepTb = 127;
-constexpr int kMscclMaxSteps = 64;
 
 std::string operand(Buffer b, int off, int cnt) {
   return std::string(1, bufferLetter(b)) + "[" + std::to_string(off) +

@@ -13,6 +13,10 @@ namespace chorus::ir {
 // Appends E1xx errors to `out`.
 void validateStructure(const Algorithm& algo, DiagnosticList& out);
 
+// Steps per threadblock the current MSCCL executor runs (W506; older ones
+// ran 256).
+inline constexpr int kMscclMaxSteps = 64;
+
 // MSCCL executor limits (docs/spec/IR.md section 6): W5xx warnings. Repeated findings
 // of one code are folded into one diagnostic (the first) with a count.
 void checkExecutorLimits(const Algorithm& algo, DiagnosticList& out);

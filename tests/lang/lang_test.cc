@@ -14,6 +14,7 @@
 #include "api/generate.h"
 #include "compiler/compiler.h"
 #include "core/io.h"
+#include "ir/validate.h"
 #include "lang/registry.h"
 #include "runtime/exec/check.h"
 #include "tests/support/collective_check.h"
@@ -520,6 +521,54 @@ TEST(Lang, ForwardsThatCannotShareAThreadblockAreSplit) {
   EXPECT_EQ(rcs, 1);
   EXPECT_EQ(r, 1);
   EXPECT_EQ(s, 1);
+}
+
+// A rank whose receive and send connections would share a threadblock of
+// more than the executor's 64 steps, each alone 40: the forwards are split
+// into a receive and a send, and the send-only and receive-only
+// threadblocks with one peer are not paired either. Every threadblock
+// stays within the limit; the program still verifies and runs.
+TEST(Lang, ThreadblocksPastTheExecutorsStepsAreNotJoined) {
+  constexpr int kChunks = 40, kForwarded = 10;
+  // In place: no local copies, which would run on these threadblocks too.
+  Program p({.name = "relay",
+             .collective = "allgather",
+             .ranks = 3,
+             .chunkFactor = kChunks,
+             .inplace = true});
+  for (int k = 0; k < kChunks; ++k) {
+    // Rank 0's chunks reach 2 through 1 (the first ten) or directly; rank
+    // 1's reach 2 directly (the first thirty) or through 0; rank 2's go
+    // directly.
+    lang::Chunk at1 = p.chunk(0, kInput, k).copy(1, kOutput, k);
+    if (k < kForwarded)
+      at1.copy(2, kOutput, k);
+    else
+      p.chunk(0, kInput, k).copy(2, kOutput, k);
+    lang::Chunk at0 = p.chunk(1, kInput, k).copy(0, kOutput, kChunks + k);
+    if (k < kChunks - kForwarded)
+      p.chunk(1, kInput, k).copy(2, kOutput, kChunks + k);
+    else
+      at0.copy(2, kOutput, kChunks + k);
+    p.chunk(2, kInput, k).copy(0, kOutput, 2 * kChunks + k);
+    p.chunk(2, kInput, k).copy(1, kOutput, 2 * kChunks + k);
+  }
+  Built b = compileAndVerify(p);
+  ASSERT_NE(b.va, nullptr);
+  DiagnosticList limits;
+  ir::checkExecutorLimits(b.va->algo(), limits);
+  EXPECT_TRUE(limits.items().empty()) << limits.items().front().format();
+  for (const ir::Rank& r : b.va->algo().ranks)
+    for (const ir::Threadblock& tb : r.tbs)
+      EXPECT_LE(tb.steps.size(), 64u) << "rank " << r.id << " tb " << tb.id;
+  // Ranks 0 and 1 forward; their forwards are receives and sends now.
+  for (int rank : {0, 1}) {
+    int rcs = 0;
+    for (const ir::Threadblock& tb : b.va->algo().ranks[static_cast<size_t>(rank)].tbs)
+      for (const ir::Step& st : tb.steps) rcs += st.type == ir::StepType::kRecvCopySend;
+    EXPECT_EQ(rcs, 0) << "rank " << rank;
+  }
+  runBothWays(b, true, 17);
 }
 
 TEST(Lang, ContradictingThreadblockHintsNameTheLines) {
