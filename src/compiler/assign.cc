@@ -161,14 +161,14 @@ void assignRank(Mir& m, int rank, DiagnosticList& diags) {
     if (x.recvPeer >= 0) ++onConnection[{x.channel, 1, x.recvPeer}];
     if (x.sendPeer >= 0 && x.recvPeer >= 0) ++forwarded[{x.channel, x.recvPeer, x.sendPeer}];
   }
-  // Whether the pair's threadblock would pass the executor's steps where
-  // each connection alone would not: then they stay apart (a ring on
-  // thousands of ranks is past the limit either way, and keeps its one
-  // threadblock).
-  auto splitFits = [&](int channel, int from, int to) {
+  // Whether a threadblock joining a receive connection from `from` and a
+  // send connection to `to`, `shared` of whose messages are one step, would
+  // pass the executor's steps where each connection alone would not: then
+  // they stay apart (a ring on thousands of ranks is past the limit either
+  // way, and keeps its one threadblock).
+  auto apartFits = [&](int channel, int from, int to, int shared) {
     const int in = onConnection[{channel, 1, from}], out = onConnection[{channel, 0, to}];
-    return in + out - forwarded[{channel, from, to}] > ir::kMscclMaxSteps &&
-           std::max(in, out) <= ir::kMscclMaxSteps;
+    return in + out - shared > ir::kMscclMaxSteps && std::max(in, out) <= ir::kMscclMaxSteps;
   };
   xs.reserve(static_cast<size_t>(
       std::count_if(lowered.begin(), lowered.end(), [](const Instr& x) { return !x.dead; })));
@@ -202,7 +202,8 @@ void assignRank(Mir& m, int rank, DiagnosticList& diags) {
                 (r.hint < 0 || sendHint < 0 || r.hint == sendHint) &&
                 (r.hint < 0 || x.hints.sendTb < 0 || r.hint == x.hints.sendTb) &&
                 (r.sendPeer == x.sendPeer || r.hint >= 0 || sendHint >= 0 ||
-                 !splitFits(x.channel, x.recvPeer, x.sendPeer));
+                 !apartFits(x.channel, x.recvPeer, x.sendPeer,
+                            forwarded[{x.channel, x.recvPeer, x.sendPeer}]));
     if (!fits) {
       Instr send = unfused(x);
       groupOf.back() = recv;
@@ -233,9 +234,7 @@ void assignRank(Mir& m, int rank, DiagnosticList& diags) {
     auto it = recvOnly.find(key);
     if (it == recvOnly.end()) continue;
     // (Not where that would pass the executor's steps and each alone does not.)
-    const auto [channel, peer] = key;
-    const int out = onConnection[{channel, 0, peer}], in = onConnection[{channel, 1, peer}];
-    if (in + out > ir::kMscclMaxSteps && std::max(in, out) <= ir::kMscclMaxSteps) continue;
+    if (apartFits(key.first, key.second, key.second, 0)) continue;
     for (size_t k = 0; k < sends.size() && k < it->second.size(); ++k) {
       int by = -1, other = -1;
       std::string why;

@@ -177,8 +177,7 @@ class ScheduleSearch {
     if (blink_ && rooted_)
       return Status(StatusCode::kInvalidArgument,
                     "--method blink packs allgather-family trees (every rank a root)");
-    for (int a = 0; a < t_.ranks(); ++a)
-      for (int b = 0; b < t_.ranks(); ++b) (void)t_.route(a, b);
+    t_.routeEveryPair();
     boxes_ = !linksBetweenBoxes(t_).empty();
     // Ranks in more than one box (a box's own routes may still cross the
     // links between boxes, as MI250 GCDs without an xGMI link between them).

@@ -185,6 +185,11 @@ void Topology::routesFrom(int a) const {
   }
 }
 
+void Topology::routeEveryPair() const {
+  for (int a = 0; a < ranks(); ++a)
+    for (int b = 0; b < ranks(); ++b) (void)route(a, b);
+}
+
 const std::vector<int>& Topology::route(int a, int b) const {
   auto key = std::pair{a, b};
   if (auto it = routes_.find(key); it != routes_.end()) return it->second;

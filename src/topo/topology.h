@@ -75,6 +75,9 @@ class Topology {
   // NICs alone exists. Empty when `b` cannot be reached. Cached per pair
   // (one search per source): the first call for a pair writes the cache.
   const std::vector<int>& route(int a, int b) const;
+  // Asks for every pair's route, so threads may read them from then on
+  // (route() writes the cache only for a pair not asked for before).
+  void routeEveryPair() const;
 
   // Structural checks: names unique, ranks numbered 0..n-1, links between
   // existing nodes with positive bandwidth and non-negative latency.

@@ -261,8 +261,7 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
                                         std::chrono::duration<double>(args.timeBudget)));
   // Every route asked for before the threads run (the topology caches
   // them as they are asked for: a write).
-  for (int a = 0; a < t.ranks(); ++a)
-    for (int b = 0; b < t.ranks(); ++b) (void)t.route(a, b);
+  t.routeEveryPair();
   std::future<Classic> classics = std::async(std::launch::async, [&] {
     return bestClassic(t, coll, args, args.protocol, out.simBytes, classicDeadline);
   });
