@@ -699,14 +699,22 @@ bool TcpLinks::pump() {
     if (lost_[static_cast<size_t>(c->peer_)]) continue;
     // Credit when half the window is free, or when the sender has used all
     // the credit it was given (it may be waiting): one credit frame per
-    // half window instead of one per message.
+    // half window instead of one per message. Or with data going to the
+    // sender anyway: then it costs no system call of its own (collectives
+    // send both ways, so the credit frames of their own all but vanish).
+    // (A credit may take any socket to its peer: the peer keeps the largest.)
     uint64_t released = c->tail_.load(std::memory_order_seq_cst);  // see poke()
-    if (released == c->creditSent_ ||
-        (released - c->creditSent_ < (c->slots_ + 1) / 2 && c->done_ < c->creditSent_ + c->slots_))
+    if (released == c->creditSent_) continue;
+    const auto& socks = byPeer_[static_cast<size_t>(c->peer_)];
+    Sock* s = socks.front();
+    for (Sock* busy : socks)
+      if (!busy->out.empty() && !busy->closed) s = busy;
+    if (s->out.empty() && released - c->creditSent_ < (c->slots_ + 1) / 2 &&
+        c->done_ < c->creditSent_ + c->slots_)
       continue;
     Sock::Out o;
     tcpwire::encode(c->frame(Kind::kCredit, released), o.head);
-    byPeer_[static_cast<size_t>(c->peer_)].front()->out.push_back(o);
+    s->out.push_back(o);
     c->creditSent_ = released;
     did = true;
   }
