@@ -25,6 +25,13 @@
 # bandwidth `chorus perf` measured in the same row.
 #   bench/peer_compare.sh [BUILD]          # build/release; 2/4/8 ranks; 4K..128M
 #   RANKS="2" COLLS="allreduce" SIZES="4096 1048576" REPS=5 bench/peer_compare.sh
+# Calls per run: 256 MiB worth, at most MAX_ITERS (20000) for Chorus and
+# OpenMPI and at most 200 for Gloo (milliseconds per small call). Small
+# calls need many: 4 processes on 2 cores hand the cores over in every call
+# (about 2 us per switch here), and over 200 calls (1.4 ms) where the
+# scheduler happened to put the processes decided the ratio. 4-process 4 KiB
+# alltoall against OpenMPI (2026-11-30): 0.64 over 200 calls, 0.79 - 0.92
+# over 50,000, 1.01 over 200,000 (6.59 and 6.68 us).
 # Needs openmpi-bin + libopenmpi-dev and libgloo-dev (CMake builds
 # bench/mpi_perf and bench/gloo_perf when it finds them); a missing peer's
 # columns are empty.
@@ -36,6 +43,7 @@ colls=${COLLS:-"allreduce allgather reducescatter alltoall broadcast"}
 ranks=${RANKS:-"2 4 8"}
 sizes=${SIZES:-"4096 16384 65536 262144 1048576 4194304 16777216 67108864 134217728"}
 reps=${REPS:-3}
+max_iters=${MAX_ITERS:-20000}
 # OpenMPI at its fair best here: shared memory only, and glibc told to keep
 # freed memory (otherwise every large reduction pays first touch of a fresh
 # temporary buffer: ~23 us per 4 KiB page on this machine).
@@ -54,8 +62,9 @@ echo "collective,ranks,size_bytes,chorus_us,mpi_us,gloo_us,vs_mpi,vs_gloo,chorus
 for n in $ranks; do
   for c in $colls; do
     for size in $sizes; do
-      iters=$(( 268435456 / size )); (( iters > 200 )) && iters=200; (( iters < 3 )) && iters=3
+      iters=$(( 268435456 / size )); (( iters > max_iters )) && iters=$max_iters; (( iters < 3 )) && iters=3
       warm=$(( iters / 10 + 1 ))
+      giters=$(( iters > 200 ? 200 : iters )) gwarm=$(( giters / 10 + 1 ))
       ct=() mt=() gt=() st=() crow=""
       for ((k = 0; k < reps; ++k)); do
         if [[ $transport == tcp && -x $stream ]] && ((size >= 1048576)); then
@@ -71,7 +80,7 @@ for n in $ranks; do
                   "$iters" "$warm" | tail -1 | cut -d, -f8)")
         fi
         if [[ -x $gloo && $c != sendrecv && $c != reducescatter ]]; then  # not in gloo_perf
-          gt+=("$("$chorus" launch -n "$n" -- "$gloo" "$c" "$size" "$size" "$iters" "$warm" |
+          gt+=("$("$chorus" launch -n "$n" -- "$gloo" "$c" "$size" "$size" "$giters" "$gwarm" |
                   tail -1 | sed 's/^\[0\] //' | cut -d, -f8)")
         fi
       done
