@@ -2,7 +2,8 @@
 // message arrives whole, byte by byte, and in parts out of order; every
 // malformed header (bad magic, unknown connection, out of bounds, outside
 // the credit window, disagreeing parts, credit never owed) is an error that
-// names what is wrong, and nothing is delivered; a posted receive places
+// names what is wrong, and nothing is delivered; a withdrawn connection's
+// sender forgets its fabric once the receiver says it withdrew too; a posted receive places
 // its message at the destination, and once withdrawn writes nothing more
 // there. Real sockets are covered by
 // the mp.tcp_* tests (whole collectives between processes).
@@ -292,6 +293,53 @@ TEST_F(TcpFrames, TheCreditWindowFollowsReleases) {
   ASSERT_TRUE(feed(frame(data(2, 0, 4, 4), bytes(4, 8))).isOk());
   EXPECT_EQ(take(), bytes(4, 4));
   EXPECT_EQ(take(), bytes(4, 8));
+}
+
+Header control(Kind kind, uint64_t seq, uint32_t channel = 0) {
+  Header h;
+  h.kind = static_cast<uint32_t>(kind);
+  h.channel = channel;
+  h.seq = seq;
+  return h;
+}
+
+// A receiver that withdraws its end tells the sender, on the socket its
+// credits take (so after all of them); the sender then forgets the fabric,
+// and a credit for it after that is an error, not one more to ignore.
+TEST_F(TcpFrames, AWithdrawnReceiverTellsItsSender) {
+  ASSERT_TRUE(feed(frame(data(0, 0, 4, 4), bytes(4, 0))).isOk());  // the peer's socket
+  in_.reset();
+  std::vector<Header> queued = links_->queuedForTesting(0);
+  ASSERT_EQ(queued.size(), 1u);
+  EXPECT_EQ(queued[0].kind, static_cast<uint32_t>(Kind::kWithdrawn));
+  EXPECT_EQ(queued[0].fabric, 0u);
+  EXPECT_EQ(queued[0].channel, 0u);
+}
+
+TEST_F(TcpFrames, ASenderForgetsAFabricOnceItsReceiversWithdrew) {
+  ASSERT_TRUE(feed(frame(control(Kind::kCredit, 0))).isOk());
+  out_.reset();
+  EXPECT_EQ(links_->fabricsAwaitedForTesting(), 1u);
+  // The receiver may still have been reading: its last credit is no error.
+  EXPECT_TRUE(feed(frame(control(Kind::kCredit, 0))).isOk());
+  ASSERT_TRUE(feed(frame(control(Kind::kWithdrawn, 0))).isOk());
+  EXPECT_EQ(links_->fabricsAwaitedForTesting(), 0u);
+  Status st = feed(frame(control(Kind::kCredit, 0)));
+  ASSERT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("credit for an unknown connection"), std::string::npos);
+  SetUp();
+  ASSERT_TRUE(feed(frame(control(Kind::kCredit, 0))).isOk());
+  out_.reset();
+  ASSERT_TRUE(feed(frame(control(Kind::kWithdrawn, 0))).isOk());
+  st = feed(frame(control(Kind::kWithdrawn, 0)));  // twice
+  ASSERT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("withdrawal of an unknown connection"), std::string::npos);
+}
+
+TEST_F(TcpFrames, AReceiverThatWithdrewFirstLeavesNothingToRemember) {
+  ASSERT_TRUE(feed(frame(control(Kind::kWithdrawn, 0))).isOk());
+  out_.reset();
+  EXPECT_EQ(links_->fabricsAwaitedForTesting(), 0u);
 }
 
 TEST_F(TcpFrames, RandomBytesNeverCrash) {

@@ -45,7 +45,7 @@ uint64_t get64(const unsigned char* p) {
   return v;
 }
 constexpr uint32_t kHelloMagic = 0x48524843;  // "CHRH"
-constexpr uint32_t kVersion = 2;              // 2: frames carry a mark
+constexpr uint32_t kVersion = 3;              // 2: frames carry a mark; 3: withdrawals
 }  // namespace
 
 void encode(const Header& h, unsigned char out[kHeaderBytes]) {
@@ -275,6 +275,7 @@ class TcpConnection final : public Connection {
   std::vector<uint32_t> partsLeft_;               // outbound: parts not yet in the kernel, by slot
   uint64_t done_ = 0;                             // inbound: messages complete
   uint64_t creditSent_ = 0;                       // inbound: releases told to the peer
+  bool peerWithdrew_ = false;                     // outbound: the receiver said it withdrew
   std::vector<uint64_t> got_, expect_, slotSeq_;  // inbound: reassembly, by slot
   Sender sender_{*this};
   Receiver receiver_{*this};
@@ -503,10 +504,32 @@ void TcpLinks::enroll(TcpConnection* c) {
   (c->outbound_ ? outbound_ : inbound_).push_back(c);
 }
 
+size_t TcpLinks::controlIndex(const TcpConnection& c) const {
+  const size_t k = byPeer_[static_cast<size_t>(c.peer_)].size();
+  return (c.fabric_ * 31u + c.channel_) % std::max<size_t>(k, 1);
+}
+
+TcpLinks::Sock& TcpLinks::controlSock(const TcpConnection& c) {
+  return *byPeer_[static_cast<size_t>(c.peer_)][controlIndex(c)];
+}
+
 void TcpLinks::withdraw(TcpConnection* c) {
   std::lock_guard<std::mutex> lock(mu_);
   byKey_.erase({c->fabric_, c->channel_, c->peer_, c->outbound_});
-  withdrawnFabrics_.insert(c->fabric_);
+  const bool talking =
+      !lost_[static_cast<size_t>(c->peer_)] && !byPeer_[static_cast<size_t>(c->peer_)].empty();
+  if (!c->outbound_ && talking) {
+    // Tell the sender, behind every credit for this connection (the same
+    // socket): then it need not remember the fabric for credits to come.
+    Sock& s = controlSock(*c);
+    if (!s.closed) {
+      Sock::Out o;
+      tcpwire::encode(c->frame(Kind::kWithdrawn, c->creditSent_), o.head);
+      s.out.push_back(o);
+    }
+  } else if (c->outbound_ && !c->peerWithdrew_ && talking) {
+    ++withdrawnFabrics_[c->fabric_];  // credits may still come until the peer says it withdrew
+  }
   auto& v = c->outbound_ ? outbound_ : inbound_;
   v.erase(std::remove(v.begin(), v.end(), c), v.end());
   for (auto& s : socks_) {
@@ -529,6 +552,7 @@ void TcpLinks::withdraw(TcpConnection* c) {
       ::shutdown(s->fd, SHUT_RDWR);
     }
   }
+  if (!c->outbound_ && talking && thread_.joinable()) flush(controlSock(*c));
 }
 
 void TcpLinks::poke() {
@@ -670,7 +694,7 @@ bool TcpLinks::pump() {
           c->refs_[slot] != nullptr ? c->refs_[slot] : c->storage_ + slot * c->stride_;
       size_t per = bytes;
       if (k > 1 && bytes >= options_.stripeBytes) per = ((bytes + k - 1) / k + 4095) / 4096 * 4096;
-      const size_t first = (c->fabric_ * 31u + c->channel_) % k;
+      const size_t first = controlIndex(*c);
       uint32_t parts = 0;
       size_t off = 0;
       do {
@@ -702,14 +726,10 @@ bool TcpLinks::pump() {
     // half window instead of one per message. Or with data going to the
     // sender anyway: then it costs no system call of its own (collectives
     // send both ways, so the credit frames of their own all but vanish).
-    // (A credit may take any socket to its peer: the peer keeps the largest.)
     uint64_t released = c->tail_.load(std::memory_order_seq_cst);  // see poke()
     if (released == c->creditSent_) continue;
-    const auto& socks = byPeer_[static_cast<size_t>(c->peer_)];
-    Sock* s = socks.front();
-    for (Sock* busy : socks)
-      if (!busy->out.empty() && !busy->closed) s = busy;
-    if (s->out.empty() && released - c->creditSent_ < (c->slots_ + 1) / 2 &&
+    Sock* s = &controlSock(*c);
+    if ((s->out.empty() || s->closed) && released - c->creditSent_ < (c->slots_ + 1) / 2 &&
         c->done_ < c->creditSent_ + c->slots_)
       continue;
     Sock::Out o;
@@ -822,6 +842,19 @@ Status TcpLinks::startFrame(Sock& s) {
       TcpConnection* c = it->second;
       if (h.seq > c->next_) return bad("credit for messages never sent");
       c->credit_ = std::max(c->credit_, h.seq);
+      return Status::ok();
+    }
+    case Kind::kWithdrawn: {
+      // The peer withdrew its end of a connection from this rank: no credit
+      // for it follows (they travel on one socket, in order).
+      auto it = byKey_.find({h.fabric, h.channel, s.peer, true});
+      if (it != byKey_.end()) {
+        it->second->peerWithdrew_ = true;
+        return Status::ok();
+      }
+      auto f = withdrawnFabrics_.find(h.fabric);
+      if (f == withdrawnFabrics_.end()) return bad("withdrawal of an unknown connection");
+      if (--f->second == 0) withdrawnFabrics_.erase(f);
       return Status::ok();
     }
     case Kind::kData: {
@@ -947,6 +980,19 @@ Status TcpLinks::readable(Sock& s) {
     return net::ioError("receiving");
   }
   return Status::ok();
+}
+
+std::vector<tcpwire::Header> TcpLinks::queuedForTesting(int peer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<tcpwire::Header> out;
+  for (Sock* s : byPeer_[static_cast<size_t>(peer)])
+    for (const Sock::Out& o : s->out) out.push_back(tcpwire::decode(o.head));
+  return out;
+}
+
+size_t TcpLinks::fabricsAwaitedForTesting() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return withdrawnFabrics_.size();
 }
 
 Status TcpLinks::feedForTesting(int peer, const unsigned char* data, size_t len) {

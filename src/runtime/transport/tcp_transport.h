@@ -30,7 +30,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -52,7 +51,9 @@ struct TcpOptions {
 
 namespace tcpwire {
 
-enum class Kind : uint32_t { kData = 1, kCredit = 2, kBye = 3 };
+// kWithdrawn: the receiver withdrew its end of (fabric, channel), after
+// every credit it sent for it.
+enum class Kind : uint32_t { kData = 1, kCredit = 2, kBye = 3, kWithdrawn = 4 };
 
 struct Header {
   uint32_t magic = 0;
@@ -129,6 +130,10 @@ class TcpLinks final : public Poller {
   Status feedForTesting(int peer, const unsigned char* data, size_t len);
   // A link set with no sockets or thread, for feedForTesting.
   static std::unique_ptr<TcpLinks> forTesting(int me, int nranks, Doorbell& wake);
+  // The frames queued for `peer` and not yet sent (the testing link set
+  // sends none), and the fabrics whose credits may still come.
+  std::vector<tcpwire::Header> queuedForTesting(int peer);
+  size_t fabricsAwaitedForTesting();
 
  private:
   friend class TcpConnection;
@@ -141,6 +146,10 @@ class TcpLinks final : public Poller {
   void claim(TcpConnection& c, uint64_t seq, unsigned char* dst, size_t maxBytes);
   void enroll(TcpConnection* c);
   void withdraw(TcpConnection* c);
+  // The socket a connection's credits and withdrawal travel on (its data's
+  // first part too, so a credit can ride with data the other way).
+  size_t controlIndex(const TcpConnection& c) const;
+  Sock& controlSock(const TcpConnection& c);
   void progressMain();
   bool pump();
   bool handle(const epoll_event* evs, int n);
@@ -172,9 +181,11 @@ class TcpLinks final : public Poller {
   std::mutex mu_;  // the connection tables (enroll/withdraw vs. the progress thread)
   std::vector<TcpConnection*> outbound_, inbound_;
   std::map<std::tuple<uint32_t, uint32_t, int, bool>, TcpConnection*> byKey_;
-  // Fabrics whose connections were withdrawn (released or remade larger):
-  // a peer may still return credits for the last messages sent on them.
-  std::set<uint32_t> withdrawnFabrics_;
+  // Fabrics with outbound connections withdrawn here (released or remade
+  // larger) whose receivers have not yet said they withdrew theirs: a peer
+  // may still return credits for the last messages sent on them. Counts of
+  // such connections; a fabric is forgotten when its count reaches 0.
+  std::map<uint32_t, int> withdrawnFabrics_;
 };
 
 // The TCP row of the transport table (runtime/transport/registry.cc): any
