@@ -44,16 +44,10 @@ void Doorbell::wait(uint32_t seen, int timeoutMs) const {
 
 namespace {
 
-// Header, then three tables of `slots` 64-bit words (sizes; references;
-// marks) and one of regions, each rounded to cache lines, then the slots.
+// Header, then a SlotInfo per slot, then the slots.
 size_t headerBytes() { return (sizeof(RingHeader) + 63) / 64 * 64; }
-size_t tableBytes(int slots) {
-  return (static_cast<size_t>(slots) * sizeof(uint64_t) + 63) / 64 * 64;
-}
-// Per slot, the mappable region a reference lies in (shared_buffers.h).
-size_t regionBytes(int slots) {
-  return (static_cast<size_t>(slots) * sizeof(SharedRegion) + 63) / 64 * 64;
-}
+// Per slot, what describes its message, on a cache line of its own.
+size_t infoBytes(int slots) { return static_cast<size_t>(slots) * sizeof(SlotInfo); }
 // Slots start on cache lines, so every element type is aligned in them
 // whatever the slot's size (an int8 call's odd slices made a later uint64
 // call on the same connection reduce at misaligned addresses: found by the
@@ -63,25 +57,22 @@ size_t slotStride(size_t slotBytes) { return (std::max<size_t>(slotBytes, 1) + 6
 }  // namespace
 
 size_t LocalConnection::ringBytes(int slots, size_t slotBytes) {
-  return headerBytes() + 3 * tableBytes(slots) + regionBytes(slots) +
-         static_cast<size_t>(slots) * slotStride(slotBytes);
+  return headerBytes() + infoBytes(slots) + static_cast<size_t>(slots) * slotStride(slotBytes);
 }
 
 void LocalConnection::layOut(unsigned char* memory, bool create) {
   memory_ = memory;
   size_t header = headerBytes();
   ring_ = create ? new (memory) RingHeader() : reinterpret_cast<RingHeader*>(memory);
-  sizes_ = reinterpret_cast<uint64_t*>(memory + header);
-  refs_ = reinterpret_cast<uint64_t*>(memory + header + tableBytes(slots_));
-  marks_ = reinterpret_cast<uint64_t*>(memory + header + 2 * tableBytes(slots_));
-  regions_ = reinterpret_cast<SharedRegion*>(memory + header + 3 * tableBytes(slots_));
-  storage_ = memory + header + 3 * tableBytes(slots_) + regionBytes(slots_);
+  info_ = reinterpret_cast<SlotInfo*>(memory + header);
+  storage_ = memory + header + infoBytes(slots_);
   if (create) {
     ring_->slots = static_cast<uint32_t>(slots_);
     ring_->slotBytes = slotBytes_;
     // Touch every page now: first touch is expensive and must not happen on
     // the critical path of a collective.
     std::memset(memory + header, 0, ringBytes(slots_, slotBytes_) - header);
+    for (int i = 0; i < slots_; ++i) new (&info_[i]) SlotInfo();
   }
   CHORUS_CHECK(ring_->magic == RingHeader::kMagic &&
                    ring_->slots == static_cast<uint32_t>(slots_) && ring_->slotBytes == slotBytes_,
@@ -121,15 +112,18 @@ uint64_t LocalConnection::inFlight() const {
 void LocalConnection::reset() {
   ring_->head.store(0, std::memory_order_relaxed);
   ring_->tail.store(0, std::memory_order_relaxed);
+  for (int i = 0; i < slots_; ++i) info_[i].seq.store(0, std::memory_order_relaxed);
 }
 
 void LocalConnection::publish(uint64_t head, size_t bytes, uint32_t mark, const void* ref,
                               const SharedRegion* region) {
   size_t slot = head % static_cast<uint64_t>(slots_);
-  sizes_[slot] = bytes;
-  marks_[slot] = mark;
-  refs_[slot] = reinterpret_cast<uintptr_t>(ref);
-  if (crossProcess_) regions_[slot] = region != nullptr ? *region : SharedRegion{};
+  SlotInfo& info = info_[slot];
+  info.bytes = bytes;
+  info.mark = mark;
+  info.ref = reinterpret_cast<uintptr_t>(ref);
+  if (crossProcess_) info.region = region != nullptr ? *region : SharedRegion{};
+  info.seq.store(head + 1, std::memory_order_release);
   ring_->head.store(head + 1, std::memory_order_release);
   if (receiverBell_ != nullptr) receiverBell_->ring();
 }
@@ -162,15 +156,18 @@ bool LocalConnection::Sender::drained() const {
 }
 
 const void* LocalConnection::Receiver::tryPeek(size_t* bytes) {
+  // The slot's own line says whether its message is in (one cache line
+  // to fetch from the sender, not the head's and then the slot's).
   uint64_t tail = c_.ring_->tail.load(std::memory_order_relaxed);
-  if (c_.ring_->head.load(std::memory_order_acquire) == tail) return nullptr;
   size_t slot = tail % static_cast<uint64_t>(c_.slots_);
-  *bytes = static_cast<size_t>(c_.sizes_[slot]);
-  mark_ = static_cast<uint32_t>(c_.marks_[slot]);
+  const SlotInfo& info = c_.info_[slot];
+  if (info.seq.load(std::memory_order_acquire) != tail + 1) return nullptr;
+  *bytes = static_cast<size_t>(info.bytes);
+  mark_ = info.mark;
   remoteAt_ = 0;
-  if (c_.refs_[slot] != 0) {
-    if (!c_.crossProcess_) return reinterpret_cast<const void*>(c_.refs_[slot]);
-    const SharedRegion& r = c_.regions_[slot];
+  if (info.ref != 0) {
+    if (!c_.crossProcess_) return reinterpret_cast<const void*>(info.ref);
+    const SharedRegion& r = info.region;
     if (r.id != 0) {
       // In the sender's mappable buffer: read it in place once mapped.
       if (mapped_ == nullptr || mapped_->region().id != r.id)
@@ -178,14 +175,14 @@ const void* LocalConnection::Receiver::tryPeek(size_t* bytes) {
       // Only within the region as first mapped (what the ring says is
       // the peer's word: a bad one fails the read below, never faults).
       const SharedRegion& m = mapped_ != nullptr ? mapped_->region() : r;
-      uint64_t at = c_.refs_[slot];
+      uint64_t at = info.ref;
       if (mapped_ != nullptr && at >= m.base && *bytes <= m.bytes &&
           at - m.base <= m.bytes - *bytes) {
         (void)failpoint("peer.read");  // fault injection (core/failpoint.h)
         return mapped_->at(at);
       }
     }
-    remoteAt_ = c_.refs_[slot];  // else one copy by cross-memory attach
+    remoteAt_ = info.ref;  // else one copy by cross-memory attach
   }
   return c_.storage_ + slot * slotStride(c_.slotBytes_);
 }

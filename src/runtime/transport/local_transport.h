@@ -54,6 +54,17 @@ struct RingHeader {
   int32_t senderPid = 0;  // for references across processes
 };
 
+// What describes the message in one slot, on a cache line of its own: a
+// receiver polls `seq` and finds the rest on the same line.
+struct alignas(64) SlotInfo {
+  std::atomic<uint64_t> seq{0};  // message number + 1 once its message is in
+  uint64_t bytes = 0;
+  uint64_t ref = 0;     // non-zero: the message is the sender's memory there
+  SharedRegion region;  // id non-zero: that memory is in this mappable region
+  uint32_t mark = 0;    // the message's mark (SendPort::commit)
+};
+static_assert(sizeof(SlotInfo) == 64);
+
 class LocalConnection final : public Connection {
  public:
   // `slots` messages of up to `slotBytes` each may be in flight; the ring
@@ -138,10 +149,7 @@ class LocalConnection final : public Connection {
   size_t minRefBytes_ = 0;
   unsigned char* memory_ = nullptr;  // ringBytes(): header, sizes, refs, marks, regions, slots
   RingHeader* ring_ = nullptr;
-  uint64_t* sizes_ = nullptr;
-  uint64_t* marks_ = nullptr;        // each message's mark (SendPort::commit)
-  uint64_t* refs_ = nullptr;         // non-zero: the message is the sender's memory there
-  SharedRegion* regions_ = nullptr;  // id non-zero: that memory is in this mappable region
+  SlotInfo* info_ = nullptr;  // per slot
   unsigned char* storage_ = nullptr;
   Doorbell* senderBell_ = nullptr;
   Doorbell* receiverBell_ = nullptr;
