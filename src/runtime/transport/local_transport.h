@@ -147,7 +147,7 @@ class LocalConnection final : public Connection {
   bool refsAllowed_ = true;
   bool crossProcess_ = false;  // references are addresses in the sender's process
   size_t minRefBytes_ = 0;
-  unsigned char* memory_ = nullptr;  // ringBytes(): header, sizes, refs, marks, regions, slots
+  unsigned char* memory_ = nullptr;  // ringBytes(): header, slot lines, slots
   RingHeader* ring_ = nullptr;
   SlotInfo* info_ = nullptr;  // per slot
   unsigned char* storage_ = nullptr;
