@@ -1,7 +1,8 @@
 // Shared-memory segments and connection rings between two real processes:
 // a forked sender streams messages of every size through 2 slots
 // (backpressure both ways, shared futex doorbells); the names are unlinked
-// as soon as both sides have mapped them, and nothing is left behind.
+// as soon as both sides have mapped them, and nothing is left behind; in
+// one process, a slot's own line says what is in it, also after reset().
 #include "runtime/transport/shm.h"
 
 #include <gtest/gtest.h>
@@ -108,6 +109,51 @@ struct SharedRing {
   Doorbell* receiverBell = nullptr;
   std::unique_ptr<LocalConnection> receiver;  // the parent's side
 };
+
+// A receiver finds a message by its slot's own line (number, size, mark):
+// messages come in order with what was sent, none before it is committed,
+// and after reset() (a call that stopped midway) nothing left in a slot
+// counts as a new message.
+TEST(Ring, ASlotsLineSaysWhatIsInIt) {
+  LocalConnection c(4, 64);
+  SendPort& out = c.sender();
+  RecvPort& in = c.receiver();
+  size_t bytes = 0;
+  EXPECT_EQ(in.tryPeek(&bytes), nullptr);
+  for (int m = 0; m < 3; ++m) {
+    auto* slot = static_cast<unsigned char*>(out.tryAcquire(16));
+    ASSERT_NE(slot, nullptr);
+    std::memset(slot, 10 + m, 8 + static_cast<size_t>(m));
+    if (m == 0) {
+      EXPECT_EQ(in.tryPeek(&bytes), nullptr);  // acquired, not yet committed
+    }
+    out.commit(8 + static_cast<size_t>(m), 100u + static_cast<uint32_t>(m));
+  }
+  const auto* first = static_cast<const unsigned char*>(in.tryPeek(&bytes));
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(bytes, 8u);
+  EXPECT_EQ(in.peekedMark(), 100u);
+  EXPECT_EQ(first[7], 10);
+  in.release();
+  const auto* second = static_cast<const unsigned char*>(in.tryPeek(&bytes));
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(bytes, 9u);
+  EXPECT_EQ(in.peekedMark(), 101u);
+  EXPECT_EQ(second[8], 11);
+  c.reset();  // messages 1 and 2 are still in their slots
+  EXPECT_EQ(in.tryPeek(&bytes), nullptr);
+  auto* slot = static_cast<unsigned char*>(out.tryAcquire(16));
+  ASSERT_NE(slot, nullptr);
+  std::memset(slot, 77, 5);
+  out.commit(5, 200);
+  const auto* fresh = static_cast<const unsigned char*>(in.tryPeek(&bytes));
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_EQ(bytes, 5u);
+  EXPECT_EQ(in.peekedMark(), 200u);
+  EXPECT_EQ(fresh[4], 77);
+  in.release();
+  EXPECT_EQ(in.tryPeek(&bytes), nullptr);
+}
 
 TEST(Shm, RingBetweenProcessesWithBackpressure) {
   constexpr int kSlots = 2, kMessages = 400;
