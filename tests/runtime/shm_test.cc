@@ -119,38 +119,34 @@ TEST(Ring, ASlotsLineSaysWhatIsInIt) {
   SendPort& out = c.sender();
   RecvPort& in = c.receiver();
   size_t bytes = 0;
-  EXPECT_EQ(in.tryPeek(&bytes), nullptr);
-  for (int m = 0; m < 3; ++m) {
+  // Message `fill`: `size` bytes of `fill`, marked 100 + fill.
+  auto send = [&](size_t size, unsigned char fill, bool peekBeforeCommit = false) {
     auto* slot = static_cast<unsigned char*>(out.tryAcquire(16));
     ASSERT_NE(slot, nullptr);
-    std::memset(slot, 10 + m, 8 + static_cast<size_t>(m));
-    if (m == 0) {
+    std::memset(slot, fill, size);
+    if (peekBeforeCommit) {
       EXPECT_EQ(in.tryPeek(&bytes), nullptr);  // acquired, not yet committed
     }
-    out.commit(8 + static_cast<size_t>(m), 100u + static_cast<uint32_t>(m));
-  }
-  const auto* first = static_cast<const unsigned char*>(in.tryPeek(&bytes));
-  ASSERT_NE(first, nullptr);
-  EXPECT_EQ(bytes, 8u);
-  EXPECT_EQ(in.peekedMark(), 100u);
-  EXPECT_EQ(first[7], 10);
-  in.release();
-  const auto* second = static_cast<const unsigned char*>(in.tryPeek(&bytes));
-  ASSERT_NE(second, nullptr);
-  EXPECT_EQ(bytes, 9u);
-  EXPECT_EQ(in.peekedMark(), 101u);
-  EXPECT_EQ(second[8], 11);
-  c.reset();  // messages 1 and 2 are still in their slots
+    out.commit(size, 100u + fill);
+  };
+  auto expectNext = [&](size_t size, unsigned char fill) {
+    const auto* got = static_cast<const unsigned char*>(in.tryPeek(&bytes));
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(bytes, size);
+    EXPECT_EQ(in.peekedMark(), 100u + fill);
+    EXPECT_EQ(std::vector<unsigned char>(got, got + size), std::vector<unsigned char>(size, fill));
+  };
   EXPECT_EQ(in.tryPeek(&bytes), nullptr);
-  auto* slot = static_cast<unsigned char*>(out.tryAcquire(16));
-  ASSERT_NE(slot, nullptr);
-  std::memset(slot, 77, 5);
-  out.commit(5, 200);
-  const auto* fresh = static_cast<const unsigned char*>(in.tryPeek(&bytes));
-  ASSERT_NE(fresh, nullptr);
-  EXPECT_EQ(bytes, 5u);
-  EXPECT_EQ(in.peekedMark(), 200u);
-  EXPECT_EQ(fresh[4], 77);
+  send(8, 10, /*peekBeforeCommit=*/true);
+  send(9, 11);
+  send(10, 12);
+  expectNext(8, 10);
+  in.release();
+  expectNext(9, 11);
+  c.reset();  // messages 11 and 12 are still in their slots
+  EXPECT_EQ(in.tryPeek(&bytes), nullptr);
+  send(5, 77);
+  expectNext(5, 77);
   in.release();
   EXPECT_EQ(in.tryPeek(&bytes), nullptr);
 }
