@@ -159,10 +159,16 @@ class ScheduleSearch {
     int slot = 0;  // its place among its shape's lowerings: the results' order
     // Cheapest first: a plain lowering by its forests' arcs, the others by the
     // seconds their shape's plain lowering took (so before plain ones left).
+    // The fine and instance chains, many lowerings each and the finest the
+    // costliest, after every plain lowering and variant: a shape deferred
+    // for its bound waits for the others' plain results (queueDeferred),
+    // and must not wait for their chains too.
     double cost = 0;
+    bool chain() const { return kind == kFine || kind == kInstances; }
   };
   static bool later(const Item& a, const Item& b) {
-    return std::tie(a.cost, a.shape, a.slot) > std::tie(b.cost, b.shape, b.slot);
+    return std::tuple(a.chain(), a.cost, a.shape, a.slot) >
+           std::tuple(b.chain(), b.cost, b.shape, b.slot);
   }
   // Shapes alike in their plain lowerings' results (4 x DGX A100: the
   // packed forest, shortened and with either headroom) are taken as alike.
@@ -531,6 +537,7 @@ class ScheduleSearch {
         plainCost_[static_cast<size_t>(it.shape)] = chain.front().seconds;
         plainIterations_[static_cast<size_t>(it.shape)] = chain.front().iterations;
         maybeExpand(it.shape);
+        if (plainsLeft_ > 0 && --plainsLeft_ == 0) queueDeferred();
       }
       wake_.notify_all();
     }
@@ -545,6 +552,42 @@ class ScheduleSearch {
     return Status::ok();
   }
 
+  // Before any has run, the rank-to-rank arcs a forest uses stand for its
+  // cost: each is a route the simulator shares out at every event (8 x DGX
+  // A100: the hierarchical forest 0.02 s, the packed one 1.6 s).
+  size_t arcsOf(size_t s) const {
+    std::set<std::pair<int, int>> arcs;
+    for (const auto* f : {&out_.shapes[s].gather, &out_.shapes[s].scatter})
+      if (f->has_value())
+        for (const Tree& tree : (*f)->trees) arcs.insert(tree.edges.begin(), tree.edges.end());
+    return arcs.size();
+  }
+
+  void queuePlain(size_t s, double cost) {
+    queue_.push_back({static_cast<int>(s), Item::kPlain, 1, 1, 0, cost});
+    std::push_heap(queue_.begin(), queue_.end(), later);
+  }
+
+  // The deferred shapes' plain lowerings, once every other shape's plain
+  // result is in (under the lock), first in the queue; or why not.
+  void queueDeferred() {
+    const double bestPlain = *std::max_element(plainAlgbw_.begin(), plainAlgbw_.end());
+    for (size_t s : deferred_) {
+      if (bound_[s] >= kHopelessShare * bestPlain) {
+        queuePlain(s, -1);
+        continue;
+      }
+      Tried tr;
+      tr.shape = static_cast<int>(s);
+      tr.instances = first_;
+      tr.passedOver = fmt::format(
+          "not lowered: its forests' rates bound it to {:.3f} GB/s in the bandwidth model, "
+          "under half of the {:.3f} GB/s another shape's plain lowering simulates at",
+          bound_[s], bestPlain);
+      results_.emplace_back(s * 16 * kMostChunks, std::move(tr));
+    }
+  }
+
   // Lowerings, each simulated at the size asked for, on a pool of threads
   // taking the cheapest first: every shape's plain lowering, then (as they
   // come) the others of the shapes near the best; then those that every
@@ -556,52 +599,31 @@ class ScheduleSearch {
     plainCost_.assign(n, 0);
     plainIterations_.assign(n, 0);
     chosen_.assign(n, 0);
-    // Before any has run, the rank-to-rank arcs a forest uses stand for its
-    // cost: each is a route the simulator shares out at every event (8 x DGX
-    // A100: the hierarchical forest 0.02 s, the packed one 1.6 s).
-    auto queuePlain = [&](size_t s) {
-      std::set<std::pair<int, int>> arcs;
-      for (const auto* f : {&out_.shapes[s].gather, &out_.shapes[s].scatter})
-        if (f->has_value())
-          for (const Tree& tree : (*f)->trees) arcs.insert(tree.edges.begin(), tree.edges.end());
-      queue_.push_back(
-          {static_cast<int>(s), Item::kPlain, 1, 1, 0, static_cast<double>(arcs.size())});
-      std::push_heap(queue_.begin(), queue_.end(), later);
-    };
     // Shapes far below the fastest bound go after the others' plain
     // lowerings, and only where no simulated schedule shows them hopeless
     // (kHopelessShare); which ones depends on the bounds and the plain
-    // results alone, not on the threads.
-    std::vector<double> bound(n, 0);
-    for (size_t s = 0; s < n; ++s) bound[s] = rateBound(out_.shapes[s]);
-    const double bestBound = *std::max_element(bound.begin(), bound.end());
-    std::vector<size_t> deferred;
+    // results alone, not on the threads. They are queued as soon as the
+    // last of the others' plain results is in (queueDeferred), ahead of
+    // every shape's other lowerings: those can take the whole budget (8 x
+    // 8 fat tree allreduce: the packed forest's 32- and 64-chunk lowerings,
+    // 10 s each, where the deferred hierarchical forest's, 98.8 %, come
+    // after them).
+    bound_.assign(n, 0);
+    for (size_t s = 0; s < n; ++s) bound_[s] = rateBound(out_.shapes[s]);
+    const double bestBound = *std::max_element(bound_.begin(), bound_.end());
+    deferred_.clear();
+    plainsLeft_ = 0;
     for (size_t s = 0; s < n; ++s) {
       if (out_.shapes[s].sameAs >= 0) continue;
-      if (bound[s] > 0 && bound[s] < kHopelessShare * bestBound)
-        deferred.push_back(s);
-      else
-        queuePlain(s);
-    }
-    CHORUS_RETURN_IF_ERROR(runPool());
-    if (!deferred.empty()) {
-      const double bestPlain = *std::max_element(plainAlgbw_.begin(), plainAlgbw_.end());
-      for (size_t s : deferred) {
-        if (bound[s] >= kHopelessShare * bestPlain) {
-          queuePlain(s);
-          continue;
-        }
-        Tried tr;
-        tr.shape = static_cast<int>(s);
-        tr.instances = first_;
-        tr.passedOver = fmt::format(
-            "not lowered: its forests' rates bound it to {:.3f} GB/s in the bandwidth model, "
-            "under half of the {:.3f} GB/s another shape's plain lowering simulates at",
-            bound[s], bestPlain);
-        results_.emplace_back(s * 16 * kMostChunks, std::move(tr));
+      if (bound_[s] > 0 && bound_[s] < kHopelessShare * bestBound) {
+        deferred_.push_back(s);
+      } else {
+        queuePlain(s, static_cast<double>(arcsOf(s)));
+        ++plainsLeft_;
       }
-      CHORUS_RETURN_IF_ERROR(runPool());
     }
+    if (plainsLeft_ == 0) queueDeferred();
+    CHORUS_RETURN_IF_ERROR(runPool());
     // Which shapes get their other lowerings is decided on every plain
     // result, so the pick does not depend on the order they came in: the
     // shapes near the best and the first of shapes alike. Those not yet
@@ -692,6 +714,9 @@ class ScheduleSearch {
   std::vector<char> expanded_, chosen_;
   std::vector<double> plainAlgbw_, plainCost_;
   std::vector<size_t> plainIterations_;
+  std::vector<double> bound_;     // per shape: rateBound
+  std::vector<size_t> deferred_;  // shapes whose plain lowering waits for the others'
+  size_t plainsLeft_ = 0;         // plain lowerings of the others not yet in
 };
 
 }  // namespace
