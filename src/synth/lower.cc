@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "core/check.h"
+#include "ir/validate.h"
 
 namespace chorus::synth {
 
@@ -21,13 +22,12 @@ int piecesPerBlock(const Forest* gather, const Forest* scatter) {
   return k;
 }
 
-// The channel of every tree edge, one piece at a time: [forest][tree]
-// [piece][edge]. Links are shared equally among the connections using
-// them (max-min fairly in the simulator; NVLink and NICs interleave
-// channels alike), while the forest wants each rank-to-rank arc to carry its
-// pieces at its own rate. So inside a box each piece crossing an arc gets a
-// connection of its own where the channels allow (min(kChannels, pieces /
-// per connection) connections, pieces split evenly): a link's connections
+// The channel of every tree edge, one piece at a time, and how many pieces
+// share that connection: [forest][tree][piece][edge]. Links are shared equally among the
+// connections using them (max-min fairly in the simulator; NVLink and NICs interleave channels
+// alike), while the forest wants each rank-to-rank arc to carry its pieces at its own rate. So
+// inside a box each piece crossing an arc gets a connection of its own where the channels allow
+// (min(kChannels, pieces / per connection) connections, pieces split evenly): a link's connections
 // then carry equal loads and equal sharing gives every arc its rate. Pieces
 // sharing a connection are the ones whose data reaches the sender together
 // (by depth in their trees), so a threadblock's steps do not wait on each
@@ -45,7 +45,11 @@ int piecesPerBlock(const Forest* gather, const Forest* scatter) {
 // one queue's order, and a queue holds the ready ones behind the late
 // (MI250 reduce-scatter, rail forest: 2 boxes 75.9 -> 82.8 %, 4 boxes
 // 61.6 -> 68.1 %; DGX boxes unchanged).
-using EdgeChannels = std::vector<std::vector<std::vector<std::vector<int>>>>;
+struct Lane {
+  int channel = 0;
+  int sharing = 1;  // pieces on the connection (this arc, this channel)
+};
+using EdgeChannels = std::vector<std::vector<std::vector<std::vector<Lane>>>>;
 
 // `forests`: each with whether its data flows up (reduce trees: from `to`
 // to `from`, leaves first). `boxes`: each rank's box (empty: one box).
@@ -67,7 +71,7 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
       const int pieces = static_cast<int>(t.weight) * scale;
       std::vector<int> depth(n, 0);
       for (auto [a, b] : t.edges) depth[static_cast<size_t>(b)] = depth[static_cast<size_t>(a)] + 1;
-      out[fi][ti].assign(static_cast<size_t>(pieces), std::vector<int>(t.edges.size(), 0));
+      out[fi][ti].assign(static_cast<size_t>(pieces), std::vector<Lane>(t.edges.size()));
       for (int piece = 0; piece < pieces; ++piece)
         for (size_t e = 0; e < t.edges.size(); ++e) {
           auto [a, b] = t.edges[e];
@@ -82,7 +86,8 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
   }
   auto channelOf = [&out](const Use& u) -> int& {
     return out[static_cast<size_t>(u.forest)][static_cast<size_t>(u.tree)]
-              [static_cast<size_t>(u.piece)][static_cast<size_t>(u.edge)];
+              [static_cast<size_t>(u.piece)][static_cast<size_t>(u.edge)]
+                  .channel;
   };
   for (size_t arc = 0; arc < arcs.size(); ++arc) {
     std::vector<Use>& uses = arcs[arc];
@@ -93,10 +98,11 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
     const bool betweenBoxes = !boxes.empty() && boxes[arc / n] != boxes[arc % n];
     const size_t per = static_cast<size_t>(std::max(1, perConnection));
     // uses[begin, end) spread evenly over channels from `base` on, per
-    // connection at a time (at most kChannels); returns the last channel.
-    auto spreadEvenly = [&](size_t begin, size_t end, int base) {
+    // connection at a time (at most `most`); returns the last channel.
+    auto spreadEvenly = [&](size_t begin, size_t end, int base, int most) {
       const size_t count = end - begin;
-      const size_t m = std::min<size_t>(kChannels, (count + per - 1) / per);
+      const size_t m =
+          std::min<size_t>(static_cast<size_t>(std::max(1, most)), (count + per - 1) / per);
       int last = base;
       for (size_t i = begin; i < end; ++i)
         last = channelOf(uses[i]) =
@@ -104,57 +110,166 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
       return last;
     };
     if (!betweenBoxes) {
-      spreadEvenly(0, uses.size(), 0);
+      spreadEvenly(0, uses.size(), 0, kChannels);
       continue;
     }
     // Between boxes, forest after forest: a reduce forest's pieces spread
-    // evenly, a broadcast forest's one connection per depth.
-    int next = 0;  // the first channel the forest may take
+    // evenly, a broadcast forest's one connection per depth. A depth of
+    // more pieces than the executor's steps per threadblock takes another
+    // connection every so many, and a reduce forest leaves the channels a
+    // broadcast forest after it needs (asym6's allreduce: the reduce
+    // forest took all 32, and the broadcast forest's depths all landed on
+    // the last, 81 pieces on one connection).
+    std::vector<int> level(uses.size(), 0);  // a broadcast forest's uses: the connection's
+    std::vector<size_t> ends;
     for (size_t begin = 0; begin < uses.size();) {
       size_t end = begin;
       while (end < uses.size() && uses[end].forest == uses[begin].forest) ++end;
-      int last = next;
-      if (forests[static_cast<size_t>(uses[begin].forest)].second) {
-        last = spreadEvenly(begin, end, next);
-      } else {
-        int level = next;
-        for (size_t i = begin; i < end; ++i) {
-          if (i > begin && uses[i].ready != uses[i - 1].ready) ++level;
-          last = channelOf(uses[i]) = std::min(level, kChannels - 1);
+      for (size_t i = begin + 1, onLevel = 1; i < end; ++i, ++onLevel) {
+        level[i] = level[i - 1];
+        if (uses[i].ready != uses[i - 1].ready || onLevel == ir::kMscclMaxSteps) {
+          ++level[i];
+          onLevel = 0;
         }
       }
-      next = last + 1;
+      ends.push_back(end);
       begin = end;
     }
+    int next = 0;  // the first channel the forest may take
+    for (size_t f = 0, begin = 0; f < ends.size(); begin = ends[f++]) {
+      const size_t end = ends[f];
+      int last = next;
+      if (forests[static_cast<size_t>(uses[begin].forest)].second) {
+        int later = 0;  // connections the broadcast forests after it take
+        for (size_t g = f + 1; g < ends.size(); ++g)
+          if (!forests[static_cast<size_t>(uses[ends[g - 1]].forest)].second)
+            later += level[ends[g] - 1] + 1;
+        last = spreadEvenly(begin, end, next, kChannels - next - later);
+      } else {
+        for (size_t i = begin; i < end; ++i)
+          last = channelOf(uses[i]) = std::min(next + level[i], kChannels - 1);
+      }
+      next = last + 1;
+    }
+  }
+  // How many pieces each connection carries.
+  for (const std::vector<Use>& uses : arcs) {
+    std::vector<int> count(kChannels, 0);
+    for (const Use& u : uses) ++count[static_cast<size_t>(channelOf(u))];
+    for (const Use& u : uses)
+      out[static_cast<size_t>(u.forest)][static_cast<size_t>(u.tree)][static_cast<size_t>(u.piece)]
+         [static_cast<size_t>(u.edge)]
+             .sharing = count[static_cast<size_t>(channelOf(u))];
   }
   return out;
 }
 
-// Calls visit(tree, first piece, channel of each edge) for every piece of
-// every tree: the pieces of a root's block are numbered 0.. in units of 1/k.
-// A piece is `chunks` consecutive chunks, each sent down the piece's tree
-// in turn (visit's `first` counts chunks).
+// Chunks per step on an edge: one, unless its connection's pieces would
+// then pass the executor's steps per threadblock; then the fewest that fit.
+// A step of g chunks moves g consecutive chunks of its piece (cnt = g), so
+// a piece keeps its fine chunks on the arcs where few pieces share a
+// connection and takes coarser ones only where many do. A hop takes about
+// (chunk bytes) / (the connection's share of its link) either way, and the
+// fill and drain of a deep tree cost a few hops: with one chunk size for
+// all, the busiest connection's 64 steps set it for every arc (4 x MI250:
+// 3 pieces per connection on the 200 GB/s links, 20 chunks, where the 50
+// GB/s links' connections, one piece each, could take 64).
+int chunksPerStep(const Lane& lane, int chunks) {
+  int g = 1;
+  while (g < chunks && lane.sharing * ((chunks + g - 1) / g) > ir::kMscclMaxSteps) ++g;
+  return g;
+}
+
+// A tree's edges next to each edge: those into its upper end `a`
+// (feeding it, in a broadcast) and those out of its lower end `b` (its
+// sources, in a reduction).
+struct TreeLinks {
+  std::vector<int> into;                   // per edge: the edge ending at its a, or -1
+  std::vector<std::vector<int>> children;  // per edge: edges starting at its b
+};
+
+TreeLinks linksOf(const Tree& t, int ranks) {
+  TreeLinks l;
+  std::vector<int> into(static_cast<size_t>(ranks), -1);
+  std::vector<std::vector<int>> out(static_cast<size_t>(ranks));
+  for (size_t e = 0; e < t.edges.size(); ++e) {
+    into[static_cast<size_t>(t.edges[e].second)] = static_cast<int>(e);
+    out[static_cast<size_t>(t.edges[e].first)].push_back(static_cast<int>(e));
+  }
+  for (auto [a, b] : t.edges) {
+    l.into.push_back(into[static_cast<size_t>(a)]);
+    l.children.push_back(out[static_cast<size_t>(b)]);
+  }
+  return l;
+}
+
+// One piece on its way: the chunks each edge has moved, in steps of
+// `group[e]` chunks (chunksPerStep). In a reduction each rank's first sum
+// comes from one edge into it, `maker[e]` for every edge into the same
+// rank: the one of finest steps (the first of them leaves first); the
+// others add to it, the chunks it has made only.
+struct PieceRun {
+  const Tree* tree = nullptr;
+  const TreeLinks* links = nullptr;
+  const std::vector<Lane>* lanes = nullptr;
+  int first = 0;  // the piece's first chunk in its root's block
+  std::vector<int> group, moved, maker;
+};
+
+// Calls visit(run, c) for chunk c = 0, 1, ... of every piece of every tree,
+// every piece's chunk c before any piece's chunk c + 1: a connection's
+// threadblock sends in this order, and a piece's later chunk reaches the
+// sender after the other pieces' earlier ones. The pieces of a root's block
+// are numbered 0.. in units of 1/k, a piece is `chunks` consecutive chunks.
 template <typename Visit>
-void eachTree(const Forest& f, const std::vector<std::vector<std::vector<int>>>& channels, int k,
+void eachTree(const Forest& f, const std::vector<std::vector<std::vector<Lane>>>& lanes, int k,
               int chunks, int ranks, Visit visit) {
+  std::vector<TreeLinks> links;
+  for (const Tree& t : f.trees) links.push_back(linksOf(t, ranks));
+  std::vector<int> maker(static_cast<size_t>(ranks), -1);  // per upper end, while a run is made
   // Where each tree's pieces start in its root's block.
-  std::vector<int> next(static_cast<size_t>(ranks), 0), start(f.trees.size());
+  std::vector<int> next(static_cast<size_t>(ranks), 0);
+  std::vector<PieceRun> runs;
   const int scale = k / f.k;
   for (size_t ti = 0; ti < f.trees.size(); ++ti) {
-    int& at = next[static_cast<size_t>(f.trees[ti].root)];
-    start[ti] = at;
-    at += static_cast<int>(f.trees[ti].weight) * scale;
-  }
-  // Every piece's first chunk, then every piece's second, ...: a
-  // connection's threadblock sends in this order, and a piece's later chunk
-  // reaches the sender after the other pieces' earlier ones.
-  for (int c = 0; c < chunks; ++c)
-    for (size_t ti = 0; ti < f.trees.size(); ++ti) {
-      const Tree& t = f.trees[ti];
-      const int pieces = static_cast<int>(t.weight) * scale;
-      for (int piece = 0; piece < pieces; ++piece)
-        visit(t, (start[ti] + piece) * chunks + c, channels[ti][static_cast<size_t>(piece)]);
+    const Tree& t = f.trees[ti];
+    int& at = next[static_cast<size_t>(t.root)];
+    for (int piece = 0; piece < static_cast<int>(t.weight) * scale; ++piece) {
+      PieceRun r{&t,
+                 &links[ti],
+                 &lanes[ti][static_cast<size_t>(piece)],
+                 (at + piece) * chunks,
+                 {},
+                 std::vector<int>(t.edges.size(), 0),
+                 {}};
+      for (const Lane& lane : *r.lanes) r.group.push_back(chunksPerStep(lane, chunks));
+      for (size_t e = t.edges.size(); e-- > 0;) {
+        int& m = maker[static_cast<size_t>(t.edges[e].first)];
+        if (m < 0 || r.group[e] < r.group[static_cast<size_t>(m)]) m = static_cast<int>(e);
+      }
+      for (auto [a, b] : t.edges) r.maker.push_back(maker[static_cast<size_t>(a)]);
+      for (auto [a, b] : t.edges) maker[static_cast<size_t>(a)] = -1;
+      runs.push_back(std::move(r));
     }
+    at += static_cast<int>(t.weight) * scale;
+  }
+  for (int c = 0; c < chunks; ++c)
+    for (PieceRun& r : runs) visit(r, c);
+}
+
+// Moves edge e's next steps of `run` whose chunks are below `ready`:
+// move(first chunk, chunks) for each.
+template <typename Move>
+bool advance(PieceRun& run, size_t e, int ready, int chunks, Move move) {
+  bool any = false;
+  for (int& moved = run.moved[e]; moved < ready;) {
+    const int size = std::min(run.group[e], chunks - moved);
+    if (moved + size > ready) break;
+    move(moved, size);
+    moved += size;
+    any = true;
+  }
+  return any;
 }
 
 // Where `root`'s block starts in a buffer holding every rank's (broadcast
@@ -165,57 +280,71 @@ int blockOf(const lang::Program& p, int root, int k) {
 }
 
 // Copies block pieces down the allgather trees from where `source(root,
-// first)` holds them.
+// first, size)` holds them.
 template <typename Source>
-void broadcastDown(lang::Program& p, const Forest& f, const EdgeChannels::value_type& channels,
-                   int k, int chunks, Source source) {
+void broadcastDown(lang::Program& p, const Forest& f, const EdgeChannels::value_type& lanes, int k,
+                   int chunks, Source source) {
   const int n = p.options().ranks;
-  eachTree(f, channels, k, chunks, n,
-           [&](const Tree& t, int first, const std::vector<int>& channel) {
-             const int index = blockOf(p, t.root, k * chunks) + first;
-             std::vector<lang::Chunk> at(static_cast<size_t>(n));
-             at[static_cast<size_t>(t.root)] = source(t.root, first);
-             // Chunk c of a piece starts at round c (Hints::round): pipelined.
-             const int round = first % chunks;
-             for (size_t e = 0; e < t.edges.size(); ++e) {
-               auto [a, b] = t.edges[e];
-               at[static_cast<size_t>(b)] = at[static_cast<size_t>(a)].copy(
-                   b, lang::kOutput, index, {.channel = channel[e], .round = round});
-             }
-           });
+  eachTree(f, lanes, k, chunks, n, [&](PieceRun& run, int c) {
+    const Tree& t = *run.tree;
+    const int block = blockOf(p, t.root, k * chunks) + run.first;
+    // Parents first: an edge moves what its upper end has (the root: all
+    // chunks up to c).
+    for (size_t e = 0; e < t.edges.size(); ++e) {
+      auto [a, b] = t.edges[e];
+      const int from = run.links->into[e];
+      const int ready = from < 0 ? c + 1 : run.moved[static_cast<size_t>(from)];
+      advance(run, e, ready, chunks, [&](int at, int size) {
+        lang::Chunk src = a == t.root ? source(t.root, run.first + at, size)
+                                      : p.chunk(a, lang::kOutput, block + at, size);
+        // Chunk c of a piece starts at round c (Hints::round): pipelined.
+        src.copy(b, lang::kOutput, block + at, {.channel = (*run.lanes)[e].channel, .round = at});
+      });
+    }
+  });
 }
 
 // Reduces block pieces up the (reversed) reduce-scatter trees; the root's
 // sum goes to `result(root, first)` = (buffer, index), the other ranks'
 // partial sums to scratch.
 template <typename Result>
-void reduceUp(lang::Program& p, const Forest& f, const EdgeChannels::value_type& channels, int k,
+void reduceUp(lang::Program& p, const Forest& f, const EdgeChannels::value_type& lanes, int k,
               int chunks, lang::Buffer input, Result result) {
   const int n = p.options().ranks;
   lang::Buffer partial = p.scratch("partial");
-  eachTree(
-      f, channels, k, chunks, n, [&](const Tree& t, int first, const std::vector<int>& channel) {
-        const int index = blockOf(p, t.root, k * chunks) + first;
-        std::vector<lang::Chunk> sum(static_cast<size_t>(n));
-        auto current = [&](int r) {
-          lang::Chunk& c = sum[static_cast<size_t>(r)];
-          return c.valid() ? c : p.chunk(r, input, index, 1);
-        };
-        // Leaves first: a rank sends its sum once every child has added
-        // theirs. Chunk c of a piece starts at round c (Hints::round).
-        for (size_t e = t.edges.size(); e-- > 0;) {
-          auto [to, from] = t.edges[e];  // the reversed forest: data flows from `from` to `to`
-          const lang::Hints h{.channel = channel[e], .round = first % chunks};
-          lang::Chunk incoming = current(from);
-          lang::Chunk& mine = sum[static_cast<size_t>(to)];
-          if (mine.valid()) {
-            mine = mine.reduce(incoming, h);
-          } else {
-            auto [buffer, at] = to == t.root ? result(t.root, first) : std::pair{partial, index};
-            mine = p.chunk(to, input, index, 1).reduce(incoming, buffer, at, h);
-          }
-        }
-      });
+  eachTree(f, lanes, k, chunks, n, [&](PieceRun& run, int c) {
+    const Tree& t = *run.tree;
+    const int block = blockOf(p, t.root, k * chunks) + run.first;
+    // Leaves first: a rank sends a chunk's sum once every child has added
+    // theirs; a pass again while one moved something a sibling waits for.
+    for (bool again = true; again;) {
+      again = false;
+      for (size_t e = t.edges.size(); e-- > 0;) {
+        auto [to, from] = t.edges[e];  // the reversed forest: data flows from `from` to `to`
+        const std::vector<int>& below = run.links->children[e];
+        int ready = c + 1;
+        for (int child : below) ready = std::min(ready, run.moved[static_cast<size_t>(child)]);
+        const int maker = run.maker[e];
+        const bool makes = maker == static_cast<int>(e);
+        if (!makes) ready = std::min(ready, run.moved[static_cast<size_t>(maker)]);
+        again |= advance(run, e, ready, chunks,
+                         [&](int at, int size) {
+                           const int index = block + at;
+                           lang::Chunk incoming =
+                               p.chunk(from, below.empty() ? input : partial, index, size);
+                           auto [buffer, where] = to == t.root ? result(t.root, run.first + at)
+                                                               : std::pair{partial, index};
+                           // Chunk c of a piece starts at round c (Hints::round).
+                           const lang::Hints h{.channel = (*run.lanes)[e].channel, .round = at};
+                           if (makes)
+                             p.chunk(to, input, index, size).reduce(incoming, buffer, where, h);
+                           else
+                             p.chunk(to, buffer, where, size).reduce(incoming, h);
+                         }) &&
+                 makes;
+      }
+    }
+  });
 }
 
 }  // namespace
@@ -275,8 +404,9 @@ void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter
           p.chunk(r, lang::kInput, piece * c, c)
               .copy(r, lang::kOutput, blockOf(p, r, k * c) + piece * c, {.sendTb = 0});
     }
-    broadcastDown(p, *gather, channels[0], k, c,
-                  [&](int root, int first) { return p.chunk(root, lang::kInput, first, 1); });
+    broadcastDown(p, *gather, channels[0], k, c, [&](int root, int first, int size) {
+      return p.chunk(root, lang::kInput, first, size);
+    });
   } else if (rs) {
     reduceUp(p, *scatter, channels[0], k, c, lang::kInput, [&](int, int first) {
       return std::pair{lang::kOutput, first};
@@ -288,8 +418,8 @@ void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter
     reduceUp(p, *scatter, channels[0], k, c, lang::kInput, [&](int root, int first) {
       return std::pair{lang::kOutput, root * k * c + first};
     });
-    broadcastDown(p, *gather, channels[1], k, c, [&](int root, int first) {
-      return p.chunk(root, lang::kOutput, root * k * c + first, 1);
+    broadcastDown(p, *gather, channels[1], k, c, [&](int root, int first, int size) {
+      return p.chunk(root, lang::kOutput, root * k * c + first, size);
     });
   }
 }

@@ -31,6 +31,9 @@ struct LowerOptions {
   int piecesPerConnection = 1;
   // Chunks each piece is cut into, sent down its tree one after another by
   // the same threadblocks: a rank forwards a chunk while the next arrives.
+  // A connection whose pieces would then take more than the executor's 64
+  // steps moves several consecutive chunks per step (lower.cc,
+  // chunksPerStep); the others keep one.
   int chunksPerPiece = 1;
   // Each rank's box (topo::Node::box), or empty: arcs between boxes get a
   // connection per tree depth rather than per piece (assignChannels).

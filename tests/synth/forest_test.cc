@@ -493,6 +493,45 @@ TEST(Forest, OneRootTakesWiderPiecesWhereUnitOnesAreTooMany) {
   }
 }
 
+// Where a connection carries several pieces, 64 chunks per piece would put
+// more than the executor's 64 steps on its threadblock; its steps then move
+// several consecutive chunks each (cnt > 1), while connections of one piece
+// keep one chunk per step, and every result is still right.
+TEST(Forest, CrowdedConnectionsMoveSeveralChunksPerStep) {
+  auto t = topo::makePreset("dgx1");
+  ASSERT_TRUE(t.isOk());
+  const int n = t.value().ranks();
+  const Forest gather = packForest(t.value(), false, 64, -1).value();
+  const Forest scatter = packForest(t.value(), true, 64, -1).value();
+  for (CollectiveKind coll :
+       {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter, CollectiveKind::kAllReduce}) {
+    SCOPED_TRACE(std::string(collectiveName(coll)));
+    LowerOptions lo;
+    lo.piecesPerConnection = 2;  // arcs crossed by one piece keep a connection of one
+    lo.chunksPerPiece = 64;
+    compiler::Compiled c = lowerForests(coll, n, &gather, &scatter, lo);
+    for (const Diagnostic& diag : c.diagnostics.items()) ADD_FAILURE() << diag.format();
+    ASSERT_TRUE(c.ok());
+    verify::Options vo;
+    vo.targetMscclExecutor = true;  // 64 steps per threadblock at most
+    verify::Report rep = verify::verifyAlgorithm(c.algo, vo);
+    for (const Diagnostic& diag : rep.diagnostics.items())
+      if (diag.severity == Severity::kError) ADD_FAILURE() << diag.format();
+    int single = 0, several = 0;
+    for (const ir::Rank& r : c.algo.ranks)
+      for (const ir::Threadblock& tb : r.tbs)
+        for (const ir::Step& s : tb.steps)
+          if (s.type != ir::StepType::kNop) ++(s.count > 1 ? several : single);
+    EXPECT_GT(several, 0) << "no connection took several chunks per step";
+    // (The allreduce's two forests share every arc of dgx1: no connection
+    // carries one piece there.)
+    if (coll != CollectiveKind::kAllReduce) {
+      EXPECT_GT(single, 0) << "every connection took several chunks per step";
+    }
+    expectCorrectData(c.algo, false, 13);
+  }
+}
+
 TEST(Forest, LowersToVerifiedIrThatRunsAndSimulates) {
   struct Case {
     const char* topo;
