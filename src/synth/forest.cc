@@ -551,11 +551,52 @@ Forest shortenForest(const Forest& forest) {
   struct Unit {
     int root;
     std::vector<int> parent;  // -1 at the root
+    // From parent (index()): each rank's depth, its place in a depth-first
+    // walk [in, out), and its subtree's size and sum of depths.
+    std::vector<int> depth, in, out, size;
+    std::vector<int64_t> depthSum;
+  };
+  std::vector<std::vector<int>> children(ranks);
+  auto index = [&](Unit& u) {
+    for (auto& c : children) c.clear();
+    for (int v = 0; v < n; ++v)
+      if (int p = u.parent[static_cast<size_t>(v)]; p >= 0)
+        children[static_cast<size_t>(p)].push_back(v);
+    u.depth.assign(ranks, 0);
+    u.in.assign(ranks, -1);
+    u.out.assign(ranks, -1);
+    u.size.assign(ranks, 1);
+    u.depthSum.assign(ranks, 0);
+    // Iterative depth-first walk: (rank, next child) pairs.
+    std::vector<std::pair<int, size_t>> stack{{u.root, 0}};
+    int clock = 0;
+    u.in[static_cast<size_t>(u.root)] = clock++;
+    while (!stack.empty()) {
+      auto& [v, next] = stack.back();
+      const std::vector<int>& kids = children[static_cast<size_t>(v)];
+      if (next < kids.size()) {
+        const int c = kids[next++];
+        u.depth[static_cast<size_t>(c)] = u.depth[static_cast<size_t>(v)] + 1;
+        u.in[static_cast<size_t>(c)] = clock++;
+        stack.emplace_back(c, 0);
+        continue;
+      }
+      const auto vi = static_cast<size_t>(v);
+      u.out[vi] = clock;
+      u.depthSum[vi] += u.depth[vi];
+      stack.pop_back();
+      if (!stack.empty()) {
+        const auto pi = static_cast<size_t>(stack.back().first);
+        u.size[pi] += u.size[vi];
+        u.depthSum[pi] += u.depthSum[vi];
+      }
+    }
   };
   std::vector<Unit> units;
   for (const Tree& t : trees) {
-    Unit u{t.root, std::vector<int>(ranks, -1)};
+    Unit u{t.root, std::vector<int>(ranks, -1), {}, {}, {}, {}, {}};
     for (auto [a, b] : t.edges) u.parent[static_cast<size_t>(b)] = a;
+    index(u);
     for (int64_t w = 0; w < t.weight; ++w) units.push_back(u);
   }
   // Spare capacity of every arc, and which units hang z under x.
@@ -567,25 +608,16 @@ Forest shortenForest(const Forest& forest) {
         --spare[static_cast<size_t>(x)][z];
         under[z][static_cast<size_t>(x)].push_back(static_cast<int>(i));
       }
-  auto depth = [&](const Unit& u, int v) {
-    int d = 0;
-    for (; u.parent[static_cast<size_t>(v)] >= 0; v = u.parent[static_cast<size_t>(v)]) ++d;
-    return d;
+  auto depth = [](const Unit& u, int v) { return u.depth[static_cast<size_t>(v)]; };
+  auto below = [](const Unit& u, int v, int z) {  // v in the subtree of z
+    const auto vi = static_cast<size_t>(v), zi = static_cast<size_t>(z);
+    return v == z || (u.in[zi] >= 0 && u.in[vi] >= u.in[zi] && u.in[vi] < u.out[zi]);
   };
-  auto below = [&](const Unit& u, int v, int z) {  // v in the subtree of z
-    for (; v >= 0; v = u.parent[static_cast<size_t>(v)])
-      if (v == z) return true;
-    return false;
-  };
-  // Change in the sum of depth squared when z's subtree moves by `delta`.
-  auto cost = [&](const Unit& u, int z, int delta) {
-    int64_t c = 0;
-    for (int v = 0; v < n; ++v)
-      if (below(u, v, z)) {
-        const int64_t d = depth(u, v);
-        c += (d + delta) * (d + delta) - d * d;
-      }
-    return c;
+  // Change in the sum of depth squared when z's subtree moves by `delta`:
+  // the sum over it of (d + delta)^2 - d^2.
+  auto cost = [](const Unit& u, int z, int delta) {
+    const auto zi = static_cast<size_t>(z);
+    return 2 * delta * u.depthSum[zi] + int64_t{delta} * delta * u.size[zi];
   };
   auto reparent = [&](int i, int z, int to) {
     Unit& u = units[static_cast<size_t>(i)];
@@ -614,6 +646,7 @@ Forest shortenForest(const Forest& forest) {
             --free;
             ++spare[static_cast<size_t>(y)][static_cast<size_t>(z)];
             reparent(i, z, x);
+            index(a);
             moved = true;
             break;
           }
@@ -623,6 +656,8 @@ Forest shortenForest(const Forest& forest) {
             if (gain + cost(b, z, depth(b, y) + 1 - depth(b, z)) >= 0) continue;
             reparent(i, z, x);
             reparent(j, z, y);
+            index(a);
+            index(b);
             moved = true;
             break;
           }
