@@ -56,6 +56,7 @@ struct Schedule {
   double seconds = 0;
   size_t simBytes = size_t{1} << 30;
   double simAlgbw = 0, simBusbw = 0;  // the kept lowering, as written and read back
+  std::vector<double> simLinkBytes;   // its bytes on each topology link
   std::string xml;                    // the schedule kept, verified
   // The fastest classic program of the language for the collective on this
   // topology (ring, all-pairs, hierarchical, trees), simulated alike; kept
@@ -128,10 +129,11 @@ double simulatedAlgbw(const ir::Algorithm& a, const topo::Topology& t, size_t by
 
 // A program proved (chorus::generate) and written with the size range
 // [minBytes, maxBytes] it serves (0: unlimited); what it simulates at
-// `bytes` as read back from that XML. Returns what went wrong, or "".
+// `bytes` as read back from that XML (and, where asked, its bytes on each
+// link). Returns what went wrong, or "".
 std::string proveProgram(const lang::Program& program, const topo::Topology& t, size_t bytes,
                          uint64_t minBytes, uint64_t maxBytes, std::string* xml, double* algbw,
-                         double* busbw) {
+                         double* busbw, std::vector<double>* linkBytes = nullptr) {
   Generated gen = generate(program);
   if (!gen.ok)
     return "the lowered schedule does not compile or verify (a bug):\n" + gen.diagnostics;
@@ -148,6 +150,7 @@ std::string proveProgram(const lang::Program& program, const topo::Topology& t, 
   if (!r.isOk()) return "simulating the written schedule: " + r.status().message() + " (a bug)";
   *algbw = r.value().algbw;
   *busbw = r.value().busbw;
+  if (linkBytes != nullptr) *linkBytes = std::move(r.value().linkBytes);
   return "";
 }
 
@@ -227,14 +230,15 @@ Classic bestClassic(const topo::Topology& t, CollectiveKind coll, const SynthArg
 // The lowering a search kept, proved and written (proveProgram).
 std::string prove(const topo::Topology& t, CollectiveKind coll, const synth::Found& found,
                   const synth::LowerOptions& base, size_t bytes, uint64_t minBytes,
-                  uint64_t maxBytes, std::string* xml, double* algbw, double* busbw) {
+                  uint64_t maxBytes, std::string* xml, double* algbw, double* busbw,
+                  std::vector<double>* linkBytes = nullptr) {
   const synth::Shape& shape = found.keptShape();
   const synth::LowerOptions lo = found.keptLowering(base);
   const synth::Forest* g = shape.gather ? &*shape.gather : nullptr;
   const synth::Forest* s = shape.scatter ? &*shape.scatter : nullptr;
   lang::Program program(synth::forestProgramOptions(coll, t.ranks(), g, s, lo));
   synth::recordForests(program, g, s, lo);
-  return proveProgram(program, t, bytes, minBytes, maxBytes, xml, algbw, busbw);
+  return proveProgram(program, t, bytes, minBytes, maxBytes, xml, algbw, busbw, linkBytes);
 }
 
 // Searches the forests and their lowerings (synth/search.h), proves the
@@ -266,7 +270,7 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
     return bestClassic(t, coll, args, args.protocol, out.simBytes, classicDeadline);
   });
   std::string problem = prove(t, coll, out.found, so.lower, out.simBytes, 0, 0, &out.xml,
-                              &out.simAlgbw, &out.simBusbw);
+                              &out.simAlgbw, &out.simBusbw, &out.simLinkBytes);
   const Classic classic = classics.get();
   if (!problem.empty()) return problem;
   for (const auto* f : {&out.shape().gather, &out.shape().scatter})
@@ -283,7 +287,8 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
     lang::findProgram(classic.name)->build(program);
     std::string xml;
     double algbw = 0, busbw = 0;
-    if (std::string bad = proveProgram(program, t, out.simBytes, 0, 0, &xml, &algbw, &busbw);
+    if (std::string bad =
+            proveProgram(program, t, out.simBytes, 0, 0, &xml, &algbw, &busbw, &out.simLinkBytes);
         !bad.empty())
       return classic.name + ": " + bad;
     out.xml = std::move(xml);
@@ -347,16 +352,43 @@ std::vector<std::string> shortfallOf(const topo::Topology& t, const SynthArgs& a
                           s.shape().kind, 100 * model / best);
     ir::ReadResult back = ir::readXml(s.xml, "kept", compiler::readOptions());
     if (back.algorithm) {
+      std::vector<std::string> causes;
       auto fine =
           simulateAt(*back.algorithm, t, s.simBytes, args.inplace, deadline, size_t{128} << 10);
       if (!fine.isOk() && fine.status().code() == StatusCode::kTimeout)
         line += " (what smaller slices would give was not simulated in the time budget)";
+      // The routes the simulator takes (the IR names none) can load a link
+      // past what the forest's own paths allot it: then that link alone
+      // bounds the schedule. (Simple moves the data's bytes alone; LL and
+      // LL128 add their flags, which this does not weigh.)
+      const double atRate = static_cast<double>(s.simBytes) / (model * 1e9);  // seconds
+      double busiest = 0;
+      size_t which = 0;
+      for (size_t l = 0; l < t.links.size() && l < s.simLinkBytes.size(); ++l) {
+        const double busy = s.simLinkBytes[l] / (t.links[l].bandwidth * 1e9);
+        if (t.links[l].bandwidth > 0 && busy > busiest) {
+          busiest = busy;
+          which = l;
+        }
+      }
+      if (args.protocol == "Simple" && busiest > 1.02 * atRate) {
+        const topo::Link& l = t.links[which];
+        causes.push_back(fmt::format(
+            "the simulator's routes put {:.0f} MiB on {} -> {}, {:.2f}x what the forest's rate "
+            "allots it, which bounds this schedule to {:.1f} % of the optimum (MSCCL's IR names "
+            "no paths: an arc the forest splits over several takes the one route the fabric "
+            "gives it)",
+            s.simLinkBytes[which] / (1 << 20), t.nodes[static_cast<size_t>(l.from)].name,
+            t.nodes[static_cast<size_t>(l.to)].name, busiest / atRate,
+            100 * static_cast<double>(s.simBytes) / (best * 1e9) / busiest));
+      }
       if (fine.isOk() && fine.value().algbw > 1.02 * s.simAlgbw)
-        line += fmt::format(
-            ": each hop forwards a whole slice before the next rank sends it on, and links "
+        causes.push_back(fmt::format(
+            "each hop forwards a whole slice before the next rank sends it on, and links "
             "shared by many connections move each slowly; with 128 KiB slices "
             "(CHORUS_SLICE_BYTES=131072) the same schedule simulates at {:.1f} % of the optimum",
-            100 * fine.value().algbw / best);
+            100 * fine.value().algbw / best));
+      for (size_t i = 0; i < causes.size(); ++i) line += (i == 0 ? ": " : "; ") + causes[i];
     }
     why.push_back(line);
   }
