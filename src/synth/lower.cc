@@ -347,6 +347,16 @@ void reduceUp(lang::Program& p, const Forest& f, const EdgeChannels::value_type&
   });
 }
 
+// The forests of a collective, each with whether its data flows up
+// (assignChannels' order).
+std::vector<std::pair<const Forest*, bool>> forestsOf(bool ag, bool rs, const Forest* gather,
+                                                      const Forest* scatter) {
+  std::vector<std::pair<const Forest*, bool>> forests;
+  if (!ag) forests.emplace_back(scatter, true);
+  if (!rs) forests.emplace_back(gather, false);
+  return forests;
+}
+
 }  // namespace
 
 lang::ProgramOptions forestProgramOptions(CollectiveKind collective, int ranks,
@@ -378,6 +388,22 @@ lang::ProgramOptions forestProgramOptions(CollectiveKind collective, int ranks,
   return po;
 }
 
+int busiestConnection(CollectiveKind collective, int ranks, const Forest* gather,
+                      const Forest* scatter, const LowerOptions& options) {
+  const bool ag =
+      collective == CollectiveKind::kAllGather || collective == CollectiveKind::kBroadcast;
+  const bool rs =
+      collective == CollectiveKind::kReduceScatter || collective == CollectiveKind::kReduce;
+  const int k = piecesPerBlock(rs ? nullptr : gather, ag ? nullptr : scatter);
+  int most = 0;
+  for (const auto& forest : assignChannels(forestsOf(ag, rs, gather, scatter), k, ranks,
+                                           options.piecesPerConnection, options.boxes))
+    for (const auto& tree : forest)
+      for (const auto& piece : tree)
+        for (const Lane& lane : piece) most = std::max(most, lane.sharing);
+  return most;
+}
+
 void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter,
                    const LowerOptions& options) {
   const std::string& coll = p.options().collective;
@@ -385,11 +411,9 @@ void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter
   const bool rs = coll == "reducescatter" || coll == "reduce";
   const bool inplace = p.options().inplace;
   const int k = piecesPerBlock(rs ? nullptr : gather, ag ? nullptr : scatter);
-  std::vector<std::pair<const Forest*, bool>> forests;
-  if (!ag) forests.emplace_back(scatter, true);
-  if (!rs) forests.emplace_back(gather, false);
   const EdgeChannels channels =
-      assignChannels(forests, k, p.options().ranks, options.piecesPerConnection, options.boxes);
+      assignChannels(forestsOf(ag, rs, gather, scatter), k, p.options().ranks,
+                     options.piecesPerConnection, options.boxes);
   const int c = std::max(1, options.chunksPerPiece);
   if (ag) {
     // Each root's own block, unless the buffers are one: a copy per piece

@@ -50,6 +50,11 @@ lang::ProgramOptions forestProgramOptions(CollectiveKind collective, int ranks,
 // Records the forests' operations into a program made with those options.
 void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter,
                    const LowerOptions& options);
+// The most pieces any connection carries (lower.cc, assignChannels): a
+// chunk count c puts ceil(c / g) steps of g chunks each on its connections,
+// so c = 64 g / busiestConnection fills them.
+int busiestConnection(CollectiveKind collective, int ranks, const Forest* gather,
+                      const Forest* scatter, const LowerOptions& options);
 // Both, then compiles.
 compiler::Compiled lowerForests(CollectiveKind collective, int ranks, const Forest* gather,
                                 const Forest* scatter, const LowerOptions& options);

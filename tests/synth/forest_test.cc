@@ -509,6 +509,8 @@ TEST(Forest, CrowdedConnectionsMoveSeveralChunksPerStep) {
     LowerOptions lo;
     lo.piecesPerConnection = 2;  // arcs crossed by one piece keep a connection of one
     lo.chunksPerPiece = 64;
+    // (What the search sizes chunk counts by: 64 g / 2 fill them.)
+    EXPECT_EQ(busiestConnection(coll, n, &gather, &scatter, lo), 2);
     compiler::Compiled c = lowerForests(coll, n, &gather, &scatter, lo);
     for (const Diagnostic& diag : c.diagnostics.items()) ADD_FAILURE() << diag.format();
     ASSERT_TRUE(c.ok());
