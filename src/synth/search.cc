@@ -538,6 +538,8 @@ class ScheduleSearch {
       queue_.pop_back();
       if (anyServed_ && passed()) {
         ++skipped_;
+        // (The deferred shapes are still said: lowered, skipped, or not.)
+        if (it.kind == Item::kPlain && plainsLeft_ > 0 && --plainsLeft_ == 0) queueDeferred();
         continue;
       }
       ++inFlight_;
