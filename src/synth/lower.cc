@@ -84,11 +84,11 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
         }
     }
   }
-  auto channelOf = [&out](const Use& u) -> int& {
+  auto laneOf = [&out](const Use& u) -> Lane& {
     return out[static_cast<size_t>(u.forest)][static_cast<size_t>(u.tree)]
-              [static_cast<size_t>(u.piece)][static_cast<size_t>(u.edge)]
-                  .channel;
+              [static_cast<size_t>(u.piece)][static_cast<size_t>(u.edge)];
   };
+  auto channelOf = [&](const Use& u) -> int& { return laneOf(u).channel; };
   for (size_t arc = 0; arc < arcs.size(); ++arc) {
     std::vector<Use>& uses = arcs[arc];
     if (uses.empty()) continue;
@@ -156,10 +156,7 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
   for (const std::vector<Use>& uses : arcs) {
     std::vector<int> count(kChannels, 0);
     for (const Use& u : uses) ++count[static_cast<size_t>(channelOf(u))];
-    for (const Use& u : uses)
-      out[static_cast<size_t>(u.forest)][static_cast<size_t>(u.tree)][static_cast<size_t>(u.piece)]
-         [static_cast<size_t>(u.edge)]
-             .sharing = count[static_cast<size_t>(channelOf(u))];
+    for (const Use& u : uses) laneOf(u).sharing = count[static_cast<size_t>(channelOf(u))];
   }
   return out;
 }
@@ -347,6 +344,15 @@ void reduceUp(lang::Program& p, const Forest& f, const EdgeChannels::value_type&
   });
 }
 
+// Gathering collectives need the gather forest alone, reducing ones the
+// scatter forest alone, allreduce both.
+bool gathersOnly(CollectiveKind c) {
+  return c == CollectiveKind::kAllGather || c == CollectiveKind::kBroadcast;
+}
+bool reducesOnly(CollectiveKind c) {
+  return c == CollectiveKind::kReduceScatter || c == CollectiveKind::kReduce;
+}
+
 // The forests of a collective, each with whether its data flows up
 // (assignChannels' order).
 std::vector<std::pair<const Forest*, bool>> forestsOf(bool ag, bool rs, const Forest* gather,
@@ -362,12 +368,7 @@ std::vector<std::pair<const Forest*, bool>> forestsOf(bool ag, bool rs, const Fo
 lang::ProgramOptions forestProgramOptions(CollectiveKind collective, int ranks,
                                           const Forest* gather, const Forest* scatter,
                                           const LowerOptions& options) {
-  // Gathering collectives need the gather forest, reducing ones the scatter
-  // forest, allreduce both.
-  const bool ag =
-      collective == CollectiveKind::kAllGather || collective == CollectiveKind::kBroadcast;
-  const bool rs =
-      collective == CollectiveKind::kReduceScatter || collective == CollectiveKind::kReduce;
+  const bool ag = gathersOnly(collective), rs = reducesOnly(collective);
   const bool ar = collective == CollectiveKind::kAllReduce;
   CHORUS_CHECK((ag || rs || ar) && (ag || scatter != nullptr) && (rs || gather != nullptr),
                "a forest program needs the forests of its collective");
@@ -390,10 +391,7 @@ lang::ProgramOptions forestProgramOptions(CollectiveKind collective, int ranks,
 
 int busiestConnection(CollectiveKind collective, int ranks, const Forest* gather,
                       const Forest* scatter, const LowerOptions& options) {
-  const bool ag =
-      collective == CollectiveKind::kAllGather || collective == CollectiveKind::kBroadcast;
-  const bool rs =
-      collective == CollectiveKind::kReduceScatter || collective == CollectiveKind::kReduce;
+  const bool ag = gathersOnly(collective), rs = reducesOnly(collective);
   const int k = piecesPerBlock(rs ? nullptr : gather, ag ? nullptr : scatter);
   int most = 0;
   for (const auto& forest : assignChannels(forestsOf(ag, rs, gather, scatter), k, ranks,

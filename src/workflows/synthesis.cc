@@ -350,46 +350,46 @@ std::vector<std::string> shortfallOf(const topo::Topology& t, const SynthArgs& a
     if (model < best * (1 - 1e-9) && model >= 0.9 * best)
       line += fmt::format(" (the {} forest reaches {:.1f} % of the optimum in the model)",
                           s.shape().kind, 100 * model / best);
+    std::vector<std::string> causes;
+    // The routes the simulator takes (the IR names none) can load a link
+    // past what the forest's own paths allot it: then that link alone
+    // bounds the schedule. (Simple moves the data's bytes alone; LL and
+    // LL128 add their flags, which this does not weigh.)
+    const double atRate = static_cast<double>(s.simBytes) / (model * 1e9);  // seconds
+    double busiest = 0;
+    size_t which = 0;
+    for (size_t l = 0; l < t.links.size() && l < s.simLinkBytes.size(); ++l) {
+      const double busy = s.simLinkBytes[l] / (t.links[l].bandwidth * 1e9);
+      if (t.links[l].bandwidth > 0 && busy > busiest) {
+        busiest = busy;
+        which = l;
+      }
+    }
+    if (args.protocol == "Simple" && busiest > 1.02 * atRate) {
+      const topo::Link& l = t.links[which];
+      causes.push_back(fmt::format(
+          "the simulator's routes put {:.0f} MiB on {} -> {}, {:.2f}x what the forest's rate "
+          "allots it, which bounds this schedule to {:.1f} % of the optimum (MSCCL's IR names "
+          "no paths: an arc the forest splits over several takes the one route the fabric "
+          "gives it)",
+          s.simLinkBytes[which] / (1 << 20), t.nodes[static_cast<size_t>(l.from)].name,
+          t.nodes[static_cast<size_t>(l.to)].name, busiest / atRate,
+          100 * static_cast<double>(s.simBytes) / (best * 1e9) / busiest));
+    }
     ir::ReadResult back = ir::readXml(s.xml, "kept", compiler::readOptions());
     if (back.algorithm) {
-      std::vector<std::string> causes;
       auto fine =
           simulateAt(*back.algorithm, t, s.simBytes, args.inplace, deadline, size_t{128} << 10);
       if (!fine.isOk() && fine.status().code() == StatusCode::kTimeout)
         line += " (what smaller slices would give was not simulated in the time budget)";
-      // The routes the simulator takes (the IR names none) can load a link
-      // past what the forest's own paths allot it: then that link alone
-      // bounds the schedule. (Simple moves the data's bytes alone; LL and
-      // LL128 add their flags, which this does not weigh.)
-      const double atRate = static_cast<double>(s.simBytes) / (model * 1e9);  // seconds
-      double busiest = 0;
-      size_t which = 0;
-      for (size_t l = 0; l < t.links.size() && l < s.simLinkBytes.size(); ++l) {
-        const double busy = s.simLinkBytes[l] / (t.links[l].bandwidth * 1e9);
-        if (t.links[l].bandwidth > 0 && busy > busiest) {
-          busiest = busy;
-          which = l;
-        }
-      }
-      if (args.protocol == "Simple" && busiest > 1.02 * atRate) {
-        const topo::Link& l = t.links[which];
-        causes.push_back(fmt::format(
-            "the simulator's routes put {:.0f} MiB on {} -> {}, {:.2f}x what the forest's rate "
-            "allots it, which bounds this schedule to {:.1f} % of the optimum (MSCCL's IR names "
-            "no paths: an arc the forest splits over several takes the one route the fabric "
-            "gives it)",
-            s.simLinkBytes[which] / (1 << 20), t.nodes[static_cast<size_t>(l.from)].name,
-            t.nodes[static_cast<size_t>(l.to)].name, busiest / atRate,
-            100 * static_cast<double>(s.simBytes) / (best * 1e9) / busiest));
-      }
       if (fine.isOk() && fine.value().algbw > 1.02 * s.simAlgbw)
         causes.push_back(fmt::format(
             "each hop forwards a whole slice before the next rank sends it on, and links "
             "shared by many connections move each slowly; with 128 KiB slices "
             "(CHORUS_SLICE_BYTES=131072) the same schedule simulates at {:.1f} % of the optimum",
             100 * fine.value().algbw / best));
-      for (size_t i = 0; i < causes.size(); ++i) line += (i == 0 ? ": " : "; ") + causes[i];
     }
+    for (size_t i = 0; i < causes.size(); ++i) line += (i == 0 ? ": " : "; ") + causes[i];
     why.push_back(line);
   }
   return budget();
