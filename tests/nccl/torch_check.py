@@ -19,18 +19,14 @@ Exit 0 when every check passed.
 """
 import argparse
 import os
-import socket
 import sys
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from ports import free_port  # noqa: E402
 
 
 def chorus_loaded():

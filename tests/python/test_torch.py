@@ -8,7 +8,6 @@ that ends where the same run on gloo ends; device tensors refused."""
 import datetime
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,18 +17,13 @@ import torch
 import torch.distributed as dist
 
 import chorus.torch
+from ports import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def script(name):
     return os.path.join(HERE, name)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def torchrun(nproc, name, *args, env=None, timeout=240):

@@ -12,16 +12,11 @@ Usage: torchrun_env.py [--nproc N] [--port P] [--timeout S] SCRIPT [ARGS...]
 """
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import time
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from ports import free_port
 
 
 def main():
