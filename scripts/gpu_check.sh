@@ -31,6 +31,16 @@
 #                                     and bench/torch_bench.py --device cuda
 #                                     with libchorus-nccl preloaded
 # Usage: scripts/gpu_check.sh [OUT] (default gpu-check). Exit 1 if any check fails.
+#
+# A device lent for minutes: build here and carry the binaries instead
+# (scripts/gpu_carry.sh puts them and their libraries in .devdeps/gpu, laid
+# out as a build tree), then on the GPU machine:
+#   CHORUS_GPU_BUILD=.devdeps/gpu CHORUS_GPU_BUDGET_S=400 CHORUS_GPU_STEP_S=150 \
+#     scripts/gpu_check.sh "$OUT"
+# CHORUS_GPU_BUILD: a build tree to use as it is (no configure or build);
+# CHORUS_GPU_BUDGET_S: steps that would start after that many seconds are
+# listed as skipped. The steps run most telling first: the executor's tests,
+# the NCCL drop-in, the production files, then the measurements.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu-check}
@@ -38,39 +48,109 @@ mkdir -p "$out"
 shared=../shared
 if [ -d .devdeps ]; then
   mkdir -p .devdeps/root
-  for f in .devdeps/*.deb; do dpkg -x "$f" .devdeps/root; done
+  for f in .devdeps/*.deb; do [ -f "$f" ] && dpkg -x "$f" .devdeps/root; done
   export CMAKE_PREFIX_PATH=$PWD/.devdeps/root/usr
   export LD_LIBRARY_PATH=$PWD/.devdeps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
   [ -d .devdeps/shared ] && shared=$PWD/.devdeps/shared
 fi
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+build=${CHORUS_GPU_BUILD:-build/gpu}
+budget=${CHORUS_GPU_BUDGET_S:-0}
+step_s=${CHORUS_GPU_STEP_S:-600}
+start=$SECONDS
 failed=0
-step() {  # step NAME COMMAND...: runs it, logs it, remembers a failure
+step() {  # step NAME COMMAND...: runs it (CHORUS_GPU_STEP_S, 600 s at most), logs it, remembers a failure
   local name=$1
   shift
+  if [ "$budget" -gt 0 ] && [ $((SECONDS - start)) -ge "$budget" ]; then
+    echo "== $name: skipped (the ${budget} s budget is spent)" | tee -a "$out/summary.txt"
+    return
+  fi
   echo "== $name: $*" | tee -a "$out/summary.txt"
-  if "$@" >"$out/$name.log" 2>&1; then
-    echo "   ok" | tee -a "$out/summary.txt"
+  local run=(timeout "$step_s")
+  declare -F "$1" >/dev/null && run=()  # a function of this script (its commands time out)
+  local t0=$SECONDS
+  if "${run[@]}" "$@" >"$out/$name.log" 2>&1; then
+    echo "   ok ($((SECONDS - t0)) s)" | tee -a "$out/summary.txt"
   else
-    echo "   FAILED (exit $?; $out/$name.log)" | tee -a "$out/summary.txt"
+    echo "   FAILED (exit $?, $((SECONDS - t0)) s; $out/$name.log)" | tee -a "$out/summary.txt"
     tail -20 "$out/$name.log"
     failed=1
   fi
 }
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
-# NCCL 2.28's nccl.h, carried in .devdeps/nccl/include where the machine's is older.
-nccl_dir=()
-[ -f .devdeps/nccl/include/nccl.h ] && nccl_dir=(-DCHORUS_NCCL_INCLUDE_DIR="$PWD/.devdeps/nccl/include")
-step configure cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCHORUS_WERROR=ON \
-  -DCHORUS_BUILD_BENCH=OFF -DCMAKE_CUDA_COMPILER="$nvcc" -DCHORUS_SHARED_DIR="$shared" "${nccl_dir[@]}"
-step build cmake --build build/gpu -j "$(nproc)"
-step ctest-gpu ctest --test-dir build/gpu -L gpu --output-on-failure
-B=build/gpu/tools/chorus/chorus
+if [ -f "$build/paths" ]; then
+  # A tree from scripts/gpu_carry.sh: its libraries after the machine's own,
+  # and the folders its tests were built to read, linked where they are missing.
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$PWD/$build/lib
+  { read -r built_src; read -r built_shared; } <"$build/paths"
+  for link in "$built_src=$PWD" "$built_shared=$PWD/.devdeps/shared"; do
+    [ -e "${link%%=*}" ] || { mkdir -p "$(dirname "${link%%=*}")" && ln -s "${link#*=}" "${link%%=*}"; } ||
+      echo "gpu_check: cannot link ${link%%=*}; tests that read it will fail" | tee -a "$out/summary.txt"
+  done
+  shared=$PWD/.devdeps/shared
+fi
+if [ -z "${CHORUS_GPU_BUILD:-}" ]; then
+  # NCCL 2.28's nccl.h, carried in .devdeps/nccl/include where the machine's is older.
+  nccl_dir=()
+  [ -f .devdeps/nccl/include/nccl.h ] && nccl_dir=(-DCHORUS_NCCL_INCLUDE_DIR="$PWD/.devdeps/nccl/include")
+  step configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCHORUS_WERROR=ON \
+    -DCHORUS_BUILD_BENCH=OFF -DCMAKE_CUDA_COMPILER="$nvcc" -DCHORUS_SHARED_DIR="$shared" "${nccl_dir[@]}"
+  step build cmake --build "$build" -j "$(nproc)"
+fi
+# What `ctest -L gpu` runs, called directly so that a carried tree needs no CTest files.
+step cuda-tests "$build/tests/cuda_test" --gtest_filter='Cuda.*' --gtest_also_run_disabled_tests
+for n in 2 4 8; do
+  step "example-primitives-$n" "$build/examples/example_allreduce_primitives" "$n" 4099
+done
+B=$build/tools/chorus/chorus
+NL=$PWD/$build/src/nccl
+# The NCCL drop-in. nccl_check's libnccl.so.2 is whichever comes first on
+# the library path: NCCL's (PyTorch's copy, or the CUDA toolkit's), then ours.
+real=$(find "$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null || echo /nonexistent)" \
+  /usr/local/cuda/lib64 -name 'libnccl.so.2' 2>/dev/null | grep -v "$NL" | head -1)
+if [ -n "$real" ]; then
+  step nccl-real-1 env LD_LIBRARY_PATH="$(dirname "$real"):${LD_LIBRARY_PATH:-}" \
+    "$build"/tests/nccl_check --ranks 1
+else
+  echo "== no NCCL found beside PyTorch or CUDA: the reference run is left out" | tee -a "$out/summary.txt"
+fi
+for n in 1 2 4 8; do
+  step "nccl-chorus-$n" env LD_LIBRARY_PATH="$NL:${LD_LIBRARY_PATH:-}" NCCL_DEBUG=INFO \
+    "$build"/tests/nccl_check --ranks "$n" --graph
+done
+step nccl-chorus-group-8 env LD_LIBRARY_PATH="$NL:${LD_LIBRARY_PATH:-}" \
+  "$build"/tests/nccl_check --ranks 8 --init group --graph --count 1048576
 algos=$shared/msccl-algorithms/ndv4
 run_all() {
   for f in "$algos"/*.xml; do "$B" run "$f" --device cuda --check -b 4M -n 5 -w 2 || return 1; done
 }
 step run-production run_all
+step perf-allreduce "$B" perf allreduce --device cuda --ranks 8 -b 8 -e 1G --check
+# Instances (docs/cuda.md): one block per threadblock against the GPU's
+# choice, the same 64 MiB ring, and an odd count checked.
+step perf-ring-1-instance "$B" perf allreduce --device cuda --ranks 8 -b 64M -e 64M --check \
+  --instances 1
+step perf-ring-auto-instances "$B" perf allreduce --device cuda --ranks 8 -b 64M -e 64M --check
+"$B" gen ring_allreduce --ranks 8 -o "$out/ring8-instances.xml" >/dev/null
+step run-instances-7 "$B" run "$out/ring8-instances.xml" --device cuda --instances 7 --check \
+  -c 1000008
+for c in allgather reducescatter alltoall; do
+  step "perf-$c" "$B" perf "$c" --device cuda --ranks 8 -b 4K -e 256M -f 4 --check
+done
+step perf-allreduce-2-ranks "$B" perf allreduce --device cuda --ranks 2 -b 8 -e 64K -f 8 --check
+# Small calls (docs/cuda.md "Small calls"): the thresholds to measure. The
+# default (LL up to CHORUS_GPU_LL_BYTES, a warp per block up to 4 KiB
+# messages) against Simple slots, and against full blocks of 256 threads.
+for n in 2 8; do
+  step "perf-small-$n-default" "$B" perf allreduce --device cuda --ranks "$n" -b 8 -e 1M -f 4 --check
+  step "perf-small-$n-simple" env CHORUS_GPU_LL_BYTES=0 "$B" perf allreduce --device cuda \
+    --ranks "$n" -b 8 -e 1M -f 4 --check
+  step "perf-small-$n-blocks" "$B" perf allreduce --device cuda --ranks "$n" -b 8 -e 1M -f 4 \
+    --check --threads-per-block 256
+  step "perf-small-$n-ll128" "$B" perf allreduce --device cuda --ranks "$n" -b 8 -e 1M -f 4 \
+    --check --protocol LL128
+done
 # MSCCL++ plans (docs/mscclpp.md): the repository's, and every production
 # file written as a plan, run through their proven two-sided form.
 run_plans() {
@@ -105,32 +185,6 @@ run_dsl() {
   done
 }
 step run-dsl run_dsl
-step perf-allreduce "$B" perf allreduce --device cuda --ranks 8 -b 8 -e 1G --check
-step perf-allreduce-cpu "$B" perf allreduce --ranks 8 -b 4K -e 64M --check
-# Instances (docs/cuda.md): one block per threadblock against the GPU's
-# choice, the same 64 MiB ring, and an odd count checked.
-step perf-ring-1-instance "$B" perf allreduce --device cuda --ranks 8 -b 64M -e 64M --check \
-  --instances 1
-step perf-ring-auto-instances "$B" perf allreduce --device cuda --ranks 8 -b 64M -e 64M --check
-"$B" gen ring_allreduce --ranks 8 -o "$out/ring8-instances.xml" >/dev/null
-step run-instances-7 "$B" run "$out/ring8-instances.xml" --device cuda --instances 7 --check \
-  -c 1000008
-for c in allgather reducescatter alltoall; do
-  step "perf-$c" "$B" perf "$c" --device cuda --ranks 8 -b 4K -e 256M -f 4 --check
-done
-step perf-allreduce-2-ranks "$B" perf allreduce --device cuda --ranks 2 -b 8 -e 64K -f 8 --check
-# Small calls (docs/cuda.md "Small calls"): the thresholds to measure. The
-# default (LL up to CHORUS_GPU_LL_BYTES, a warp per block up to 4 KiB
-# messages) against Simple slots, and against full blocks of 256 threads.
-for n in 2 8; do
-  step "perf-small-$n-default" "$B" perf allreduce --device cuda --ranks "$n" -b 8 -e 1M -f 4 --check
-  step "perf-small-$n-simple" env CHORUS_GPU_LL_BYTES=0 "$B" perf allreduce --device cuda \
-    --ranks "$n" -b 8 -e 1M -f 4 --check
-  step "perf-small-$n-blocks" "$B" perf allreduce --device cuda --ranks "$n" -b 8 -e 1M -f 4 \
-    --check --threads-per-block 256
-  step "perf-small-$n-ll128" "$B" perf allreduce --device cuda --ranks "$n" -b 8 -e 1M -f 4 \
-    --check --protocol LL128
-done
 # Every production file on every slot layout (the in-place LL / LL128 path).
 run_layouts() {
   for f in "$algos"/*.xml; do
@@ -140,7 +194,7 @@ run_layouts() {
   done
 }
 step run-layouts run_layouts
-step gpu-bench bench/gpu_bench.sh build/gpu
+step gpu-bench bench/gpu_bench.sh "$build"
 if command -v compute-sanitizer >/dev/null; then
   "$B" gen ring_allreduce --ranks 8 -o "$out/ring8.xml" >/dev/null
   for tool in memcheck racecheck synccheck; do
@@ -154,24 +208,8 @@ if command -v compute-sanitizer >/dev/null; then
 else
   echo "== compute-sanitizer not found: sanitizer checks not run" | tee -a "$out/summary.txt"
 fi
-# The NCCL drop-in. nccl_check's libnccl.so.2 is whichever comes first on
-# the library path: NCCL's (PyTorch's copy, or the CUDA toolkit's), then ours.
-NL=$PWD/build/gpu/src/nccl
-real=$(find "$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null || echo /nonexistent)" \
-  /usr/local/cuda/lib64 -name 'libnccl.so.2' 2>/dev/null | grep -v "$NL" | head -1)
-if [ -n "$real" ]; then
-  step nccl-real-1 env LD_LIBRARY_PATH="$(dirname "$real"):${LD_LIBRARY_PATH:-}" \
-    build/gpu/tests/nccl_check --ranks 1
-else
-  echo "== no NCCL found beside PyTorch or CUDA: the reference run is left out" | tee -a "$out/summary.txt"
-fi
-for n in 1 2 4 8; do
-  step "nccl-chorus-$n" env LD_LIBRARY_PATH="$NL:${LD_LIBRARY_PATH:-}" NCCL_DEBUG=INFO \
-    build/gpu/tests/nccl_check --ranks "$n" --graph
-done
-step nccl-chorus-group-8 env LD_LIBRARY_PATH="$NL:${LD_LIBRARY_PATH:-}" \
-  build/gpu/tests/nccl_check --ranks 8 --init group --graph --count 1048576
 # Ranks in processes on GPU 0 over CUDA IPC, CuPy, PyTorch (torch_check.py
 # and the side-by-side benchmark): scripts/gpu_procs_check.sh, on this build.
-step procs scripts/gpu_procs_check.sh "$out/procs" build/gpu
+step procs scripts/gpu_procs_check.sh "$out/procs" "$build"
+step perf-allreduce-cpu "$B" perf allreduce --ranks 8 -b 4K -e 64M --check
 exit $failed
