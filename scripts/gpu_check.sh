@@ -39,7 +39,8 @@
 #     scripts/gpu_check.sh "$OUT"
 # CHORUS_GPU_BUILD: a build tree to use as it is (no configure or build);
 # CHORUS_GPU_BUDGET_S: steps that would start after that many seconds are
-# listed as skipped. The steps run most telling first: the executor's tests,
+# listed as skipped; CHORUS_GPU_STEPS: a regular expression of the step
+# names to run (the rest are not). The steps run most telling first: the executor's tests,
 # the NCCL drop-in, the production files, then the measurements.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -57,11 +58,13 @@ nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 build=${CHORUS_GPU_BUILD:-build/gpu}
 budget=${CHORUS_GPU_BUDGET_S:-0}
 step_s=${CHORUS_GPU_STEP_S:-600}
+only=${CHORUS_GPU_STEPS:-.*}
 start=$SECONDS
 failed=0
 step() {  # step NAME COMMAND...: runs it (CHORUS_GPU_STEP_S, 600 s at most), logs it, remembers a failure
   local name=$1
   shift
+  [[ $name =~ ^(${only})$ ]] || return 0
   if [ "$budget" -gt 0 ] && [ $((SECONDS - start)) -ge "$budget" ]; then
     echo "== $name: skipped (the ${budget} s budget is spent)" | tee -a "$out/summary.txt"
     return
@@ -151,6 +154,12 @@ for n in 2 8; do
   step "perf-small-$n-ll128" "$B" perf allreduce --device cuda --ranks "$n" -b 8 -e 1M -f 4 \
     --check --protocol LL128
 done
+# Where a small call's time goes: the kernel's own duration (Nsight
+# Compute), against the time per call perf reports in the same run.
+if command -v ncu >/dev/null; then
+  step profile-small ncu --metrics gpu__time_duration.sum --csv "$B" perf allreduce --device cuda \
+    --ranks 8 -b 8 -e 32K -f 8 -n 3 -w 1
+fi
 # MSCCL++ plans (docs/mscclpp.md): the repository's, and every production
 # file written as a plan, run through their proven two-sided form.
 run_plans() {

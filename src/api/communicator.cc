@@ -291,14 +291,19 @@ class ProcessRank : public Communicator {
 // collective: two bootstrap all-gathers). Each GPU rank that could (one
 // host, CHORUS_GPU_IPC not 0) makes a small region its peers must map, as
 // connections will be; then every rank says whether it mapped every peer's.
-// "" when all can; otherwise the first rank's reason.
-Result<std::string> directVote(ProcessWorld& world, const runtime::DeviceBackend* backend,
-                               int device) {
+// `why` is "" when all can, otherwise the first rank's reason; `gpuSharers`
+// counts the ranks on this rank's GPU (its device identity), itself included.
+struct DirectVerdict {
+  std::string why;
+  int gpuSharers = 1;
+};
+Result<DirectVerdict> directVote(ProcessWorld& world, const runtime::DeviceBackend* backend,
+                                 int device) {
   constexpr size_t kProbeBytes = 256;
   const int me = world.rank();
   std::string why;
   std::shared_ptr<runtime::ConnectionExchange> probe;
-  std::string handle;
+  std::string handle, identity;
   if (device < 0 || backend == nullptr) {
     why = "it is on the host";
   } else if (!world.options().gpuIpc) {
@@ -311,20 +316,32 @@ Result<std::string> directVote(ProcessWorld& world, const runtime::DeviceBackend
           return Result<std::vector<std::string>>(std::vector<std::string>());
         });
     auto region = ex.isOk() ? ex.value()->allocate(kProbeBytes) : ex.status();
+    auto id = backend->deviceIdentity(device);
     if (!region.isOk()) {
       why = region.status().message();
+    } else if (!id.isOk()) {
+      why = id.status().message();
     } else {
       probe = ex.value();
       handle = region.value().handle;
+      identity = id.value();
     }
   }
-  auto handles = world.allGather(why.empty() ? "ok " + runtime::hexHandle(handle) : "no");
+  // "ok HANDLE IDENTITY" (both hexadecimal), or "no".
+  auto handles =
+      world.allGather(why.empty() ? "ok " + runtime::hexHandle(handle) + " " + identity : "no");
   if (!handles.isOk()) return handles.status();
+  DirectVerdict verdict;
+  verdict.gpuSharers = 0;
   for (int q = 0; q < world.size() && why.empty(); ++q) {
     const std::string& h = handles.value()[static_cast<size_t>(q)];
     std::string bytes;
-    if (q == me || h.rfind("ok ", 0) != 0) continue;  // (a peer that cannot says why below)
-    if (!runtime::unhexHandle(h.substr(3), &bytes)) {
+    if (h.rfind("ok ", 0) != 0) continue;  // (a peer that cannot says why below)
+    const size_t space = h.find(' ', 3);
+    if (space != std::string::npos && h.substr(space + 1) == identity) ++verdict.gpuSharers;
+    if (q == me) continue;
+    if (!runtime::unhexHandle(
+            h.substr(3, space == std::string::npos ? std::string::npos : space - 3), &bytes)) {
       why = "rank " + std::to_string(q) + "'s probe handle is not hexadecimal";
     } else if (auto mapped = probe->open(q, bytes, kProbeBytes); !mapped.isOk()) {
       why = "cannot map rank " + std::to_string(q) + "'s memory: " + mapped.status().message();
@@ -333,8 +350,12 @@ Result<std::string> directVote(ProcessWorld& world, const runtime::DeviceBackend
   auto votes = world.allGather(why);
   if (!votes.isOk()) return votes.status();
   for (size_t r = 0; r < votes.value().size(); ++r)
-    if (!votes.value()[r].empty()) return "rank " + std::to_string(r) + ": " + votes.value()[r];
-  return std::string();
+    if (!votes.value()[r].empty()) {
+      verdict.why = "rank " + std::to_string(r) + ": " + votes.value()[r];
+      break;
+    }
+  verdict.gpuSharers = std::max(verdict.gpuSharers, 1);
+  return verdict;
 }
 
 // Collectives of a process rank on a GPU run by its own kernels (issue 41):
@@ -350,8 +371,13 @@ Result<std::string> directVote(ProcessWorld& world, const runtime::DeviceBackend
 // call.
 class DirectCollectives {
  public:
-  DirectCollectives(std::shared_ptr<ProcessWorld> w, const runtime::DeviceBackend& b, int device)
-      : world_(std::move(w)), backend_(b), device_(device), rootOnly_(&b, device) {
+  DirectCollectives(std::shared_ptr<ProcessWorld> w, const runtime::DeviceBackend& b, int device,
+                    int gpuSharers)
+      : world_(std::move(w)),
+        backend_(b),
+        device_(device),
+        gpuSharers_(gpuSharers),
+        rootOnly_(&b, device) {
     world_->setAbortHook([this] { abortAll(); });
   }
   ~DirectCollectives() {
@@ -376,6 +402,7 @@ class DirectCollectives {
   std::shared_ptr<ProcessWorld> world_;
   const runtime::DeviceBackend& backend_;
   const int device_;
+  const int gpuSharers_;  // ranks on this GPU, this one included (DeviceOptions::gpuSharers)
   using Key = std::pair<const runtime::VerifiedAlgorithm*, int>;  // -1: its own layout
   struct Made {
     std::shared_ptr<const runtime::VerifiedAlgorithm> va;
@@ -416,6 +443,7 @@ Result<runtime::DeviceExecutor*> DirectCollectives::executor(const runtime::Plan
   o.rankDevices[static_cast<size_t>(me)] = device_;
   o.protocol = layout;
   o.focus = me;
+  o.gpuSharers = gpuSharers_;
   size_t made = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -800,23 +828,25 @@ Result<std::shared_ptr<Communicator>> processRank(Result<std::shared_ptr<Process
   // Every rank votes, host ranks too: the vote is collective.
   auto why = directVote(*world.value(), gpu, device);
   if (!why.isOk()) return why.status();
+  const DirectVerdict& verdict = why.value();
   if (device < 0)
     return std::shared_ptr<Communicator>(std::make_shared<ProcessRank>(world.value()));
   auto q = gpu->makeStagedQueue(device, world.value()->options().timeoutMs);
   if (!q.isOk()) return q.status();
   const ProcessWorld& w = *world.value();
   std::unique_ptr<DirectCollectives> direct;
-  if (why.value().empty())
-    direct = std::make_unique<DirectCollectives>(world.value(), *gpu, device);
+  if (verdict.why.empty())
+    direct = std::make_unique<DirectCollectives>(world.value(), *gpu, device, verdict.gpuSharers);
   if (logEnabled(LogLevel::kInfo))
     logLine(LogLevel::kInfo,
             "rank " + std::to_string(w.rank()) + " on " + std::string(gpu->name()) + " device " +
                 std::to_string(device) + ": " +
                 (direct != nullptr
                      ? "collectives run on its own kernels, connections shared with the " +
-                           std::to_string(w.size() - 1) +
-                           " other processes' (sends and receives staged through host memory)"
-                     : "calls staged through host memory (" + why.value() + ")"));
+                           std::to_string(w.size() - 1) + " other processes' (" +
+                           std::to_string(verdict.gpuSharers) +
+                           " ranks on this GPU; sends and receives staged through host memory)"
+                     : "calls staged through host memory (" + verdict.why + ")"));
   return std::shared_ptr<Communicator>(
       std::make_shared<StagedProcessRank>(world.value(), std::move(q).value(), std::move(direct)));
 }

@@ -62,6 +62,7 @@ class Backend final : public runtime::DeviceBackend {
                       "focus rank " + std::to_string(options.focus) + " has no device");
       o.focus = options.focus;
       o.exchange = options.exchange;
+      o.gpuSharers = options.gpuSharers;
       o.device = options.rankDevices[static_cast<size_t>(options.focus)];
       o.rankDevices.clear();
     }
@@ -90,6 +91,7 @@ class Backend final : public runtime::DeviceBackend {
   Result<std::string> describeDevice(int device) const override {
     return cuda::describeDevice(device);
   }
+  Result<std::string> deviceIdentity(int device) const override { return deviceUuid(device); }
   Result<double> copyBandwidth(int device, std::string* how) const override {
     *how = "cudaMemcpy device to device of 256 MiB, best of 5, bytes read + written";
     return cuda::copyBandwidth(device, size_t{256} << 20);

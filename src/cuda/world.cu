@@ -180,6 +180,18 @@ Result<std::string> describeDevice(int d) {
          std::to_string(p.minor);
 }
 
+Result<std::string> deviceUuid(int d) {
+  cudaDeviceProp p{};
+  CHORUS_CUDA_TRY(cudaGetDeviceProperties(&p, d));
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (char c : p.uuid.bytes) {
+    out += kHex[(static_cast<unsigned char>(c) >> 4) & 15];
+    out += kHex[static_cast<unsigned char>(c) & 15];
+  }
+  return out;
+}
+
 namespace {
 
 // kInvalidArgument unless `p` is device (or managed) memory of `device`.
@@ -412,6 +424,11 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
     return Status(StatusCode::kInvalidArgument,
                   "threads per block must be a multiple of 32 in [32, 1024] (0: chosen)");
   if (options.timeoutMs < 1) return Status(StatusCode::kInvalidArgument, "timeout must be >= 1 ms");
+  if (options.gpuSharers < 1 || (options.focus < 0 && options.gpuSharers != 1))
+    return Status(StatusCode::kInvalidArgument,
+                  "gpuSharers " + std::to_string(options.gpuSharers) +
+                      ": it counts the worlds with a focus rank on one GPU (at least 1); a "
+                      "world of every rank has 1");
   Result<int> ndev = deviceCount();
   if (!ndev.isOk()) return ndev.status();
   DeviceGuard guard;
@@ -456,6 +473,7 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
     return Status(StatusCode::kInvalidArgument, "instances must be in [1, " +
                                                     std::to_string(runtime::kMostInstances) +
                                                     "] (0: chosen from the GPU)");
+  const int sharers = options.gpuSharers;
   std::map<int, int> baseOn;  // device -> blocks of one instance
   for (const runtime::PlanBlock& pb : m.plan.blocks)
     if (m.runs(pb.rank)) ++baseOn[m.rankDevice[static_cast<size_t>(pb.rank)]];
@@ -478,8 +496,9 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
   m.threads = options.threadsPerBlock;
   for (int t = kDefaultThreads; m.threads == 0; t /= 2) {
     if (Status st = measure(t); !st.isOk()) return st;
-    // One instance's blocks, or the caller's instances of them.
-    const int k = std::max(options.instances, 1);
+    // One instance's blocks, or the caller's instances of them, for each
+    // world sharing the GPU.
+    const int k = std::max(options.instances, 1) * sharers;
     bool fits = std::all_of(baseOn.begin(), baseOn.end(), [&](const auto& dn) {
       auto [sms, perSm] = smsAndPerSm[dn.first];
       return dn.second * k <= sms * perSm;
@@ -489,13 +508,14 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
   if (options.threadsPerBlock != 0)  // (the choice above measured its own)
     if (Status st = measure(m.threads); !st.isOk()) return st;
   // Instances (FlatPlan::lower): as many as put a block on every SM of the
-  // busiest GPU, at most kAutoInstances, unless the caller says.
+  // busiest GPU (its share of them, beside other worlds on it), at most
+  // kAutoInstances, unless the caller says.
   int instances = options.instances;
   if (instances == 0) {
     instances = kAutoInstances;
     for (auto [d, n] : baseOn) {
       auto [sms, perSm] = smsAndPerSm[d];
-      int fit = std::min(sms, perSm * sms) / n;
+      int fit = std::min(sms, perSm * sms) / (n * sharers);
       instances = std::min(instances, std::max(fit, 1));
     }
   }
@@ -539,10 +559,14 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
     int perSm = smsAndPerSm[g.device].second;
     int resident = perSm * p.multiProcessorCount;
     if (&g == &m.groups.front()) m.maxResident = resident;
-    if (static_cast<int>(g.blockMap.size()) > resident)
+    const size_t need = g.blockMap.size() * static_cast<size_t>(sharers);
+    if (need > static_cast<size_t>(resident))
       return Status(StatusCode::kInvalidArgument,
-                    "algorithm '" + a.name + "' needs " + std::to_string(g.blockMap.size()) +
+                    "algorithm '" + a.name + "' needs " + std::to_string(need) +
                         " blocks resident at once on GPU " + std::to_string(g.device) + " (" +
+                        (sharers > 1 ? std::to_string(g.blockMap.size()) + " for each of the " +
+                                           std::to_string(sharers) + " ranks on it; "
+                                     : std::string()) +
                         p.name + "), which holds " + std::to_string(resident) + " (" +
                         std::to_string(perSm) + " per SM x " +
                         std::to_string(p.multiProcessorCount) + " SMs at " +

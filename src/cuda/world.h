@@ -29,6 +29,8 @@ namespace chorus::cuda {
 Result<int> deviceCount();
 // One line about device `d`: name, SMs, memory, compute capability.
 Result<std::string> describeDevice(int d);
+// Device `d`'s UUID in hexadecimal: the same GPU in every process.
+Result<std::string> deviceUuid(int d);
 
 struct CudaOptions {
   int device = 0;                // every rank's GPU unless rankDevices says otherwise
@@ -56,6 +58,12 @@ struct CudaOptions {
   // the world refuses further calls (its peers hold half a call).
   int focus = -1;
   std::shared_ptr<runtime::ConnectionExchange> exchange;
+  // A focus world: how many ranks' worlds run on this GPU at once (its own
+  // included). All their blocks must be resident together (a block waiting
+  // for a peer's that cannot start waits for ever), so the automatic
+  // instances and block size take 1/gpuSharers of the GPU, and a world whose
+  // blocks times gpuSharers exceed what the GPU holds is refused.
+  int gpuSharers = 1;
 };
 
 inline constexpr int kAutoInstances = 16;

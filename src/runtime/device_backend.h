@@ -53,6 +53,11 @@ struct DeviceOptions {
   // made through `exchange` with the peers' executors, which run theirs.
   int focus = -1;
   std::shared_ptr<ConnectionExchange> exchange;
+  // A focus executor: how many ranks' executors run on its GPU at once
+  // (this one's included). Their kernels must all be resident together, so
+  // the backend's own choices (instances, block size) take 1/gpuSharers of
+  // the GPU each.
+  int gpuSharers = 1;
 };
 
 // Device copies of a set of host calls' buffers (what `chorus run` and
@@ -165,6 +170,11 @@ class DeviceBackend {
   // collective `coll` on `nranks` ranks lays them, all on `device`.
   // kUnsupported where a backend does not offer them.
   virtual Result<std::string> describeDevice(int device) const {
+    return std::string(name()) + " device " + std::to_string(device);
+  }
+  // What names the physical device across processes (ordinals differ with
+  // each process's visible devices): ranks with equal identities share it.
+  virtual Result<std::string> deviceIdentity(int device) const {
     return std::string(name()) + " device " + std::to_string(device);
   }
   virtual Result<double> copyBandwidth(int device, std::string* how) const {

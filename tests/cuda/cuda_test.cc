@@ -88,6 +88,7 @@ TEST(Cuda, RanksApartShareConnectionsOnOneGpu) {
     for (int r = 0; r < n; ++r) {
       CudaOptions o;
       o.focus = r;
+      o.gpuSharers = n;  // every rank's world on GPU 0: all their blocks resident at once
       o.exchange = deviceExchange(
           0,
           [g = gathers[static_cast<size_t>(r)]](const std::string& mine) {
@@ -278,6 +279,11 @@ TEST(Cuda, BadOptionsAreRefused) {
   EXPECT_EQ(CudaWorld::make(*va, o).status().code(), StatusCode::kInvalidArgument);
   o = {};
   o.slots = 0;
+  EXPECT_EQ(CudaWorld::make(*va, o).status().code(), StatusCode::kInvalidArgument);
+  o = {};
+  o.gpuSharers = 2;  // only worlds of one rank share a GPU with others
+  EXPECT_EQ(CudaWorld::make(*va, o).status().code(), StatusCode::kInvalidArgument);
+  o.gpuSharers = 0;
   EXPECT_EQ(CudaWorld::make(*va, o).status().code(), StatusCode::kInvalidArgument);
 }
 
