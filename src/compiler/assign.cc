@@ -235,6 +235,11 @@ void assignRank(Mir& m, int rank, DiagnosticList& diags) {
     if (it == recvOnly.end()) continue;
     // (Not where that would pass the executor's steps and each alone does not.)
     if (apartFits(key.first, key.second, key.second, 0)) continue;
+    // Nor where more messages go to the peer than its connection has slots:
+    // the joined threadblock could fill them before its first receive, and
+    // the peer's the same (E205: twostep_alltoall on 48 ranks of 4 per node
+    // sent 12 and hung). Apart, a receive never waits for a slot.
+    if (onConnection[{key.first, 0, key.second}] > ir::kMscclSlots) continue;
     for (size_t k = 0; k < sends.size() && k < it->second.size(); ++k) {
       int by = -1, other = -1;
       std::string why;

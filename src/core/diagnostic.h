@@ -54,6 +54,8 @@ namespace chorus {
   X(kUnmatchedRecv, "E202", "unmatched-recv", kError, "a receive has no matching send")            \
   X(kCountMismatch, "E203", "count-mismatch", kError, "a matched send and receive differ in cnt")  \
   X(kDeadlock, "E204", "deadlock", kError, "the happens-before graph has a cycle")                 \
+  X(kSlotDeadlock, "E205", "slot-deadlock", kError,                                                \
+    "sends wait on each other for free slots (8 per connection)")                                  \
   /* Semantics (docs/spec/IR.md section 5). */                                                     \
   X(kWrongResult, "E301", "wrong-result", kError, "an output chunk holds the wrong data")          \
   X(kDuplicateContribution, "E302", "duplicate-contribution", kError,                              \

@@ -16,6 +16,10 @@ void validateStructure(const Algorithm& algo, DiagnosticList& out);
 // Steps per threadblock the current MSCCL executor runs (W506; older ones
 // ran 256).
 inline constexpr int kMscclMaxSteps = 64;
+// Messages in flight per connection in MSCCL's executor (NCCL_STEPS), and
+// by default in Chorus's runtimes: the verifier's bounded-buffer deadlock
+// check (E205) uses it.
+inline constexpr int kMscclSlots = 8;
 
 // MSCCL executor limits (docs/spec/IR.md section 6): W5xx warnings. Repeated findings
 // of one code are folded into one diagnostic (the first) with a count.

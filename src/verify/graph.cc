@@ -32,6 +32,9 @@ StepGraph::StepGraph(const Algorithm& algo, DiagnosticList& diags) : algo_(algo)
   matchedRecv_.assign(size(), kNoNode);
   match(diags);
   order(diags);
+  checkSlots(kCheckedSlots, diags);
+  connSends_.clear();
+  connRecvs_.clear();
 }
 
 std::string StepGraph::describe(NodeId n) const {
@@ -57,6 +60,10 @@ void StepGraph::match(DiagnosticList& diags) {
     auto [chan, from, to] = key;
     const auto& [sendsList, recvsList] = sides;
     size_t paired = std::min(sendsList.size(), recvsList.size());
+    if (sendsList.size() > static_cast<size_t>(kCheckedSlots)) {  // (checkSlots' only input)
+      connSends_[key] = sendsList;
+      connRecvs_[key] = recvsList;
+    }
     for (size_t k = 0; k < paired; ++k) {
       NodeId s = sendsList[k], r = recvsList[k];
       matchedSend_[r] = s;
@@ -91,43 +98,70 @@ void StepGraph::match(DiagnosticList& diags) {
 }
 
 void StepGraph::order(DiagnosticList& diags) {
+  std::vector<int32_t> left;
+  topo_ = sort({}, &left);
+  if (topo_.size() == size()) return;
+  acyclic_ = false;
+  reportCycles(left, {}, DiagCode::kDeadlock, "", diags);
+}
+
+std::vector<NodeId> StepGraph::sort(const std::vector<std::pair<NodeId, NodeId>>& slotEdges,
+                                    std::vector<int32_t>* left) const {
   // A step's successors are the inverse of preds(): the next step of its
   // threadblock, the receive its send is matched with, and the steps that
   // depend on it. Only the last need a table (dependencies are few), so
   // the sort holds in-degrees and the order, 8 bytes a step (a table of
-  // every successor took 24: 0.8 GB at 4096 ranks).
+  // every successor took 24: 0.8 GB at 4096 ranks). `slotEdges` (receive,
+  // send), by receive, adds the waits for a free slot.
   const auto count = static_cast<NodeId>(size());
-  std::vector<int32_t> indeg(size());
+  std::vector<int32_t>& indeg = *left;
+  indeg.assign(size(), 0);
   std::vector<std::pair<NodeId, NodeId>> dependents;  // (target, dependent), by target
   for (NodeId n = 0; n < count; ++n) {
     indeg[static_cast<size_t>(n)] = static_cast<int32_t>(preds(n).size());
     const ir::Step& s = step(n);
     if (s.depTb >= 0) dependents.emplace_back(node(rankOf(n), s.depTb, s.depStep), n);
   }
+  for (const auto& [recv, send] : slotEdges) ++indeg[static_cast<size_t>(send)];
   std::sort(dependents.begin(), dependents.end());
   // Kahn's algorithm; a FIFO gives a deterministic order.
-  topo_.clear();
-  topo_.reserve(size());
+  std::vector<NodeId> topo;
+  topo.reserve(size());
   for (NodeId n = 0; n < count; ++n)
-    if (indeg[static_cast<size_t>(n)] == 0) topo_.push_back(n);
+    if (indeg[static_cast<size_t>(n)] == 0) topo.push_back(n);
   auto release = [&](NodeId v) {
-    if (--indeg[static_cast<size_t>(v)] == 0) topo_.push_back(v);
+    if (--indeg[static_cast<size_t>(v)] == 0) topo.push_back(v);
   };
-  for (size_t head = 0; head < topo_.size(); ++head) {
-    const NodeId u = topo_[head];
+  auto from = [](auto& table, NodeId u) {
+    return std::lower_bound(table.begin(), table.end(), std::pair{u, kNoNode});
+  };
+  for (size_t head = 0; head < topo.size(); ++head) {
+    const NodeId u = topo[head];
     if (u + 1 < count && stepOf(u + 1) > 0) release(u + 1);
     if (matchedRecv_[static_cast<size_t>(u)] != kNoNode)
       release(matchedRecv_[static_cast<size_t>(u)]);
-    for (auto it = std::lower_bound(dependents.begin(), dependents.end(), std::pair{u, kNoNode});
-         it != dependents.end() && it->first == u; ++it)
+    for (auto it = from(dependents, u); it != dependents.end() && it->first == u; ++it)
+      release(it->second);
+    for (auto it = from(slotEdges, u); it != slotEdges.end() && it->first == u; ++it)
       release(it->second);
   }
-  if (topo_.size() == size()) return;
-  acyclic_ = false;
+  return topo;
+}
 
+void StepGraph::reportCycles(const std::vector<int32_t>& indeg,
+                             const std::vector<std::pair<NodeId, NodeId>>& slotWaits, DiagCode code,
+                             const std::string& lead, DiagnosticList& diags) const {
   // Every node left has a predecessor that is left, so walking predecessors
   // from any of them must revisit a node: that loop is a cycle. Report each
   // distinct cycle found from the remaining nodes in id order (bounded).
+  // `slotWaits` (send, the receive whose slot it waits for), by send.
+  auto waitsOn = [&](NodeId cur) {
+    for (NodeId p : preds(cur))
+      if (indeg[p] > 0) return p;
+    auto it = std::lower_bound(slotWaits.begin(), slotWaits.end(), std::pair{cur, kNoNode});
+    if (it != slotWaits.end() && it->first == cur && indeg[it->second] > 0) return it->second;
+    return kNoNode;
+  };
   std::vector<int> seenCycle(size(), 0);
   int reported = 0;
   for (NodeId start = 0; start < static_cast<NodeId>(size()) && reported < 8; ++start) {
@@ -138,13 +172,7 @@ void StepGraph::order(DiagnosticList& diags) {
     while (!at.count(cur)) {
       at[cur] = path.size();
       path.push_back(cur);
-      NodeId next = kNoNode;
-      for (NodeId p : preds(cur)) {
-        if (indeg[p] > 0) {
-          next = p;
-          break;
-        }
-      }
+      NodeId next = waitsOn(cur);
       CHORUS_CHECK(next != kNoNode, "node left by Kahn's algorithm without a waiting predecessor");
       cur = next;
     }
@@ -157,18 +185,42 @@ void StepGraph::order(DiagnosticList& diags) {
     for (NodeId n : cycle) fresh = fresh && !seenCycle[n];
     for (NodeId n : path) seenCycle[n] = 1;
     if (!fresh) continue;
-    std::string msg =
-        "cycle of " + std::to_string(cycle.size()) + " steps, each waiting for the previous: ";
+    std::string msg = lead + "cycle of " + std::to_string(cycle.size()) +
+                      " steps, each waiting for the previous: ";
     for (size_t i = 0; i < cycle.size(); ++i) {
       msg += describe(cycle[i]);
       msg += " -> ";
     }
     msg += describe(cycle.front());
     NodeId first = cycle.front();
-    diags.add(DiagCode::kDeadlock,
-              ir::siteLocation(algo_, rankOf(first), tbOf(first), stepOf(first)), msg);
+    diags.add(code, ir::siteLocation(algo_, rankOf(first), tbOf(first), stepOf(first)), msg);
     ++reported;
   }
+}
+
+void StepGraph::checkSlots(int slots, DiagnosticList& diags) {
+  if (!acyclic_ || !fullyMatched_ || slots < 1) return;
+  // The k-th send of a connection needs the slot the (k - slots)-th
+  // receive frees. A step that receives and sends (rcs, rrs, rrcs) waits
+  // for both before it starts, as the executors run it.
+  std::vector<std::pair<NodeId, NodeId>> edges;  // (receive, send)
+  for (const auto& [key, sends] : connSends_) {
+    const std::vector<NodeId>& recvs = connRecvs_.at(key);
+    for (size_t k = static_cast<size_t>(slots); k < sends.size(); ++k)
+      edges.emplace_back(recvs[k - static_cast<size_t>(slots)], sends[k]);
+  }
+  if (edges.empty()) return;
+  std::sort(edges.begin(), edges.end());
+  std::vector<int32_t> left;
+  if (sort(edges, &left).size() == size()) return;
+  std::vector<std::pair<NodeId, NodeId>> waits;  // (send, receive)
+  for (const auto& [recv, send] : edges) waits.emplace_back(send, recv);
+  std::sort(waits.begin(), waits.end());
+  reportCycles(left, waits, DiagCode::kSlotDeadlock,
+               "with " + std::to_string(slots) +
+                   " slots per connection (MSCCL's executor and Chorus's runtime by default), a "
+                   "send waits for a slot its receiver frees only later: ",
+               diags);
 }
 
 std::pair<int, NodeId> StepGraph::longestChain() const {

@@ -10,20 +10,30 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/diagnostic.h"
 #include "ir/ir.h"
+#include "ir/validate.h"
 
 namespace chorus::verify {
 
 using NodeId = int32_t;
 inline constexpr NodeId kNoNode = -1;
+// Messages in flight per connection that the deadlock check allows (E205
+// beyond them).
+inline constexpr int kCheckedSlots = ir::kMscclSlots;
 
 class StepGraph {
  public:
   // Builds nodes, pairs sends with receives (E201/E202/E203) and checks for
-  // cycles (E204), appending findings to `diags`.
+  // cycles (E204) and, where there are none, for cycles through waits for
+  // a free slot with kCheckedSlots per connection (E205), appending
+  // findings to `diags`.
   StepGraph(const ir::Algorithm& algo, DiagnosticList& diags);
 
   const ir::Algorithm& algo() const { return algo_; }
@@ -91,6 +101,14 @@ class StepGraph {
  private:
   void match(DiagnosticList& diags);
   void order(DiagnosticList& diags);
+  void checkSlots(int slots, DiagnosticList& diags);
+  // Kahn's order of the nodes with `slotEdges` (receive, send) added;
+  // `left` gets the in-degrees the nodes outside the order keep.
+  std::vector<NodeId> sort(const std::vector<std::pair<NodeId, NodeId>>& slotEdges,
+                           std::vector<int32_t>* left) const;
+  void reportCycles(const std::vector<int32_t>& indeg,
+                    const std::vector<std::pair<NodeId, NodeId>>& slotWaits, DiagCode code,
+                    const std::string& lead, DiagnosticList& diags) const;
 
   const ir::Algorithm& algo_;
   struct Tb {
@@ -101,6 +119,9 @@ class StepGraph {
   std::vector<int32_t> rankTb_;    // by rank: the global index of its threadblock 0
   std::vector<int32_t> globalTb_;  // by node
   std::vector<NodeId> matchedSend_, matchedRecv_;
+  // (channel, sender, receiver) -> its sends, its receives, in order: only
+  // connections of more than kCheckedSlots sends, while checkSlots needs them.
+  std::map<std::tuple<int, int, int>, std::vector<NodeId>> connSends_, connRecvs_;
   std::vector<NodeId> topo_;
   std::vector<int32_t> clock_;
   std::vector<int32_t> position_;      // node -> its index in topo_ (computeClocks)

@@ -85,12 +85,13 @@ class Lowerer final : public plan_check::PlanTrace {
     compute();
   }
 
-  // The algorithm, or nullopt with why() set.
-  std::optional<ir::Algorithm> finish() {
+  // The algorithm, or nullopt with why() set. `forward`: rings' receiving
+  // and forwarding threadblocks merged (forwardInPlace).
+  std::optional<ir::Algorithm> finish(bool forward) {
     endRound();
     if (!why_.empty()) return std::nullopt;
     receiveInPlace();
-    forwardInPlace();
+    if (forward) forwardInPlace();
     number();
     a_.name = p_.name;
     a_.collectiveName = p_.collective;
@@ -667,7 +668,18 @@ PlanLowering lowerPlan(const ir::mscclpp::Plan& plan, const std::string& file) {
   out.diagnostics.append(proof.diagnostics);
   out.unitsPerChunk = proof.unitsPerChunk;
   if (!proof.correct()) return out;
-  std::optional<ir::Algorithm> algo = low.finish();
+  plan_lower::Lowerer unmerged = low;  // (finish() rewrites its steps)
+  std::optional<ir::Algorithm> algo = low.finish(/*forward=*/true);
+  Report again;
+  if (algo) again = verifyAlgorithm(*algo);
+  // A merged ring threadblock that sends a slot's worth before it first
+  // receives can wait, with its peers, for slots none of them frees (E205):
+  // then each connection keeps a threadblock of its own, whose receives
+  // never wait for a slot, and the form holds with any number of them.
+  if (algo && again.diagnostics.contains(DiagCode::kSlotDeadlock)) {
+    algo = unmerged.finish(/*forward=*/false);
+    if (algo) again = verifyAlgorithm(*algo);
+  }
   auto refuse = [&](const std::string& why, int rank, int tb, int step) {
     Location l;
     l.file = file;
@@ -682,7 +694,6 @@ PlanLowering lowerPlan(const ir::mscclpp::Plan& plan, const std::string& file) {
            op ? op->index : -1);
     return out;
   }
-  Report again = verifyAlgorithm(*algo);
   if (!again.correct()) {
     std::string first;
     for (const Diagnostic& d : again.diagnostics.items())

@@ -65,6 +65,29 @@ TEST(PlanRun, ThePlansOfTheTestDataRunChecked) {
   }
 }
 
+TEST(PlanRun, ProductionFilesWrittenAsPlansRunWithEightSlots) {
+  // The MSCCL executor's 8 slots per connection: the plan forms of
+  // ag-32m-1g, r48ll and r48ll128 once merged each rank's ring into one
+  // threadblock that filled its 8 slots before its first receive, and
+  // every rank then waited for its successor (hung on an H200 and on
+  // threads alike). The verifier's E205 now sends them to a threadblock
+  // per connection.
+  auto files = chorus::testing::productionFiles();
+  ASSERT_FALSE(files.empty());
+  for (const std::string& f : files) {
+    SCOPED_TRACE(f);
+    ir::Algorithm a = chorus::testing::mustRead(f);
+    auto va = lowered(ir::mscclpp::writePlan(ir::mscclpp::planFromAlgorithm(a)), f);
+    ASSERT_TRUE(va);
+    Case c;
+    c.count = unitCount(va->algo());
+    c.inplace = va->algo().inplace;
+    c.options.slots = 8;
+    c.threaded = true;
+    runAndCheck(*va, c);
+  }
+}
+
 TEST(PlanRun, BuiltInsWrittenAsPlansRunOnTwoToSixteenRanks) {
   // Chorus's own algorithms as MSCCL++ plans (one-sided: slots, signals,
   // semaphores), read back, proven, lowered and run: the round trip

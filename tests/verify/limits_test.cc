@@ -47,12 +47,14 @@ ir::Algorithm allPairs(int n, int per, int cnt, int nchannels = 1) {
             step(StepType::kCopy, Buffer::kInput, r * per, Buffer::kOutput, r * per, per));
       } else {
         tb.sendPeer = tb.recvPeer = p;
-        for (int k = 0; k < per; k += cnt)
+        // Each send, then its receive: no send ever waits for a slot (all
+        // sends first would, past 8 of them: E205).
+        for (int k = 0; k < per; k += cnt) {
           tb.steps.push_back(
               step(StepType::kSend, Buffer::kInput, p * per + k, Buffer::kOutput, -1, cnt));
-        for (int k = 0; k < per; k += cnt)
           tb.steps.push_back(
               step(StepType::kRecv, Buffer::kInput, -1, Buffer::kOutput, p * per + k, cnt));
+        }
       }
       rank.tbs.push_back(std::move(tb));
     }
