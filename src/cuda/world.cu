@@ -791,7 +791,9 @@ Status CudaWorld::Impl::launch(const std::vector<CallArgs>& calls, const runtime
   // (what one instance would send), not the slices cut for instances, so a
   // large call split over many instances keeps its full blocks.
   const size_t chunkMessage = static_cast<size_t>(plan.maxCount()) * g.chunkElems * g.elemSize;
-  launchThreads = o.threadsPerBlock == 0 && chunkMessage <= kWarpMessageBytes ? 32 : threads;
+  const size_t warpLimit =
+      plan.protocol == ir::Protocol::kSimple ? kWarpMessageBytes : kWarpPacketMessageBytes;
+  launchThreads = o.threadsPerBlock == 0 && chunkMessage <= warpLimit ? 32 : threads;
   std::vector<engine::RankView> ranks(nranks);
   // (prepare() grew each rank's scratch for this call.)
   for (size_t r = 0; r < nranks; ++r)
@@ -872,9 +874,20 @@ Status CudaWorld::Impl::launchGroup(size_t i, const std::vector<engine::RankView
     // System scope only where some rank's connections cross GPUs.
     bool system = multiDevice;
     void* args[] = {&v, &inl, &map, &c, &timeoutNs, &system};
-    CHORUS_CUDA_TRY(cudaLaunchCooperativeKernel(
-        kernelFor(threads), dim3(static_cast<unsigned>(grp.blockMap.size())),
-        dim3(static_cast<unsigned>(launchThreads)), args, 0, s));
+    const dim3 grid(static_cast<unsigned>(grp.blockMap.size()));
+    const dim3 block(static_cast<unsigned>(launchThreads));
+    // A whole world's blocks are one cooperative launch: CUDA refuses it
+    // rather than start fewer blocks than it has. A focus world's kernel
+    // must run beside its peers' worlds' kernels on the same GPU, which a
+    // cooperative launch need not do (Cuda.RanksApartShareConnectionsOnOne-
+    // Gpu hung on an H200 with four worlds well within the GPU; this plain
+    // launch is the fix to check there next): residency is checked at
+    // make() against the world's share of the GPU (gpuSharers).
+    if (o.focus >= 0) {
+      CHORUS_CUDA_TRY(cudaLaunchKernel(kernelFor(threads), grid, block, args, 0, s));
+    } else {
+      CHORUS_CUDA_TRY(cudaLaunchCooperativeKernel(kernelFor(threads), grid, block, args, 0, s));
+    }
     Result<bool> cap = capturing(s);
     if (!cap.isOk()) return cap.status();
     grp.lastCaptured = cap.value();

@@ -39,7 +39,8 @@ struct CudaOptions {
   int slots = 8;                 // messages in flight per connection (as the CPU runtime)
   // CUDA threads per block; 0: kDefaultThreads, or fewer (down to
   // kFewestThreads) where the algorithm's blocks only fit at smaller ones,
-  // and one warp for calls of messages up to kWarpMessageBytes.
+  // and one warp for calls of small messages (kWarpMessageBytes,
+  // kWarpPacketMessageBytes).
   int threadsPerBlock = 0;
   int timeoutMs = 20000;  // a call that makes no progress this long fails (kTimeout)
   // CUDA blocks per IR threadblock, each with its share of every slice
@@ -70,9 +71,13 @@ inline constexpr int kAutoInstances = 16;
 // Calls whose largest message is at most this many bytes (in whole chunks,
 // before slices are cut for instances) launch one warp per block when the
 // block size is the world's choice: 32 threads x 16 bytes x
-// rc::kCopyUnroll 8, one round of the data loop. Not yet measured
-// against full blocks on a GPU (docs/cuda.md, "Small calls").
+// rc::kCopyUnroll 8, one round of the data loop. On Simple's slots; on LL
+// and LL128, whose packets a warp moves a few at a time, up to
+// kWarpPacketMessageBytes: on an H200 (8 ranks) a warp per block beat 256
+// threads by 1.5 us up to 128 B and lost above (37 vs 31 us at 512 B, 79
+// vs 32 at 2 KiB; docs/cuda.md, "Small calls").
 inline constexpr size_t kWarpMessageBytes = 4096;
+inline constexpr size_t kWarpPacketMessageBytes = 128;
 inline constexpr int kDefaultThreads = 256;
 inline constexpr int kFewestThreads = 64;
 

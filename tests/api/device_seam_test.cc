@@ -93,11 +93,15 @@ TEST(DeviceSeam, GpuWorldsHandTheirBackendItsDevicesTimeoutAndCalls) {
             StatusCode::kInvalidArgument);
 
   setenv("CHORUS_TIMEOUT_S", "7", 1);
+  // LL for small built-in calls (off by default since the H200's numbers,
+  // docs/cuda.md "Small calls"): the LL executor beside the Simple one.
+  setenv("CHORUS_GPU_LL_BYTES", "65536", 1);
   std::vector<chorusComm_t> comms(2);
   const int devlist[2] = {1, 0};
   ASSERT_EQ(chorusCommInitAll(comms.data(), 2, devlist), chorusSuccess)
       << chorusGetLastError(nullptr);
   unsetenv("CHORUS_TIMEOUT_S");
+  unsetenv("CHORUS_GPU_LL_BYTES");
   const int beyond[1] = {2};  // the fake has devices 0 and 1
   chorusComm_t refused = nullptr;
   EXPECT_EQ(chorusCommInitAll(&refused, 1, beyond), chorusInvalidArgument);
@@ -141,7 +145,7 @@ TEST(DeviceSeam, GpuWorldsHandTheirBackendItsDevicesTimeoutAndCalls) {
   }
   // A large one on the built-in's own protocol: another executor, the small
   // calls' one kept for them.
-  const size_t big = 20000;  // 80 KB of floats: above CHORUS_GPU_LL_BYTES' 64 KiB
+  const size_t big = 20000;  // 80 KB of floats: above the 64 KiB of LL set above
   std::vector<float> large(4 * big, 0.0f);
   {
     std::lock_guard<std::mutex> lock(seen().mu);

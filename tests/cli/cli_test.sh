@@ -374,11 +374,11 @@ check run-engine-team 0 'check +0 wrong element' -- "$chorus" run "$msccl/r48ll1
 # bench/gpu_bench.sh on the host engine: a checked row with the algorithm
 # that ran and the simulator's prediction beside it (python3 reads sim's JSON).
 build=$(cd "$(dirname "$chorus")/../.." && pwd)
-# Small calls of a built-in run on LL's slots (CHORUS_GPU_LL_BYTES, 64 KiB).
-check gpu-bench-engine 0 '^allreduce,4,2048,[0-9.]+,[0-9.]+,[0-9.]+,0,recursive_doubling_allreduce/LL,[0-9.]+,[0-9.]+,' \
+# Small calls of a built-in run on Simple's slots unless CHORUS_GPU_LL_BYTES says LL.
+check gpu-bench-engine 0 '^allreduce,4,2048,[0-9.]+,[0-9.]+,[0-9.]+,0,recursive_doubling_allreduce/Simple,[0-9.]+,[0-9.]+,' \
   -- env DEVICE=engine COLLS=allreduce MIN=2K MAX=2K RANKS=4 ITERS=1 WARMUP=0 PYTHON=/usr/bin/python3 \
   bash "$src/bench/gpu_bench.sh" "$build"
-check perf-engine-ll-off 0 'recursive_doubling_allreduce/Simple' -- env CHORUS_GPU_LL_BYTES=0 \
+check perf-engine-ll-on 0 'recursive_doubling_allreduce/LL' -- env CHORUS_GPU_LL_BYTES=65536 \
   "$chorus" perf allreduce --device engine --ranks 4 -b 2K -e 2K -n 1 -w 0 --check
 check perf-engine-protocol 0 'ring_allreduce/LL128' -- "$chorus" perf allreduce --device engine \
   --ranks 4 -b 1M -e 1M -n 1 -w 0 --check --protocol LL128

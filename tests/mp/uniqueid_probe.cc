@@ -13,7 +13,10 @@
 // PROBE_HOST_RANK on the host), and the allreduce at more sizes
 // (small calls on LL's slots, larger ones growing the connections). With
 // CHORUS_DEVICE_BACKEND=engine this is the GPU path of process ranks on the
-// step engine, without a GPU.
+// step engine, without a GPU. On a real GPU (built with CUDA, and
+// CHORUS_DEVICE_BACKEND not "engine") the buffers are CUDA managed memory,
+// which the ranks' kernels take and this program reads after the device is
+// idle; on the host and the step engine they are host memory.
 //
 // Exit 0 only if every rank, here and in the children, saw the right data.
 #include <chorus/chorus.h>
@@ -22,6 +25,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#ifdef CHORUS_PROBE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -34,8 +42,68 @@ extern char** environ;
 
 namespace {
 
-int killedPeer(chorusComm_t comm, int n, int rank) {
-  std::vector<float> buf(size_t{1} << 16, 1.0F);
+// Whether this rank's buffers must be a real GPU's memory (see the top).
+bool onRealGpu(int device) {
+#ifdef CHORUS_PROBE_CUDA
+  const char* backend = std::getenv("CHORUS_DEVICE_BACKEND");
+  return device >= 0 && (backend == nullptr || std::strcmp(backend, "engine") != 0);
+#else
+  (void)device;
+  return false;
+#endif
+}
+
+// `n` elements of `v` in host memory, or in CUDA managed memory.
+template <class T>
+class Buffer {
+ public:
+  Buffer(size_t n, T v, bool managed) : n_(n), managed_(managed) {
+#ifdef CHORUS_PROBE_CUDA
+    if (managed_) {
+      void* raw = nullptr;
+      if (cudaMallocManaged(&raw, std::max<size_t>(n, 1) * sizeof(T)) != cudaSuccess) {
+        std::printf("cudaMallocManaged of %zu bytes failed\n", n * sizeof(T));
+        std::exit(1);
+      }
+      p_ = static_cast<T*>(raw);
+    }
+#endif
+    if (!managed_) p_ = new T[std::max<size_t>(n, 1)];
+    std::fill(p_, p_ + n, v);
+  }
+  ~Buffer() {
+#ifdef CHORUS_PROBE_CUDA
+    if (managed_) {
+      cudaFree(p_);
+      return;
+    }
+#endif
+    delete[] p_;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  T* data() { return p_; }
+  size_t size() const { return n_; }
+  T& operator[](size_t i) { return p_[i]; }
+  bool operator==(const Buffer& o) const { return n_ == o.n_ && std::equal(p_, p_ + n_, o.p_); }
+
+ private:
+  size_t n_;
+  bool managed_;
+  T* p_ = nullptr;
+};
+
+// Before the host reads what a call wrote: the device's work done.
+void settle(bool managed) {
+#ifdef CHORUS_PROBE_CUDA
+  if (managed) cudaDeviceSynchronize();
+#else
+  (void)managed;
+#endif
+}
+
+int killedPeer(chorusComm_t comm, int n, int rank, bool managed) {
+  Buffer<float> buf(size_t{1} << 16, 1.0F, managed);
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 1000000; ++i) {
     if (rank == n - 1 && i == 20)
@@ -99,16 +167,18 @@ int runRank(const chorusUniqueId& id, int n, int rank) {
   // PROBE_END=kill: the last rank kills itself (SIGKILL) in the middle of
   // a stream of allreduces; every other rank's calls must then fail
   // naming it, well within the timeout.
-  if (end != nullptr && std::strcmp(end, "kill") == 0) return killedPeer(comm, n, rank);
+  const bool managed = onRealGpu(device);
+  if (end != nullptr && std::strcmp(end, "kill") == 0) return killedPeer(comm, n, rank, managed);
   const size_t len = 3000;
-  std::vector<int32_t> mine(len), sum(len), all(len * static_cast<size_t>(n));
+  Buffer<int32_t> mine(len, 0, managed), sum(len, 0, managed),
+      all(len * static_cast<size_t>(n), 0, managed);
   for (size_t i = 0; i < len; ++i) mine[i] = rank * 100000 + static_cast<int32_t>(i);
   chorusResult_t r =
       chorusAllReduce(mine.data(), sum.data(), len, chorusInt32, chorusSum, comm, nullptr);
   if (r == chorusSuccess)
     r = chorusAllGather(mine.data(), all.data(), len, chorusInt32, comm, nullptr);
   // And a ring of sends and receives (to the next rank, from the previous).
-  std::vector<int32_t> fromPrev(len, -1);
+  Buffer<int32_t> fromPrev(len, -1, managed);
   if (r == chorusSuccess) {
     chorusGroupStart();
     chorusSend(mine.data(), len, chorusInt32, (rank + 1) % n, comm, nullptr);
@@ -119,11 +189,12 @@ int runRank(const chorusUniqueId& id, int n, int rank) {
   // connections), each value distinct per rank and element, sums exact.
   for (size_t big : {size_t{40}, size_t{70000}, size_t{300001}, size_t{5000}}) {
     if (deviceText == nullptr || r != chorusSuccess) break;  // (every rank, host ones too)
-    std::vector<float> x(big), y(big, -1.0F);
+    Buffer<float> x(big, 0.0F, managed), y(big, -1.0F, managed);
     for (size_t i = 0; i < big; ++i)
       x[i] = static_cast<float>(rank * 1024 + static_cast<int>(i % 1000));
     r = chorusAllReduce(x.data(), y.data(), big, chorusFloat32, chorusSum, comm, nullptr);
     chorusResult_t async = chorusSuccess;
+    settle(managed);
     if (r == chorusSuccess && chorusCommGetAsyncError(comm, &async) == chorusSuccess)
       r = async;  // (the device calls' failures show here)
     for (size_t i = 0; i < big && r == chorusSuccess; ++i) {
@@ -137,6 +208,7 @@ int runRank(const chorusUniqueId& id, int n, int rank) {
       }
     }
   }
+  settle(managed);
   if (r != chorusSuccess) {
     std::printf("rank %d: collective failed: %s\n", rank, chorusGetLastError(nullptr));
     bad = 1;
@@ -160,7 +232,7 @@ int runRank(const chorusUniqueId& id, int n, int rank) {
   }
   // Gather to rank 0 and scatter from the last rank, the other ranks passing
   // NULL for the buffer only the root uses.
-  std::vector<int32_t> gathered(len * static_cast<size_t>(n), -1), piece(len, -1);
+  Buffer<int32_t> gathered(len * static_cast<size_t>(n), -1, managed), piece(len, -1, managed);
   if (bad == 0 && (chorusGather(mine.data(), rank == 0 ? gathered.data() : nullptr, len,
                                 chorusInt32, 0, comm, nullptr) != chorusSuccess ||
                    chorusScatter(rank == n - 1 ? all.data() : nullptr, piece.data(), len,
@@ -168,8 +240,9 @@ int runRank(const chorusUniqueId& id, int n, int rank) {
     std::printf("rank %d: gather/scatter failed: %s\n", rank, chorusGetLastError(nullptr));
     bad = 1;
   }
+  settle(managed);
   for (size_t i = 0; i < len && bad == 0; ++i) {
-    if (rank == 0 && gathered != all) {
+    if (rank == 0 && !(gathered == all)) {
       std::printf("rank 0: gathered blocks differ from the allgather's\n");
       bad = 1;
     }
@@ -186,7 +259,8 @@ int runRank(const chorusUniqueId& id, int n, int rank) {
   }
   if (half != nullptr) {
     int size = 0, sub = -1, wantSize = 0, wantRank = 0;
-    int32_t v = rank, total = 0, want = 0;
+    int32_t want = 0;
+    Buffer<int32_t> v(1, rank, managed), total(1, 0, managed);
     for (int q = rank % 2; q < n; q += 2) {
       ++wantSize;
       want += q;
@@ -194,10 +268,12 @@ int runRank(const chorusUniqueId& id, int n, int rank) {
     }
     chorusCommCount(half, &size);
     chorusCommUserRank(half, &sub);
-    if (chorusAllReduce(&v, &total, 1, chorusInt32, chorusSum, half, nullptr) != chorusSuccess ||
-        size != wantSize || sub != wantRank || total != want) {
+    const chorusResult_t got =
+        chorusAllReduce(v.data(), total.data(), 1, chorusInt32, chorusSum, half, nullptr);
+    settle(managed);
+    if (got != chorusSuccess || size != wantSize || sub != wantRank || total[0] != want) {
       std::printf("rank %d: split: rank %d of %d summing to %d, want %d of %d summing to %d (%s)\n",
-                  rank, sub, size, total, wantRank, wantSize, want, chorusGetLastError(nullptr));
+                  rank, sub, size, total[0], wantRank, wantSize, want, chorusGetLastError(nullptr));
       bad = 1;
     }
     if (chorusCommDestroy(half) != chorusSuccess) bad = 1;
@@ -206,11 +282,13 @@ int runRank(const chorusUniqueId& id, int n, int rank) {
   if (bad == 0 && n > 2 && rank != n - 1) {
     const int last[1] = {n - 1};
     chorusComm_t rest = nullptr;
-    int32_t v = rank, total = -1;
-    if (chorusCommShrink(comm, last, 1, 0, &rest) != chorusSuccess ||
-        chorusAllReduce(&v, &total, 1, chorusInt32, chorusSum, rest, nullptr) != chorusSuccess ||
-        total != (n - 1) * (n - 2) / 2) {
-      std::printf("rank %d: shrink: sum %d, want %d (%s)\n", rank, total, (n - 1) * (n - 2) / 2,
+    Buffer<int32_t> v(1, rank, managed), total(1, -1, managed);
+    bool ok = chorusCommShrink(comm, last, 1, 0, &rest) == chorusSuccess &&
+              chorusAllReduce(v.data(), total.data(), 1, chorusInt32, chorusSum, rest, nullptr) ==
+                  chorusSuccess;
+    settle(managed);
+    if (!ok || total[0] != (n - 1) * (n - 2) / 2) {
+      std::printf("rank %d: shrink: sum %d, want %d (%s)\n", rank, total[0], (n - 1) * (n - 2) / 2,
                   chorusGetLastError(nullptr));
       bad = 1;
     }

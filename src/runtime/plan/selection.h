@@ -54,8 +54,10 @@ struct SelectionRequest {
   // round, so one round beats the ring's n - 1 for small calls.
   bool gpu = false;
   // GPU ranks: built-ins run on LL's slots for calls of at most this many
-  // bytes (planner.h, kGpuLLBytes; CHORUS_GPU_LL_BYTES).
-  size_t gpuLLBytes = 64 << 10;
+  // bytes (planner.h; CHORUS_GPU_LL_BYTES). 0: never, since Simple's slots
+  // were faster at every size from 8 B to 1 MiB on 8 ranks of an H200
+  // (docs/cuda.md, "Small calls").
+  size_t gpuLLBytes = 0;
 };
 
 // The call's total size in bytes (count x m x element size, docs/spec/IR.md section 3).
