@@ -10,9 +10,7 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -101,7 +99,11 @@ class StepGraph {
  private:
   void match(DiagnosticList& diags);
   void order(DiagnosticList& diags);
-  void checkSlots(int slots, DiagnosticList& diags);
+  void checkSlots(DiagnosticList& diags);
+  // f(receive, send) for each send that waits for the slot that receive
+  // frees (the (k - kCheckedSlots)-th receive of the k-th send's connection).
+  template <class F>
+  void forEachSlotWait(F f) const;
   // Kahn's order of the nodes with `slotEdges` (receive, send) added;
   // `left` gets the in-degrees the nodes outside the order keep.
   std::vector<NodeId> sort(const std::vector<std::pair<NodeId, NodeId>>& slotEdges,
@@ -119,9 +121,6 @@ class StepGraph {
   std::vector<int32_t> rankTb_;    // by rank: the global index of its threadblock 0
   std::vector<int32_t> globalTb_;  // by node
   std::vector<NodeId> matchedSend_, matchedRecv_;
-  // (channel, sender, receiver) -> its sends, its receives, in order: only
-  // connections of more than kCheckedSlots sends, while checkSlots needs them.
-  std::map<std::tuple<int, int, int>, std::vector<NodeId>> connSends_, connRecvs_;
   std::vector<NodeId> topo_;
   std::vector<int32_t> clock_;
   std::vector<int32_t> position_;      // node -> its index in topo_ (computeClocks)
