@@ -183,13 +183,7 @@ Result<std::string> describeDevice(int d) {
 Result<std::string> deviceUuid(int d) {
   cudaDeviceProp p{};
   CHORUS_CUDA_TRY(cudaGetDeviceProperties(&p, d));
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (char c : p.uuid.bytes) {
-    out += kHex[(static_cast<unsigned char>(c) >> 4) & 15];
-    out += kHex[static_cast<unsigned char>(c) & 15];
-  }
-  return out;
+  return runtime::hexHandle(std::string(p.uuid.bytes, sizeof p.uuid.bytes));
 }
 
 namespace {
