@@ -492,10 +492,10 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
     if (Status st = measure(t); !st.isOk()) return st;
     // One instance's blocks, or the caller's instances of them, for each
     // world sharing the GPU.
-    const int k = std::max(options.instances, 1) * sharers;
+    const int k = std::max(options.instances, 1);
     bool fits = std::all_of(baseOn.begin(), baseOn.end(), [&](const auto& dn) {
       auto [sms, perSm] = smsAndPerSm[dn.first];
-      return dn.second * k <= sms * perSm;
+      return residentTogether(static_cast<long>(dn.second) * k, sharers, sms, perSm);
     });
     if (fits || t / 2 < kFewestThreads) m.threads = t;
   }
@@ -509,8 +509,7 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
     instances = kAutoInstances;
     for (auto [d, n] : baseOn) {
       auto [sms, perSm] = smsAndPerSm[d];
-      int fit = std::min(sms, perSm * sms) / (n * sharers);
-      instances = std::min(instances, std::max(fit, 1));
+      instances = std::min(instances, autoInstances(n, sharers, sms, perSm));
     }
   }
   if (instances > 1) m.plan = FlatPlan::lower(va, instances);
@@ -554,7 +553,8 @@ Result<std::unique_ptr<CudaWorld>> CudaWorld::make(const runtime::VerifiedAlgori
     int resident = perSm * p.multiProcessorCount;
     if (&g == &m.groups.front()) m.maxResident = resident;
     const size_t need = g.blockMap.size() * static_cast<size_t>(sharers);
-    if (need > static_cast<size_t>(resident))
+    if (!residentTogether(static_cast<long>(g.blockMap.size()), sharers, p.multiProcessorCount,
+                          perSm))
       return Status(StatusCode::kInvalidArgument,
                     "algorithm '" + a.name + "' needs " + std::to_string(need) +
                         " blocks resident at once on GPU " + std::to_string(g.device) + " (" +

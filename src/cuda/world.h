@@ -12,6 +12,7 @@
 // (cudaStream_t). Everything returns a Status; nothing throws.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -80,6 +81,19 @@ inline constexpr size_t kWarpMessageBytes = 4096;
 inline constexpr size_t kWarpPacketMessageBytes = 128;
 inline constexpr int kDefaultThreads = 256;
 inline constexpr int kFewestThreads = 64;
+
+// A GPU of `sms` SMs holding `perSm` blocks of the kernel each, shared by
+// `sharers` worlds of `blocks` blocks (one instance) each:
+// whether they are all resident at once, and the automatic instance count,
+// as many as put a block on every SM of a world's share, at most
+// kAutoInstances, at least 1.
+inline bool residentTogether(long blocks, int sharers, int sms, int perSm) {
+  return blocks * sharers <= static_cast<long>(sms) * perSm;
+}
+inline int autoInstances(int blocks, int sharers, int sms, int perSm) {
+  const int fit = std::min(sms, perSm * sms) / std::max(blocks * sharers, 1);
+  return std::clamp(fit, 1, kAutoInstances);
+}
 
 class CudaWorld {
  public:

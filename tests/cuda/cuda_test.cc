@@ -287,6 +287,19 @@ TEST(Cuda, BadOptionsAreRefused) {
   EXPECT_EQ(CudaWorld::make(*va, o).status().code(), StatusCode::kInvalidArgument);
 }
 
+// The GPU's share a world takes (no GPU needed): an H200's 132 SMs at 3
+// blocks each, ap4ll's 32 blocks a rank.
+TEST(Cuda, WorldsOnOneGpuTakeTheirShare) {
+  EXPECT_EQ(autoInstances(32, 1, 132, 3), 4);   // a block on every SM: 132 / 32
+  EXPECT_EQ(autoInstances(32, 4, 132, 3), 1);   // four worlds: 132 / 128
+  EXPECT_EQ(autoInstances(200, 1, 132, 3), 1);  // never fewer than one
+  EXPECT_EQ(autoInstances(2, 1, 132, 3), kAutoInstances);
+  EXPECT_EQ(autoInstances(8, 2, 132, 3), 8);     // 132 / 16
+  EXPECT_TRUE(residentTogether(99, 4, 132, 3));  // 396 of 396
+  EXPECT_FALSE(residentTogether(100, 4, 132, 3));
+  EXPECT_TRUE(residentTogether(396, 1, 132, 3));
+}
+
 TEST(Cuda, BadDevicesAreRefused) {
   CHORUS_NEED_GPU();
   auto va = chorus::testing::load(std::string(CHORUS_MSCCL_DIR) + "/r48ll.xml");
