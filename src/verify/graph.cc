@@ -1,6 +1,7 @@
 #include "verify/graph.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <tuple>
 
@@ -196,22 +197,22 @@ template <class F>
 void StepGraph::forEachSlotWait(F f) const {
   // A connection's sends in match()'s order (its sender's threadblocks in
   // id order, each in step order); the last kCheckedSlots of each kept.
+  struct Connection {
+    std::array<NodeId, kCheckedSlots> last{};  // its latest sends, a ring
+    size_t sent = 0;
+  };
   for (const ir::Rank& r : algo_.ranks) {
-    std::map<std::pair<int, int>, std::vector<NodeId>> last;  // (channel, peer) -> ring
-    std::map<std::pair<int, int>, size_t> sent;
+    std::map<std::pair<int, int>, Connection> conns;  // (channel, peer)
     for (const ir::Threadblock& tb : r.tbs) {
       if (tb.sendPeer < 0) continue;
-      const std::pair<int, int> key{tb.channel, tb.sendPeer};
-      std::vector<NodeId>& ring = last[key];
-      size_t& k = sent[key];
-      ring.resize(kCheckedSlots, kNoNode);
+      Connection& c = conns[{tb.channel, tb.sendPeer}];
       for (size_t s = 0; s < tb.steps.size(); ++s) {
         if (!ir::sends(tb.steps[s].type)) continue;
         const NodeId n = node(r.id, tb.id, static_cast<int>(s));
-        NodeId& slot = ring[k % kCheckedSlots];
-        if (k >= static_cast<size_t>(kCheckedSlots)) f(matchedRecv_[slot], n);
+        NodeId& slot = c.last[c.sent % kCheckedSlots];
+        if (c.sent >= static_cast<size_t>(kCheckedSlots)) f(matchedRecv_[slot], n);
         slot = n;
-        ++k;
+        ++c.sent;
       }
     }
   }
