@@ -1,6 +1,7 @@
 #include "synth/lower.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <numeric>
 #include <tuple>
 
@@ -53,10 +54,16 @@ using EdgeChannels = std::vector<std::vector<std::vector<std::vector<Lane>>>>;
 
 // `forests`: each with whether its data flows up (reduce trees: from `to`
 // to `from`, leaves first). `boxes`: each rank's box (empty: one box).
+// `localLast`: inside a box, each connection takes a reduce forest's sums
+// bound for other boxes first and those for the box's own roots last
+// (LowerOptions::laterLocalSums), the connections in turn rather than one
+// after another, so that most connections carry both.
 EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& forests, int k,
-                            int ranks, int perConnection, const std::vector<int>& boxes) {
+                            int ranks, int perConnection, const std::vector<int>& boxes,
+                            bool localLast) {
   struct Use {
     int ready, forest, tree, piece, edge;
+    bool local;  // a reduce forest's sum for a root in its sender's box
   };
   const size_t n = static_cast<size_t>(ranks);
   std::vector<std::vector<Use>> arcs(n * n);
@@ -79,8 +86,11 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
           // When its data is ready at `from`: down a tree by a's depth, up
           // one leaves first.
           const int ready = up ? -depth[static_cast<size_t>(b)] : depth[static_cast<size_t>(a)];
+          const bool local = localLast && up &&
+                             boxes[static_cast<size_t>(t.root)] == boxes[static_cast<size_t>(from)];
           arcs[static_cast<size_t>(from) * n + static_cast<size_t>(to)].push_back(
-              {ready, static_cast<int>(fi), static_cast<int>(ti), piece, static_cast<int>(e)});
+              {ready, static_cast<int>(fi), static_cast<int>(ti), piece, static_cast<int>(e),
+               local});
         }
     }
   }
@@ -93,21 +103,27 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
     std::vector<Use>& uses = arcs[arc];
     if (uses.empty()) continue;
     std::stable_sort(uses.begin(), uses.end(), [](const Use& x, const Use& y) {
-      return std::tie(x.forest, x.ready) < std::tie(y.forest, y.ready);
+      return std::tie(x.forest, x.local, x.ready) < std::tie(y.forest, y.local, y.ready);
     });
     const bool betweenBoxes = !boxes.empty() && boxes[arc / n] != boxes[arc % n];
     const size_t per = static_cast<size_t>(std::max(1, perConnection));
     // uses[begin, end) spread evenly over channels from `base` on, per
-    // connection at a time (at most `most`); returns the last channel.
+    // connection at a time (at most `most`), or dealt out in turn
+    // (`localLast`); returns the last channel.
     auto spreadEvenly = [&](size_t begin, size_t end, int base, int most) {
       const size_t count = end - begin;
-      const size_t m =
-          std::min<size_t>(static_cast<size_t>(std::max(1, most)), (count + per - 1) / per);
-      int last = base;
+      size_t m = std::min<size_t>(static_cast<size_t>(std::max(1, most)), (count + per - 1) / per);
+      // As many connections as sums bound for other boxes at most, so that
+      // each of the box's own sums follows one of those on its connection.
+      const auto remote = std::count_if(uses.begin() + static_cast<std::ptrdiff_t>(begin),
+                                        uses.begin() + static_cast<std::ptrdiff_t>(end),
+                                        [](const Use& u) { return !u.local; });
+      if (localLast && remote > 0) m = std::min(m, static_cast<size_t>(remote));
       for (size_t i = begin; i < end; ++i)
-        last = channelOf(uses[i]) =
-            std::min(base + static_cast<int>((i - begin) * m / count), kChannels - 1);
-      return last;
+        channelOf(uses[i]) =
+            std::min(base + static_cast<int>(localLast ? (i - begin) % m : (i - begin) * m / count),
+                     kChannels - 1);
+      return std::min(base + static_cast<int>(m) - 1, kChannels - 1);
     };
     if (!betweenBoxes) {
       spreadEvenly(0, uses.size(), 0, kChannels);
@@ -303,10 +319,12 @@ void broadcastDown(lang::Program& p, const Forest& f, const EdgeChannels::value_
 
 // Reduces block pieces up the (reversed) reduce-scatter trees; the root's
 // sum goes to `result(root, first)` = (buffer, index), the other ranks'
-// partial sums to scratch.
+// partial sums to scratch. A sum for a root in its sender's box is `later`
+// rounds behind (LowerOptions::laterLocalSums).
 template <typename Result>
 void reduceUp(lang::Program& p, const Forest& f, const EdgeChannels::value_type& lanes, int k,
-              int chunks, lang::Buffer input, Result result) {
+              int chunks, lang::Buffer input, Result result, const LowerOptions& options) {
+  const int later = options.boxes.empty() ? 0 : options.laterLocalSums;
   const int n = p.options().ranks;
   lang::Buffer partial = p.scratch("partial");
   eachTree(f, lanes, k, chunks, n, [&](PieceRun& run, int c) {
@@ -324,25 +342,31 @@ void reduceUp(lang::Program& p, const Forest& f, const EdgeChannels::value_type&
         const int maker = run.maker[e];
         const bool makes = maker == static_cast<int>(e);
         if (!makes) ready = std::min(ready, run.moved[static_cast<size_t>(maker)]);
-        again |= advance(run, e, ready, chunks,
-                         [&](int at, int size) {
-                           const int index = block + at;
-                           lang::Chunk incoming =
-                               p.chunk(from, below.empty() ? input : partial, index, size);
-                           auto [buffer, where] = to == t.root ? result(t.root, run.first + at)
-                                                               : std::pair{partial, index};
-                           // Chunk c of a piece starts at round c (Hints::round).
-                           const lang::Hints h{.channel = (*run.lanes)[e].channel, .round = at};
-                           if (makes)
-                             p.chunk(to, input, index, size).reduce(incoming, buffer, where, h);
-                           else
-                             p.chunk(to, buffer, where, size).reduce(incoming, h);
-                         }) &&
-                 makes;
+        again |=
+            advance(run, e, ready, chunks,
+                    [&](int at, int size) {
+                      const int index = block + at;
+                      lang::Chunk incoming =
+                          p.chunk(from, below.empty() ? input : partial, index, size);
+                      auto [buffer, where] =
+                          to == t.root ? result(t.root, run.first + at) : std::pair{partial, index};
+                      // Chunk c of a piece starts at round c (Hints::round).
+                      const bool local = later > 0 && options.boxes[static_cast<size_t>(t.root)] ==
+                                                          options.boxes[static_cast<size_t>(from)];
+                      const lang::Hints h{.channel = (*run.lanes)[e].channel,
+                                          .round = at + (local ? later : 0)};
+                      if (makes)
+                        p.chunk(to, input, index, size).reduce(incoming, buffer, where, h);
+                      else
+                        p.chunk(to, buffer, where, size).reduce(incoming, h);
+                    }) &&
+            makes;
       }
     }
   });
 }
+
+bool localLast(const LowerOptions& o) { return o.laterLocalSums > 0 && !o.boxes.empty(); }
 
 // Gathering collectives need the gather forest alone, reducing ones the
 // scatter forest alone, allreduce both.
@@ -394,8 +418,9 @@ int busiestConnection(CollectiveKind collective, int ranks, const Forest* gather
   const bool ag = gathersOnly(collective), rs = reducesOnly(collective);
   const int k = piecesPerBlock(rs ? nullptr : gather, ag ? nullptr : scatter);
   int most = 0;
-  for (const auto& forest : assignChannels(forestsOf(ag, rs, gather, scatter), k, ranks,
-                                           options.piecesPerConnection, options.boxes))
+  for (const auto& forest :
+       assignChannels(forestsOf(ag, rs, gather, scatter), k, ranks, options.piecesPerConnection,
+                      options.boxes, localLast(options)))
     for (const auto& tree : forest)
       for (const auto& piece : tree)
         for (const Lane& lane : piece) most = std::max(most, lane.sharing);
@@ -411,7 +436,7 @@ void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter
   const int k = piecesPerBlock(rs ? nullptr : gather, ag ? nullptr : scatter);
   const EdgeChannels channels =
       assignChannels(forestsOf(ag, rs, gather, scatter), k, p.options().ranks,
-                     options.piecesPerConnection, options.boxes);
+                     options.piecesPerConnection, options.boxes, localLast(options));
   const int c = std::max(1, options.chunksPerPiece);
   if (ag) {
     // Each root's own block, unless the buffers are one: a copy per piece
@@ -430,16 +455,22 @@ void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter
       return p.chunk(root, lang::kInput, first, size);
     });
   } else if (rs) {
-    reduceUp(p, *scatter, channels[0], k, c, lang::kInput, [&](int, int first) {
-      return std::pair{lang::kOutput, first};
-    });
+    reduceUp(
+        p, *scatter, channels[0], k, c, lang::kInput,
+        [&](int, int first) {
+          return std::pair{lang::kOutput, first};
+        },
+        options);
   } else {
     // The sums land in the output (in place: the one buffer), where the
     // allgather trees pick them up (their connections after the reduce
     // trees' on each arc: assignChannels).
-    reduceUp(p, *scatter, channels[0], k, c, lang::kInput, [&](int root, int first) {
-      return std::pair{lang::kOutput, root * k * c + first};
-    });
+    reduceUp(
+        p, *scatter, channels[0], k, c, lang::kInput,
+        [&](int root, int first) {
+          return std::pair{lang::kOutput, root * k * c + first};
+        },
+        options);
     broadcastDown(p, *gather, channels[1], k, c, [&](int root, int first, int size) {
       return p.chunk(root, lang::kOutput, root * k * c + first, size);
     });

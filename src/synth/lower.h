@@ -35,6 +35,13 @@ struct LowerOptions {
   // steps moves several consecutive chunks per step (lower.cc,
   // chunksPerStep); the others keep one.
   int chunksPerPiece = 1;
+  // Rounds by which a reduce forest's sums for a root in the sender's own
+  // box follow those bound for other boxes (0: none; needs `boxes`). Each
+  // connection inside a box then carries both kinds, the other boxes'
+  // first, so a box's links carry the sums its NICs wait for before its
+  // own: as an allgather's remote pieces reach a box one hop after its
+  // own, reversed (docs/synthesis.md, "Later local sums").
+  int laterLocalSums = 0;
   // Each rank's box (topo::Node::box), or empty: arcs between boxes get a
   // connection per tree depth rather than per piece (assignChannels).
   std::vector<int> boxes;

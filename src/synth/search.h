@@ -67,6 +67,7 @@ struct Shape {
 struct Tried {
   int shape = 0;
   int perConnection = 1, chunksPerPiece = 1, instances = 1;
+  int laterLocalSums = 0;       // LowerOptions::laterLocalSums
   double algbw = 0, busbw = 0;  // GB/s at SearchOptions::bytes
   size_t iterations = 0;        // slice iterations per threadblock
   double seconds = 0;           // lowering and simulating it

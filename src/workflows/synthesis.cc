@@ -396,6 +396,12 @@ std::vector<std::string> shortfallOf(const topo::Topology& t, const SynthArgs& a
 }
 
 // A size for file names: 64K, 4M, 1G, or the bytes.
+// ", the box's own sums N rounds later" where a lowering has them
+// (synth::LowerOptions::laterLocalSums).
+std::string laterNote(int later) {
+  return later > 0 ? fmt::format(", the box's own sums {} round(s) later", later) : "";
+}
+
 std::string sizeTag(uint64_t bytes) {
   for (auto [unit, suffix] :
        {std::pair{uint64_t{1} << 30, "G"}, {uint64_t{1} << 20, "M"}, {uint64_t{1} << 10, "K"}})
@@ -455,8 +461,8 @@ int synthSizes(const topo::Topology& t, CollectiveKind coll, const SynthArgs& ar
   auto key = [](const Pick& p) {
     const synth::Tried& k = p.found.kept();
     const synth::Shape& s = p.found.keptShape();
-    return std::tuple{p.protocol,      s.kind,           s.headroom,
-                      k.perConnection, k.chunksPerPiece, k.instances};
+    return std::tuple{p.protocol,       s.kind,      s.headroom,      k.perConnection,
+                      k.chunksPerPiece, k.instances, k.laterLocalSums};
   };
   std::error_code ec;
   std::filesystem::create_directories(args.output, ec);
@@ -492,7 +498,8 @@ int synthSizes(const topo::Topology& t, CollectiveKind coll, const SynthArgs& ar
                       {"headroom_percent", s.headroom},
                       {"pieces_per_connection", k.perConnection},
                       {"chunks_per_piece", k.chunksPerPiece},
-                      {"instances", k.instances}});
+                      {"instances", k.instances},
+                      {"later_local_sums", k.laterLocalSums}});
     for (size_t i = a; i <= b; ++i) {
       const double mine = picks[i].found.kept().algbw;
       rows.push_back({{"bytes", picks[i].bytes},
@@ -805,6 +812,7 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
       j["chunks_per_piece"] = sched.lowering().chunksPerPiece;
       j["headroom_percent"] = shape.headroom;
       j["instances"] = sched.lowering().instances;
+      j["later_local_sums"] = sched.lowering().laterLocalSums;
       j["lowerings_tried"] = sched.found.tried.size();
       j["notes"] = sched.found.notes;
       j["budget_spent"] = sched.found.budgetSpent;
@@ -817,6 +825,7 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
         e["pieces_per_connection"] = tr.perConnection;
         e["chunks_per_piece"] = tr.chunksPerPiece;
         e["instances"] = tr.instances;
+        e["later_local_sums"] = tr.laterLocalSums;
         e["simulated_algbw"] = tr.algbw;
         e["seconds"] = tr.seconds;
         if (!tr.passedOver.empty()) e["passed_over"] = tr.passedOver;
@@ -859,14 +868,15 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
                                                      : " " + shape.kind;
   fmt::print(
       "trees     {}{} ({} piece(s) per shard), {} maximum flows\n"
-      "lowered   {} piece(s) per connection, {} chunk(s) per piece, {} instance(s) (the "
+      "lowered   {} piece(s) per connection, {} chunk(s) per piece, {} instance(s){} (the "
       "simulator's pick of {} lowerings), verified{} in {:.3f} s\n",
       sched.trees,
       kind + (shape.headroom > 0
                   ? fmt::format(", {} % headroom on the links between boxes", shape.headroom)
                   : ""),
       sched.pieces, sched.found.maxflows, sched.lowering().perConnection,
-      sched.lowering().chunksPerPiece, sched.lowering().instances, sched.found.tried.size(),
+      sched.lowering().chunksPerPiece, sched.lowering().instances,
+      laterNote(sched.lowering().laterLocalSums), sched.found.tried.size(),
       args.output.empty() ? "" : ", written to " + args.output, sched.seconds);
   for (const auto* f : {&shape.gather, &shape.scatter})
     if (f->has_value() && (*f)->algbw.value() > 0 &&
@@ -883,9 +893,9 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
     for (const synth::Tried& tr : sched.found.tried) {
       const synth::Shape& sh = sched.found.shapes[static_cast<size_t>(tr.shape)];
       fmt::print(
-          "          {}{} {} {} {}: {}{}\n", sh.kind,
+          "          {}{} {} {} {}{}: {}{}\n", sh.kind,
           sh.headroom > 0 ? fmt::format(" ({} %)", sh.headroom) : "", tr.perConnection,
-          tr.chunksPerPiece, tr.instances,
+          tr.chunksPerPiece, tr.instances, laterNote(tr.laterLocalSums),
           tr.algbw > 0 ? fmt::format("{:.3f} GB/s", tr.algbw) : "passed over: " + tr.passedOver,
           &tr == &sched.lowering() ? "  (kept)" : "");
     }
