@@ -30,8 +30,15 @@ class Recording final : public Communicator {
   void abort(Status) override {}
   Status finalize() override { return Status::ok(); }
   std::unique_ptr<Started> start(std::vector<Op> ops, bool alone) override {
-    std::string e = "start " + name_ + (alone ? " alone" : "") + ":";
-    for (const Op& op : ops) e += " " + std::to_string(op.args.count);
+    // (Appended, not "start " + name_ + ...: GCC 12's -O3 -Wrestrict false
+    // positive on a literal + a temporary string, PR 105651.)
+    std::string e = "start ";
+    e += name_;
+    e += alone ? " alone:" : ":";
+    for (const Op& op : ops) {
+      e += ' ';
+      e += std::to_string(op.args.count);
+    }
     log_.events.push_back(e);
     class Waited final : public Started {
      public:
