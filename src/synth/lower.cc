@@ -52,6 +52,12 @@ struct Lane {
 };
 using EdgeChannels = std::vector<std::vector<std::vector<std::vector<Lane>>>>;
 
+// Whether `root`, `from` and `to` are in one box.
+bool inBox(const std::vector<int>& boxes, int root, int from, int to) {
+  const int box = boxes[static_cast<size_t>(root)];
+  return boxes[static_cast<size_t>(from)] == box && boxes[static_cast<size_t>(to)] == box;
+}
+
 // `forests`: each with whether its data flows up (reduce trees: from `to`
 // to `from`, leaves first). `boxes`: each rank's box (empty: one box).
 // `localLast`: inside a box, each connection takes a reduce forest's sums
@@ -86,8 +92,7 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
           // When its data is ready at `from`: down a tree by a's depth, up
           // one leaves first.
           const int ready = up ? -depth[static_cast<size_t>(b)] : depth[static_cast<size_t>(a)];
-          const bool local = localLast && up &&
-                             boxes[static_cast<size_t>(t.root)] == boxes[static_cast<size_t>(from)];
+          const bool local = localLast && up && inBox(boxes, t.root, from, to);
           arcs[static_cast<size_t>(from) * n + static_cast<size_t>(to)].push_back(
               {ready, static_cast<int>(fi), static_cast<int>(ti), piece, static_cast<int>(e),
                local});
@@ -342,25 +347,23 @@ void reduceUp(lang::Program& p, const Forest& f, const EdgeChannels::value_type&
         const int maker = run.maker[e];
         const bool makes = maker == static_cast<int>(e);
         if (!makes) ready = std::min(ready, run.moved[static_cast<size_t>(maker)]);
-        again |=
-            advance(run, e, ready, chunks,
-                    [&](int at, int size) {
-                      const int index = block + at;
-                      lang::Chunk incoming =
-                          p.chunk(from, below.empty() ? input : partial, index, size);
-                      auto [buffer, where] =
-                          to == t.root ? result(t.root, run.first + at) : std::pair{partial, index};
-                      // Chunk c of a piece starts at round c (Hints::round).
-                      const bool local = later > 0 && options.boxes[static_cast<size_t>(t.root)] ==
-                                                          options.boxes[static_cast<size_t>(from)];
-                      const lang::Hints h{.channel = (*run.lanes)[e].channel,
-                                          .round = at + (local ? later : 0)};
-                      if (makes)
-                        p.chunk(to, input, index, size).reduce(incoming, buffer, where, h);
-                      else
-                        p.chunk(to, buffer, where, size).reduce(incoming, h);
-                    }) &&
-            makes;
+        again |= advance(run, e, ready, chunks,
+                         [&](int at, int size) {
+                           const int index = block + at;
+                           lang::Chunk incoming =
+                               p.chunk(from, below.empty() ? input : partial, index, size);
+                           auto [buffer, where] = to == t.root ? result(t.root, run.first + at)
+                                                               : std::pair{partial, index};
+                           // Chunk c of a piece starts at round c (Hints::round).
+                           const bool local = later > 0 && inBox(options.boxes, t.root, from, to);
+                           const lang::Hints h{.channel = (*run.lanes)[e].channel,
+                                               .round = at + (local ? later : 0)};
+                           if (makes)
+                             p.chunk(to, input, index, size).reduce(incoming, buffer, where, h);
+                           else
+                             p.chunk(to, buffer, where, size).reduce(incoming, h);
+                         }) &&
+                 makes;
       }
     }
   });
