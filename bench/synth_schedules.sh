@@ -60,7 +60,10 @@ else:
            round(d["simulated_algbw"] / d["algbw"], 4), d["forest_kind"], d["headroom_percent"],
            d["pieces"], d["chunks_per_piece"], d["instances"], d["lowerings_tried"], seconds,
            d["classic"] + (" (kept)" if d["classic_kept"] else ""), round(d["classic_algbw"], 3),
-           "; ".join(d.get("notes", []) + ["below 90 %: " + w for w in d.get("shortfall", [])])]
+           "; ".join(d.get("notes", []) +
+                     (["the box\x27s own sums %d rounds later" % d["later_local_sums"]]
+                      if d.get("later_local_sums") else []) +
+                     ["below 90 %: " + w for w in d.get("shortfall", [])])]
 print(",".join(str(x).replace(",", ";") for x in row))' \
     "" "$topo" "$start" "$end" <<<"$out"
 done

@@ -50,6 +50,17 @@ void expectValidForest(const std::string& name, const Forest& f, int n) {
 
 // Runs an algorithm on the CPU runtime (random step order) and checks every
 // output element.
+// The verifier finds no error in `algo`, MSCCL's executor limits included
+// (64 steps per threadblock, channels, threadblocks per channel,
+// dependency targets up to threadblock 127).
+void expectWithinExecutorLimits(const ir::Algorithm& algo) {
+  verify::Options vo;
+  vo.targetMscclExecutor = true;
+  verify::Report rep = verify::verifyAlgorithm(algo, vo);
+  for (const Diagnostic& diag : rep.diagnostics.items())
+    if (diag.severity == Severity::kError) ADD_FAILURE() << diag.format();
+}
+
 void expectCorrectData(const ir::Algorithm& algo, bool inplace, uint64_t seed) {
   auto va = runtime::VerifiedAlgorithm::make(algo);  // refuses what the verifier rejects
   ASSERT_TRUE(va.isOk()) << va.status().toString();
@@ -514,11 +525,7 @@ TEST(Forest, CrowdedConnectionsMoveSeveralChunksPerStep) {
     compiler::Compiled c = lowerForests(coll, n, &gather, &scatter, lo);
     for (const Diagnostic& diag : c.diagnostics.items()) ADD_FAILURE() << diag.format();
     ASSERT_TRUE(c.ok());
-    verify::Options vo;
-    vo.targetMscclExecutor = true;  // 64 steps per threadblock at most
-    verify::Report rep = verify::verifyAlgorithm(c.algo, vo);
-    for (const Diagnostic& diag : rep.diagnostics.items())
-      if (diag.severity == Severity::kError) ADD_FAILURE() << diag.format();
+    expectWithinExecutorLimits(c.algo);  // 64 steps per threadblock at most
     int single = 0, several = 0;
     for (const ir::Rank& r : c.algo.ranks)
       for (const ir::Threadblock& tb : r.tbs)
@@ -559,11 +566,7 @@ TEST(Forest, LaterLocalSumsLetTheNicsStartSooner) {
   compiler::Compiled c = lowerForests(CollectiveKind::kReduceScatter, n, nullptr, &scatter, lo);
   for (const Diagnostic& diag : c.diagnostics.items()) ADD_FAILURE() << diag.format();
   ASSERT_TRUE(c.ok());
-  verify::Options vo;
-  vo.targetMscclExecutor = true;
-  verify::Report rep = verify::verifyAlgorithm(c.algo, vo);
-  for (const Diagnostic& diag : rep.diagnostics.items())
-    if (diag.severity == Severity::kError) ADD_FAILURE() << diag.format();
+  expectWithinExecutorLimits(c.algo);
   const double after = simulated(c.algo);
   EXPECT_GT(after, before * 1.03) << "before " << before << " GB/s, after " << after << " GB/s";
   std::printf("2 x MI250 reduce-scatter, rail forest: %.1f -> %.1f GB/s\n", before, after);
@@ -641,13 +644,7 @@ TEST(Forest, LowersToVerifiedIrThatRunsAndSimulates) {
           lowerForests(coll, n, gather ? &*gather : nullptr, scatter ? &*scatter : nullptr, lo);
       for (const Diagnostic& diag : c.diagnostics.items()) ADD_FAILURE() << diag.format();
       ASSERT_TRUE(c.ok());
-      // Within MSCCL's executor limits too (channels, threadblocks per
-      // channel, dependency targets up to threadblock 127).
-      verify::Options vo;
-      vo.targetMscclExecutor = true;
-      verify::Report rep = verify::verifyAlgorithm(c.algo, vo);
-      for (const Diagnostic& diag : rep.diagnostics.items())
-        if (diag.severity == Severity::kError) ADD_FAILURE() << diag.format();
+      expectWithinExecutorLimits(c.algo);
       expectCorrectData(c.algo, inplace, 11);
       if (inplace) continue;
       sim::Options so;
