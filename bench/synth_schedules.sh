@@ -63,6 +63,9 @@ else:
            "; ".join(d.get("notes", []) +
                      (["the box\x27s own sums %d rounds later" % d["later_local_sums"]]
                       if d.get("later_local_sums") else []) +
+                     (["the box\x27s own pieces on 1/%d of the connections"
+                       % d["fewer_local_connections"]]
+                      if d.get("fewer_local_connections") else []) +
                      ["below 90 %: " + w for w in d.get("shortfall", [])])]
 print(",".join(str(x).replace(",", ";") for x in row))' \
     "" "$topo" "$start" "$end" <<<"$out"

@@ -59,17 +59,24 @@ bool inBox(const std::vector<int>& boxes, int root, int from, int to) {
 }
 
 // `forests`: each with whether its data flows up (reduce trees: from `to`
-// to `from`, leaves first). `boxes`: each rank's box (empty: one box).
-// `localLast`: inside a box, each connection takes a reduce forest's sums
-// bound for other boxes first and those for the box's own roots last
-// (LowerOptions::laterLocalSums), the connections in turn rather than one
-// after another, so that most connections carry both.
+// to `from`, leaves first). From `o`: the pieces per connection, each
+// rank's box (`boxes`, empty: one box), and where a box's own pieces (of
+// roots in the box, on arcs inside it) go:
+// - `laterLocalSums`: inside a box, each connection takes a reduce
+//   forest's sums bound for other boxes first and the box's own last, the
+//   connections in turn rather than one after another, so that most
+//   connections carry both;
+// - `fewerLocalConnections` = d: a broadcast forest's own pieces take 1/d
+//   of an arc's connections, the pieces from other boxes the rest.
 EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& forests, int k,
-                            int ranks, int perConnection, const std::vector<int>& boxes,
-                            bool localLast) {
+                            int ranks, const LowerOptions& o) {
+  const std::vector<int>& boxes = o.boxes;
+  const bool localLast = o.laterLocalSums > 0 && !boxes.empty();
+  const size_t fewer =
+      boxes.empty() ? 0 : static_cast<size_t>(std::max(0, o.fewerLocalConnections));
   struct Use {
     int ready, forest, tree, piece, edge;
-    bool local;  // a reduce forest's sum for a root in its sender's box
+    bool local;  // a piece of a root in its sender's box, inside the box (see above)
   };
   const size_t n = static_cast<size_t>(ranks);
   std::vector<std::vector<Use>> arcs(n * n);
@@ -92,7 +99,7 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
           // When its data is ready at `from`: down a tree by a's depth, up
           // one leaves first.
           const int ready = up ? -depth[static_cast<size_t>(b)] : depth[static_cast<size_t>(a)];
-          const bool local = localLast && up && inBox(boxes, t.root, from, to);
+          const bool local = (up ? localLast : fewer > 0) && inBox(boxes, t.root, from, to);
           arcs[static_cast<size_t>(from) * n + static_cast<size_t>(to)].push_back(
               {ready, static_cast<int>(fi), static_cast<int>(ti), piece, static_cast<int>(e),
                local});
@@ -111,7 +118,7 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
       return std::tie(x.forest, x.local, x.ready) < std::tie(y.forest, y.local, y.ready);
     });
     const bool betweenBoxes = !boxes.empty() && boxes[arc / n] != boxes[arc % n];
-    const size_t per = static_cast<size_t>(std::max(1, perConnection));
+    const size_t per = static_cast<size_t>(std::max(1, o.piecesPerConnection));
     // uses[begin, end) spread evenly over channels from `base` on, per
     // connection at a time (at most `most`), or dealt out in turn
     // (`localLast`); returns the last channel.
@@ -123,7 +130,21 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
       const auto remote = std::count_if(uses.begin() + static_cast<std::ptrdiff_t>(begin),
                                         uses.begin() + static_cast<std::ptrdiff_t>(end),
                                         [](const Use& u) { return !u.local; });
-      if (localLast && remote > 0) m = std::min(m, static_cast<size_t>(remote));
+      const size_t others = static_cast<size_t>(remote);
+      if (fewer > 0 && others > 0 && others < count && m >= 2) {
+        // The box's own pieces on the last 1/d of the connections.
+        const size_t mine = std::min(count - others, std::max<size_t>(1, m / fewer));
+        const size_t theirs = std::min(others, m - mine);
+        for (size_t i = begin; i < end; ++i) {
+          const size_t j = i - begin;
+          channelOf(uses[i]) = std::min(
+              base + static_cast<int>(j < others ? j * theirs / others
+                                                 : theirs + (j - others) * mine / (count - others)),
+              kChannels - 1);
+        }
+        return std::min(base + static_cast<int>(theirs + mine) - 1, kChannels - 1);
+      }
+      if (localLast && remote > 0) m = std::min(m, others);
       for (size_t i = begin; i < end; ++i)
         channelOf(uses[i]) =
             std::min(base + static_cast<int>(localLast ? (i - begin) % m : (i - begin) * m / count),
@@ -369,8 +390,6 @@ void reduceUp(lang::Program& p, const Forest& f, const EdgeChannels::value_type&
   });
 }
 
-bool localLast(const LowerOptions& o) { return o.laterLocalSums > 0 && !o.boxes.empty(); }
-
 // Gathering collectives need the gather forest alone, reducing ones the
 // scatter forest alone, allreduce both.
 bool gathersOnly(CollectiveKind c) {
@@ -421,9 +440,7 @@ int busiestConnection(CollectiveKind collective, int ranks, const Forest* gather
   const bool ag = gathersOnly(collective), rs = reducesOnly(collective);
   const int k = piecesPerBlock(rs ? nullptr : gather, ag ? nullptr : scatter);
   int most = 0;
-  for (const auto& forest :
-       assignChannels(forestsOf(ag, rs, gather, scatter), k, ranks, options.piecesPerConnection,
-                      options.boxes, localLast(options)))
+  for (const auto& forest : assignChannels(forestsOf(ag, rs, gather, scatter), k, ranks, options))
     for (const auto& tree : forest)
       for (const auto& piece : tree)
         for (const Lane& lane : piece) most = std::max(most, lane.sharing);
@@ -438,8 +455,7 @@ void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter
   const bool inplace = p.options().inplace;
   const int k = piecesPerBlock(rs ? nullptr : gather, ag ? nullptr : scatter);
   const EdgeChannels channels =
-      assignChannels(forestsOf(ag, rs, gather, scatter), k, p.options().ranks,
-                     options.piecesPerConnection, options.boxes, localLast(options));
+      assignChannels(forestsOf(ag, rs, gather, scatter), k, p.options().ranks, options);
   const int c = std::max(1, options.chunksPerPiece);
   if (ag) {
     // Each root's own block, unless the buffers are one: a copy per piece

@@ -42,6 +42,13 @@ struct LowerOptions {
   // own: as an allgather's remote pieces reach a box one hop after its
   // own, reversed (docs/synthesis.md, "Later local sums").
   int laterLocalSums = 0;
+  // In a broadcast forest (allgather), the pieces of a box's own roots take
+  // 1/N of the connections of each arc inside the box, those from other
+  // boxes the rest (0: all spread alike; needs `boxes`). Links are shared
+  // by connection, so the pieces the NICs bring in keep up with them and
+  // the box's own, there from the start, fill what is left
+  // (docs/synthesis.md, "Fewer connections for a box's own pieces").
+  int fewerLocalConnections = 0;
   // Each rank's box (topo::Node::box), or empty: arcs between boxes get a
   // connection per tree depth rather than per piece (assignChannels).
   std::vector<int> boxes;

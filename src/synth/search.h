@@ -67,11 +67,12 @@ struct Shape {
 struct Tried {
   int shape = 0;
   int perConnection = 1, chunksPerPiece = 1, instances = 1;
-  int laterLocalSums = 0;       // LowerOptions::laterLocalSums
-  double algbw = 0, busbw = 0;  // GB/s at SearchOptions::bytes
-  size_t iterations = 0;        // slice iterations per threadblock
-  double seconds = 0;           // lowering and simulating it
-  std::string passedOver;       // why it could not serve (then algbw is 0)
+  int laterLocalSums = 0;         // LowerOptions::laterLocalSums
+  int fewerLocalConnections = 0;  // LowerOptions::fewerLocalConnections
+  double algbw = 0, busbw = 0;    // GB/s at SearchOptions::bytes
+  size_t iterations = 0;          // slice iterations per threadblock
+  double seconds = 0;             // lowering and simulating it
+  std::string passedOver;         // why it could not serve (then algbw is 0)
   // Passed over for the executor's limits on channels and threadblocks
   // alone, which fewer, busier connections may meet.
   bool crowded = false;

@@ -395,13 +395,18 @@ std::vector<std::string> shortfallOf(const topo::Topology& t, const SynthArgs& a
   return budget();
 }
 
-// A size for file names: 64K, 4M, 1G, or the bytes.
-// ", the box's own sums N rounds later" where a lowering has them
-// (synth::LowerOptions::laterLocalSums).
-std::string laterNote(int later) {
-  return later > 0 ? fmt::format(", the box's own sums {} round(s) later", later) : "";
+// What a lowering does with a box's own pieces, if anything
+// (synth::LowerOptions::laterLocalSums, fewerLocalConnections).
+std::string boxOwnNote(const synth::Tried& t) {
+  if (t.laterLocalSums > 0)
+    return fmt::format(", the box's own sums {} round(s) later", t.laterLocalSums);
+  if (t.fewerLocalConnections > 0)
+    return fmt::format(", the box's own pieces on 1/{} of the connections",
+                       t.fewerLocalConnections);
+  return "";
 }
 
+// A size for file names: 64K, 4M, 1G, or the bytes.
 std::string sizeTag(uint64_t bytes) {
   for (auto [unit, suffix] :
        {std::pair{uint64_t{1} << 30, "G"}, {uint64_t{1} << 20, "M"}, {uint64_t{1} << 10, "K"}})
@@ -461,8 +466,8 @@ int synthSizes(const topo::Topology& t, CollectiveKind coll, const SynthArgs& ar
   auto key = [](const Pick& p) {
     const synth::Tried& k = p.found.kept();
     const synth::Shape& s = p.found.keptShape();
-    return std::tuple{p.protocol,       s.kind,      s.headroom,      k.perConnection,
-                      k.chunksPerPiece, k.instances, k.laterLocalSums};
+    return std::tuple{p.protocol,       s.kind,      s.headroom,       k.perConnection,
+                      k.chunksPerPiece, k.instances, k.laterLocalSums, k.fewerLocalConnections};
   };
   std::error_code ec;
   std::filesystem::create_directories(args.output, ec);
@@ -499,7 +504,8 @@ int synthSizes(const topo::Topology& t, CollectiveKind coll, const SynthArgs& ar
                       {"pieces_per_connection", k.perConnection},
                       {"chunks_per_piece", k.chunksPerPiece},
                       {"instances", k.instances},
-                      {"later_local_sums", k.laterLocalSums}});
+                      {"later_local_sums", k.laterLocalSums},
+                      {"fewer_local_connections", k.fewerLocalConnections}});
     for (size_t i = a; i <= b; ++i) {
       const double mine = picks[i].found.kept().algbw;
       rows.push_back({{"bytes", picks[i].bytes},
@@ -813,6 +819,7 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
       j["headroom_percent"] = shape.headroom;
       j["instances"] = sched.lowering().instances;
       j["later_local_sums"] = sched.lowering().laterLocalSums;
+      j["fewer_local_connections"] = sched.lowering().fewerLocalConnections;
       j["lowerings_tried"] = sched.found.tried.size();
       j["notes"] = sched.found.notes;
       j["budget_spent"] = sched.found.budgetSpent;
@@ -826,6 +833,7 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
         e["chunks_per_piece"] = tr.chunksPerPiece;
         e["instances"] = tr.instances;
         e["later_local_sums"] = tr.laterLocalSums;
+        e["fewer_local_connections"] = tr.fewerLocalConnections;
         e["simulated_algbw"] = tr.algbw;
         e["seconds"] = tr.seconds;
         if (!tr.passedOver.empty()) e["passed_over"] = tr.passedOver;
@@ -875,9 +883,9 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
                   ? fmt::format(", {} % headroom on the links between boxes", shape.headroom)
                   : ""),
       sched.pieces, sched.found.maxflows, sched.lowering().perConnection,
-      sched.lowering().chunksPerPiece, sched.lowering().instances,
-      laterNote(sched.lowering().laterLocalSums), sched.found.tried.size(),
-      args.output.empty() ? "" : ", written to " + args.output, sched.seconds);
+      sched.lowering().chunksPerPiece, sched.lowering().instances, boxOwnNote(sched.lowering()),
+      sched.found.tried.size(), args.output.empty() ? "" : ", written to " + args.output,
+      sched.seconds);
   for (const auto* f : {&shape.gather, &shape.scatter})
     if (f->has_value() && (*f)->algbw.value() > 0 &&
         (*f)->algbw.value() < b.algbw.value() * (1 - 1e-12) && coll != CollectiveKind::kAllReduce)
@@ -895,7 +903,7 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
       fmt::print(
           "          {}{} {} {} {}{}: {}{}\n", sh.kind,
           sh.headroom > 0 ? fmt::format(" ({} %)", sh.headroom) : "", tr.perConnection,
-          tr.chunksPerPiece, tr.instances, laterNote(tr.laterLocalSums),
+          tr.chunksPerPiece, tr.instances, boxOwnNote(tr),
           tr.algbw > 0 ? fmt::format("{:.3f} GB/s", tr.algbw) : "passed over: " + tr.passedOver,
           &tr == &sched.lowering() ? "  (kept)" : "");
     }
