@@ -145,6 +145,38 @@ TEST(Search, AnExactForestOutOfReachLeavesTheOthers) {
   EXPECT_GT(f.kept().algbw, shallow);
 }
 
+// Two boxes of four GPUs on a ring, a 10 GB/s NIC each: the rail forest
+// reaches the optimum, so the exact packed forest is not packed; with NICs
+// 20 times as fast the boxes' rings bind, the rail forest falls short of
+// the optimum, and the packed forest is packed (and kept).
+TEST(Search, AnExactRailForestSparesPackingTheExactForest) {
+  topo::Topology t = load(std::string(CHORUS_SOURCE_DIR) + "/tests/data/topo/rails8.json");
+  auto bound = optimalBound(t, CollectiveKind::kAllGather);
+  ASSERT_TRUE(bound.isOk());
+  auto packed = [](const Found& f) {
+    return std::count_if(f.shapes.begin(), f.shapes.end(), [](const Shape& s) {
+      return s.kind == "packed" || s.kind == "shortened";
+    });
+  };
+  const std::string note =
+      "the exact packed forest: not packed: the rail forest reaches the optimum";
+  auto found = searchSchedule(t, options(CollectiveKind::kAllGather));
+  ASSERT_TRUE(found.isOk()) << found.status().message();
+  const Found& f = found.value();
+  EXPECT_EQ(packed(f), 0);
+  ASSERT_FALSE(f.notes.empty());
+  EXPECT_NE(f.notes.front().find(note), std::string::npos) << f.notes.front();
+  EXPECT_EQ(f.keptShape().kind.substr(0, 4), "rail");
+  EXPECT_GE(f.kept().algbw, 0.98 * bound.value().algbw.value());
+
+  for (topo::Link& l : t.links)
+    if (l.kind == topo::LinkKind::kPcie || l.kind == topo::LinkKind::kInfiniband) l.bandwidth *= 20;
+  auto fast = searchSchedule(t, options(CollectiveKind::kAllGather));
+  ASSERT_TRUE(fast.isOk()) << fast.status().message();
+  EXPECT_GT(packed(fast.value()), 0);
+  for (const std::string& n : fast.value().notes) EXPECT_EQ(n.find(note), std::string::npos) << n;
+}
+
 TEST(Search, ASpentBudgetKeepsTheBestFoundSoFar) {
   const topo::Topology t = load("dgx1");
   SearchOptions o = options(CollectiveKind::kAllGather);
