@@ -125,12 +125,10 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
     auto spreadEvenly = [&](size_t begin, size_t end, int base, int most) {
       const size_t count = end - begin;
       size_t m = std::min<size_t>(static_cast<size_t>(std::max(1, most)), (count + per - 1) / per);
-      // As many connections as sums bound for other boxes at most, so that
-      // each of the box's own sums follows one of those on its connection.
-      const auto remote = std::count_if(uses.begin() + static_cast<std::ptrdiff_t>(begin),
-                                        uses.begin() + static_cast<std::ptrdiff_t>(end),
-                                        [](const Use& u) { return !u.local; });
-      const size_t others = static_cast<size_t>(remote);
+      // The pieces from (or sums for) other boxes: the first `others`.
+      const size_t others = static_cast<size_t>(std::count_if(
+          uses.begin() + static_cast<std::ptrdiff_t>(begin),
+          uses.begin() + static_cast<std::ptrdiff_t>(end), [](const Use& u) { return !u.local; }));
       if (fewer > 0 && others > 0 && others < count && m >= 2) {
         // The box's own pieces on the last 1/d of the connections.
         const size_t mine = std::min(count - others, std::max<size_t>(1, m / fewer));
@@ -144,7 +142,9 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
         }
         return std::min(base + static_cast<int>(theirs + mine) - 1, kChannels - 1);
       }
-      if (localLast && remote > 0) m = std::min(m, others);
+      // As many connections as sums bound for other boxes at most, so that
+      // each of the box's own sums follows one of those on its connection.
+      if (localLast && others > 0) m = std::min(m, others);
       for (size_t i = begin; i < end; ++i)
         channelOf(uses[i]) =
             std::min(base + static_cast<int>(localLast ? (i - begin) % m : (i - begin) * m / count),
