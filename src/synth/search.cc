@@ -53,6 +53,17 @@ bool sameForest(const std::optional<Forest>& a, const std::optional<Forest>& b) 
   return !a || (a->k == b->k && a->trees == b->trees);
 }
 
+// `base` with what `tried` chose (pieces per connection, chunks, ...).
+LowerOptions loweringOf(const LowerOptions& base, const Tried& tried) {
+  LowerOptions lo = base;
+  lo.piecesPerConnection = tried.perConnection;
+  lo.chunksPerPiece = tried.chunksPerPiece;
+  lo.instances = tried.instances;
+  lo.laterLocalSums = tried.laterLocalSums;
+  lo.fewerLocalConnections = tried.fewerLocalConnections;
+  return lo;
+}
+
 // Lowers a shape one way and simulates it (no verification: the caller
 // proves what it keeps). `bug` is set where the compiler refuses a forest.
 // `stoppable`: the simulation may stop at the deadline (not before some
@@ -60,12 +71,7 @@ bool sameForest(const std::optional<Forest>& a, const std::optional<Forest>& b) 
 Tried lowerAndSimulate(const topo::Topology& t, const SearchOptions& o, const Shape& shape,
                        Tried tried, bool stoppable, std::string* bug) {
   const auto t0 = Clock::now();
-  LowerOptions lo = o.lower;
-  lo.piecesPerConnection = tried.perConnection;
-  lo.chunksPerPiece = tried.chunksPerPiece;
-  lo.instances = tried.instances;
-  lo.laterLocalSums = tried.laterLocalSums;
-  lo.fewerLocalConnections = tried.fewerLocalConnections;
+  const LowerOptions lo = loweringOf(o.lower, tried);
   const Forest* g = shape.gather ? &*shape.gather : nullptr;
   const Forest* s = shape.scatter ? &*shape.scatter : nullptr;
   compiler::Compiled c = lowerForests(o.collective, t.ranks(), g, s, lo);
@@ -133,7 +139,7 @@ class ScheduleSearch {
     markAlikeShapes();
     CHORUS_RETURN_IF_ERROR(lowerShapes());
     CHORUS_RETURN_IF_ERROR(pick());
-    boxOwnLast();
+    CHORUS_RETURN_IF_ERROR(boxOwnLast());
     return std::move(out_);
   }
 
@@ -769,12 +775,13 @@ class ScheduleSearch {
   // Not for allreduce, whose two forests share the connections: 2 x MI250
   // 90.9 -> 90.0 % with the later sums, 4 x MI250 72.9 % with fewer
   // connections where it keeps 81.5 %.
-  void boxOwnLast() {
+  // A lowering that does not compile is our bug, as in the pool.
+  Status boxOwnLast() {
     const bool rs = coll_ == CollectiveKind::kReduceScatter;
     if ((!rs && coll_ != CollectiveKind::kAllGather) || !manyBoxes_ || o_.lower.boxes.empty())
-      return;
+      return Status::ok();
     const Tried kept = out_.kept();
-    if (kept.chunksPerPiece < 8) return;
+    if (kept.chunksPerPiece < 8) return Status::ok();
     std::vector<Tried> variants;
     if (rs) {
       for (int later : {kept.chunksPerPiece / 2, kept.chunksPerPiece / 8})
@@ -783,15 +790,17 @@ class ScheduleSearch {
       variants.emplace_back(kept).fewerLocalConnections = 4;
     }
     for (Tried t : variants) {
-      if (passed()) return;
+      if (passed()) break;
       t.algbw = t.busbw = t.seconds = 0;
       t.passedOver.clear();
       std::string bug;
       t = lowerAndSimulate(t_, o_, out_.shapes[static_cast<size_t>(kept.shape)], t, true, &bug);
+      if (!bug.empty()) return Status(StatusCode::kInternal, bug);
       out_.tried.push_back(t);
       if (t.algbw > out_.kept().algbw * (1 + kSimplerShare))
         out_.best = static_cast<int>(out_.tried.size() - 1);
     }
+    return Status::ok();
   }
 
   const topo::Topology& t_;
@@ -825,13 +834,7 @@ class ScheduleSearch {
 }  // namespace
 
 LowerOptions Found::keptLowering(const LowerOptions& base) const {
-  LowerOptions lo = base;
-  lo.piecesPerConnection = kept().perConnection;
-  lo.chunksPerPiece = kept().chunksPerPiece;
-  lo.instances = kept().instances;
-  lo.laterLocalSums = kept().laterLocalSums;
-  lo.fewerLocalConnections = kept().fewerLocalConnections;
-  return lo;
+  return loweringOf(base, kept());
 }
 
 Result<Found> searchSchedule(const topo::Topology& t, const SearchOptions& o) {
