@@ -231,9 +231,7 @@ Status issue(chorusComm_t comm, Op op, chorusDataType_t type, chorusStream_t str
     group.ops.emplace_back(cs.value(), std::move(op));
     return Status::ok();
   }
-  std::vector<std::pair<std::shared_ptr<Communicator>, Op>> one;
-  one.emplace_back(cs.value(), std::move(op));
-  return runGroup(std::move(one));
+  return cs.value()->runAlone(std::move(op));
 }
 
 Status withOp(chorusRedOp_t redop, Op& op) {

@@ -8,6 +8,7 @@
 #include <latch>
 #include <map>
 #include <mutex>
+#include <span>
 #include <thread>
 
 #include "api/backends.h"
@@ -71,7 +72,7 @@ std::map<int, std::vector<int>> splitGroups(const std::vector<std::pair<int, int
 
 // A process rank's part of a group: its collectives in order, then its
 // sends and receives together.
-Status runProcessOps(ProcessWorld* w, const std::vector<Op>& mine) {
+Status runProcessOps(ProcessWorld* w, std::span<const Op> mine) {
   Status st;
   std::vector<const Op*> sendRecv;
   for (const Op& op : mine) {
@@ -263,6 +264,7 @@ class ProcessRank : public Communicator {
     return std::make_unique<Deferred>(
         [w, ops = std::move(ops)] { return runProcessOps(w.get(), ops); }, alone);
   }
+  Status runAlone(Op op) override { return runProcessOps(world_.get(), {&op, 1}); }
   Result<std::shared_ptr<Communicator>> split(int color, int key) override {
     return splitOnHost(color, key, -1);
   }
@@ -491,7 +493,7 @@ Status DirectCollectives::enqueue(const Op& op) {
   // (Planning refuses alike on every rank: nothing has run anywhere.)
   auto parts = world_->planCollective(op, /*gpu=*/true, world_->options().gpuLLBytes);
   if (!parts.isOk()) return parts.status();
-  for (const runtime::PlanPart& p : parts.value()) {
+  for (const runtime::PlanPart& p : *parts.value()) {
     const int layout = p.protocol == static_cast<int>(p.va->algo().protocol) ? -1 : p.protocol;
     auto e = executor(p, layout);
     if (!e.isOk()) return world_->failed(e.status());
@@ -569,6 +571,8 @@ class StagedProcessRank final : public ProcessRank {
   std::unique_ptr<Started> start(std::vector<Op> ops, bool) override {
     return std::make_unique<Done>(enqueue(std::move(ops)));
   }
+  // Enqueued on the rank's stream, not run here as a host rank's.
+  Status runAlone(Op op) override { return Communicator::runAlone(std::move(op)); }
   Result<std::shared_ptr<Communicator>> split(int color, int key) override {
     return onWorker([&](int device) { return splitOnHost(color, key, device); });
   }
@@ -797,6 +801,12 @@ Op collectiveOp(CollectiveKind k, const void* send, void* recv, size_t count) {
   op.args.recvbuff = recv;
   op.args.count = count;
   return op;
+}
+
+Status Communicator::runAlone(Op op) {
+  std::vector<Op> one;
+  one.push_back(std::move(op));
+  return start(std::move(one), true)->wait();
 }
 
 Status runGroup(std::vector<std::pair<std::shared_ptr<Communicator>, Op>> ops) {

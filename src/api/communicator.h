@@ -58,6 +58,10 @@ class Communicator {
   // this thread in wait(); otherwise it must not wait for the others' to
   // start (they start after it, on this thread).
   virtual std::unique_ptr<Started> start(std::vector<Op> ops, bool alone) = 0;
+  // One op outside a group, run to its end on this thread: start({op},
+  // true) and wait, which kinds with a shorter path replace (a process
+  // rank's small calls: no vector, thread or closure per call).
+  virtual Status runAlone(Op op);
   // chorusCommSplit: this rank's new communicator; null for no color.
   virtual Result<std::shared_ptr<Communicator>> split(int color, int key) = 0;
   // chorusCommShrink: the survivors' new communicator (`survivors` in rank

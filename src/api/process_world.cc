@@ -402,8 +402,8 @@ bool sameRequest(const runtime::SelectionRequest& a, const runtime::SelectionReq
 
 }  // namespace
 
-Result<std::vector<runtime::PlanPart>> ProcessWorld::planCollective(const Op& op, bool gpu,
-                                                                    size_t gpuLLBytes) {
+Result<const std::vector<runtime::PlanPart>*> ProcessWorld::planCollective(const Op& op, bool gpu,
+                                                                           size_t gpuLLBytes) {
   runtime::SelectionRequest req;
   req.collective = op.collective;
   req.nranks = n_;
@@ -423,20 +423,26 @@ Result<std::vector<runtime::PlanPart>> ProcessWorld::planCollective(const Op& op
   const bool again = !info && last_.has_value() && sameRequest(last_->req, req) &&
                      last_->algo == op.algo.get() && last_->candidates == candidates;
   std::vector<std::string> why;
-  Result<std::vector<runtime::PlanPart>> parts =
-      again ? Result<std::vector<runtime::PlanPart>>(last_->parts)
-            : runtime::planParts(req, op.algo, globalRegistry(), builtins_, info ? &why : nullptr);
-  if (!again && parts.isOk()) last_ = LastPlan{req, op.algo.get(), candidates, parts.value()};
+  Status planned;
+  if (!again) {
+    auto parts =
+        runtime::planParts(req, op.algo, globalRegistry(), builtins_, info ? &why : nullptr);
+    if (parts.isOk())
+      last_ = LastPlan{req, op.algo.get(), candidates, std::move(parts).value()};
+    else
+      planned = parts.status();
+  }
   if (info) {
     std::string line = "rank " + std::to_string(me_) + " collective #" + std::to_string(seq_) +
                        " " + op.describe() + " on " + std::to_string(n_) + " processes" +
                        (gpu ? " (on GPUs, each its own kernels)" : "");
-    if (!parts.isOk()) line += ": " + parts.status().message();
+    if (!planned.isOk()) line += ": " + planned.message();
     for (const std::string& w : why) line += "\n  " + w;
     logLine(LogLevel::kInfo, line);
   }
   ++seq_;
-  return parts;
+  if (!planned.isOk()) return planned;
+  return &last_->parts;
 }
 
 Status ProcessWorld::collective(const Op& op) {
@@ -445,7 +451,7 @@ Status ProcessWorld::collective(const Op& op) {
   auto parts = planCollective(op, /*gpu=*/false, 0);
   if (!parts.isOk()) return parts.status();
   const runtime::RankRunOptions ro = runOptions();
-  for (const runtime::PlanPart& p : parts.value()) {
+  for (const runtime::PlanPart& p : *parts.value()) {
     auto rc = rankCall(p.va, runtime::partArgs(op.args, p));
     if (!rc.isOk()) {
       // Making a fabric is collective: failing in it (a peer gone, silent

@@ -40,8 +40,10 @@ class ProcessWorld {
   // This rank's part of the next collective.
   Status collective(const Op& op);
   // The parts the next collective runs as (its seq counted): on the host,
-  // or with `gpu` as a GPU world plans them (LL up to `gpuLLBytes`).
-  Result<std::vector<runtime::PlanPart>> planCollective(const Op& op, bool gpu, size_t gpuLLBytes);
+  // or with `gpu` as a GPU world plans them (LL up to `gpuLLBytes`). The
+  // world keeps them until the next call: a loop's calls copy nothing.
+  Result<const std::vector<runtime::PlanPart>*> planCollective(const Op& op, bool gpu,
+                                                               size_t gpuLLBytes);
   // Every rank's blob by rank, over the bootstrap (a collective; one
   // caller at a time).
   Result<std::vector<std::string>> allGather(const std::string& mine);
