@@ -104,9 +104,9 @@ Status runRankLoop(Steppable& x, Doorbell& bell, int rank, const RankRunOptions&
   if (poller != nullptr) poller->enter();
   // When the rank last made progress: read when it first blocks after some
   // (a clock read per step cost ~6 % of a 4 KiB call), so the timeout
-  // counts from then.
-  auto blockedSince = std::chrono::steady_clock::now();
-  bool blocked = true;
+  // counts from then; a call that never blocks reads no clock.
+  std::chrono::steady_clock::time_point blockedSince;
+  bool blocked = false;
   Status result;
   for (;;) {
     if (o.abort != nullptr && o.abort->load(std::memory_order_acquire)) {
