@@ -789,15 +789,23 @@ class ScheduleSearch {
     } else {
       variants.emplace_back(kept).fewerLocalConnections = 4;
     }
-    for (Tried t : variants) {
-      if (passed()) break;
+    // Side by side (each lowering and simulation is alone on its core),
+    // kept in order.
+    std::vector<char> ran(variants.size(), 0);
+    std::vector<std::string> bugs(variants.size());
+    parallelFor(variants.size(), threads_, [&](size_t i) {
+      if (passed()) return;
+      Tried& t = variants[i];
       t.algbw = t.busbw = t.seconds = 0;
       t.passedOver.clear();
-      std::string bug;
-      t = lowerAndSimulate(t_, o_, out_.shapes[static_cast<size_t>(kept.shape)], t, true, &bug);
-      if (!bug.empty()) return Status(StatusCode::kInternal, bug);
-      out_.tried.push_back(t);
-      if (t.algbw > out_.kept().algbw * (1 + kSimplerShare))
+      t = lowerAndSimulate(t_, o_, out_.shapes[static_cast<size_t>(kept.shape)], t, true, &bugs[i]);
+      ran[i] = 1;
+    });
+    for (size_t i = 0; i < variants.size(); ++i) {
+      if (!bugs[i].empty()) return Status(StatusCode::kInternal, bugs[i]);
+      if (ran[i] == 0) continue;
+      out_.tried.push_back(variants[i]);
+      if (variants[i].algbw > out_.kept().algbw * (1 + kSimplerShare))
         out_.best = static_cast<int>(out_.tried.size() - 1);
     }
     return Status::ok();
