@@ -212,7 +212,7 @@ check plan-as-xml 0 '^<algo name="allreduce_2_simple" proto="Simple"' -- "$choru
 sed '0,/"name": "wait"/s//"name": "nop"/' "$plans/allreduce_2_simple.json" > "$tmp/racy_plan.json"
 check plan-racy-not-run 2 'error\[E705\]' -- "$chorus" run "$tmp/racy_plan.json" --check
 
-# (part 1: parts 2 and 3 are the longest) MI250 boxes: the rail forest
+# (part 1: parts 2 to 4 are longer) MI250 boxes: the rail forest
 # (96.8 % in the model); the lowering's loss, under a tenth alone, is still
 # said with the forest's (the reduce-scatter at 256 MiB: at 1 GiB it is at
 # 92.2 % since the box's own sums go later, part 4)
