@@ -6,7 +6,8 @@
 # time limit. Needs python3 for the JSON.
 #   bench/synth_schedules.sh [BUILD_DIR] [LIMIT_SECONDS] [CASES...]
 # CHORUS_BIN=path runs another chorus binary (e.g. an older build, to compare);
-# SYNTH_FLAGS adds options to every command (e.g. "--time-budget 0").
+# SYNTH_FLAGS adds options to every command (e.g. "--time-budget 0", or
+# "--target chorus": schedules for Chorus's runtimes, past MSCCL's 64 steps).
 # A case is TOPOLOGY:COLLECTIVE with the topology's own colons kept, e.g.
 # dgx-a100:2:allgather.
 set -u
@@ -66,6 +67,10 @@ else:
                      (["the box\x27s own pieces on 1/%d of the connections"
                        % d["fewer_local_connections"]]
                       if d.get("fewer_local_connections") else []) +
+                     (["the halves in turn"] if d.get("halves_in_turn") else []) +
+                     (["for Chorus\x27s runtimes: %d steps per threadblock at most; %.1f MiB of XML"
+                       % (d["most_steps_per_threadblock"], d["xml_bytes"] / 2**20)]
+                      if d.get("target") == "chorus" else []) +
                      ["below 90 %: " + w for w in d.get("shortfall", [])])]
 print(",".join(str(x).replace(",", ";") for x in row))' \
     "" "$topo" "$start" "$end" <<<"$out"

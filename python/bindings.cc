@@ -986,7 +986,8 @@ PYBIND11_MODULE(_chorus, m) {
       .def_readwrite("method", &workflows::SynthArgs::method)
       .def_readwrite("trees", &workflows::SynthArgs::trees)
       .def_readwrite("headroom", &workflows::SynthArgs::headroom)
-      .def_readwrite("time_budget", &workflows::SynthArgs::timeBudget);
+      .def_readwrite("time_budget", &workflows::SynthArgs::timeBudget)
+      .def_readwrite("target", &workflows::SynthArgs::target);
   m.def("synthesize", &synthesize);
   py::class_<workflows::ReportArgs>(m, "ReportArgs")
       .def(py::init<>())

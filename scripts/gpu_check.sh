@@ -9,7 +9,9 @@
 #                                     MSCCL++ plans (tests/data/plans, and every
 #                                     production file written as a plan),
 #                                     r48ll and ap4ll with every type and op,
-#                                     every DSL program at 8 ranks
+#                                     every DSL program at 8 ranks, dgx1's
+#                                     synthesized allreduce for MSCCL and for
+#                                     Chorus's runtimes (--target chorus)
 #   chorus perf --device cuda         allreduce 8 B .. 1 GiB checked, 8 ranks;
 #                                     allgather / reducescatter / alltoall;
 #                                     64 MiB allreduce at 1 instance and at
@@ -133,6 +135,16 @@ run_all() {
   for f in "$algos"/*.xml; do "$B" run "$f" --device cuda --check -b 4M -n 5 -w 2 || return 1; done
 }
 step run-production run_all
+# Synthesis for Chorus's runtimes (docs/synthesis.md, "For Chorus's
+# runtimes"): dgx1's allreduce within MSCCL's 64 steps per threadblock and
+# past them, each checked and timed on the GPU (is a step as cheap as the
+# simulator says?).
+for tg in msccl chorus; do
+  "$B" synth allreduce --topo dgx1 --target "$tg" --time-budget 60 \
+    -o "$out/synth-dgx1-$tg.xml" >"$out/synth-dgx1-$tg.log" 2>&1
+  step "run-synth-dgx1-$tg" "$B" run "$out/synth-dgx1-$tg.xml" --device cuda --check -b 256M \
+    -n 5 -w 2
+done
 step perf-allreduce "$B" perf allreduce --device cuda --ranks 8 -b 8 -e 1G --check
 # Instances (docs/cuda.md): one block per threadblock against the GPU's
 # choice, the same 64 MiB ring, and an odd count checked.

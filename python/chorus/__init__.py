@@ -285,17 +285,19 @@ def optimum(collective, topo, *, ranks=None, root=0):
 
 def synthesize(collective, topo, *, ranks=None, root=0, name="", protocol="Simple",
                inplace=False, max_pieces=64, instances=0, size=1 << 30, method="optimal",
-               trees=4, headroom=-1, time_budget=30.0):
+               trees=4, headroom=-1, time_budget=30.0, target="msccl"):
     """Synthesizes a schedule for a collective on a topology (``chorus synth``):
     the optimum, the trees packed, lowered, verified and simulated at
-    ``size``, within ``time_budget`` seconds (0: no limit). Returns
+    ``size``, within ``time_budget`` seconds (0: no limit). ``target``:
+    "msccl" (within the MSCCL executor's limits) or "chorus" (Chorus's
+    runtimes: any number of steps per threadblock). Returns
     ``(algorithm, info)``: the chorus.Algorithm and the dict ``chorus synth
     --json`` prints (optimum, forest, simulated busbw).
     Alltoall: the multicommodity LP's flows as relayed paths (out of place)."""
     args = _synth_args(collective, topo, ranks, root, name=name, protocol=protocol,
                        inplace=inplace, max_pieces=max_pieces, instances=instances, size=size,
                        method=method, trees=trees, headroom=headroom,
-                       time_budget=time_budget)
+                       time_budget=time_budget, target=target)
     text, xml = _chorus.synthesize(args)
     info = _json.loads(text)
     if not xml:

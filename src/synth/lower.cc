@@ -49,8 +49,26 @@ int piecesPerBlock(const Forest* gather, const Forest* scatter) {
 struct Lane {
   int channel = 0;
   int sharing = 1;  // pieces on the connection (this arc, this channel)
+  int group = 1;    // chunks per step (chunksPerStep)
 };
 using EdgeChannels = std::vector<std::vector<std::vector<std::vector<Lane>>>>;
+
+// Chunks per step on an edge: one, unless its connection's pieces would
+// then pass the target's steps per threadblock (maxSteps; none for
+// Chorus's runtimes); then the fewest that fit.
+// A step of g chunks moves g consecutive chunks of its piece (cnt = g), so
+// a piece keeps its fine chunks on the arcs where few pieces share a
+// connection and takes coarser ones only where many do. A hop takes about
+// (chunk bytes) / (the connection's share of its link) either way, and the
+// fill and drain of a deep tree cost a few hops: with one chunk size for
+// all, the busiest connection's 64 steps set it for every arc (4 x MI250:
+// 3 pieces per connection on the 200 GB/s links, 20 chunks, where the 50
+// GB/s links' connections, one piece each, could take 64).
+int chunksPerStep(int sharing, int chunks, int maxSteps) {
+  int g = 1;
+  while (maxSteps > 0 && g < chunks && sharing * ((chunks + g - 1) / g) > maxSteps) ++g;
+  return g;
+}
 
 // Whether `root`, `from` and `to` are in one box.
 bool inBox(const std::vector<int>& boxes, int root, int from, int to) {
@@ -152,7 +170,12 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
       return std::min(base + static_cast<int>(m) - 1, kChannels - 1);
     };
     if (!betweenBoxes) {
-      spreadEvenly(0, uses.size(), 0, kChannels);
+      // Halves in turn: each forest over all the channels, as if alone.
+      for (size_t begin = 0, end = 0; begin < uses.size(); begin = end) {
+        end = o.halvesInTurn ? begin : uses.size();
+        while (end < uses.size() && uses[end].forest == uses[begin].forest) ++end;
+        spreadEvenly(begin, end, 0, kChannels);
+      }
       continue;
     }
     // Between boxes, forest after forest: a reduce forest's pieces spread
@@ -183,7 +206,7 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
       int last = next;
       if (forests[static_cast<size_t>(uses[begin].forest)].second) {
         int later = 0;  // connections the broadcast forests after it take
-        for (size_t g = f + 1; g < ends.size(); ++g)
+        for (size_t g = f + 1; g < ends.size() && !o.halvesInTurn; ++g)
           if (!forests[static_cast<size_t>(uses[ends[g - 1]].forest)].second)
             later += level[ends[g] - 1] + 1;
         last = spreadEvenly(begin, end, next, kChannels - next - later);
@@ -191,32 +214,21 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
         for (size_t i = begin; i < end; ++i)
           last = channelOf(uses[i]) = std::min(next + level[i], kChannels - 1);
       }
-      next = last + 1;
+      next = o.halvesInTurn ? 0 : last + 1;  // in turn: each forest from channel 0
     }
   }
-  // How many pieces each connection carries.
+  // How many pieces each connection carries, and so its chunks per step.
+  const int chunks = std::max(1, o.chunksPerPiece);
   for (const std::vector<Use>& uses : arcs) {
     std::vector<int> count(kChannels, 0);
     for (const Use& u : uses) ++count[static_cast<size_t>(channelOf(u))];
-    for (const Use& u : uses) laneOf(u).sharing = count[static_cast<size_t>(channelOf(u))];
+    for (const Use& u : uses) {
+      Lane& lane = laneOf(u);
+      lane.sharing = count[static_cast<size_t>(lane.channel)];
+      lane.group = chunksPerStep(lane.sharing, chunks, maxSteps(o.target));
+    }
   }
   return out;
-}
-
-// Chunks per step on an edge: one, unless its connection's pieces would
-// then pass the executor's steps per threadblock; then the fewest that fit.
-// A step of g chunks moves g consecutive chunks of its piece (cnt = g), so
-// a piece keeps its fine chunks on the arcs where few pieces share a
-// connection and takes coarser ones only where many do. A hop takes about
-// (chunk bytes) / (the connection's share of its link) either way, and the
-// fill and drain of a deep tree cost a few hops: with one chunk size for
-// all, the busiest connection's 64 steps set it for every arc (4 x MI250:
-// 3 pieces per connection on the 200 GB/s links, 20 chunks, where the 50
-// GB/s links' connections, one piece each, could take 64).
-int chunksPerStep(const Lane& lane, int chunks) {
-  int g = 1;
-  while (g < chunks && lane.sharing * ((chunks + g - 1) / g) > ir::kMscclMaxSteps) ++g;
-  return g;
 }
 
 // A tree's edges next to each edge: those into its upper end `a`
@@ -281,7 +293,7 @@ void eachTree(const Forest& f, const std::vector<std::vector<std::vector<Lane>>>
                  {},
                  std::vector<int>(t.edges.size(), 0),
                  {}};
-      for (const Lane& lane : *r.lanes) r.group.push_back(chunksPerStep(lane, chunks));
+      for (const Lane& lane : *r.lanes) r.group.push_back(lane.group);
       for (size_t e = t.edges.size(); e-- > 0;) {
         int& m = maker[static_cast<size_t>(t.edges[e].first)];
         if (m < 0 || r.group[e] < r.group[static_cast<size_t>(m)]) m = static_cast<int>(e);
@@ -322,7 +334,7 @@ int blockOf(const lang::Program& p, int root, int k) {
 // first, size)` holds them.
 template <typename Source>
 void broadcastDown(lang::Program& p, const Forest& f, const EdgeChannels::value_type& lanes, int k,
-                   int chunks, Source source) {
+                   int chunks, int firstRound, Source source) {
   const int n = p.options().ranks;
   eachTree(f, lanes, k, chunks, n, [&](PieceRun& run, int c) {
     const Tree& t = *run.tree;
@@ -337,7 +349,8 @@ void broadcastDown(lang::Program& p, const Forest& f, const EdgeChannels::value_
         lang::Chunk src = a == t.root ? source(t.root, run.first + at, size)
                                       : p.chunk(a, lang::kOutput, block + at, size);
         // Chunk c of a piece starts at round c (Hints::round): pipelined.
-        src.copy(b, lang::kOutput, block + at, {.channel = (*run.lanes)[e].channel, .round = at});
+        src.copy(b, lang::kOutput, block + at,
+                 {.channel = (*run.lanes)[e].channel, .round = firstRound + at});
       });
     }
   });
@@ -411,6 +424,12 @@ std::vector<std::pair<const Forest*, bool>> forestsOf(bool ag, bool rs, const Fo
 
 }  // namespace
 
+bool targetAllows(Target target, DiagCode limit) {
+  return target == Target::kChorus &&
+         (limit == DiagCode::kLimitSteps || limit == DiagCode::kLimitCount ||
+          limit == DiagCode::kLimitOffset);
+}
+
 lang::ProgramOptions forestProgramOptions(CollectiveKind collective, int ranks,
                                           const Forest* gather, const Forest* scatter,
                                           const LowerOptions& options) {
@@ -470,7 +489,7 @@ void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter
           p.chunk(r, lang::kInput, piece * c, c)
               .copy(r, lang::kOutput, blockOf(p, r, k * c) + piece * c, {.sendTb = 0});
     }
-    broadcastDown(p, *gather, channels[0], k, c, [&](int root, int first, int size) {
+    broadcastDown(p, *gather, channels[0], k, c, 0, [&](int root, int first, int size) {
       return p.chunk(root, lang::kInput, first, size);
     });
   } else if (rs) {
@@ -490,7 +509,12 @@ void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter
           return std::pair{lang::kOutput, root * k * c + first};
         },
         options);
-    broadcastDown(p, *gather, channels[1], k, c, [&](int root, int first, int size) {
+    // Halves in turn: the allgather's first round after every
+    // reduce-scatter step's (a chunk's round plus its depth in the tree,
+    // below the ranks; the box's own sums `laterLocalSums` behind).
+    const int firstRound =
+        options.halvesInTurn ? c + std::max(0, options.laterLocalSums) + p.options().ranks : 0;
+    broadcastDown(p, *gather, channels[1], k, c, firstRound, [&](int root, int first, int size) {
       return p.chunk(root, lang::kOutput, root * k * c + first, size);
     });
   }

@@ -11,9 +11,25 @@
 
 #include "compiler/compiler.h"
 #include "core/types.h"
+#include "ir/validate.h"
 #include "synth/forest.h"
 
 namespace chorus::synth {
+
+// What a schedule is lowered for:
+// - kMsccl: MSCCL's executor inside NCCL, within its limits
+//   (docs/spec/IR.md section 6; ir::checkExecutorLimits): 64 steps per
+//   threadblock, cnt <= 71, offsets below 32768, ...;
+// - kChorus: Chorus's runtimes (threads, processes, hosts, the CUDA
+//   executor), which take any number of steps, any count and offset. The
+//   limits on channels and threadblocks stay: a GPU runs all of a rank's
+//   threadblocks at once.
+enum class Target { kMsccl, kChorus };
+// The executor limits a target does not have (ir::checkExecutorLimits'
+// codes): MSCCL's on a step's encoding, for kChorus.
+bool targetAllows(Target target, DiagCode limit);
+// Steps a threadblock may take on the target; 0: no limit.
+inline int maxSteps(Target target) { return target == Target::kMsccl ? ir::kMscclMaxSteps : 0; }
 
 struct LowerOptions {
   std::string name = "chorus_synth";
@@ -31,10 +47,12 @@ struct LowerOptions {
   int piecesPerConnection = 1;
   // Chunks each piece is cut into, sent down its tree one after another by
   // the same threadblocks: a rank forwards a chunk while the next arrives.
-  // A connection whose pieces would then take more than the executor's 64
-  // steps moves several consecutive chunks per step (lower.cc,
-  // chunksPerStep); the others keep one.
+  // A connection whose pieces would then take more than the target's
+  // steps per threadblock moves several consecutive chunks per step (lower.cc, chunksPerStep);
+  // the others keep one.
   int chunksPerPiece = 1;
+  // What runs the schedule, and so the steps a threadblock may take.
+  Target target = Target::kMsccl;
   // Rounds by which a reduce forest's sums for a root in the sender's own
   // box follow those bound for other boxes (0: none; needs `boxes`). Each
   // connection inside a box then carries both kinds, the other boxes'
@@ -49,6 +67,12 @@ struct LowerOptions {
   // the box's own, there from the start, fill what is left
   // (docs/synthesis.md, "Fewer connections for a box's own pieces").
   int fewerLocalConnections = 0;
+  // An allreduce's halves one after the other on each connection: each
+  // forest's pieces spread over the channels as if it were alone (with its
+  // own box-own option above), and on a connection carrying both, every
+  // reduce-scatter step before any allgather step. Otherwise the two
+  // forests share each arc's channels, pipelined chunk by chunk.
+  bool halvesInTurn = false;
   // Each rank's box (topo::Node::box), or empty: arcs between boxes get a
   // connection per tree depth rather than per piece (assignChannels).
   std::vector<int> boxes;

@@ -30,9 +30,18 @@ using Clock = std::chrono::steady_clock;
 // 99.4 %, 64.9 % (docs/synthesis.md).
 constexpr int kRelaxedPieces = 8;
 
-// Chunks per piece at most (MSCCL's executor runs 64 steps per
-// threadblock).
+// Chunks per piece at most: MSCCL's executor runs 64 steps per
+// threadblock; for Chorus's runtimes, up to 256 while faster (4 x MI250
+// allreduce, halves in turn: 64 chunks 94.4 %, 128 95.8 %, 256 96.4 %, in
+// a 1.5 GB XML file and 48 s a simulation).
 constexpr size_t kMostChunks = 64;
+constexpr size_t kMostChunksUnlimited = 256;
+// Other shapes whose fastest lowering simulates within this share of the
+// kept one get the kept one's other forms too (keptOtherForms).
+constexpr double kNearShare = 0.99;
+// Lowerings one work item's chain may run, at most: its results' order key
+// leaves this many places (far more than the fine chain takes).
+constexpr size_t kChainSlots = 1024;
 // Pieces per connection at most, where the executor's limits pass over a
 // lowering with fewer (the fine lowering, below).
 constexpr int kBusiestConnection = 8;
@@ -61,6 +70,7 @@ LowerOptions loweringOf(const LowerOptions& base, const Tried& tried) {
   lo.instances = tried.instances;
   lo.laterLocalSums = tried.laterLocalSums;
   lo.fewerLocalConnections = tried.fewerLocalConnections;
+  lo.halvesInTurn = tried.halvesInTurn;
   return lo;
 }
 
@@ -85,18 +95,24 @@ Tried lowerAndSimulate(const topo::Topology& t, const SearchOptions& o, const Sh
     tried.passedOver = "does not compile";
     return done();
   }
-  // Many chunks per piece can exceed what MSCCL's executor runs (steps per
-  // threadblock, offsets): such a lowering is passed over.
+  // Many chunks per piece can exceed what the target runs (MSCCL's
+  // executor: steps per threadblock, offsets; any: threadblocks): such a
+  // lowering is passed over.
   if (tried.chunksPerPiece > 2) {
-    DiagnosticList limits;
-    ir::checkExecutorLimits(c.algo, limits);
-    if (!limits.items().empty()) {
-      tried.passedOver = limits.items().front().format();
-      tried.crowded =
-          std::all_of(limits.items().begin(), limits.items().end(), [](const Diagnostic& d) {
-            return d.code == DiagCode::kLimitChannels || d.code == DiagCode::kLimitTbsPerChannel ||
-                   d.code == DiagCode::kLimitDepTb;
-          });
+    DiagnosticList found;
+    ir::checkExecutorLimits(c.algo, found);
+    std::vector<Diagnostic> limits;
+    for (const Diagnostic& d : found.items())
+      if (!targetAllows(lo.target, d.code)) limits.push_back(d);
+    if (!limits.empty()) {
+      tried.passedOver = limits.front().format();
+      tried.crowded = std::all_of(limits.begin(), limits.end(), [](const Diagnostic& d) {
+        return d.code == DiagCode::kLimitChannels || d.code == DiagCode::kLimitTbsPerChannel ||
+               d.code == DiagCode::kLimitDepTb;
+      });
+      tried.overSteps = std::any_of(limits.begin(), limits.end(), [](const Diagnostic& d) {
+        return d.code == DiagCode::kLimitSteps;
+      });
       return done();
     }
   }
@@ -131,7 +147,8 @@ class ScheduleSearch {
         root_(rooted_ ? o.root : -1),
         blink_(o.method == "blink"),
         threads_(o.threads > 0 ? o.threads : usableCores()),
-        first_(o.instances > 0 ? o.instances : 1) {}
+        first_(o.instances > 0 ? o.instances : 1),
+        mostChunks_(o.lower.target == Target::kMsccl ? kMostChunks : kMostChunksUnlimited) {}
 
   Result<Found> run() {
     CHORUS_RETURN_IF_ERROR(prepare());
@@ -139,7 +156,7 @@ class ScheduleSearch {
     markAlikeShapes();
     CHORUS_RETURN_IF_ERROR(lowerShapes());
     CHORUS_RETURN_IF_ERROR(pick());
-    CHORUS_RETURN_IF_ERROR(boxOwnLast());
+    CHORUS_RETURN_IF_ERROR(keptOtherForms());
     return std::move(out_);
   }
 
@@ -492,7 +509,7 @@ class ScheduleSearch {
         // pieces per connection, 53.3 -> 67.5 %; 2 x MI250: 16 chunks put
         // 78 steps on a threadblock; 8 fit).
         {
-          size_t fine = std::min(std::bit_ceil(4 * iterations), kMostChunks);
+          size_t fine = std::min(std::bit_ceil(4 * iterations), mostChunks_);
           int per = 1;
           double last = 0;  // the last fitting lowering's rate
           auto fits = [&](size_t chunks) {
@@ -517,7 +534,7 @@ class ScheduleSearch {
             fine /= 2;
           }
           // Then, where the first fit, twice as many while that is faster.
-          for (fine *= 2; tooMany == 0 && fine <= kMostChunks && !(passed() && anyServed_);
+          for (fine *= 2; tooMany == 0 && fine <= mostChunks_ && !(passed() && anyServed_);
                fine *= 2) {
             const double before = last;
             if (!fits(fine)) {
@@ -543,13 +560,13 @@ class ScheduleSearch {
           // (4 x MI250, 3 per connection: 42 chunks, steps of 2, fill 63 of
           // 64; 64 chunks take steps of 4 and fill 48; reduce-scatter 79.3
           // -> 81.1 %).
-          if (fitted >= 4 && !(passed() && anyServed_)) {
+          if (fitted >= 4 && maxSteps(o_.lower.target) > 0 && !(passed() && anyServed_)) {
             LowerOptions lo = o_.lower;
             lo.piecesPerConnection = per;
             const auto busiest = static_cast<size_t>(busiestConnection(
                 o_.collective, t_.ranks(), shape.gather ? &*shape.gather : nullptr,
                 shape.scatter ? &*shape.scatter : nullptr, lo));
-            const size_t steps = static_cast<size_t>(ir::kMscclMaxSteps);
+            const size_t steps = static_cast<size_t>(maxSteps(o_.lower.target));
             if (busiest > 1 && busiest * fitted > steps) {
               const size_t g = (busiest * fitted - 1) / steps;  // full steps below `fitted`
               const size_t full = g * steps / busiest;
@@ -598,7 +615,7 @@ class ScheduleSearch {
       if (!problem.empty() && bug_.empty()) bug_ = problem;
       for (size_t k = 0; k < chain.size(); ++k)
         results_.emplace_back(
-            (static_cast<size_t>(it.shape) * 16 + static_cast<size_t>(it.slot)) * kMostChunks + k,
+            (static_cast<size_t>(it.shape) * 16 + static_cast<size_t>(it.slot)) * kChainSlots + k,
             chain[k]);
       if (it.kind == Item::kPlain && !chain.empty()) {
         plainAlgbw_[static_cast<size_t>(it.shape)] = chain.front().algbw;
@@ -652,7 +669,7 @@ class ScheduleSearch {
           "not lowered: its forests' rates bound it to {:.3f} GB/s in the bandwidth model, "
           "under half of the {:.3f} GB/s another shape's plain lowering simulates at",
           bound_[s], bestPlain);
-      results_.emplace_back(s * 16 * kMostChunks, std::move(tr));
+      results_.emplace_back(s * 16 * kChainSlots, std::move(tr));
     }
   }
 
@@ -725,7 +742,7 @@ class ScheduleSearch {
       std::erase_if(results_, [&](const auto& r) {
         const Tried& tr = r.second;
         const bool plainOne = tr.perConnection == 1 && tr.chunksPerPiece == 1 &&
-                              tr.instances == first_ && r.first % (16 * kMostChunks) == 0;
+                              tr.instances == first_ && r.first % (16 * kChainSlots) == 0;
         return !plainOne && !chosen_[static_cast<size_t>(tr.shape)];
       });
     std::sort(results_.begin(), results_.end(),
@@ -759,35 +776,74 @@ class ScheduleSearch {
     return Status::ok();
   }
 
-  // Across boxes, the lowering kept once more with a box's own pieces
-  // (of roots in the box, on arcs inside it) given way to those its NICs
-  // send or bring, kept where faster.
-  // - A reduce-scatter: the box's own sums behind the others on shared
-  //   connections (LowerOptions::laterLocalSums: half the chunks, then an
-  //   eighth). All start together otherwise, and a sum bound for a NIC
-  //   crosses 3-5 hops inside its box at a share of links the box's own
-  //   sums fill too, so the NICs, which bind, start late (2 x MI250: 86.3
-  //   -> 92.2 %, 4 x MI250: 81.1 -> 84.8 %).
-  // - An allgather: the box's own pieces on a quarter of each arc's
-  //   connections (LowerOptions::fewerLocalConnections), so that the
-  //   pieces from the NICs keep up with them rather than queue for the end
-  //   (4 x MI250: 92.8 -> 94.2 %).
-  // Not for allreduce, whose two forests share the connections: 2 x MI250
-  // 90.9 -> 90.0 % with the later sums, 4 x MI250 72.9 % with fewer
-  // connections where it keeps 81.5 %.
+  // The lowering kept once more in other forms, kept where faster:
+  // - Across boxes, a box's own pieces (of roots in the box, on arcs
+  //   inside it) given way to those its NICs send or bring; also on each
+  //   other shape's fastest lowering near the kept one (below).
+  //   - A reduce-scatter: the box's own sums behind the others on shared
+  //     connections (LowerOptions::laterLocalSums: half the chunks, then
+  //     an eighth). All start together otherwise, and a sum bound for a
+  //     NIC crosses 3-5 hops inside its box at a share of links the box's
+  //     own sums fill too, so the NICs, which bind, start late (2 x MI250:
+  //     86.3 -> 92.2 %, 4 x MI250: 81.1 -> 84.8 %).
+  //   - An allgather: the box's own pieces on a quarter of each arc's
+  //     connections (LowerOptions::fewerLocalConnections), so that the
+  //     pieces from the NICs keep up with them rather than queue for the
+  //     end (4 x MI250: 92.8 -> 94.2 %).
+  //   Not for a pipelined allreduce, whose two forests share the
+  //   connections: 2 x MI250 90.9 -> 90.0 % with the later sums, 4 x MI250
+  //   72.9 % with fewer connections where it keeps 81.5 %.
+  // - For Chorus's runtimes (no limit on steps), an allreduce's halves in
+  //   turn (LowerOptions::halvesInTurn), one piece per connection, and so
+  //   with each half's box-own form: each forest spread over every channel
+  //   as if alone (4 x MI250 at 128 chunks: 94.0 -> 95.8 %). Not the
+  //   first form: where a half alone is far from the forest's rate the
+  //   other half waits for it (DGX H100 x 4: 99.3 -> 92.7 %), and under
+  //   MSCCL's 64 steps both halves share each threadblock's steps (4 x
+  //   MI250: 81.5 -> 78.9 %).
   // A lowering that does not compile is our bug, as in the pool.
-  Status boxOwnLast() {
+  Status keptOtherForms() {
     const bool rs = coll_ == CollectiveKind::kReduceScatter;
-    if ((!rs && coll_ != CollectiveKind::kAllGather) || !manyBoxes_ || o_.lower.boxes.empty())
-      return Status::ok();
+    const bool ar = coll_ == CollectiveKind::kAllReduce;
+    const bool boxes = manyBoxes_ && !o_.lower.boxes.empty();
     const Tried kept = out_.kept();
-    if (kept.chunksPerPiece < 8) return Status::ok();
     std::vector<Tried> variants;
-    if (rs) {
-      for (int later : {kept.chunksPerPiece / 2, kept.chunksPerPiece / 8})
-        variants.emplace_back(kept).laterLocalSums = later;
-    } else {
-      variants.emplace_back(kept).fewerLocalConnections = 4;
+    if (ar && o_.lower.target == Target::kChorus) {
+      Tried turn = kept;
+      turn.halvesInTurn = true;
+      turn.perConnection = 1;
+      variants.push_back(turn);
+      if (kept.perConnection != 1) variants.emplace_back(turn).perConnection = kept.perConnection;
+      if (boxes && kept.chunksPerPiece >= 8) {
+        turn.laterLocalSums = kept.chunksPerPiece / 8;
+        turn.fewerLocalConnections = 4;
+        variants.push_back(turn);
+      }
+    } else if (boxes) {
+      // The kept lowering's shape and each other shape's fastest lowering
+      // within kNearShare of it (4 x MI250 reduce-scatter for Chorus's
+      // runtimes: the rail forest's 128 chunks simulate 0.7 % below the
+      // shortened one's, and 93.9 % of the optimum with later sums, where
+      // the shortened one's lose).
+      std::vector<Tried> bases{kept};
+      for (size_t s = 0; s < out_.shapes.size(); ++s) {
+        if (static_cast<int>(s) == kept.shape) continue;
+        const Tried* best = nullptr;
+        for (const Tried& tr : out_.tried)
+          if (tr.shape == static_cast<int>(s) && tr.algbw > 0 &&
+              (best == nullptr || tr.algbw > best->algbw))
+            best = &tr;
+        if (best != nullptr && best->algbw >= kNearShare * kept.algbw) bases.push_back(*best);
+      }
+      for (const Tried& base : bases) {
+        if (base.chunksPerPiece < 8) continue;
+        if (rs) {
+          for (int later : {base.chunksPerPiece / 2, base.chunksPerPiece / 8})
+            variants.emplace_back(base).laterLocalSums = later;
+        } else if (coll_ == CollectiveKind::kAllGather) {
+          variants.emplace_back(base).fewerLocalConnections = 4;
+        }
+      }
     }
     // Side by side (each lowering and simulation is alone on its core),
     // kept in order.
@@ -798,7 +854,7 @@ class ScheduleSearch {
       Tried& t = variants[i];
       t.algbw = t.busbw = t.seconds = 0;
       t.passedOver.clear();
-      t = lowerAndSimulate(t_, o_, out_.shapes[static_cast<size_t>(kept.shape)], t, true, &bugs[i]);
+      t = lowerAndSimulate(t_, o_, out_.shapes[static_cast<size_t>(t.shape)], t, true, &bugs[i]);
       ran[i] = 1;
     });
     for (size_t i = 0; i < variants.size(); ++i) {
@@ -818,7 +874,8 @@ class ScheduleSearch {
   const int root_;
   const bool blink_;
   const int threads_;
-  const int first_;  // instances of the plain lowerings
+  const int first_;          // instances of the plain lowerings
+  const size_t mostChunks_;  // chunks per piece at most (kMostChunks)
   bool boxes_ = false, manyBoxes_ = false;
   Found out_;
 

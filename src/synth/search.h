@@ -69,6 +69,7 @@ struct Tried {
   int perConnection = 1, chunksPerPiece = 1, instances = 1;
   int laterLocalSums = 0;         // LowerOptions::laterLocalSums
   int fewerLocalConnections = 0;  // LowerOptions::fewerLocalConnections
+  bool halvesInTurn = false;      // LowerOptions::halvesInTurn
   double algbw = 0, busbw = 0;    // GB/s at SearchOptions::bytes
   size_t iterations = 0;          // slice iterations per threadblock
   double seconds = 0;             // lowering and simulating it
@@ -76,6 +77,9 @@ struct Tried {
   // Passed over for the executor's limits on channels and threadblocks
   // alone, which fewer, busier connections may meet.
   bool crowded = false;
+  // Passed over for the MSCCL executor's steps per threadblock among
+  // others (Target::kChorus has no such limit).
+  bool overSteps = false;
 };
 
 struct Found {

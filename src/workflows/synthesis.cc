@@ -58,6 +58,7 @@ struct Schedule {
   double simAlgbw = 0, simBusbw = 0;  // the kept lowering, as written and read back
   std::vector<double> simLinkBytes;   // its bytes on each topology link
   std::string xml;                    // the schedule kept, verified
+  int mostSteps = 0;                  // the most steps one of its threadblocks takes
   // The fastest classic program of the language for the collective on this
   // topology (ring, all-pairs, hierarchical, trees), simulated alike; kept
   // instead of the synthesized schedule when that is slower
@@ -98,6 +99,7 @@ synth::SearchOptions searchOptions(const topo::Topology& t, CollectiveKind coll,
   so.lower.name = args.name.empty() ? "synth_" + std::string(collectiveName(coll)) : args.name;
   so.lower.protocol = protocol;
   so.lower.inplace = args.inplace;
+  so.lower.target = args.target == "chorus" ? synth::Target::kChorus : synth::Target::kMsccl;
   for (int r = 0; r < t.ranks(); ++r)
     so.lower.boxes.push_back(t.nodes[static_cast<size_t>(t.nodeOfRank(r))].box);
   so.deadline = deadline;
@@ -130,15 +132,22 @@ double simulatedAlgbw(const ir::Algorithm& a, const topo::Topology& t, size_t by
 // A program proved (chorus::generate) and written with the size range
 // [minBytes, maxBytes] it serves (0: unlimited); what it simulates at
 // `bytes` as read back from that XML (and, where asked, its bytes on each
-// link). Returns what went wrong, or "".
+// link and the most steps a threadblock takes). Returns what went wrong, or "".
 std::string proveProgram(const lang::Program& program, const topo::Topology& t, size_t bytes,
                          uint64_t minBytes, uint64_t maxBytes, std::string* xml, double* algbw,
-                         double* busbw, std::vector<double>* linkBytes = nullptr) {
+                         double* busbw, std::vector<double>* linkBytes = nullptr,
+                         int* mostSteps = nullptr) {
   Generated gen = generate(program);
   if (!gen.ok)
     return "the lowered schedule does not compile or verify (a bug):\n" + gen.diagnostics;
   ir::ReadResult back = ir::readXml(gen.xml, program.options().name, compiler::readOptions());
   if (!back.algorithm) return "the written XML does not read back (a bug)";
+  if (mostSteps != nullptr) {
+    *mostSteps = 0;
+    for (const ir::Rank& r : back.algorithm->ranks)
+      for (const ir::Threadblock& tb : r.tbs)
+        *mostSteps = std::max(*mostSteps, static_cast<int>(tb.steps.size()));
+  }
   if (minBytes != 0 || maxBytes != 0) {
     back.algorithm->minBytes = minBytes;
     back.algorithm->maxBytes = maxBytes;
@@ -231,14 +240,15 @@ Classic bestClassic(const topo::Topology& t, CollectiveKind coll, const SynthArg
 std::string prove(const topo::Topology& t, CollectiveKind coll, const synth::Found& found,
                   const synth::LowerOptions& base, size_t bytes, uint64_t minBytes,
                   uint64_t maxBytes, std::string* xml, double* algbw, double* busbw,
-                  std::vector<double>* linkBytes = nullptr) {
+                  std::vector<double>* linkBytes = nullptr, int* mostSteps = nullptr) {
   const synth::Shape& shape = found.keptShape();
   const synth::LowerOptions lo = found.keptLowering(base);
   const synth::Forest* g = shape.gather ? &*shape.gather : nullptr;
   const synth::Forest* s = shape.scatter ? &*shape.scatter : nullptr;
   lang::Program program(synth::forestProgramOptions(coll, t.ranks(), g, s, lo));
   synth::recordForests(program, g, s, lo);
-  return proveProgram(program, t, bytes, minBytes, maxBytes, xml, algbw, busbw, linkBytes);
+  return proveProgram(program, t, bytes, minBytes, maxBytes, xml, algbw, busbw, linkBytes,
+                      mostSteps);
 }
 
 // Searches the forests and their lowerings (synth/search.h), proves the
@@ -270,7 +280,7 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
     return bestClassic(t, coll, args, args.protocol, out.simBytes, classicDeadline);
   });
   std::string problem = prove(t, coll, out.found, so.lower, out.simBytes, 0, 0, &out.xml,
-                              &out.simAlgbw, &out.simBusbw, &out.simLinkBytes);
+                              &out.simAlgbw, &out.simBusbw, &out.simLinkBytes, &out.mostSteps);
   const Classic classic = classics.get();
   if (!problem.empty()) return problem;
   for (const auto* f : {&out.shape().gather, &out.shape().scatter})
@@ -287,8 +297,8 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
     lang::findProgram(classic.name)->build(program);
     std::string xml;
     double algbw = 0, busbw = 0;
-    if (std::string bad =
-            proveProgram(program, t, out.simBytes, 0, 0, &xml, &algbw, &busbw, &out.simLinkBytes);
+    if (std::string bad = proveProgram(program, t, out.simBytes, 0, 0, &xml, &algbw, &busbw,
+                                       &out.simLinkBytes, &out.mostSteps);
         !bad.empty())
       return classic.name + ": " + bad;
     out.xml = std::move(xml);
@@ -389,21 +399,31 @@ std::vector<std::string> shortfallOf(const topo::Topology& t, const SynthArgs& a
             "(CHORUS_SLICE_BYTES=131072) the same schedule simulates at {:.1f} % of the optimum",
             100 * fine.value().algbw / best));
     }
+    // More chunks per piece, past what MSCCL's executor runs.
+    const auto overSteps = std::count_if(s.found.tried.begin(), s.found.tried.end(),
+                                         [](const synth::Tried& tr) { return tr.overSteps; });
+    if (overSteps > 0)
+      causes.push_back(fmt::format(
+          "{} lowering(s) with more chunks per piece put more steps on a threadblock than the "
+          "MSCCL executor's {} (--target chorus: Chorus's runtimes take any number)",
+          overSteps, ir::kMscclMaxSteps));
     for (size_t i = 0; i < causes.size(); ++i) line += (i == 0 ? ": " : "; ") + causes[i];
     why.push_back(line);
   }
   return budget();
 }
 
-// What a lowering does with a box's own pieces, if anything
-// (synth::LowerOptions::laterLocalSums, fewerLocalConnections).
-std::string boxOwnNote(const synth::Tried& t) {
+// The forms of a lowering beyond its counts, if any (synth::LowerOptions::
+// halvesInTurn, laterLocalSums, fewerLocalConnections).
+std::string formNote(const synth::Tried& t) {
+  std::string out;
+  if (t.halvesInTurn) out += ", the halves in turn";
   if (t.laterLocalSums > 0)
-    return fmt::format(", the box's own sums {} round(s) later", t.laterLocalSums);
+    out += fmt::format(", the box's own sums {} round(s) later", t.laterLocalSums);
   if (t.fewerLocalConnections > 0)
-    return fmt::format(", the box's own pieces on 1/{} of the connections",
-                       t.fewerLocalConnections);
-  return "";
+    out +=
+        fmt::format(", the box's own pieces on 1/{} of the connections", t.fewerLocalConnections);
+  return out;
 }
 
 // A size for file names: 64K, 4M, 1G, or the bytes.
@@ -727,6 +747,9 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
   if (coll == CollectiveKind::kCustom)
     return fail("unknown collective '" + args.collective +
                 "' (allgather, reducescatter, allreduce, broadcast, reduce, alltoall)");
+  if (args.target != "msccl" && args.target != "chorus")
+    return fail("unknown target '" + args.target +
+                "' (msccl: the MSCCL executor's limits; chorus: Chorus's runtimes)");
   std::string spec = args.topo;
   if (!args.ranks.empty()) spec += "@" + args.ranks;
   auto topology = topo::loadTopology(spec);
@@ -820,6 +843,10 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
       j["instances"] = sched.lowering().instances;
       j["later_local_sums"] = sched.lowering().laterLocalSums;
       j["fewer_local_connections"] = sched.lowering().fewerLocalConnections;
+      j["halves_in_turn"] = sched.lowering().halvesInTurn;
+      j["target"] = args.target;
+      j["most_steps_per_threadblock"] = sched.mostSteps;
+      j["xml_bytes"] = sched.xml.size();
       j["lowerings_tried"] = sched.found.tried.size();
       j["notes"] = sched.found.notes;
       j["budget_spent"] = sched.found.budgetSpent;
@@ -834,6 +861,7 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
         e["instances"] = tr.instances;
         e["later_local_sums"] = tr.laterLocalSums;
         e["fewer_local_connections"] = tr.fewerLocalConnections;
+        e["halves_in_turn"] = tr.halvesInTurn;
         e["simulated_algbw"] = tr.algbw;
         e["seconds"] = tr.seconds;
         if (!tr.passedOver.empty()) e["passed_over"] = tr.passedOver;
@@ -883,9 +911,15 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
                   ? fmt::format(", {} % headroom on the links between boxes", shape.headroom)
                   : ""),
       sched.pieces, sched.found.maxflows, sched.lowering().perConnection,
-      sched.lowering().chunksPerPiece, sched.lowering().instances, boxOwnNote(sched.lowering()),
+      sched.lowering().chunksPerPiece, sched.lowering().instances, formNote(sched.lowering()),
       sched.found.tried.size(), args.output.empty() ? "" : ", written to " + args.output,
       sched.seconds);
+  // A schedule past MSCCL's executor runs on Chorus's runtimes alone.
+  if (sched.mostSteps > ir::kMscclMaxSteps)
+    fmt::print(
+        "target    Chorus's runtimes: up to {} steps per threadblock, past the MSCCL executor's "
+        "{}; {} of XML\n",
+        sched.mostSteps, ir::kMscclMaxSteps, sizeText(static_cast<double>(sched.xml.size())));
   for (const auto* f : {&shape.gather, &shape.scatter})
     if (f->has_value() && (*f)->algbw.value() > 0 &&
         (*f)->algbw.value() < b.algbw.value() * (1 - 1e-12) && coll != CollectiveKind::kAllReduce)
@@ -903,7 +937,7 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
       fmt::print(
           "          {}{} {} {} {}{}: {}{}\n", sh.kind,
           sh.headroom > 0 ? fmt::format(" ({} %)", sh.headroom) : "", tr.perConnection,
-          tr.chunksPerPiece, tr.instances, boxOwnNote(tr),
+          tr.chunksPerPiece, tr.instances, formNote(tr),
           tr.algbw > 0 ? fmt::format("{:.3f} GB/s", tr.algbw) : "passed over: " + tr.passedOver,
           &tr == &sched.lowering() ? "  (kept)" : "");
     }

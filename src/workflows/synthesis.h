@@ -28,6 +28,9 @@ struct SynthArgs {
   int headroom = -1;        // percent of the links between boxes left idle; -1: 0, 10, 25 simulated
   double timeBudget = 30;   // seconds the command may take; 0: no limit
   bool candidates = false;  // print every lowering tried
+  // msccl: the schedule fits the MSCCL executor's limits; chorus: Chorus's
+  // runtimes' (synth::Target).
+  std::string target = "msccl";
   // --sizes FROM:TO: a schedule per size range into the directory -o names
   // (sizesTo 0: one schedule, for `size`).
   size_t sizesFrom = 0, sizesTo = 0;

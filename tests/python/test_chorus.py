@@ -102,6 +102,12 @@ class Package(unittest.TestCase):
         self.assertGreater(info["simulated_algbw"], 0.95 * best["algbw"])
         with self.assertRaises(chorus.Error):
             chorus.synthesize("allgather", "no-such-topology")
+        # For Chorus's runtimes (no limit on steps per threadblock).
+        algo, info = chorus.synthesize("allreduce", "ring:4", target="chorus")
+        self.assertTrue(algo.verify().correct)
+        self.assertEqual(info["target"], "chorus")
+        with self.assertRaises(chorus.Error):
+            chorus.synthesize("allreduce", "ring:4", target="nccl")
 
     def test_report(self):
         # The page chorus report writes, for a file and an Algorithm; its

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <optional>
 
+#include "ir/validate.h"
 #include "runtime/exec/check.h"
 #include "runtime/exec/driver.h"
 #include "sim/simulator.h"
@@ -549,6 +550,63 @@ TEST(Forest, CrowdedConnectionsMoveSeveralChunksPerStep) {
     }
     expectCorrectData(c.algo, false, 13);
   }
+}
+
+// For Chorus's runtimes (Target::kChorus) a connection takes one chunk per
+// step however many pieces share it, past MSCCL's 64 steps; an
+// allreduce's halves in turn put every reduce-scatter step of a
+// threadblock before its allgather steps. The schedule verifies (the
+// limit is the MSCCL executor's, a warning) and its results are right.
+TEST(Forest, HalvesInTurnForChorusTakeEveryReduceStepFirst) {
+  const topo::Topology t = topo::makePreset("dgx1").value();
+  const int n = t.ranks();
+  const Forest gather = packForest(t, false, 64, -1).value();
+  const Forest scatter = packForest(t, true, 64, -1).value();
+  LowerOptions lo;
+  lo.chunksPerPiece = 64;  // two pieces on a connection: 128 steps
+  lo.target = Target::kChorus;
+  lo.halvesInTurn = true;
+  compiler::Compiled c = lowerForests(CollectiveKind::kAllReduce, n, &gather, &scatter, lo);
+  for (const Diagnostic& diag : c.diagnostics.items()) ADD_FAILURE() << diag.format();
+  ASSERT_TRUE(c.ok());
+  // A step of the allgather half copies the sums down: output to output.
+  auto gathers = [](const ir::Step& s) {
+    return !ir::reduces(s.type) && s.type != ir::StepType::kCopy && s.type != ir::StepType::kNop &&
+           (!ir::readsSrc(s.type) || s.srcBuf == ir::Buffer::kOutput) &&
+           (!ir::writesDst(s.type) || s.dstBuf == ir::Buffer::kOutput);
+  };
+  size_t most = 0, both = 0;
+  for (const ir::Rank& r : c.algo.ranks)
+    for (const ir::Threadblock& tb : r.tbs) {
+      most = std::max(most, tb.steps.size());
+      bool gathered = false, reduced = false;
+      for (size_t i = 0; i < tb.steps.size(); ++i) {
+        const ir::Step& s = tb.steps[i];
+        EXPECT_LE(s.count, 1) << "rank " << r.id << " tb " << tb.id << " step " << i;
+        if (s.type == ir::StepType::kNop) continue;
+        if (gathers(s)) {
+          gathered = true;
+        } else {
+          reduced = true;
+          EXPECT_FALSE(gathered) << "rank " << r.id << " tb " << tb.id << " step " << i
+                                 << ": a reduce-scatter step after an allgather step";
+        }
+      }
+      both += gathered && reduced ? 1 : 0;
+    }
+  EXPECT_GT(most, static_cast<size_t>(ir::kMscclMaxSteps)) << "the steps were not past MSCCL's";
+  EXPECT_GT(both, 0u) << "no threadblock carries both halves";
+  DiagnosticList limits;
+  ir::checkExecutorLimits(c.algo, limits);
+  for (const Diagnostic& d : limits.items())
+    EXPECT_TRUE(targetAllows(Target::kChorus, d.code)) << d.format();
+  expectCorrectData(c.algo, false, 23);
+  // MSCCL's executor: the same forests within its 64 steps.
+  lo.target = Target::kMsccl;
+  compiler::Compiled within = lowerForests(CollectiveKind::kAllReduce, n, &gather, &scatter, lo);
+  ASSERT_TRUE(within.ok());
+  expectWithinExecutorLimits(within.algo);
+  expectCorrectData(within.algo, false, 29);
 }
 
 // `coll` lowered on `preset`'s rail forest at `chunks` chunks per piece,

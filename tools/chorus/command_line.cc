@@ -407,6 +407,10 @@ Subcommand addSynth(CLI::App& app, CommandLine* cl) {
                  "of it and the best "
                  "lowering found by then is kept")
       ->check(CLI::NonNegativeNumber);
+  sy->add_option("--target", synthArgs.target,
+                 "what runs the schedule: msccl (default: within the MSCCL executor's limits, 64 "
+                 "steps per threadblock) or chorus (Chorus's runtimes: any number of steps)")
+      ->check(CLI::IsMember({"msccl", "chorus"}));
   sy->add_flag("--candidates", synthArgs.candidates, "list every lowering simulated");
   sy->add_option("--sizes", *sizesRange,
                  "FROM:TO (e.g. 1K:1G): a verified schedule per size range, each with its "
