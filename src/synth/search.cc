@@ -36,8 +36,8 @@ constexpr int kRelaxedPieces = 8;
 // a 1.5 GB XML file and 48 s a simulation).
 constexpr size_t kMostChunks = 64;
 constexpr size_t kMostChunksUnlimited = 256;
-// Other shapes whose fastest lowering simulates within this share of the
-// kept one get the kept one's other forms too (keptOtherForms).
+// Another shape whose fastest lowering simulates within this share of the
+// kept one gets the kept one's other forms too (keptOtherForms).
 constexpr double kNearShare = 0.99;
 // Lowerings one work item's chain may run, at most: its results' order key
 // leaves this many places (far more than the fine chain takes).
@@ -778,8 +778,8 @@ class ScheduleSearch {
 
   // The lowering kept once more in other forms, kept where faster:
   // - Across boxes, a box's own pieces (of roots in the box, on arcs
-  //   inside it) given way to those its NICs send or bring; also on each
-  //   other shape's fastest lowering near the kept one (below).
+  //   inside it) given way to those its NICs send or bring; also on
+  //   another shape's fastest lowering near the kept one (below).
   //   - A reduce-scatter: the box's own sums behind the others on shared
   //     connections (LowerOptions::laterLocalSums: half the chunks, then
   //     an eighth). All start together otherwise, and a sum bound for a
@@ -820,21 +820,18 @@ class ScheduleSearch {
         variants.push_back(turn);
       }
     } else if (boxes) {
-      // The kept lowering's shape and each other shape's fastest lowering
-      // within kNearShare of it (4 x MI250 reduce-scatter for Chorus's
-      // runtimes: the rail forest's 128 chunks simulate 0.7 % below the
-      // shortened one's, and 93.9 % of the optimum with later sums, where
-      // the shortened one's lose).
+      // The kept lowering and the fastest of another shape, if within
+      // kNearShare of it (4 x MI250 reduce-scatter for Chorus's runtimes:
+      // the rail forest's 128 chunks simulate 0.7 % below the shortened
+      // one's, and 93.9 % of the optimum with later sums, where the
+      // shortened one's lose).
       std::vector<Tried> bases{kept};
-      for (size_t s = 0; s < out_.shapes.size(); ++s) {
-        if (static_cast<int>(s) == kept.shape) continue;
-        const Tried* best = nullptr;
-        for (const Tried& tr : out_.tried)
-          if (tr.shape == static_cast<int>(s) && tr.algbw > 0 &&
-              (best == nullptr || tr.algbw > best->algbw))
-            best = &tr;
-        if (best != nullptr && best->algbw >= kNearShare * kept.algbw) bases.push_back(*best);
-      }
+      const Tried* other = nullptr;
+      for (const Tried& tr : out_.tried)
+        if (tr.shape != kept.shape && tr.algbw >= kNearShare * kept.algbw &&
+            (other == nullptr || tr.algbw > other->algbw))
+          other = &tr;
+      if (other != nullptr) bases.push_back(*other);
       for (const Tried& base : bases) {
         if (base.chunksPerPiece < 8) continue;
         if (rs) {
