@@ -139,12 +139,12 @@ step run-production run_all
 # runtimes"): dgx1's allreduce within MSCCL's 64 steps per threadblock and
 # past them, each checked and timed on the GPU (is a step as cheap as the
 # simulator says?).
-for tg in msccl chorus; do
-  "$B" synth allreduce --topo dgx1 --target "$tg" --time-budget 60 \
-    -o "$out/synth-dgx1-$tg.xml" >"$out/synth-dgx1-$tg.log" 2>&1
-  step "run-synth-dgx1-$tg" "$B" run "$out/synth-dgx1-$tg.xml" --device cuda --check -b 256M \
-    -n 5 -w 2
-done
+synth_run() {  # synth_run TARGET
+  timeout "$step_s" "$B" synth allreduce --topo dgx1 --target "$1" --time-budget 60 \
+    -o "$out/synth-dgx1-$1.xml" || return 1
+  timeout "$step_s" "$B" run "$out/synth-dgx1-$1.xml" --device cuda --check -b 256M -n 5 -w 2
+}
+for tg in msccl chorus; do step "run-synth-dgx1-$tg" synth_run "$tg"; done
 step perf-allreduce "$B" perf allreduce --device cuda --ranks 8 -b 8 -e 1G --check
 # Instances (docs/cuda.md): one block per threadblock against the GPU's
 # choice, the same 64 MiB ring, and an odd count checked.

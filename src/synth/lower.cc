@@ -185,6 +185,8 @@ EdgeChannels assignChannels(const std::vector<std::pair<const Forest*, bool>>& f
     // broadcast forest after it needs (asym6's allreduce: the reduce
     // forest took all 32, and the broadcast forest's depths all landed on
     // the last, 81 pieces on one connection).
+    // (64 pieces a connection at most for every target: a depth of more is
+    // slow on one connection whatever the executor allows.)
     std::vector<int> level(uses.size(), 0);  // a broadcast forest's uses: the connection's
     std::vector<size_t> ends;
     for (size_t begin = 0; begin < uses.size();) {
@@ -502,7 +504,8 @@ void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter
   } else {
     // The sums land in the output (in place: the one buffer), where the
     // allgather trees pick them up (their connections after the reduce
-    // trees' on each arc: assignChannels).
+    // trees' on each arc, or from channel 0 too with the halves in turn:
+    // assignChannels).
     reduceUp(
         p, *scatter, channels[0], k, c, lang::kInput,
         [&](int root, int first) {

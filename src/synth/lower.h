@@ -70,8 +70,10 @@ struct LowerOptions {
   // An allreduce's halves one after the other on each connection: each
   // forest's pieces spread over the channels as if it were alone (with its
   // own box-own option above), and on a connection carrying both, every
-  // reduce-scatter step before any allgather step. Otherwise the two
-  // forests share each arc's channels, pipelined chunk by chunk.
+  // reduce-scatter step before any allgather step (but where the compiler
+  // fuses a root's last receive of a sum with its first send down the
+  // allgather tree: that step forwards the sum as it is made). Otherwise
+  // the two forests share each arc's channels, pipelined chunk by chunk.
   bool halvesInTurn = false;
   // Each rank's box (topo::Node::box), or empty: arcs between boxes get a
   // connection per tree depth rather than per piece (assignChannels).

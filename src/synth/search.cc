@@ -509,7 +509,10 @@ class ScheduleSearch {
         // pieces per connection, 53.3 -> 67.5 %; 2 x MI250: 16 chunks put
         // 78 steps on a threadblock; 8 fit).
         {
-          size_t fine = std::min(std::bit_ceil(4 * iterations), mostChunks_);
+          // (From at most MSCCL's 64 either way; past them only by doubling
+          // while faster, so Chorus's runtimes get 128 or 256 chunks only
+          // where they pay.)
+          size_t fine = std::min(std::bit_ceil(4 * iterations), kMostChunks);
           int per = 1;
           double last = 0;  // the last fitting lowering's rate
           auto fits = [&](size_t chunks) {
@@ -872,7 +875,7 @@ class ScheduleSearch {
   const bool blink_;
   const int threads_;
   const int first_;          // instances of the plain lowerings
-  const size_t mostChunks_;  // chunks per piece at most (kMostChunks)
+  const size_t mostChunks_;  // chunks per piece at most (kMostChunks, kMostChunksUnlimited)
   bool boxes_ = false, manyBoxes_ = false;
   Found out_;
 

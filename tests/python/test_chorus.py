@@ -106,6 +106,8 @@ class Package(unittest.TestCase):
         algo, info = chorus.synthesize("allreduce", "ring:4", target="chorus")
         self.assertTrue(algo.verify().correct)
         self.assertEqual(info["target"], "chorus")
+        self.assertGreater(info["most_steps_per_threadblock"], 0)
+        self.assertIn("halves_in_turn", info)
         with self.assertRaises(chorus.Error):
             chorus.synthesize("allreduce", "ring:4", target="nccl")
 

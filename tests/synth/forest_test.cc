@@ -601,7 +601,8 @@ TEST(Forest, HalvesInTurnForChorusTakeEveryReduceStepFirst) {
   for (const Diagnostic& d : limits.items())
     EXPECT_TRUE(targetAllows(Target::kChorus, d.code)) << d.format();
   expectCorrectData(c.algo, false, 23);
-  // MSCCL's executor: the same forests within its 64 steps.
+  // MSCCL's executor: the same forests, halves in turn, within its 64
+  // steps (coarser steps where both halves crowd a connection).
   lo.target = Target::kMsccl;
   compiler::Compiled within = lowerForests(CollectiveKind::kAllReduce, n, &gather, &scatter, lo);
   ASSERT_TRUE(within.ok());

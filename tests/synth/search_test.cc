@@ -102,7 +102,8 @@ TEST(Search, ForChorusTheAllreduceTriesItsHalvesInTurn) {
     const auto turns = std::count_if(f.tried.begin(), f.tried.end(),
                                      [](const Tried& tr) { return tr.halvesInTurn; });
     EXPECT_EQ(turns > 0, target == Target::kChorus);
-    for (const Tried& tr : f.tried) EXPECT_LE(tr.algbw, f.kept().algbw * (1 + 0.002));
+    // (The kept one is the first within 0.2 % of the fastest.)
+    for (const Tried& tr : f.tried) EXPECT_LE(tr.algbw * (1 - 0.002), f.kept().algbw);
     const Shape& s = f.keptShape();
     compiler::Compiled lowered =
         lowerForests(CollectiveKind::kAllReduce, t.ranks(), s.gather ? &*s.gather : nullptr,
@@ -112,7 +113,7 @@ TEST(Search, ForChorusTheAllreduceTriesItsHalvesInTurn) {
     if (target == Target::kMsccl)
       within = f.kept().algbw;
     else
-      EXPECT_GE(f.kept().algbw, within);
+      EXPECT_GE(f.kept().algbw, within * (1 - 0.002));
   }
 }
 
