@@ -20,6 +20,7 @@
 #include "compiler/program_file.h"
 #include "core/io.h"
 #include "core/parallel.h"
+#include "ir/stats.h"
 #include "ir/validate.h"
 #include "ir/xml_reader.h"
 #include "ir/xml_writer.h"
@@ -142,12 +143,7 @@ std::string proveProgram(const lang::Program& program, const topo::Topology& t, 
     return "the lowered schedule does not compile or verify (a bug):\n" + gen.diagnostics;
   ir::ReadResult back = ir::readXml(gen.xml, program.options().name, compiler::readOptions());
   if (!back.algorithm) return "the written XML does not read back (a bug)";
-  if (mostSteps != nullptr) {
-    *mostSteps = 0;
-    for (const ir::Rank& r : back.algorithm->ranks)
-      for (const ir::Threadblock& tb : r.tbs)
-        *mostSteps = std::max(*mostSteps, static_cast<int>(tb.steps.size()));
-  }
+  if (mostSteps != nullptr) *mostSteps = ir::computeStats(*back.algorithm).maxStepsPerTb;
   if (minBytes != 0 || maxBytes != 0) {
     back.algorithm->minBytes = minBytes;
     back.algorithm->maxBytes = maxBytes;
