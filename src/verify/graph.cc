@@ -127,18 +127,35 @@ std::vector<NodeId> StepGraph::sort(const std::vector<std::pair<NodeId, NodeId>>
   auto release = [&](NodeId v) {
     if (--indeg[static_cast<size_t>(v)] == 0) topo.push_back(v);
   };
-  auto from = [](auto& table, NodeId u) {
-    return std::lower_bound(table.begin(), table.end(), std::pair{u, kNoNode});
+  // A threadblock's steps leave the queue in step order (each waits for the
+  // one before it), so one cursor per threadblock walks its steps' entries
+  // in the two tables (sorted by node) once: a binary search per step over
+  // tables of millions of entries took a third of the proof of a
+  // 256-chunk schedule on 64 ranks.
+  struct Cursors {
+    const std::vector<std::pair<NodeId, NodeId>>& table;
+    std::vector<size_t> at;  // by global threadblock
+    Cursors(const std::vector<std::pair<NodeId, NodeId>>& t, const std::vector<Tb>& tbs)
+        : table(t), at(tbs.size()) {
+      for (size_t i = 0; i < tbs.size(); ++i)
+        at[i] = static_cast<size_t>(
+            std::lower_bound(t.begin(), t.end(), std::pair{tbs[i].first, kNoNode}) - t.begin());
+    }
+    // Node u's next successor in the table, or kNoNode past its last.
+    NodeId next(int tb, NodeId u) {
+      size_t& i = at[static_cast<size_t>(tb)];
+      return i < table.size() && table[i].first == u ? table[i++].second : kNoNode;
+    }
   };
+  Cursors byDependency(dependents, tbs_), bySlot(slotEdges, tbs_);
   for (size_t head = 0; head < topo.size(); ++head) {
     const NodeId u = topo[head];
     if (u + 1 < count && stepOf(u + 1) > 0) release(u + 1);
     if (matchedRecv_[static_cast<size_t>(u)] != kNoNode)
       release(matchedRecv_[static_cast<size_t>(u)]);
-    for (auto it = from(dependents, u); it != dependents.end() && it->first == u; ++it)
-      release(it->second);
-    for (auto it = from(slotEdges, u); it != slotEdges.end() && it->first == u; ++it)
-      release(it->second);
+    const int tb = globalTb_[static_cast<size_t>(u)];
+    for (NodeId v; (v = byDependency.next(tb, u)) != kNoNode;) release(v);
+    for (NodeId v; (v = bySlot.next(tb, u)) != kNoNode;) release(v);
   }
   return topo;
 }

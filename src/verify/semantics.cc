@@ -583,19 +583,45 @@ SemanticsResult checkSemantics(const StepGraph& g, const CallModel& m, Diagnosti
 
 namespace {
 
-// Whether `x` happens before `y` (two steps of one rank) because `y`, or a
-// step before it in its threadblock, depends on `x` or a later step of
-// `x`'s threadblock. `deps[t]`: the steps of threadblock t with a
-// dependency, in order.
-bool orderedByDependency(const StepGraph& g, const std::vector<std::vector<int>>& deps, NodeId x,
-                         NodeId y) {
-  const ir::Threadblock& tb = g.algo().ranks[g.rankOf(y)].tbs[g.tbOf(y)];
-  for (int s : deps[g.tbOf(y)]) {
-    if (s > g.stepOf(y)) break;
-    if (tb.steps[s].depTb == g.tbOf(x) && tb.steps[s].depStep >= g.stepOf(x)) return true;
+// Per threadblock of a rank, its steps with a dependency, grouped by the
+// threadblock they depend on: in step order, each with the latest step of
+// that threadblock any of them up to it waits for.
+class DependencyIndex {
+ public:
+  explicit DependencyIndex(const ir::Rank& rank) : on_(rank.tbs.size()) {
+    for (const ir::Threadblock& tb : rank.tbs)
+      for (int si = 0; si < static_cast<int>(tb.steps.size()); ++si) {
+        const ir::Step& st = tb.steps[si];
+        if (st.depTb < 0) continue;
+        auto& runs = on_[static_cast<size_t>(tb.id)];
+        auto run =
+            std::find_if(runs.begin(), runs.end(), [&](const Run& r) { return r.tb == st.depTb; });
+        if (run == runs.end()) run = runs.insert(runs.end(), Run{st.depTb, {}, {}});
+        run->steps.push_back(si);
+        run->latest.push_back(run->latest.empty() ? st.depStep
+                                                  : std::max(run->latest.back(), st.depStep));
+      }
   }
-  return false;
-}
+  // Whether `x` happens before `y` (two steps of the rank) because `y`, or a
+  // step before it in its threadblock, depends on `x` or a later step of
+  // `x`'s threadblock.
+  bool ordered(const StepGraph& g, NodeId x, NodeId y) const {
+    for (const Run& run : on_[static_cast<size_t>(g.tbOf(y))]) {
+      if (run.tb != g.tbOf(x)) continue;
+      auto upTo = std::upper_bound(run.steps.begin(), run.steps.end(), g.stepOf(y));
+      return upTo != run.steps.begin() &&
+             run.latest[static_cast<size_t>(upTo - run.steps.begin() - 1)] >= g.stepOf(x);
+    }
+    return false;
+  }
+
+ private:
+  struct Run {
+    int tb;
+    std::vector<int> steps, latest;
+  };
+  std::vector<std::vector<Run>> on_;  // by threadblock id
+};
 
 }  // namespace
 
@@ -641,13 +667,10 @@ bool checkRaces(StepGraph& g, const CallModel& m, DiagnosticList& diags) {
     // Most pairs are ordered by a dependency of one threadblock on the
     // other (a copy, then the sends that wait for it): such a pair needs no
     // clocks. Only the rest are tracked.
-    std::vector<std::vector<int>> deps(a.ranks[r].tbs.size());
-    for (const ir::Threadblock& tb : a.ranks[r].tbs)
-      for (int si = 0; si < static_cast<int>(tb.steps.size()); ++si)
-        if (tb.steps[si].depTb >= 0) deps[tb.id].push_back(si);
+    const DependencyIndex deps(a.ranks[r]);
     std::erase_if(mine, [&](const std::pair<Access, Access>& xy) {
-      return orderedByDependency(g, deps, xy.first.node, xy.second.node) ||
-             orderedByDependency(g, deps, xy.second.node, xy.first.node);
+      return deps.ordered(g, xy.first.node, xy.second.node) ||
+             deps.ordered(g, xy.second.node, xy.first.node);
     });
     if (mine.empty()) continue;
     std::vector<char> isTracked(a.ranks[r].tbs.size(), 0);
