@@ -2,7 +2,9 @@
 
 #include <array>
 #include <numeric>
+#include <string>
 #include <tuple>
+#include <type_traits>
 
 #include "core/collectives.h"
 
@@ -96,6 +98,68 @@ bool Algorithm::operator==(const Algorithm& o) const {
                   inplace, outofplace, minBytes, maxBytes, ranks) ==
          std::tie(o.name, o.protocol, o.nchannels, o.nchunksPerLoop, o.ngpus, o.collective,
                   o.collectiveName, o.inplace, o.outofplace, o.minBytes, o.maxBytes, o.ranks);
+}
+
+namespace {
+
+class Fnv1a {
+ public:
+  template <class T>
+  void add(const T& value) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&value);
+    for (size_t i = 0; i < sizeof(T); ++i) hash_ = (hash_ ^ bytes[i]) * 0x100000001b3ULL;
+  }
+  void add(const std::string& text) {
+    add(text.size());
+    for (char c : text) add(c);
+  }
+  uint64_t value() const { return hash_; }
+
+ private:
+  uint64_t hash_ = 0xcbf29ce484222325ULL;
+};
+
+}  // namespace
+
+uint64_t contentDigest(const Algorithm& a) {
+  Fnv1a h;
+  h.add(a.name);
+  h.add(a.protocol);
+  h.add(a.nchannels);
+  h.add(a.nchunksPerLoop);
+  h.add(a.ngpus);
+  h.add(a.collective);
+  h.add(a.collectiveName);
+  h.add(a.inplace);
+  h.add(a.outofplace);
+  h.add(a.ranks.size());
+  for (const Rank& r : a.ranks) {
+    h.add(r.id);
+    h.add(r.inputChunks);
+    h.add(r.outputChunks);
+    h.add(r.scratchChunks);
+    h.add(r.tbs.size());
+    for (const Threadblock& tb : r.tbs) {
+      h.add(tb.id);
+      h.add(tb.sendPeer);
+      h.add(tb.recvPeer);
+      h.add(tb.channel);
+      h.add(tb.steps.size());
+      for (const Step& s : tb.steps) {
+        h.add(s.type);
+        h.add(s.srcBuf);
+        h.add(s.srcOff);
+        h.add(s.dstBuf);
+        h.add(s.dstOff);
+        h.add(s.count);
+        h.add(s.depTb);
+        h.add(s.depStep);
+        h.add(s.hasDep);
+      }
+    }
+  }
+  return h.value();
 }
 
 size_t Algorithm::totalSteps() const {

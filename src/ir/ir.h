@@ -132,6 +132,12 @@ struct Algorithm {
   size_t totalThreadblocks() const;
 };
 
+// A 64-bit digest (FNV-1a) of what operator== compares but the size range
+// (minBytes, maxBytes): what the simulator and the runtimes read. Equal
+// algorithms have equal digests; a search that simulated an algorithm can
+// tell by it that a later compilation gave the same one.
+uint64_t contentDigest(const Algorithm& a);
+
 // m of docs/spec/IR.md section 3: ngpus for allgather, reducescatter and alltoall, else
 // 1. The total element count of a call is count x m.
 size_t countMultiplier(const Algorithm& a);

@@ -80,16 +80,23 @@ struct Connection {
   Message& at(size_t seq) { return messages[seq % messages.size()]; }
 };
 
+// What the event loop reads at every step first (one cache line), then
+// the rest.
 struct Tb {
-  int rank = 0, index = 0;
+  // Its steps, held here: the loop reads a step of another threadblock at
+  // nearly every event, and a load less on that path is a cache miss less
+  // (4 x MI250's 256-chunk allgather: 11.9 -> 9.4 s).
+  const ir::Step* steps = nullptr;
+  size_t iter = 0;
+  size_t part = 0;  // of the current step's slice (Options::partsPerSlice)
+  int pos = 0, nsteps = 0;
+  int rank = 0;
   int instance = 0;  // Options::instances: it runs iterations instance, + instances, ...
+  int sendConn = -1, recvConn = -1;
+  bool recvDone = false, busy = false, done = false;
+  int index = 0;
   const ir::Threadblock* ir = nullptr;
   size_t base = 0;  // first step instance id of iteration 0
-  size_t iter = 0;
-  int pos = 0;
-  size_t part = 0;  // of the current step's slice (Options::partsPerSlice)
-  bool recvDone = false, busy = false, done = false;
-  int sendConn = -1, recvConn = -1;
   double stepStart = 0;
   // What let the current step go on last, and when.
   size_t blocker = SIZE_MAX;
@@ -318,6 +325,8 @@ chorus::Status Engine::setup(Result& out) {
         tb.instance = inst;
         tb.iter = static_cast<size_t>(inst);
         tb.ir = &irTb;
+        tb.steps = irTb.steps.data();
+        tb.nsteps = static_cast<int>(irTb.steps.size());
         tb.base = base;
         base += irTb.steps.size();
         int me = static_cast<int>(tbs_.size());
@@ -397,7 +406,7 @@ bool stepDone(const Tb& tb, size_t iter, int step) {
 void Engine::advance(int t) {
   Tb& tb = tbs_[static_cast<size_t>(t)];
   while (!tb.done && !tb.busy) {
-    const ir::Step& s = tb.ir->steps[static_cast<size_t>(tb.pos)];
+    const ir::Step& s = tb.steps[tb.pos];
     if (s.depTb >= 0) {
       const auto& ids = tbOf_[static_cast<size_t>(tb.instance * a_.ngpus + tb.rank)];
       int d = ids[static_cast<size_t>(s.depTb)];
@@ -460,7 +469,7 @@ void Engine::startSend(int t) {
   f.route = c.route;
   f.tb = t;
   f.instance = instance(tb);
-  f.bytes = static_cast<double>(bytesOf(tb, tb.ir->steps[static_cast<size_t>(tb.pos)])) * overhead_;
+  f.bytes = static_cast<double>(bytesOf(tb, tb.steps[tb.pos])) * overhead_;
   if (f.bytes <= 0) {
     finishFlow(f);
     return;
@@ -483,13 +492,15 @@ void Engine::startSend(int t) {
 }
 
 void Engine::complete(Tb& tb) {
-  const ir::Step& s = tb.ir->steps[static_cast<size_t>(tb.pos)];
+  const ir::Step& s = tb.steps[tb.pos];
   if (ir::receives(s.type)) {
     // Its slot is free again.
     Connection& c = conns_[static_cast<size_t>(tb.recvConn)];
     if (keepPath_) c.at(c.released).freedAt = now_;
+    // Its sender waits for this slot only where every slot was taken.
+    const bool full = c.sent - c.released >= static_cast<size_t>(o_.slots);
     ++c.released;
-    if (c.senderTb >= 0) ready_.push_back(c.senderTb);
+    if (c.senderTb >= 0 && full) ready_.push_back(c.senderTb);
   }
   tb.recvDone = false;
   tb.busy = false;
@@ -516,7 +527,7 @@ void Engine::complete(Tb& tb) {
          {"args", {{"step", tb.pos}, {"iteration", tb.iter}, {"count", s.count}}}});
   }
   size_t previous = instance(tb);
-  if (++tb.pos == static_cast<int>(tb.ir->steps.size())) {
+  if (++tb.pos == tb.nsteps) {
     tb.pos = 0;
     tb.iter += static_cast<size_t>(o_.instances);
     if (tb.iter >= iterations_) tb.done = true;
@@ -546,8 +557,11 @@ void Engine::finishFlow(Flow& f) {
 void Engine::arrive(int conn) {
   Connection& c = conns_[static_cast<size_t>(conn)];
   if (keepPath_) c.at(c.arrived).arrivedAt = now_;
+  // Its receiver waits for this message only where it had taken every
+  // other (it takes one as soon as it is at its receive).
+  const bool awaited = c.arrived == c.consumed;
   ++c.arrived;
-  if (c.receiverTb >= 0) ready_.push_back(c.receiverTb);
+  if (c.receiverTb >= 0 && awaited) ready_.push_back(c.receiverTb);
 }
 
 // A link can limit a route's rate only if the routes over it could, all
@@ -725,7 +739,7 @@ void Engine::fillRates() {
 chorus::Status Engine::run(Result& out) {
   CHORUS_RETURN_IF_ERROR(setup(out));
   for (size_t t = 0; t < tbs_.size(); ++t) {
-    if (tbs_[t].ir->steps.empty() || tbs_[t].iter >= iterations_) tbs_[t].done = true;
+    if (tbs_[t].nsteps == 0 || tbs_[t].iter >= iterations_) tbs_[t].done = true;
     ready_.push_back(static_cast<int>(t));
   }
   for (uint64_t events = 1;; ++events) {
@@ -772,7 +786,7 @@ chorus::Status Engine::run(Result& out) {
         Tb& tb = tbs_[static_cast<size_t>(tm.id)];
         tb.busy = false;
         ready_.push_back(tm.id);
-        const ir::Step& s = tb.ir->steps[static_cast<size_t>(tb.pos)];
+        const ir::Step& s = tb.steps[tb.pos];
         if (!ir::sends(s.type)) complete(tb);
       } else {
         arrive(tm.id);
@@ -781,7 +795,7 @@ chorus::Status Engine::run(Result& out) {
   }
   for (const Tb& tb : tbs_)
     if (!tb.done) {
-      const ir::Step& s = tb.ir->steps[static_cast<size_t>(tb.pos)];
+      const ir::Step& s = tb.steps[tb.pos];
       return chorus::Status(
           StatusCode::kDeadlock,
           "rank " + std::to_string(tb.rank) + " tb " + std::to_string(tb.index) +

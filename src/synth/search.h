@@ -72,8 +72,13 @@ struct Tried {
   bool halvesInTurn = false;      // LowerOptions::halvesInTurn
   double algbw = 0, busbw = 0;    // GB/s at SearchOptions::bytes
   size_t iterations = 0;          // slice iterations per threadblock
-  double seconds = 0;             // lowering and simulating it
-  std::string passedOver;         // why it could not serve (then algbw is 0)
+  // What was simulated (ir::contentDigest) and its wire bytes per topology
+  // link: the schedule proved later is this one where the digests agree,
+  // and its simulation need not run again.
+  uint64_t digest = 0;
+  std::vector<double> linkBytes;
+  double seconds = 0;      // lowering and simulating it
+  std::string passedOver;  // why it could not serve (then algbw is 0)
   // Passed over for the executor's limits on channels and threadblocks
   // alone, which fewer, busier connections may meet.
   bool crowded = false;
@@ -89,6 +94,7 @@ struct Found {
   std::vector<Tried> tried;
   int best = -1;     // index into tried: the first within 0.2 % of the fastest
   int maxflows = 0;  // of every forest packed
+  size_t bytes = 0;  // the size every lowering was simulated at (SearchOptions::bytes)
   // Shapes out of reach and why (the exact forest needs too many pieces, a
   // switch cannot be split off), and work the budget left undone.
   std::vector<std::string> notes;

@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "algorithms/classic.h"
+#include "api/generate.h"
 #include "compiler/program_file.h"
 #include "core/io.h"
 #include "core/parallel.h"
@@ -33,6 +34,7 @@
 #include "synth/lower.h"
 #include "synth/search.h"
 #include "topo/presets.h"
+#include "verify/verifier.h"
 #include "workflows/report_page.h"
 
 namespace chorus::workflows {
@@ -130,26 +132,52 @@ double simulatedAlgbw(const ir::Algorithm& a, const topo::Topology& t, size_t by
   return r.isOk() ? r.value().algbw : 0;
 }
 
-// A program proved (chorus::generate) and written with the size range
-// [minBytes, maxBytes] it serves (0: unlimited); what it simulates at
-// `bytes` as read back from that XML (and, where asked, its bytes on each
-// link and the most steps a threadblock takes). Returns what went wrong, or "".
+// A program proved (compiled, then verified as chorus::generate does) and
+// written with the size range [minBytes, maxBytes] it serves (0:
+// unlimited); what it simulates at `bytes` as read back from that XML (and,
+// where asked, its bytes on each link and the most steps a threadblock
+// takes). `simulated`: the search's simulation of a lowering, whose figures
+// stand for this program where it compiled to the same algorithm (by
+// ir::contentDigest; the XML read back must equal it either way), so a
+// schedule of millions of steps is not simulated twice. The proof runs
+// beside the writing and reading back. Returns what went wrong, or "".
 std::string proveProgram(const lang::Program& program, const topo::Topology& t, size_t bytes,
                          uint64_t minBytes, uint64_t maxBytes, std::string* xml, double* algbw,
                          double* busbw, std::vector<double>* linkBytes = nullptr,
-                         int* mostSteps = nullptr) {
-  Generated gen = generate(program);
-  if (!gen.ok)
-    return "the lowered schedule does not compile or verify (a bug):\n" + gen.diagnostics;
-  ir::ReadResult back = ir::readXml(gen.xml, program.options().name, compiler::readOptions());
-  if (!back.algorithm) return "the written XML does not read back (a bug)";
-  if (mostSteps != nullptr) *mostSteps = ir::computeStats(*back.algorithm).maxStepsPerTb;
-  if (minBytes != 0 || maxBytes != 0) {
-    back.algorithm->minBytes = minBytes;
-    back.algorithm->maxBytes = maxBytes;
-    *xml = ir::writeXml(*back.algorithm);
-  } else {
-    *xml = std::move(gen.xml);
+                         int* mostSteps = nullptr, const synth::Tried* simulated = nullptr) {
+  auto listed = [](const DiagnosticList& found) {
+    std::string text;
+    for (const Diagnostic& d : found.items())
+      if (d.severity == Severity::kError) text += d.format() + "\n";
+    return text;
+  };
+  compiler::Compiled c = compiler::compile(program);
+  if (!c.ok()) {
+    c.diagnostics.sort();
+    return "the lowered schedule does not compile (a bug):\n" + listed(c.diagnostics);
+  }
+  ir::Algorithm& algo = c.algo;
+  algo.minBytes = minBytes;
+  algo.maxBytes = maxBytes;
+  const std::optional<verify::PostCondition> spec = postconditionOf(program, c);
+  std::future<verify::Report> proof = std::async(std::launch::async, [&] {
+    verify::Options vo;
+    vo.spec = spec ? &*spec : nullptr;
+    return verify::verifyAlgorithm(algo, vo);
+  });
+  *xml = ir::writeXml(algo);
+  ir::ReadResult back = ir::readXml(*xml, program.options().name, compiler::readOptions());
+  const verify::Report report = proof.get();
+  if (!report.correct())
+    return "the lowered schedule does not verify (a bug):\n" + listed(report.diagnostics);
+  if (!back.algorithm || !(*back.algorithm == algo))
+    return "the written XML does not read back as the algorithm written (a bug)";
+  if (mostSteps != nullptr) *mostSteps = ir::computeStats(algo).maxStepsPerTb;
+  if (simulated != nullptr && simulated->digest == ir::contentDigest(algo)) {
+    *algbw = simulated->algbw;
+    *busbw = simulated->busbw;
+    if (linkBytes != nullptr) *linkBytes = simulated->linkBytes;
+    return "";
   }
   auto r = simulateAt(*back.algorithm, t, bytes, program.options().inplace);
   if (!r.isOk()) return "simulating the written schedule: " + r.status().message() + " (a bug)";
@@ -243,8 +271,11 @@ std::string prove(const topo::Topology& t, CollectiveKind coll, const synth::Fou
   const synth::Forest* s = shape.scatter ? &*shape.scatter : nullptr;
   lang::Program program(synth::forestProgramOptions(coll, t.ranks(), g, s, lo));
   synth::recordForests(program, g, s, lo);
+  // The search simulated the kept lowering at its size: those figures hold
+  // where this is that size and the same algorithm.
+  const synth::Tried* simulated = bytes == found.bytes ? &found.kept() : nullptr;
   return proveProgram(program, t, bytes, minBytes, maxBytes, xml, algbw, busbw, linkBytes,
-                      mostSteps);
+                      mostSteps, simulated);
 }
 
 // Searches the forests and their lowerings (synth/search.h), proves the
