@@ -95,7 +95,6 @@ struct Tb {
   int sendConn = -1, recvConn = -1;
   bool recvDone = false, busy = false, done = false;
   int index = 0;
-  const ir::Threadblock* ir = nullptr;
   size_t base = 0;  // first step instance id of iteration 0
   double stepStart = 0;
   // What let the current step go on last, and when.
@@ -324,7 +323,6 @@ chorus::Status Engine::setup(Result& out) {
         tb.index = irTb.id;
         tb.instance = inst;
         tb.iter = static_cast<size_t>(inst);
-        tb.ir = &irTb;
         tb.steps = irTb.steps.data();
         tb.nsteps = static_cast<int>(irTb.steps.size());
         tb.base = base;
@@ -821,19 +819,13 @@ chorus::Status Engine::run(Result& out) {
   if (keepPath_ && (o_.criticalPath || o_.stepTimes)) {
     std::vector<std::pair<int, int>> where(stepsPerIter_);  // instance -> (tb, step)
     for (size_t t = 0; t < tbs_.size(); ++t)
-      for (size_t k = 0; k < tbs_[t].ir->steps.size(); ++k)
-        where[tbs_[t].base + k] = {static_cast<int>(t), static_cast<int>(k)};
+      for (int k = 0; k < tbs_[t].nsteps; ++k)
+        where[tbs_[t].base + static_cast<size_t>(k)] = {static_cast<int>(t), k};
     auto pathStep = [&](size_t i) {
       auto [t, k] = where[i % stepsPerIter_];
       const Tb& tb = tbs_[static_cast<size_t>(t)];
-      PathStep p{tb.rank,
-                 tb.index,
-                 k,
-                 static_cast<int>(i / stepsPerIter_),
-                 tb.ir->steps[static_cast<size_t>(k)].type,
-                 startOf_[i],
-                 endOf_[i],
-                 whyName(whyOf_[i])};
+      PathStep p{tb.rank,          tb.index,    k,         static_cast<int>(i / stepsPerIter_),
+                 tb.steps[k].type, startOf_[i], endOf_[i], whyName(whyOf_[i])};
       if (size_t by = predOf_[i]; by != kNoStep) {
         auto [bt, bk] = where[by % stepsPerIter_];
         p.byRank = tbs_[static_cast<size_t>(bt)].rank;
