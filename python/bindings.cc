@@ -866,6 +866,8 @@ PYBIND11_MODULE(_chorus, m) {
       .def_property_readonly("channels", [](const python::Algorithm& a) { return a.ir->nchannels; })
       .def_property_readonly("chunks",
                              [](const python::Algorithm& a) { return a.ir->nchunksPerLoop; })
+      .def_property_readonly("slice_bytes",
+                             [](const python::Algorithm& a) { return a.ir->sliceBytes; })
       .def_property_readonly("inplace", [](const python::Algorithm& a) { return a.ir->inplace; })
       .def_property_readonly("outofplace",
                              [](const python::Algorithm& a) { return a.ir->outofplace; })
@@ -967,7 +969,8 @@ PYBIND11_MODULE(_chorus, m) {
       .def_readwrite("gpus_per_node", &lang::ProgramOptions::gpusPerNode)
       .def_readwrite("channels", &lang::ProgramOptions::channels)
       .def_readwrite("chunk_factor", &lang::ProgramOptions::chunkFactor)
-      .def_readwrite("root", &lang::ProgramOptions::root);
+      .def_readwrite("root", &lang::ProgramOptions::root)
+      .def_readwrite("slice_bytes", &lang::ProgramOptions::sliceBytes);
   m.def("gen", &gen);
 
   py::class_<workflows::SynthArgs>(m, "SynthArgs")

@@ -17,6 +17,7 @@
 // line and the operation is dropped; nothing here throws or aborts.
 #pragma once
 
+#include <cstdint>
 #include <set>
 #include <source_location>
 #include <string>
@@ -67,6 +68,11 @@ struct ProgramOptions {
   // not see the others' buffers), and the form states every operation's
   // depth (Program::depth) and every scratch buffer's extent.
   int focus = -1;
+  // The slice the runtimes cut each chunk into per iteration, in bytes (a
+  // multiple of 16; 0: the protocol's): written as the IR's sliceBytes
+  // (docs/spec/IR.md section 3). Small slices pipeline a chunk hop by hop as
+  // many chunks would, without their steps.
+  uint64_t sliceBytes = 0;
 };
 
 // Input chunk `index` of `rank`: what a custom collective's results are made of.

@@ -91,7 +91,8 @@ class Algorithm:
     """A collective algorithm (Chorus's IR): from a file, a program, or synthesis.
 
     Attributes: ``name``, ``collective``, ``ranks``, ``protocol``,
-    ``channels``, ``chunks`` (nchunksperloop), ``inplace`` / ``outofplace``
+    ``channels``, ``chunks`` (nchunksperloop), ``slice_bytes`` (the slice it
+    was made for, Chorus's own; 0: the protocol's), ``inplace`` / ``outofplace``
     (the call forms it serves), ``count_quantum`` (every count it runs is a
     multiple), ``notes`` (non-error findings from reading or compiling),
     ``spec`` (a custom collective's postcondition JSON, when compiled).
@@ -106,6 +107,7 @@ class Algorithm:
     protocol = property(lambda self: self._a.protocol)
     channels = property(lambda self: self._a.channels)
     chunks = property(lambda self: self._a.chunks)
+    slice_bytes = property(lambda self: self._a.slice_bytes)
     inplace = property(lambda self: self._a.inplace)
     outofplace = property(lambda self: self._a.outofplace)
     count_quantum = property(lambda self: self._a.count_quantum)

@@ -292,9 +292,11 @@ Result<runtime::RankCall*> ProcessWorld::rankCall(
   auto want = [&] {
     if (options_.sliceBytes != 0) return options_.sliceBytes;
     const ir::Algorithm& a = va->algo();
-    const size_t chunk = args.count * runtime::countMultiplier(a) /
-                         static_cast<size_t>(std::max(a.nchunksPerLoop, 1)) *
-                         dataTypeSize(args.type);
+    size_t chunk = args.count * runtime::countMultiplier(a) /
+                   static_cast<size_t>(std::max(a.nchunksPerLoop, 1)) * dataTypeSize(args.type);
+    // An algorithm made for slices of its own (ir::Algorithm::sliceBytes)
+    // pipelines by them: a slice no larger.
+    if (a.sliceBytes > 0) chunk = std::min<size_t>(chunk, a.sliceBytes);
     return std::min(slot.most, std::bit_ceil(std::max(chunk, runtime::ProcessFabric::kMinUnit)));
   };
   if (slot.fabric == nullptr || slot.fabric->unitBytes() < want()) {
@@ -323,9 +325,8 @@ Result<runtime::RankCall*> ProcessWorld::rankCall(
       // theirs, instead of each releasing the others' at every call (a
       // 4-process direct reduce-scatter of 8 MiB took 7 ms a call, its
       // rings remade each time, 0.5-0.8 ms with room).
-      slot.most =
-          runtime::ProcessFabric::unitWithin(most, runtime::defaultSliceBytes(va->algo().protocol),
-                                             std::min(ringBudget(n_), ringPoolBytes() / 8));
+      slot.most = runtime::ProcessFabric::unitWithin(most, ir::sliceBytesOf(va->algo()),
+                                                     std::min(ringBudget(n_), ringPoolBytes() / 8));
     }
     // The pool: room for these rings first (the old ones, when they grow,
     // go with the calls made on them).

@@ -50,7 +50,7 @@ struct Op {
 // runtime/bootstrap).
 struct WorldOptions {
   int timeoutMs = 300000;  // CHORUS_TIMEOUT_S: a rank waiting this long without progress fails
-  size_t sliceBytes = 0;   // CHORUS_SLICE_BYTES; 0 = the protocol default
+  size_t sliceBytes = 0;   // CHORUS_SLICE_BYTES; 0 = the algorithm's
   int slots = 8;           // messages in flight per connection
   // Processes: how to reach peers, CHORUS_TRANSPORT (auto, shm, tcp; as
   // given, checked when the communicator is made).

@@ -18,6 +18,7 @@ ir::Algorithm emit(const Mir& m) {
   a.inplace = o.inplace;
   a.outofplace = !o.inplace;
   a.nchunksPerLoop = std::max(m.inputChunks, m.outputChunks);
+  a.sliceBytes = o.sliceBytes;
   // Steps carry lines of the file the operations were recorded in (a
   // registered program's own file, not the one that made the Program).
   a.sourceFile = m.opsFile != nullptr ? m.opsFile : m.file;

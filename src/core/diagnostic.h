@@ -85,6 +85,8 @@ namespace chorus {
   X(kLimitSteps, "W506", "limit-steps", kWarning, "a threadblock has more than 64 steps")          \
   X(kLimitAttributes, "W507", "limit-attributes", kWarning,                                        \
     "the algo element lacks attributes, or names a coll, the current executor refuses")            \
+  X(kSliceIgnored, "W508", "slice-ignored", kWarning,                                              \
+    "sliceBytes, Chorus's own, which the MSCCL executor ignores")                                  \
   /* Programs in the Chorus language (the compiler). */                                            \
   X(kProgramMisuse, "E601", "program-misuse", kError,                                              \
     "a program operation is invalid at its line")                                                  \

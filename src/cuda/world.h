@@ -36,7 +36,7 @@ Result<std::string> deviceUuid(int d);
 struct CudaOptions {
   int device = 0;                // every rank's GPU unless rankDevices says otherwise
   std::vector<int> rankDevices;  // per rank (empty: all on `device`)
-  size_t sliceBytes = 0;         // 0: the protocol's default (docs/spec/IR.md section 3)
+  size_t sliceBytes = 0;         // 0: the algorithm's (ir::sliceBytesOf)
   int slots = 8;                 // messages in flight per connection (as the CPU runtime)
   // CUDA threads per block; 0: kDefaultThreads, or fewer (down to
   // kFewestThreads) where the algorithm's blocks only fit at smaller ones,

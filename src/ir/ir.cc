@@ -95,9 +95,10 @@ bool Rank::operator==(const Rank& o) const {
 
 bool Algorithm::operator==(const Algorithm& o) const {
   return std::tie(name, protocol, nchannels, nchunksPerLoop, ngpus, collective, collectiveName,
-                  inplace, outofplace, minBytes, maxBytes, ranks) ==
-         std::tie(o.name, o.protocol, o.nchannels, o.nchunksPerLoop, o.ngpus, o.collective,
-                  o.collectiveName, o.inplace, o.outofplace, o.minBytes, o.maxBytes, o.ranks);
+                  inplace, outofplace, minBytes, maxBytes, sliceBytes,
+                  ranks) == std::tie(o.name, o.protocol, o.nchannels, o.nchunksPerLoop, o.ngpus,
+                                     o.collective, o.collectiveName, o.inplace, o.outofplace,
+                                     o.minBytes, o.maxBytes, o.sliceBytes, o.ranks);
 }
 
 namespace {
@@ -133,6 +134,7 @@ uint64_t contentDigest(const Algorithm& a) {
   h.add(a.collectiveName);
   h.add(a.inplace);
   h.add(a.outofplace);
+  h.add(a.sliceBytes);
   h.add(a.ranks.size());
   for (const Rank& r : a.ranks) {
     h.add(r.id);
@@ -185,6 +187,10 @@ size_t defaultSliceBytes(Protocol p) {
       return 576000;
   }
   return size_t{2} << 20;
+}
+
+size_t sliceBytesOf(const Algorithm& a) {
+  return a.sliceBytes > 0 ? static_cast<size_t>(a.sliceBytes) : defaultSliceBytes(a.protocol);
 }
 
 size_t countMultiplier(const Algorithm& a) {

@@ -118,6 +118,14 @@ struct Algorithm {
   bool outofplace = true;
   uint64_t minBytes = 0;
   uint64_t maxBytes = 0;  // 0 = unlimited
+  // Chorus's own attribute (XML `sliceBytes`, written only when set): the
+  // slice, in bytes of each chunk per iteration (docs/spec/IR.md section 3),
+  // that the algorithm was made for; 0 = the protocol's. A positive multiple
+  // of 16. Chorus's runtimes and simulator cut slices this size unless told
+  // another; MSCCL's executor ignores it (W508). A
+  // schedule pipelined by slices this small needs no chunks of its own for
+  // that (docs/synthesis.md, "Pipelined by slices").
+  uint64_t sliceBytes = 0;
   std::vector<Rank> ranks;
 
   // Provenance, not compared.
@@ -146,5 +154,8 @@ size_t countMultiplier(const Algorithm& a);
 size_t countQuantum(const Algorithm& a);
 // Default slice sizes in bytes (MSCCL's): Simple 2 MiB, LL 32 KiB, LL128 576,000.
 size_t defaultSliceBytes(Protocol p);
+// The slice a runtime cuts where it is not told one: the algorithm's
+// sliceBytes, else its protocol's default.
+size_t sliceBytesOf(const Algorithm& a);
 
 }  // namespace chorus::ir

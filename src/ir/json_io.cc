@@ -52,8 +52,9 @@ std::string writeJson(const Algorithm& a) {
               {"inplace", a.inplace ? 1 : 0},
               {"outofplace", a.outofplace ? 1 : 0},
               {"minBytes", a.minBytes},
-              {"maxBytes", a.maxBytes},
-              {"ranks", std::move(ranks)}};
+              {"maxBytes", a.maxBytes}};
+  if (a.sliceBytes > 0) doc["sliceBytes"] = a.sliceBytes;
+  doc["ranks"] = std::move(ranks);
   // Invalid UTF-8 (possible in an IR built by hand) is replaced, never thrown.
   return doc.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
 }
@@ -176,6 +177,7 @@ class JsonReader {
     flag(doc, "", "outofplace", a.outofplace);
     num(doc, "", "minBytes", a.minBytes);
     num(doc, "", "maxBytes", a.maxBytes);
+    num(doc, "", "sliceBytes", a.sliceBytes, /*required=*/false);
     const json* ranks = array(doc, "", "ranks");
     if (!ranks) return;
     for (size_t ri = 0; ri < ranks->size(); ++ri) {

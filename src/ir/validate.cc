@@ -112,6 +112,10 @@ void validateStructure(const Algorithm& a, DiagnosticList& out) {
   if (!a.inplace && !a.outofplace)
     out.add(DiagCode::kBadAlgoAttribute, top,
             "inplace=0 and outofplace=0: no call form can use this algorithm");
+  if (a.sliceBytes % 16 != 0)
+    out.add(DiagCode::kBadAlgoAttribute, top,
+            "sliceBytes=" + std::to_string(a.sliceBytes) +
+                " is not a multiple of 16 bytes (0: the protocol's slice)");
 
   // Rank ids: exactly 0..ngpus-1 (ranks are sorted by id).
   if (static_cast<int>(a.ranks.size()) != a.ngpus) {
@@ -273,6 +277,14 @@ void checkExecutorLimits(const Algorithm& a, DiagnosticList& out) {
     out.add(DiagCode::kLimitAttributes, top,
             "coll=\"" + a.collectiveName +
                 "\" is not a collective the MSCCL executor knows; it refuses the file");
+  }
+  if (a.sliceBytes > 0) {
+    out.add(DiagCode::kSliceIgnored, top,
+            "sliceBytes=" + std::to_string(a.sliceBytes) +
+                " is Chorus's: the MSCCL executor ignores it and cuts its protocol's slices (" +
+                std::to_string(defaultSliceBytes(a.protocol)) +
+                " bytes): the result is the same, the pipeline this schedule was made for is lost "
+                "there");
   }
   if (a.nchannels > kMsccLMaxChannels) {
     out.add(DiagCode::kLimitChannels, top,

@@ -401,6 +401,7 @@ void Reader::readAlgoAttributes(const pugi::xml_node& n, Algorithm& a) {
   auto maxB = intAttr<uint64_t>(n, "maxBytes", false, uint64_t{0});
   a.minBytes = minB.value_or(0);
   a.maxBytes = maxB.value_or(0);
+  a.sliceBytes = intAttr<uint64_t>(n, "sliceBytes", false, uint64_t{0}).value_or(0);
   a.legacyAttributes = !hasOutOfPlace || !n.attribute("minBytes") || !n.attribute("maxBytes");
 }
 

@@ -75,6 +75,7 @@ std::string writeXml(const Algorithm& a) {
   out.attr("outofplace", a.outofplace ? 1 : 0);
   out.attr("minBytes", a.minBytes);
   out.attr("maxBytes", a.maxBytes);
+  if (a.sliceBytes > 0) out.attr("sliceBytes", a.sliceBytes);
   if (a.ranks.empty()) {
     out.raw(" />\n");
     return out.take();

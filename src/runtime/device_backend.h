@@ -36,7 +36,7 @@ namespace chorus::runtime {
 
 struct DeviceOptions {
   std::vector<int> rankDevices;  // rank r on device rankDevices[r]
-  size_t sliceBytes = 0;         // 0: the protocol's default
+  size_t sliceBytes = 0;         // 0: the algorithm's (ir::sliceBytesOf)
   int slots = 8;                 // messages in flight per connection
   int timeoutMs = 300000;        // a call that makes no progress this long fails (kTimeout)
   int threadsPerBlock = 0;       // device threads per block (0: the backend's default)

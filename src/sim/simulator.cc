@@ -293,7 +293,7 @@ chorus::Status Engine::setup(Result& out) {
                               a_.name + " serves (" + std::to_string(quantum * m * o_.elementSize) +
                               " bytes)");
   out.count = count;
-  size_t slice = o_.sliceBytes > 0 ? o_.sliceBytes : ir::defaultSliceBytes(a_.protocol);
+  size_t slice = o_.sliceBytes > 0 ? o_.sliceBytes : ir::sliceBytesOf(a_);
   slicing_ =
       ir::Slicing::make(o_.elementSize, count * m, static_cast<size_t>(a_.nchunksPerLoop), slice);
   slicing_.splitForInstances(static_cast<size_t>(o_.instances));

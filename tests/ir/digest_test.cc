@@ -39,6 +39,7 @@ TEST(ContentDigest, TellsApartEveryFieldTheSimulatorReads) {
   differs("nchannels", [](Algorithm& b) { ++b.nchannels; });
   differs("nchunksperloop", [](Algorithm& b) { ++b.nchunksPerLoop; });
   differs("inplace", [](Algorithm& b) { b.inplace = !b.inplace; });
+  differs("slice", [](Algorithm& b) { b.sliceBytes = 64 << 10; });
   differs("chunks", [](Algorithm& b) { ++b.ranks.front().scratchChunks; });
   differs("tb channel", [](Algorithm& b) { ++b.ranks.front().tbs.front().channel; });
   differs("tb peer", [](Algorithm& b) { ++b.ranks.front().tbs.front().sendPeer; });

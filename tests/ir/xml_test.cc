@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "ir/json_io.h"
+#include "ir/validate.h"
 #include "ir/xml_reader.h"
 #include "ir/xml_writer.h"
 #include "tests/support/files.h"
@@ -255,6 +256,53 @@ TEST(XmlWriter, WritesAllTenAlgoAttributesAndPositions) {
   EXPECT_NE(out.find(R"(<step s="2" type="re")"), std::string::npos);
 }
 
+// Chorus's own sliceBytes: read, written only where set (MSCCL's files
+// stay as they were), checked, and named as MSCCL's executor ignores it.
+TEST(XmlReader, ReadsWritesAndChecksTheSliceChorusPipelinesBy) {
+  Algorithm plain = *readXml(kPairs, "p2.xml").algorithm;
+  EXPECT_EQ(plain.sliceBytes, 0u);
+  EXPECT_EQ(writeXml(plain).find("sliceBytes"), std::string::npos);
+  EXPECT_EQ(sliceBytesOf(plain), defaultSliceBytes(Protocol::kSimple));
+
+  ReadResult r = readXml(
+      replaceOnce(kPairs, R"(maxBytes="0")", R"(maxBytes="0" sliceBytes="65536")"), "sliced.xml");
+  ASSERT_TRUE(r.algorithm);
+  EXPECT_FALSE(r.diagnostics.hasErrors());
+  const Algorithm& a = *r.algorithm;
+  EXPECT_EQ(a.sliceBytes, 65536u);
+  EXPECT_EQ(sliceBytesOf(a), 65536u);
+  EXPECT_NE(a, plain);
+  EXPECT_NE(writeXml(a).find(R"(maxBytes="0" sliceBytes="65536">)"), std::string::npos);
+  ReadResult back = readXml(writeXml(a), "back.xml");
+  ASSERT_TRUE(back.algorithm);
+  EXPECT_EQ(*back.algorithm, a);
+  ReadResult json = readJson(writeJson(a), "back.json");
+  ASSERT_TRUE(json.algorithm);
+  EXPECT_EQ(*json.algorithm, a);
+
+  DiagnosticList limits;
+  checkExecutorLimits(a, limits);
+  ASSERT_EQ(limits.items().size(), 1u);
+  EXPECT_EQ(limits.items()[0].code, DiagCode::kSliceIgnored);
+  EXPECT_FALSE(isExecutorLimit(DiagCode::kSliceIgnored));  // MSCCL runs it, unpipelined
+  EXPECT_NE(limits.items()[0].message.find("sliceBytes=65536"), std::string::npos);
+  DiagnosticList none;
+  checkExecutorLimits(plain, none);
+  EXPECT_TRUE(none.items().empty());
+
+  Algorithm odd = a;
+  odd.sliceBytes = 1000;
+  DiagnosticList found;
+  validateStructure(odd, found);
+  ASSERT_TRUE(found.hasErrors());
+  EXPECT_EQ(found.items()[0].code, DiagCode::kBadAlgoAttribute);
+  EXPECT_NE(found.items()[0].message.find("sliceBytes=1000 is not a multiple of 16"),
+            std::string::npos);
+  ReadResult bad =
+      readXml(replaceOnce(kPairs, R"(maxBytes="0")", R"(maxBytes="0" sliceBytes="-4")"), "bad.xml");
+  EXPECT_TRUE(bad.diagnostics.hasErrors());
+}
+
 // The document as earlier versions wrote it, through a pugixml DOM: the
 // streamed writer must give it byte for byte (the files users keep and
 // diff, and the layout MSCCL's tools read).
@@ -277,6 +325,8 @@ std::string writeThroughPugixml(const Algorithm& a) {
   number(root, "outofplace", a.outofplace ? 1 : 0);
   root.append_attribute("minBytes").set_value(static_cast<unsigned long long>(a.minBytes));
   root.append_attribute("maxBytes").set_value(static_cast<unsigned long long>(a.maxBytes));
+  if (a.sliceBytes > 0)
+    root.append_attribute("sliceBytes").set_value(static_cast<unsigned long long>(a.sliceBytes));
   for (const Rank& r : a.ranks) {
     pugi::xml_node g = root.append_child("gpu");
     number(g, "id", r.id);
@@ -322,6 +372,7 @@ TEST(XmlWriter, WritesWhatThePugixmlDocumentWrote) {
   for (int c = 1; c < 256; ++c) a.name += static_cast<char>(c);
   a.collectiveName = "custom \"x\" & <y> 'z'";
   a.minBytes = std::numeric_limits<uint64_t>::max();
+  a.sliceBytes = 48 << 10;
   a.ranks[0].tbs.emplace_back().id = 1;  // no steps: an empty element
   a.ranks.emplace_back().id = 2;         // no threadblocks
   EXPECT_EQ(writeXml(a), writeThroughPugixml(a));

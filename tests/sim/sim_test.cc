@@ -103,6 +103,54 @@ TEST(Sim, ChainsPipelineSlicesAndParts) {
   EXPECT_NEAR(r.time, want(8 << 20, 1), want(8 << 20, 1) * 1e-6);
 }
 
+// An algorithm made for slices of its own (ir::Algorithm::sliceBytes):
+// the simulator and the runtimes cut them where not told another, so a
+// chain pipelines by them as by Options::sliceBytes; the runtime moves the
+// data right slice by slice, in the order the simulator found.
+TEST(Sim, AnAlgorithmsOwnSliceIsWhatItRunsBy) {
+  const int n = 4;
+  const double a = 1e-6, b = 25 * kGB;
+  topo::Topology ring = preset("ring:" + std::to_string(n) + ":25");
+  const size_t bytes = size_t{8} << 20;
+  ir::Algorithm chain = algorithms::chainBroadcast(n, 0);
+  chain.sliceBytes = size_t{1} << 20;
+  sim::Options own = plain(bytes);
+  own.sliceBytes = 0;  // not told one: the algorithm's
+  sim::Result r = mustSimulate(chain, ring, own);
+  EXPECT_EQ(r.iterations, 8u);
+  const double want = (n - 1) * (a + (1 << 20) / b) + 7 * (1 << 20) / b;
+  EXPECT_NEAR(r.time, want, want * 1e-6);
+  sim::Options told = plain(bytes);
+  told.sliceBytes = size_t{2} << 20;  // told another: that one
+  EXPECT_EQ(mustSimulate(chain, ring, told).iterations, 4u);
+
+  chain.sliceBytes = 1024;  // 3 KiB per chunk: three slices
+  auto va = runtime::VerifiedAlgorithm::make(chain);
+  ASSERT_TRUE(va.isOk()) << va.status().toString();
+  sim::Options o;
+  o.bytes = size_t{3} << 10;
+  o.recordOrder = true;
+  o.criticalPath = false;
+  const sim::Result order = mustSimulate(chain, ring, o);
+  ASSERT_EQ(order.iterations, 3u);
+  auto data = runtime::CollectiveData::make(*va.value(), order.count, DataType::kFloat32,
+                                            ReduceOp::kSum, false);
+  ASSERT_TRUE(data.isOk()) << data.status().toString();
+  auto plan = runtime::planCall(*va.value(), data.value().calls(), 0);
+  ASSERT_TRUE(plan.isOk()) << plan.status().toString();
+  EXPECT_EQ(plan.value().iterations, 3u);
+  auto call = runtime::PreparedCall::make(*va.value(), data.value().calls(), 0, 8);
+  ASSERT_TRUE(call.isOk()) << call.status().toString();
+  ASSERT_TRUE(call.value()->runInOrder(order.order).isOk());
+  std::string first;
+  EXPECT_EQ(data.value().countWrong(&first), 0u) << first;
+  // And run freely on threads.
+  data.value().reset();
+  runtime::DeterministicOptions d;
+  ASSERT_TRUE(runtime::runDeterministic(*va.value(), data.value().calls(), d).isOk());
+  EXPECT_EQ(data.value().countWrong(&first), 0u) << first;
+}
+
 // Instances (sim::Options::instances, as the CUDA executor runs them):
 // each runs every K-th slice over connections of its own, so the same
 // bytes cross the same links. On a chain, K instances of slices cut to a

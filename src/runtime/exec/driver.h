@@ -25,7 +25,7 @@ struct DeterministicOptions {
   enum class Order { kRoundRobin, kReverse, kRandom };
   Order order = Order::kRoundRobin;
   uint64_t seed = 1;      // for kRandom: a new permutation of ranks every sweep
-  size_t sliceBytes = 0;  // 0 = the protocol's default (docs/spec/IR.md section 3)
+  size_t sliceBytes = 0;  // 0: the algorithm's (ir::sliceBytesOf)
   int slots = 8;          // messages in flight per connection
 };
 

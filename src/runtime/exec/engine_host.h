@@ -87,7 +87,7 @@ struct PlanRunOptions {
   // 1 polls every block from the calling thread in plan order, a
   // deterministic order.
   int threads = 1;
-  size_t sliceBytes = 0;  // 0: the protocol's default (docs/spec/IR.md section 3)
+  size_t sliceBytes = 0;  // 0: the algorithm's (ir::sliceBytesOf)
   // The protocol whose slot layout the connections use; by default the
   // algorithm's. Tests run every algorithm with all three.
   int protocol = -1;   // -1 or an ir::Protocol

@@ -298,7 +298,7 @@ Result<Geometry> planRankCall(const VerifiedAlgorithm& va, int rank, const CallA
                            " elements in all) does not split into the " + std::to_string(nchunks) +
                            " equal chunks algorithm '" + a.name + "' uses");
   }
-  if (sliceBytes == 0) sliceBytes = defaultSliceBytes(a.protocol);
+  if (sliceBytes == 0) sliceBytes = ir::sliceBytesOf(a);
   Geometry g;
   static_cast<ir::Slicing&>(g) =
       ir::Slicing::make(dataTypeSize(c.type), totalElems, nchunks, sliceBytes);

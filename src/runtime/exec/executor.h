@@ -114,7 +114,7 @@ struct Geometry : ir::Slicing {
 // docs/spec/IR.md section 3's sizes (ir.h), also under these names.
 using ir::countMultiplier;
 using ir::countQuantum;
-using ir::defaultSliceBytes;
+using ir::sliceBytesOf;
 
 // Elements of one rank's input and output buffer for a call of `count`
 // (allgather output and reducescatter input span all ranks; for gather and
@@ -137,7 +137,7 @@ bool isInPlaceCall(CollectiveKind coll, const CallArgs& c, int rank, int nranks)
 // (kInvalidArgument) name what is wrong: mismatched arguments across ranks,
 // a count not divisible by the chunking, null buffers, a call form (in-place
 // or not) the algorithm does not allow, avg on a collective that does not
-// reduce. `sliceBytes` 0 = protocol default.
+// reduce. `sliceBytes` 0 = the algorithm's (ir::sliceBytesOf).
 Result<Geometry> planCall(const VerifiedAlgorithm& va, const std::vector<CallArgs>& calls,
                           size_t sliceBytes);
 // The same checks for one rank's arguments alone (ranks in other processes
