@@ -68,6 +68,7 @@ else:
                        % d["fewer_local_connections"]]
                       if d.get("fewer_local_connections") else []) +
                      (["the halves in turn"] if d.get("halves_in_turn") else []) +
+                     (["slices of %d bytes" % d["slice_bytes"]] if d.get("slice_bytes") else []) +
                      (["for Chorus\x27s runtimes: %d steps per threadblock at most; %.1f MiB of XML"
                        % (d["most_steps_per_threadblock"], d["xml_bytes"] / 2**20)]
                       if d.get("target") == "chorus" else []) +

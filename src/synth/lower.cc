@@ -429,7 +429,7 @@ std::vector<std::pair<const Forest*, bool>> forestsOf(bool ag, bool rs, const Fo
 bool targetAllows(Target target, DiagCode limit) {
   return target == Target::kChorus &&
          (limit == DiagCode::kLimitSteps || limit == DiagCode::kLimitCount ||
-          limit == DiagCode::kLimitOffset);
+          limit == DiagCode::kLimitOffset || limit == DiagCode::kSliceIgnored);
 }
 
 lang::ProgramOptions forestProgramOptions(CollectiveKind collective, int ranks,
@@ -448,6 +448,7 @@ lang::ProgramOptions forestProgramOptions(CollectiveKind collective, int ranks,
   po.inplace = options.inplace;
   po.protocol = options.protocol;
   po.instances = options.instances;
+  po.sliceBytes = options.sliceBytes;
   // A threadblock per connection: one connection's pieces waiting for data
   // would otherwise hold up another's (assignChannels).
   po.pairThreadblocks = false;

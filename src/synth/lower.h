@@ -51,6 +51,11 @@ struct LowerOptions {
   // steps per threadblock moves several consecutive chunks per step (lower.cc, chunksPerStep);
   // the others keep one.
   int chunksPerPiece = 1;
+  // The slice the runtimes cut each chunk into (ir::Algorithm::sliceBytes;
+  // 0: the protocol's). A chunk moves hop by hop a slice at a time, so small
+  // slices pipeline a piece down its tree as many chunks do, in a schedule
+  // of few steps (Target::kChorus alone: MSCCL's executor ignores it).
+  uint64_t sliceBytes = 0;
   // What runs the schedule, and so the steps a threadblock may take.
   Target target = Target::kMsccl;
   // Rounds by which a reduce forest's sums for a root in the sender's own

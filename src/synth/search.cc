@@ -46,6 +46,13 @@ constexpr double kNearShare = 0.99;
 // end past the deadline is not started (it would be stopped, its time
 // lost, and the proof of the one kept would start late).
 constexpr double kDoubledCost = 2.3;
+// For Chorus's runtimes, the slice (LowerOptions::sliceBytes) halves from
+// the protocol's while faster, down to this: MSCCL's LL slice. A piece
+// then moves hop by hop in slices as it would in chunks, in a schedule of
+// few steps (2 x MI250 allgather, one chunk per piece: 2 MiB slices 74.0 %,
+// 128 KiB 94.0 %, 32 KiB 95.5 %; 256 chunks of 2 MiB slices, 95.4 %, took
+// 770 times the steps and 172 MiB of XML).
+constexpr uint64_t kLeastSlice = uint64_t{32} << 10;
 // Lowerings one work item's chain may run, at most: its results' order key
 // leaves this many places (far more than the fine chain takes).
 constexpr size_t kChainSlots = 1024;
@@ -78,6 +85,7 @@ LowerOptions loweringOf(const LowerOptions& base, const Tried& tried) {
   lo.laterLocalSums = tried.laterLocalSums;
   lo.fewerLocalConnections = tried.fewerLocalConnections;
   lo.halvesInTurn = tried.halvesInTurn;
+  lo.sliceBytes = tried.sliceBytes;
   return lo;
 }
 
@@ -492,26 +500,40 @@ class ScheduleSearch {
 
   // Runs one item (outside the lock): its lowerings, in turn.
   // `unstarted`: lowerings of its chain not started, for the budget.
-  std::vector<Tried> lowerItem(const Item& it, size_t iterations, std::string* problem,
-                               size_t* unstarted) {
+  // `iterations`, `plainAlgbw`: the shape's plain lowering's.
+  std::vector<Tried> lowerItem(const Item& it, size_t iterations, double plainAlgbw,
+                               std::string* problem, size_t* unstarted) {
     const Shape& shape = out_.shapes[static_cast<size_t>(it.shape)];
     std::vector<Tried> chain;
-    auto one = [&](int per, int chunks, int instances) -> const Tried& {
+    auto one = [&](int per, int chunks, int instances, uint64_t slice = 0) -> const Tried& {
       Tried t0;
       t0.shape = it.shape;
       t0.perConnection = per;
       t0.chunksPerPiece = chunks;
       t0.instances = instances;
+      t0.sliceBytes = slice;
       chain.push_back(lowerAndSimulate(t_, o_, shape, t0, anyServed_, problem));
       if (chain.back().algbw > 0) anyServed_ = true;
+      for (double best = bestSimulated_; chain.back().algbw > best;)
+        if (bestSimulated_.compare_exchange_weak(best, chain.back().algbw)) break;
       return chain.back();
+    };
+    // A chain stops with the budget, and where its shape's forests bound it
+    // below what a lowering simulates at already (less the margin within
+    // which a simpler one is kept, so the pick stays what it would be):
+    // 2 x MI250 allgather for Chorus's runtimes, the relaxed forest's
+    // slices once the rail forest's reach 338 GB/s.
+    auto stop = [&] {
+      const double bound = bound_[static_cast<size_t>(it.shape)];
+      return (passed() && anyServed_) ||
+             (bound > 0 && bound < bestSimulated_ * (1 - kSimplerShare));
     };
     switch (it.kind) {
       case Item::kPlain:
       case Item::kVariant:
         one(it.per, it.chunks, first_);
         break;
-      case Item::kFine:
+      case Item::kFine: {
         // Steps of a quarter slice: where a slow link is busy to the end,
         // the last slice it carries is still to be forwarded after it; a
         // smaller last step shortens that (4 x DGX A100 allgather: 96.2 ->
@@ -527,7 +549,32 @@ class ScheduleSearch {
         // past threadblock 127 with a connection per piece, and fit with 4
         // pieces per connection, 53.3 -> 67.5 %; 2 x MI250: 16 chunks put
         // 78 steps on a threadblock; 8 fit).
-        {
+        // For Chorus's runtimes, first smaller slices of the plain lowering
+        // (kLeastSlice): half as large while that is faster. Where the forms
+        // that need chunks (a box's own sums later, the halves in turn) do
+        // not win, this is the schedule kept, in a fraction of the steps.
+        // An allgather or broadcast has no such form: its chunks would
+        // only pipeline what the slices do (2 x MI250's rail forest: 256
+        // chunks 337.76 GB/s, 32 KiB slices 338.27), and are not tried.
+        const bool sliced = o_.lower.target == Target::kChorus;
+        const bool slicesOnly =
+            sliced && (coll_ == CollectiveKind::kAllGather || coll_ == CollectiveKind::kBroadcast);
+        if (sliced) {
+          double last = plainAlgbw;
+          const ir::Protocol protocol =
+              ir::parseProtocol(o_.lower.protocol).value_or(ir::Protocol::kSimple);
+          uint64_t slice = ir::defaultSliceBytes(protocol) / 2;
+          for (; slice >= kLeastSlice && !stop(); slice /= 2) {
+            if (anyServed_ && chain.size() > 0 && !affords(kDoubledCost * chain.back().seconds)) {
+              ++*unstarted;
+              break;
+            }
+            const Tried& t = one(1, 1, first_, slice);
+            if (!t.passedOver.empty() || t.algbw <= last * (1 + 1e-9)) break;
+            last = t.algbw;
+          }
+        }
+        if (!slicesOnly) {
           // (From at most MSCCL's 64 either way; past them only by doubling
           // while faster, so Chorus's runtimes get 128 or 256 chunks only
           // where they pay.)
@@ -535,7 +582,7 @@ class ScheduleSearch {
           int per = 1;
           double last = 0;  // the last fitting lowering's rate
           auto fits = [&](size_t chunks) {
-            for (int p = per; p <= kBusiestConnection && !(passed() && anyServed_); p *= 2) {
+            for (int p = per; p <= kBusiestConnection && !stop(); p *= 2) {
               const Tried& t = one(p, static_cast<int>(chunks), first_);
               if (t.passedOver.empty()) {
                 per = p;
@@ -547,7 +594,7 @@ class ScheduleSearch {
             return false;
           };
           size_t fitted = 0, tooMany = 0;  // the most chunks that fit, the fewest that did not
-          while (fine > 2 && !(passed() && anyServed_)) {
+          while (fine > 2 && !stop()) {
             if (fits(fine)) {
               fitted = fine;
               break;
@@ -556,8 +603,7 @@ class ScheduleSearch {
             fine /= 2;
           }
           // Then, where the first fit, twice as many while that is faster.
-          for (fine *= 2; tooMany == 0 && fine <= mostChunks_ && !(passed() && anyServed_);
-               fine *= 2) {
+          for (fine *= 2; tooMany == 0 && fine <= mostChunks_ && !stop(); fine *= 2) {
             if (anyServed_ && !affords(kDoubledCost * chain.back().seconds)) {
               ++*unstarted;
               break;
@@ -575,7 +621,7 @@ class ScheduleSearch {
           // forest: 16 chunks put 65 steps on a threadblock, 12 fit).
           if (fitted >= 4 && tooMany == 2 * fitted) {
             size_t lo = fitted, hi = tooMany;
-            while (hi - lo > std::max<size_t>(1, fitted / 8) && !(passed() && anyServed_)) {
+            while (hi - lo > std::max<size_t>(1, fitted / 8) && !stop()) {
               const size_t mid = (lo + hi) / 2;
               (fits(mid) ? lo : hi) = mid;
             }
@@ -586,7 +632,7 @@ class ScheduleSearch {
           // (4 x MI250, 3 per connection: 42 chunks, steps of 2, fill 63 of
           // 64; 64 chunks take steps of 4 and fill 48; reduce-scatter 79.3
           // -> 81.1 %).
-          if (fitted >= 4 && maxSteps(o_.lower.target) > 0 && !(passed() && anyServed_)) {
+          if (fitted >= 4 && maxSteps(o_.lower.target) > 0 && !stop()) {
             LowerOptions lo = o_.lower;
             lo.piecesPerConnection = per;
             const auto busiest = static_cast<size_t>(busiestConnection(
@@ -602,12 +648,12 @@ class ScheduleSearch {
           }
         }
         break;
+      }
       case Item::kInstances:
         // Instances cut the chunks: fewer, slower steps per connection
         // hide the per-step latency, but a tree's depth then costs more
         // of a chunk; tried while the last had 16 slices per chunk to split.
-        for (int instances = 2; instances <= 8 && iterations >= 16 && !(passed() && anyServed_);
-             instances *= 2)
+        for (int instances = 2; instances <= 8 && iterations >= 16 && !stop(); instances *= 2)
           iterations = one(1, 1, instances).iterations;
         break;
     }
@@ -633,10 +679,11 @@ class ScheduleSearch {
       }
       ++inFlight_;
       const size_t iterationsBefore = plainIterations_[static_cast<size_t>(it.shape)];
+      const double plainBefore = plainAlgbw_[static_cast<size_t>(it.shape)];
       lock.unlock();
       std::string problem;
       size_t unstarted = 0;
-      std::vector<Tried> chain = lowerItem(it, iterationsBefore, &problem, &unstarted);
+      std::vector<Tried> chain = lowerItem(it, iterationsBefore, plainBefore, &problem, &unstarted);
       lock.lock();
       --inFlight_;
       skipped_ += unstarted;
@@ -839,9 +886,31 @@ class ScheduleSearch {
     const bool rs = coll_ == CollectiveKind::kReduceScatter;
     const bool ar = coll_ == CollectiveKind::kAllReduce;
     const bool boxes = manyBoxes_ && !o_.lower.boxes.empty();
-    const Tried kept = out_.kept();
+    // The forms below order a connection's pieces by rounds of chunks: where
+    // the kept lowering is pipelined by slices (one chunk), they vary the
+    // fastest one pipelined by chunks instead. (An allreduce's halves in
+    // turn on slices would take each slice across its reduce-scatter tree,
+    // then its allgather tree, before the next starts on a connection: 2 x
+    // MI250 at 64 KiB slices, 165.2 -> 78.1 GB/s.)
+    const Tried* chunked = &out_.kept();
+    if (chunked->sliceBytes > 0) {
+      chunked = nullptr;
+      for (const Tried& tr : out_.tried)
+        if (tr.sliceBytes == 0 && tr.algbw > 0 && (chunked == nullptr || tr.algbw > chunked->algbw))
+          chunked = &tr;
+    }
+    // Another shape's fastest lowering within kNearShare of `of`, if any.
+    auto nearOther = [&](const Tried& of) {
+      const Tried* other = nullptr;
+      for (const Tried& tr : out_.tried)
+        if (tr.shape != of.shape && tr.sliceBytes == of.sliceBytes &&
+            tr.algbw >= kNearShare * of.algbw && (other == nullptr || tr.algbw > other->algbw))
+          other = &tr;
+      return other;
+    };
     std::vector<Tried> variants;
-    if (ar && o_.lower.target == Target::kChorus) {
+    if (ar && o_.lower.target == Target::kChorus && chunked != nullptr) {
+      const Tried kept = *chunked;
       Tried turn = kept;
       turn.halvesInTurn = true;
       turn.perConnection = 1;
@@ -853,26 +922,27 @@ class ScheduleSearch {
         variants.push_back(turn);
       }
     } else if (boxes) {
-      // The kept lowering and the fastest of another shape, if within
-      // kNearShare of it (4 x MI250 reduce-scatter for Chorus's runtimes:
-      // the rail forest's 128 chunks simulate 0.7 % below the shortened
-      // one's, and 93.9 % of the optimum with later sums, where the
-      // shortened one's lose).
-      std::vector<Tried> bases{kept};
-      const Tried* other = nullptr;
-      for (const Tried& tr : out_.tried)
-        if (tr.shape != kept.shape && tr.algbw >= kNearShare * kept.algbw &&
-            (other == nullptr || tr.algbw > other->algbw))
-          other = &tr;
-      if (other != nullptr) bases.push_back(*other);
+      // The kept lowering (and the fastest pipelined by chunks), each with
+      // the fastest of another shape, if within kNearShare of it (4 x MI250
+      // reduce-scatter for Chorus's runtimes: the rail forest's 128 chunks
+      // simulate 0.7 % below the shortened one's, and 93.9 % of the
+      // optimum with later sums, where the shortened one's lose).
+      std::vector<Tried> bases;
+      std::vector<const Tried*> of{&out_.kept()};
+      if (chunked != nullptr && chunked != of.front()) of.push_back(chunked);
+      for (const Tried* o : of) {
+        bases.push_back(*o);
+        if (const Tried* other = nearOther(*o)) bases.push_back(*other);
+      }
       for (const Tried& base : bases) {
-        if (base.chunksPerPiece < 8) continue;
-        if (rs) {
+        // (A lowering pipelined by slices has no rounds to put the box's
+        // own sums behind, but its pieces can give way.)
+        if (coll_ == CollectiveKind::kAllGather &&
+            (base.chunksPerPiece >= 8 || base.sliceBytes > 0))
+          variants.emplace_back(base).fewerLocalConnections = 4;
+        else if (rs && base.chunksPerPiece >= 8)
           for (int later : {base.chunksPerPiece / 2, base.chunksPerPiece / 8})
             variants.emplace_back(base).laterLocalSums = later;
-        } else if (coll_ == CollectiveKind::kAllGather) {
-          variants.emplace_back(base).fewerLocalConnections = 4;
-        }
       }
     }
     // Side by side (each lowering and simulation is alone on its core),
@@ -927,9 +997,10 @@ class ScheduleSearch {
   std::vector<char> expanded_, chosen_;
   std::vector<double> plainAlgbw_, plainCost_;
   std::vector<size_t> plainIterations_;
-  std::vector<double> bound_;     // per shape: rateBound
-  std::vector<size_t> deferred_;  // shapes whose plain lowering waits for the others'
-  size_t plainsLeft_ = 0;         // plain lowerings of the others not yet in
+  std::vector<double> bound_;             // per shape: rateBound
+  std::atomic<double> bestSimulated_{0};  // the fastest lowering simulated so far
+  std::vector<size_t> deferred_;          // shapes whose plain lowering waits for the others'
+  size_t plainsLeft_ = 0;                 // plain lowerings of the others not yet in
 };
 
 }  // namespace

@@ -67,6 +67,7 @@ struct Shape {
 struct Tried {
   int shape = 0;
   int perConnection = 1, chunksPerPiece = 1, instances = 1;
+  uint64_t sliceBytes = 0;        // LowerOptions::sliceBytes (0: the protocol's)
   int laterLocalSums = 0;         // LowerOptions::laterLocalSums
   int fewerLocalConnections = 0;  // LowerOptions::fewerLocalConnections
   bool halvesInTurn = false;      // LowerOptions::halvesInTurn

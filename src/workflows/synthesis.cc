@@ -443,6 +443,7 @@ std::vector<std::string> shortfallOf(const topo::Topology& t, const SynthArgs& a
 // halvesInTurn, laterLocalSums, fewerLocalConnections).
 std::string formNote(const synth::Tried& t) {
   std::string out;
+  if (t.sliceBytes > 0) out += ", slices of " + sizeText(static_cast<double>(t.sliceBytes));
   if (t.halvesInTurn) out += ", the halves in turn";
   if (t.laterLocalSums > 0)
     out += fmt::format(", the box's own sums {} round(s) later", t.laterLocalSums);
@@ -513,7 +514,8 @@ int synthSizes(const topo::Topology& t, CollectiveKind coll, const SynthArgs& ar
     const synth::Tried& k = p.found.kept();
     const synth::Shape& s = p.found.keptShape();
     return std::tuple{p.protocol,       s.kind,      s.headroom,       k.perConnection,
-                      k.chunksPerPiece, k.instances, k.laterLocalSums, k.fewerLocalConnections};
+                      k.chunksPerPiece, k.instances, k.laterLocalSums, k.fewerLocalConnections,
+                      k.sliceBytes};
   };
   std::error_code ec;
   std::filesystem::create_directories(args.output, ec);
@@ -549,6 +551,7 @@ int synthSizes(const topo::Topology& t, CollectiveKind coll, const SynthArgs& ar
                       {"headroom_percent", s.headroom},
                       {"pieces_per_connection", k.perConnection},
                       {"chunks_per_piece", k.chunksPerPiece},
+                      {"slice_bytes", k.sliceBytes},
                       {"instances", k.instances},
                       {"later_local_sums", k.laterLocalSums},
                       {"fewer_local_connections", k.fewerLocalConnections}});
@@ -865,6 +868,7 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
       j["forest_kind"] = shape.kind;
       j["pieces_per_connection"] = sched.lowering().perConnection;
       j["chunks_per_piece"] = sched.lowering().chunksPerPiece;
+      j["slice_bytes"] = sched.lowering().sliceBytes;
       j["headroom_percent"] = shape.headroom;
       j["instances"] = sched.lowering().instances;
       j["later_local_sums"] = sched.lowering().laterLocalSums;
@@ -884,6 +888,7 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
         e["headroom_percent"] = sh.headroom;
         e["pieces_per_connection"] = tr.perConnection;
         e["chunks_per_piece"] = tr.chunksPerPiece;
+        e["slice_bytes"] = tr.sliceBytes;
         e["instances"] = tr.instances;
         e["later_local_sums"] = tr.laterLocalSums;
         e["fewer_local_connections"] = tr.fewerLocalConnections;
@@ -946,6 +951,12 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
         "target    Chorus's runtimes: up to {} steps per threadblock, past the MSCCL executor's "
         "{}; {} of XML\n",
         sched.mostSteps, ir::kMscclMaxSteps, sizeText(static_cast<double>(sched.xml.size())));
+  else if (sched.lowering().sliceBytes > 0)
+    fmt::print(
+        "target    Chorus's runtimes: slices of {} (the MSCCL executor ignores sliceBytes); up to "
+        "{} steps per threadblock, {} of XML\n",
+        sizeText(static_cast<double>(sched.lowering().sliceBytes)), sched.mostSteps,
+        sizeText(static_cast<double>(sched.xml.size())));
   for (const auto* f : {&shape.gather, &shape.scatter})
     if (f->has_value() && (*f)->algbw.value() > 0 &&
         (*f)->algbw.value() < b.algbw.value() * (1 - 1e-12) && coll != CollectiveKind::kAllReduce)

@@ -108,6 +108,11 @@ class Package(unittest.TestCase):
         self.assertEqual(info["target"], "chorus")
         self.assertGreater(info["most_steps_per_threadblock"], 0)
         self.assertIn("halves_in_turn", info)
+        # An allgather for Chorus's runtimes is pipelined by slices of its own.
+        algo, info = chorus.synthesize("allgather", "ring:6", target="chorus")
+        self.assertTrue(algo.verify().correct)
+        self.assertGreater(info["slice_bytes"], 0)
+        self.assertEqual(algo.slice_bytes, info["slice_bytes"])
         with self.assertRaises(chorus.Error):
             chorus.synthesize("allreduce", "ring:4", target="nccl")
 
