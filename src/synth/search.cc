@@ -892,18 +892,26 @@ class ScheduleSearch {
     // turn on slices would take each slice across its reduce-scatter tree,
     // then its allgather tree, before the next starts on a connection: 2 x
     // MI250 at 64 KiB slices, 165.2 -> 78.1 GB/s.)
+    // (Only lowerings of shapes whose chains the bound rule could not stop
+    // (lowerItem): how far the others got depends on the threads' timing.)
+    const double top = bestSimulated_;
+    auto ranToTheEnd = [&](const Tried& tr) {
+      const double bound = bound_[static_cast<size_t>(tr.shape)];
+      return bound <= 0 || bound >= top * (1 - kSimplerShare);
+    };
     const Tried* chunked = &out_.kept();
     if (chunked->sliceBytes > 0) {
       chunked = nullptr;
       for (const Tried& tr : out_.tried)
-        if (tr.sliceBytes == 0 && tr.algbw > 0 && (chunked == nullptr || tr.algbw > chunked->algbw))
+        if (tr.sliceBytes == 0 && tr.algbw > 0 && ranToTheEnd(tr) &&
+            (chunked == nullptr || tr.algbw > chunked->algbw))
           chunked = &tr;
     }
     // Another shape's fastest lowering within kNearShare of `of`, if any.
     auto nearOther = [&](const Tried& of) {
       const Tried* other = nullptr;
       for (const Tried& tr : out_.tried)
-        if (tr.shape != of.shape && tr.sliceBytes == of.sliceBytes &&
+        if (tr.shape != of.shape && tr.sliceBytes == of.sliceBytes && ranToTheEnd(tr) &&
             tr.algbw >= kNearShare * of.algbw && (other == nullptr || tr.algbw > other->algbw))
           other = &tr;
       return other;

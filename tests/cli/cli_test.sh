@@ -2,13 +2,13 @@
 # End-to-end checks of the `chorus` command: exit codes, output lines and
 # error locations, as a user sees them.
 # Usage: cli_test.sh CHORUS SRC_DIR MSCCL_DIR [PART...]
-#   PART 1-4 (default all): ctest runs the four as separate tests, so they
+#   PART 1-5 (default all): ctest runs the five as separate tests, so they
 #   share the machine's cores instead of one test running for minutes.
 set -u
 chorus=$1 src=$2 msccl=$3
 shift 3
 parts=("$@")
-((${#parts[@]} > 0)) || parts=(1 2 3 4)
+((${#parts[@]} > 0)) || parts=(1 2 3 4 5)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0 passes=0
@@ -211,13 +211,6 @@ check plan-as-xml 0 '^<algo name="allreduce_2_simple" proto="Simple"' -- "$choru
   "$plans/allreduce_2_simple.json" --to xml -o -
 sed '0,/"name": "wait"/s//"name": "nop"/' "$plans/allreduce_2_simple.json" > "$tmp/racy_plan.json"
 check plan-racy-not-run 2 'error\[E705\]' -- "$chorus" run "$tmp/racy_plan.json" --check
-
-# (part 1: parts 2 to 4 are longer) MI250 boxes: the rail forest
-# (96.8 % in the model); the lowering's loss, under a tenth alone, is still
-# said with the forest's (the reduce-scatter at 256 MiB: at 1 GiB it is at
-# 92.2 % since the box's own sums go later, part 4)
-check synth-rail 0 'below 90 +the lowering simulates at [0-9.]+ % of the forest.s rate \(the rail( shortened)? forest reaches 96.8 % of the optimum in the model\)' \
-  -- "$chorus" synth reducescatter --topo mi250:2 --size 256M
 }
 
 # Part 2: topologies, simulation, synthesis.
@@ -455,6 +448,17 @@ part4() {
 check synth-later-local-sums 0 'lowered .*the box.s own sums [0-9]+ round\(s\) later' \
   -- "$chorus" synth reducescatter --topo mi250:2 --time-budget 0 -o "$tmp/rail.xml"
 check synth-later-local-sums-run 0 'check +0 wrong' -- "$chorus" run "$tmp/rail.xml" --check -b 96K -n 1 -w 0
+}
+
+# Part 5: MI250 boxes, the rail forest (96.8 % in the model); the
+# lowering's loss, under a tenth alone, is still said with the forest's
+# (the reduce-scatter at 256 MiB: at 1 GiB it is at 92.2 % since the box's
+# own sums go later, part 4). With no time budget: what a budgeted search
+# keeps depends on the machine's speed (on a slower one the rail forest's
+# 32 chunks got their own sums later and 90.5 %, and no such line).
+part5() {
+check synth-rail 0 'below 90 +the lowering simulates at [0-9.]+ % of the forest.s rate \(the rail( shortened)? forest reaches 96.8 % of the optimum in the model\)' \
+  -- "$chorus" synth reducescatter --topo mi250:2 --size 256M --time-budget 0
 }
 
 for p in "${parts[@]}"; do "part$p"; done
