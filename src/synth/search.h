@@ -35,6 +35,10 @@ namespace chorus::synth {
 // A shape whose plain lowering reaches less than this share of the best
 // plain lowering gets no other lowering.
 inline constexpr double kVariantShare = 0.95;
+// How much slower than the fastest lowering an earlier, simpler one may
+// simulate and still be kept; for Chorus's runtimes, also what a chain's
+// next slice or chunk count must gain for the chain to go on.
+inline constexpr double kSimplerShare = 0.002;
 
 struct SearchOptions {
   CollectiveKind collective = CollectiveKind::kAllGather;

@@ -155,6 +155,25 @@ TEST(Search, ForChorusPiecesArePipelinedBySlices) {
     }
     EXPECT_GE(sliced, 2);
     EXPECT_EQ(chunked, 0);
+    // Each shape's slices halve only while a half gains more than
+    // kSimplerShare: every one but its last gained that on the one before
+    // (the first, on the shape's plain lowering).
+    for (size_t i = 0; i < f.tried.size(); ++i) {
+      const Tried& tr = f.tried[i];
+      if (tr.sliceBytes == 0 || i + 1 >= f.tried.size()) continue;
+      const Tried& next = f.tried[i + 1];
+      if (next.shape != tr.shape || next.sliceBytes == 0) continue;
+      const Tried* before = nullptr;
+      for (size_t j = 0; j < i; ++j)
+        if (f.tried[j].shape == tr.shape &&
+            (f.tried[j].sliceBytes == 2 * tr.sliceBytes ||
+             (f.tried[j].sliceBytes == 0 && f.tried[j].chunksPerPiece == 1 &&
+              f.tried[j].perConnection == 1 && before == nullptr)))
+          before = &f.tried[j];
+      ASSERT_NE(before, nullptr) << "slice " << tr.sliceBytes;
+      EXPECT_GT(tr.algbw, before->algbw * (1 + kSimplerShare))
+          << "slices of " << next.sliceBytes << " tried after " << tr.sliceBytes;
+    }
     const Tried& k = f.kept();
     EXPECT_GT(k.sliceBytes, 0u);
     EXPECT_EQ(k.sliceBytes % 16, 0u);
