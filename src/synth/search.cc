@@ -558,7 +558,7 @@ class ScheduleSearch {
         // to 256: each step costs twice the last) goes on only while a step
         // gains more than the share within which the simpler lowering is
         // kept: DGX H100 x 4 allreduce, 512 KiB -> 32 KiB slices and 64 ->
-        // 256 chunks gained 0.08-0.14 % a step, for 14 of its 21 s.
+        // 256 chunks gained 0.08-0.14 % a step, for 14 of its 17-21 s.
         const double gain = sliced ? kSimplerShare : 1e-9;
         const bool slicesOnly =
             sliced && (coll_ == CollectiveKind::kAllGather || coll_ == CollectiveKind::kBroadcast);
