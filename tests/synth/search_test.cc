@@ -158,19 +158,18 @@ TEST(Search, ForChorusPiecesArePipelinedBySlices) {
     // Each shape's slices halve only while a half gains more than
     // kSimplerShare: every one but its last gained that on the one before
     // (the first, on the shape's plain lowering).
-    for (size_t i = 0; i < f.tried.size(); ++i) {
+    for (size_t i = 1; i + 1 < f.tried.size(); ++i) {
       const Tried& tr = f.tried[i];
-      if (tr.sliceBytes == 0 || i + 1 >= f.tried.size()) continue;
       const Tried& next = f.tried[i + 1];
-      if (next.shape != tr.shape || next.sliceBytes == 0) continue;
-      const Tried* before = nullptr;
-      for (size_t j = 0; j < i; ++j)
-        if (f.tried[j].shape == tr.shape &&
-            (f.tried[j].sliceBytes == 2 * tr.sliceBytes ||
-             (f.tried[j].sliceBytes == 0 && f.tried[j].chunksPerPiece == 1 &&
-              f.tried[j].perConnection == 1 && before == nullptr)))
-          before = &f.tried[j];
-      ASSERT_NE(before, nullptr) << "slice " << tr.sliceBytes;
+      if (tr.sliceBytes == 0 || next.shape != tr.shape || next.sliceBytes == 0) continue;
+      const auto plain = std::find_if(f.tried.begin(), f.tried.end(), [&](const Tried& p) {
+        return p.shape == tr.shape && p.sliceBytes == 0 && p.perConnection == 1 &&
+               p.chunksPerPiece == 1;
+      });
+      ASSERT_NE(plain, f.tried.end()) << "shape " << tr.shape << " has no plain lowering";
+      const Tried& last = f.tried[i - 1];
+      const Tried* before =
+          last.shape == tr.shape && last.sliceBytes == 2 * tr.sliceBytes ? &last : &*plain;
       EXPECT_GT(tr.algbw, before->algbw * (1 + kSimplerShare))
           << "slices of " << next.sliceBytes << " tried after " << tr.sliceBytes;
     }
