@@ -116,6 +116,12 @@ struct Hints {
   // chunk c starts at round c is pipelined: a threadblock forwards every
   // piece's first chunk before any piece's second.
   int round = 0;
+  // The slices its steps lag behind their threadblocks' loops (ir::Step::lag,
+  // 0 to 65535): in iteration j they move slice j - lag. Steps of lag 0 on
+  // the same threadblock go that many slices ahead of it, as rounds of
+  // chunks would put them, in a schedule pipelined by slices. An operation
+  // may not wait for one of a larger lag (the compiler says where).
+  int lag = 0;
 };
 
 // A problem in the program, at the line that caused it.

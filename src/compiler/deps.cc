@@ -6,6 +6,7 @@
 // threadblock already waited for that step or a later one. The first
 // rides on the step itself, each further one on a nop just before it (docs/spec/IR.md
 // section 4). Positions count those nops.
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 
@@ -33,45 +34,91 @@ class States {
   std::vector<std::vector<ChunkState>> v_;
 };
 
-void rankDependencies(std::vector<Instr>& xs, int tbs) {
+// "input chunk 3", "output chunk 0", "scratch 2 chunk 5" (lang buffers).
+std::string bufferName(int buffer, int index) {
+  const std::string name = buffer == 0   ? "input"
+                           : buffer == 1 ? "output"
+                                         : "scratch " + std::to_string(buffer - 2);
+  return name + " chunk " + std::to_string(index);
+}
+
+// With lags (lang::Hints::lag), a threadblock takes one slice's steps in
+// the order (lag, position): the step to wait for in another threadblock is
+// the last of its hazards in that order, and an earlier wait covers a later
+// step only where that step's lag is at least the earlier one's. A hazard on
+// a step of a larger lag, in any threadblock, would have the later
+// operation move a slice before the earlier one does: a problem, at the
+// later operation's line.
+void rankDependencies(std::vector<Instr>& xs, int tbs, int rank, DiagnosticList& diags) {
   States states;
-  std::vector<int> length(static_cast<size_t>(std::max(tbs, 1)), 0);
-  // known[t][u]: the latest step of tb u that tb t has already waited for
-  // (a later step of t needs no dependency on u up to there).
-  std::vector<std::unordered_map<int, int>> known(static_cast<size_t>(std::max(tbs, 1)));
+  const auto ntb = static_cast<size_t>(std::max(tbs, 1));
+  std::vector<int> length(ntb, 0);
+  std::vector<std::vector<uint16_t>> lagOf(ntb);  // [tb][step], nops included
+  // (lag, step): a threadblock's order for one slice.
+  auto key = [&](int tb, int step) {
+    return (int64_t{lagOf[static_cast<size_t>(tb)][static_cast<size_t>(step)]} << 32) | step;
+  };
+  // known[t][u]: (the waiting step's lag, the last of tb u's steps in one
+  // slice's order that a step of tb t of that lag has already waited for).
+  std::vector<std::unordered_map<int, std::vector<std::pair<int, int64_t>>>> known(ntb);
   for (Instr& x : xs) {
     if (x.dead) continue;
-    std::map<int, int> need;  // tb -> latest step
-    auto wait = [&](int tb, int step) {
-      if (tb < 0 || tb == x.tb) return;
-      int& s = need.try_emplace(tb, -1).first->second;
-      s = std::max(s, step);
+    const int lag = x.hints.lag;
+    std::map<int, int64_t> need;  // tb -> its last step to wait for, as key()
+    bool reported = false;
+    auto wait = [&](int tb, int step, int buffer, int index) {
+      if (tb < 0) return;
+      const int64_t k = key(tb, step);
+      if ((k >> 32) > lag && !reported) {
+        reported = true;
+        Location loc;
+        loc.file = x.file;
+        loc.line = x.line;
+        loc.column = x.column;
+        diags.add(DiagCode::kProgramMisuse, loc,
+                  "on rank " + std::to_string(rank) + " this operation (lag " +
+                      std::to_string(lag) + ") touches " + bufferName(buffer, index) +
+                      " after a step of lag " + std::to_string(k >> 32) +
+                      ": it would move each slice before that one does (a lag may not "
+                      "decrease along the data's order)");
+      }
+      if (tb == x.tb) return;
+      auto [it, fresh] = need.try_emplace(tb, k);
+      if (!fresh) it->second = std::max(it->second, k);
     };
     bool readsSrc = ir::readsSrc(x.type), writes = ir::writesDst(x.type);
     bool readsDst = ir::readsDst(x.type);
     for (int k = 0; k < x.count; ++k) {
       if (readsSrc) {
         const ChunkState& s = states.at(x.srcBuf, x.srcIdx + k);
-        wait(s.writerTb, s.writerStep);
+        wait(s.writerTb, s.writerStep, x.srcBuf, x.srcIdx + k);
       }
       if (writes) {
         const ChunkState& d = states.at(x.dstBuf, x.dstIdx + k);
-        wait(d.writerTb, d.writerStep);
-        for (const auto& [tb, step] : d.readers) wait(tb, step);
+        wait(d.writerTb, d.writerStep, x.dstBuf, x.dstIdx + k);
+        for (const auto& [tb, step] : d.readers) wait(tb, step, x.dstBuf, x.dstIdx + k);
       }
     }
     auto& mine = known[static_cast<size_t>(x.tb)];
     x.deps.clear();
-    for (const auto& [tb, step] : need) {
-      auto [it, fresh] = mine.try_emplace(tb, step);
-      if (!fresh && it->second >= step) continue;
-      it->second = step;
-      x.deps.push_back({tb, step});
+    for (const auto& [tb, k] : need) {
+      auto& waited = mine[tb];
+      bool covered = false;
+      for (const auto& [waiterLag, upTo] : waited) covered |= waiterLag <= lag && upTo >= k;
+      if (covered) continue;
+      auto it =
+          std::find_if(waited.begin(), waited.end(), [&](const auto& e) { return e.first == lag; });
+      if (it == waited.end())
+        waited.emplace_back(lag, k);
+      else
+        it->second = std::max(it->second, k);
+      x.deps.push_back({tb, static_cast<int>(k & 0xffffffff)});
     }
     size_t extra = x.deps.empty() ? 0 : x.deps.size() - 1;
     int& len = length[static_cast<size_t>(x.tb)];
     x.step = len + static_cast<int>(extra);
     len = x.step + 1;
+    lagOf[static_cast<size_t>(x.tb)].resize(static_cast<size_t>(len), static_cast<uint16_t>(lag));
     for (int k = 0; k < x.count; ++k) {
       if (readsSrc) states.at(x.srcBuf, x.srcIdx + k).readers.push_back({x.tb, x.step});
       if (readsDst) states.at(x.dstBuf, x.dstIdx + k).readers.push_back({x.tb, x.step});
@@ -127,10 +174,10 @@ void targetsFirst(std::vector<Instr>& xs, int tbs) {
 
 }  // namespace
 
-void dependencies(Mir& m) {
+void dependencies(Mir& m, DiagnosticList& diags) {
   for (size_t r = 0; r < m.ranks.size(); ++r) {
     if (m.ranks[r].empty()) continue;
-    rankDependencies(m.ranks[r], m.tbCount[r]);
+    rankDependencies(m.ranks[r], m.tbCount[r], static_cast<int>(r), diags);
     targetsFirst(m.ranks[r], m.tbCount[r]);
   }
 }

@@ -75,6 +75,7 @@ ir::Algorithm emit(const Mir& m) {
       ir::Step s;
       s.type = x.type;
       s.count = x.count;
+      s.lag = static_cast<uint16_t>(x.hints.lag);
       s.pos = {x.line, x.column};
       buffer(ir::readsSrc(x.type) || x.type == ir::StepType::kSend ? x.srcBuf : -1, x.srcIdx,
              &s.srcBuf, &s.srcOff);
@@ -86,6 +87,7 @@ ir::Algorithm emit(const Mir& m) {
         nop.type = ir::StepType::kNop;
         nop.depTb = x.deps[d].first;
         nop.depStep = x.deps[d].second;
+        nop.lag = s.lag;
         nop.pos = s.pos;
         tb.steps.push_back(nop);
       }

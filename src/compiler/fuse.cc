@@ -49,7 +49,7 @@ bool Fusion::forwards(std::vector<Instr>& xs, int i) {
     if (ok) {
       const Instr& rx = xs[static_cast<size_t>(r)];
       ok = rx.dstBuf == x.srcBuf && rx.dstIdx == x.srcIdx && rx.count == x.count &&
-           rx.channel == x.channel;
+           rx.channel == x.channel && rx.hints.lag == x.hints.lag;
       for (int k = 0; ok && k < x.count; ++k) ok = pending_.at(x.srcBuf, x.srcIdx + k) == r;
       auto it = lastSend_.find({x.sendPeer, x.channel});
       ok = ok && (it == lastSend_.end() || it->second < r);

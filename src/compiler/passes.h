@@ -10,7 +10,7 @@ void replicate(const lang::Program& program, Mir& m);
 void lower(Mir& m);
 void fuse(Mir& m);
 void assign(Mir& m, DiagnosticList& diags);
-void dependencies(Mir& m);
+void dependencies(Mir& m, DiagnosticList& diags);
 ir::Algorithm emit(const Mir& m);
 
 }  // namespace chorus::compiler

@@ -79,7 +79,8 @@ Compiled compileImpl(const lang::Program& program, const CompileOptions& options
   run("fuse", [&] { fuse(m); });
   run("assign", [&] { assign(m, out.diagnostics); });
   if (out.diagnostics.hasErrors()) return out;
-  run("dependencies", [&] { dependencies(m); });
+  run("dependencies", [&] { dependencies(m, out.diagnostics); });
+  if (out.diagnostics.hasErrors()) return out;
   run("emit", [&] { out.algo = emit(m); });
   out.postconditions = std::move(m.post);
   return out;

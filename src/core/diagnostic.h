@@ -49,6 +49,7 @@ namespace chorus {
     "an operand the instruction uses has no chunk (offset -1)")                                    \
   X(kFusionHazard, "E117", "fusion-hazard", kError,                                                \
     "a fusable run of re steps reads the chunk it writes")                                         \
+  X(kLagDependency, "E118", "lag-dependency", kError, "a step depends on a step of a larger lag")  \
   /* Matching and deadlock. */                                                                     \
   X(kUnmatchedSend, "E201", "unmatched-send", kError, "a send has no matching receive")            \
   X(kUnmatchedRecv, "E202", "unmatched-recv", kError, "a receive has no matching send")            \
@@ -56,6 +57,7 @@ namespace chorus {
   X(kDeadlock, "E204", "deadlock", kError, "the happens-before graph has a cycle")                 \
   X(kSlotDeadlock, "E205", "slot-deadlock", kError,                                                \
     "sends wait on each other for free slots (8 per connection)")                                  \
+  X(kLagMismatch, "E206", "lag-mismatch", kError, "a matched send and receive differ in lag")      \
   /* Semantics (docs/spec/IR.md section 5). */                                                     \
   X(kWrongResult, "E301", "wrong-result", kError, "an output chunk holds the wrong data")          \
   X(kDuplicateContribution, "E302", "duplicate-contribution", kError,                              \
@@ -87,6 +89,8 @@ namespace chorus {
     "the algo element lacks attributes, or names a coll, the current executor refuses")            \
   X(kSliceIgnored, "W508", "slice-ignored", kWarning,                                              \
     "sliceBytes, Chorus's own, which the MSCCL executor ignores")                                  \
+  X(kLagIgnored, "W509", "lag-ignored", kWarning,                                                  \
+    "a step's lag, Chorus's own, which the MSCCL executor ignores")                                \
   /* Programs in the Chorus language (the compiler). */                                            \
   X(kProgramMisuse, "E601", "program-misuse", kError,                                              \
     "a program operation is invalid at its line")                                                  \

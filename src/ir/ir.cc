@@ -1,5 +1,6 @@
 #include "ir/ir.h"
 
+#include <algorithm>
 #include <array>
 #include <numeric>
 #include <string>
@@ -78,9 +79,9 @@ bool readsDst(StepType t) { return info(t).readsDst; }
 bool reduces(StepType t) { return info(t).reduces; }
 
 bool Step::operator==(const Step& o) const {
-  return std::tie(type, srcBuf, srcOff, dstBuf, dstOff, count, depTb, depStep, hasDep) ==
+  return std::tie(type, srcBuf, srcOff, dstBuf, dstOff, count, depTb, depStep, hasDep, lag) ==
          std::tie(o.type, o.srcBuf, o.srcOff, o.dstBuf, o.dstOff, o.count, o.depTb, o.depStep,
-                  o.hasDep);
+                  o.hasDep, o.lag);
 }
 
 bool Threadblock::operator==(const Threadblock& o) const {
@@ -158,6 +159,7 @@ uint64_t contentDigest(const Algorithm& a) {
         h.add(s.depTb);
         h.add(s.depStep);
         h.add(s.hasDep);
+        h.add(s.lag);
       }
     }
   }
@@ -175,6 +177,47 @@ size_t Algorithm::totalThreadblocks() const {
   size_t n = 0;
   for (const auto& r : ranks) n += r.tbs.size();
   return n;
+}
+
+bool hasLags(const Algorithm& a) {
+  for (const Rank& r : a.ranks)
+    for (const Threadblock& tb : r.tbs)
+      for (const Step& s : tb.steps)
+        if (s.lag != 0) return true;
+  return false;
+}
+
+Algorithm sliceOrder(const Algorithm& a, std::vector<std::vector<std::vector<int>>>* position) {
+  Algorithm out = a;
+  std::vector<std::vector<std::vector<int>>> at(a.ranks.size());
+  for (size_t ri = 0; ri < a.ranks.size(); ++ri) {
+    const Rank& r = a.ranks[ri];
+    at[ri].resize(r.tbs.size());
+    for (size_t t = 0; t < r.tbs.size(); ++t) {
+      const std::vector<Step>& steps = r.tbs[t].steps;
+      std::vector<int> order(steps.size());
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+        return steps[static_cast<size_t>(x)].lag < steps[static_cast<size_t>(y)].lag;
+      });
+      at[ri][t].resize(steps.size());
+      for (size_t k = 0; k < order.size(); ++k)
+        at[ri][t][static_cast<size_t>(order[k])] = static_cast<int>(k);
+      std::vector<Step>& mine = out.ranks[ri].tbs[t].steps;
+      for (size_t k = 0; k < order.size(); ++k) mine[k] = steps[static_cast<size_t>(order[k])];
+    }
+  }
+  for (size_t ri = 0; ri < out.ranks.size(); ++ri)
+    for (Threadblock& tb : out.ranks[ri].tbs)
+      for (Step& s : tb.steps) {
+        s.lag = 0;
+        // (Only dependencies that resolve: validateStructure reports the others.)
+        if (s.depTb >= 0 && static_cast<size_t>(s.depTb) < at[ri].size() && s.depStep >= 0 &&
+            static_cast<size_t>(s.depStep) < at[ri][static_cast<size_t>(s.depTb)].size())
+          s.depStep = at[ri][static_cast<size_t>(s.depTb)][static_cast<size_t>(s.depStep)];
+      }
+  if (position != nullptr) *position = std::move(at);
+  return out;
 }
 
 size_t defaultSliceBytes(Protocol p) {

@@ -55,13 +55,22 @@ struct SourcePos {
   int column = 0;
 };
 
-// The one-byte fields first: 32 bytes a step, not 40 (a 4096-rank ring
+// The small fields first: 36 bytes a step, not 44 (a 4096-rank ring
 // allreduce has 33.5 M steps).
 struct Step {
   StepType type = StepType::kNop;
   Buffer srcBuf = Buffer::kInput;
   Buffer dstBuf = Buffer::kInput;
   bool hasDep = false;
+  // Chorus's own attribute (XML `lag`, written only when set): in its
+  // threadblock's slice iteration j the step moves slice j - lag of its
+  // chunks, and none where that is not a slice (docs/spec/IR.md section 3).
+  // So a threadblock's steps of lag 0 run `lag` slices ahead of it, as
+  // rounds of chunks would put them, in a schedule of few steps. A send and
+  // its receive have the same lag; a dependency's lag is at most the
+  // step's. MSCCL's executor ignores it (W509): every step then moves slice
+  // j, which computes the same result.
+  uint16_t lag = 0;
   int srcOff = -1;
   int dstOff = -1;
   int count = 0;     // cnt
@@ -71,7 +80,7 @@ struct Step {
 
   bool operator==(const Step& o) const;
 };
-static_assert(sizeof(Step) == 32);
+static_assert(sizeof(Step) == 36);
 
 // One run of one step: threadblock `tb` of `rank` ran step `step` of slice
 // iteration `iteration` (the simulator records them in the order they
@@ -145,6 +154,18 @@ struct Algorithm {
 // algorithms have equal digests; a search that simulated an algorithm can
 // tell by it that a later compilation gave the same one.
 uint64_t contentDigest(const Algorithm& a);
+
+// Whether any step has a lag (Step::lag).
+bool hasLags(const Algorithm& a);
+// The algorithm as one slice goes through it (docs/spec/IR.md section 3):
+// a threadblock's loop reaches slice j's steps of lag L in its iteration
+// j + L, so for each slice they run in the order (lag, position). Each
+// threadblock's steps are stable-sorted so, their dependencies renumbered
+// and every lag cleared: what the verifier proves and the runtime plans
+// references on besides the file's own order. `position`, when given, gets
+// the new position of each step: [rank][tb][step].
+Algorithm sliceOrder(const Algorithm& a,
+                     std::vector<std::vector<std::vector<int>>>* position = nullptr);
 
 // m of docs/spec/IR.md section 3: ngpus for allgather, reducescatter and alltoall, else
 // 1. The total element count of a call is count x m.

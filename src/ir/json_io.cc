@@ -1,6 +1,7 @@
 #include "ir/json_io.h"
 
 #include <cctype>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core/io.h"
@@ -28,6 +29,7 @@ std::string writeJson(const Algorithm& a) {
                              {"depid", s.depTb},
                              {"deps", s.depStep},
                              {"hasdep", s.hasDep ? 1 : 0}});
+        if (s.lag != 0) steps.back()["lag"] = s.lag;
       }
       tbs.push_back(json{{"id", tb.id},
                          {"send", tb.sendPeer},
@@ -90,7 +92,12 @@ class JsonReader {
     }
     if constexpr (std::is_unsigned_v<T>) {
       if (it->is_number_unsigned()) {
-        out = it->template get<T>();
+        const auto v = it->template get<uint64_t>();
+        if (v > std::numeric_limits<T>::max()) {
+          fail(path, DiagCode::kBadAttribute, std::string("'") + key + "' is out of range");
+          return false;
+        }
+        out = static_cast<T>(v);
         return true;
       }
       fail(path, DiagCode::kBadAttribute, std::string("'") + key + "' must be non-negative");
@@ -211,6 +218,7 @@ class JsonReader {
               num(js, sp, "depid", s.depTb);
               num(js, sp, "deps", s.depStep);
               flag(js, sp, "hasdep", s.hasDep);
+              num(js, sp, "lag", s.lag, /*required=*/false);
               tb.steps.push_back(s);
             }
           }

@@ -231,6 +231,14 @@ void validateStructure(const Algorithm& a, DiagnosticList& out) {
                     "depends on tb " + std::to_string(s.depTb) + " step " +
                         std::to_string(s.depStep) +
                         ", which has hasdep=0 and so never publishes its completion");
+          } else if (const int theirs = r.tbs[s.depTb].steps[s.depStep].lag; theirs > s.lag) {
+            // It would wait for a slice the other runs later, in a later
+            // iteration of its own: a cycle through the threadblocks' loops.
+            out.add(DiagCode::kLagDependency, here,
+                    "lag " + std::to_string(s.lag) + " depends on tb " + std::to_string(s.depTb) +
+                        " step " + std::to_string(s.depStep) + ", of lag " +
+                        std::to_string(theirs) +
+                        " (a dependency's lag must be at most the step's)");
           }
         }
         if (s.type == StepType::kNop) {
@@ -285,6 +293,22 @@ void checkExecutorLimits(const Algorithm& a, DiagnosticList& out) {
                 std::to_string(defaultSliceBytes(a.protocol)) +
                 " bytes): the result is the same, the pipeline this schedule was made for is lost "
                 "there");
+  }
+  {
+    // Once, at the first lagged step, with how many there are.
+    size_t lagged = 0;
+    Location first;
+    for (const Rank& r : a.ranks)
+      for (const Threadblock& tb : r.tbs)
+        for (size_t si = 0; si < tb.steps.size(); ++si)
+          if (tb.steps[si].lag != 0 && lagged++ == 0)
+            first = siteLocation(a, r.id, tb.id, static_cast<int>(si));
+    if (lagged > 0)
+      out.add(DiagCode::kLagIgnored, first,
+              std::to_string(lagged) +
+                  " step(s) have a lag, Chorus's: the MSCCL executor ignores it and moves slice j "
+                  "in every step of iteration j: the result is the same, the order this schedule "
+                  "was made for is lost there");
   }
   if (a.nchannels > kMsccLMaxChannels) {
     out.add(DiagCode::kLimitChannels, top,

@@ -470,6 +470,7 @@ int Reader::readStep(const pugi::xml_node& n, Step& s) {
   if (auto v = intAttr<int>(n, "depid", true)) s.depTb = *v;
   if (auto v = intAttr<int>(n, "deps", true)) s.depStep = *v;
   if (auto v = boolAttr(n, "hasdep", true)) s.hasDep = *v;
+  if (auto v = intAttr<uint16_t>(n, "lag", false)) s.lag = *v;
   return pos.value_or(-1);
 }
 

@@ -117,6 +117,7 @@ std::string writeXml(const Algorithm& a) {
         out.attr("depid", s.depTb);
         out.attr("deps", s.depStep);
         out.attr("hasdep", s.hasDep ? 1 : 0);
+        if (s.lag != 0) out.attr("lag", s.lag);
         out.raw(" />\n");
       }
       out.raw("    </tb>\n");

@@ -280,6 +280,9 @@ Chunk Program::record(Operation::Kind kind, const Chunk& src, const Chunk* local
   if (!CHORUS_LANG_CHECK(this, h.channel >= -1 && h.sendTb >= -1 && h.recvTb >= -1, where,
                          "hints are -1 (automatic) or at least 0"))
     return {};
+  if (!CHORUS_LANG_CHECK(this, h.lag >= 0 && h.lag <= 65535, where,
+                         "a lag is 0 to 65535 slices (got " + std::to_string(h.lag) + ")"))
+    return {};
   Operation op;
   op.kind = kind;
   op.src = {src.rank(), src.buffer(), src.index()};

@@ -92,6 +92,7 @@ struct Tb {
   int pos = 0, nsteps = 0;
   int rank = 0;
   int instance = 0;  // Options::instances: it runs iterations instance, + instances, ...
+  size_t end = 0;    // its loop's end: the slices' iterations and its largest lag's
   int sendConn = -1, recvConn = -1;
   bool recvDone = false, busy = false, done = false;
   int index = 0;
@@ -164,8 +165,18 @@ class Engine {
 
  private:
   chorus::Status setup(Result& out);
-  // Elements of a chunk in the threadblock's current slice iteration.
-  size_t sliceElems(const Tb& tb) const { return slicing_.sliceLen(tb.iter); }
+  // The iteration whose slice the current step moves (ir::Step::lag: its
+  // instance's iterations `lag` before the loop's); none (SIZE_MAX) before
+  // the first or past the last.
+  size_t sliceOf(const Tb& tb) const {
+    const size_t back = static_cast<size_t>(o_.instances) * tb.steps[tb.pos].lag;
+    return tb.iter < back || tb.iter - back >= iterations_ ? SIZE_MAX : tb.iter - back;
+  }
+  // Elements of a chunk in the current step's slice (0: it moves none).
+  size_t sliceElems(const Tb& tb) const {
+    const size_t at = sliceOf(tb);
+    return at == SIZE_MAX ? 0 : slicing_.sliceLen(at);
+  }
   // A step moves its slice in parts (none empty), each forwarded on its own.
   size_t partsOf(const Tb& tb) const { return std::min(parts_, sliceElems(tb)); }
   size_t bytesOf(const Tb& tb, const ir::Step& s) const {
@@ -259,6 +270,7 @@ class Engine {
   bool ratesDirty_ = false;
   ir::Slicing slicing_;  // the runtime's chunk and slice geometry (ir/slicing.h)
   size_t iterations_ = 0, stepsPerIter_ = 0, transfers_ = 0;
+  size_t loopIterations_ = 0;  // the longest loop's (lags add to the slices')
   size_t parts_ = 1;
   double stepLatency_ = 0, overhead_ = 1;
   std::vector<double> linkBytes_, linkCap_;
@@ -323,6 +335,10 @@ chorus::Status Engine::setup(Result& out) {
         tb.index = irTb.id;
         tb.instance = inst;
         tb.iter = static_cast<size_t>(inst);
+        uint16_t lag = 0;
+        for (const ir::Step& st : irTb.steps) lag = std::max(lag, st.lag);
+        tb.end = iterations_ + static_cast<size_t>(k) * lag;
+        loopIterations_ = std::max(loopIterations_, tb.end);
         tb.steps = irTb.steps.data();
         tb.nsteps = static_cast<int>(irTb.steps.size());
         tb.base = base;
@@ -385,7 +401,7 @@ chorus::Status Engine::setup(Result& out) {
     linkCap_[t_.links.size() + 2 * static_cast<size_t>(r) + 1] = node.recvCap * 1e9;
   }
   pruneLinks();
-  size_t instances = stepsPerIter_ * iterations_;
+  size_t instances = stepsPerIter_ * loopIterations_;
   keepPath_ = (o_.criticalPath || o_.trace || o_.stepTimes) && instances <= kMostPathInstances;
   if (keepPath_) {
     startOf_.assign(instances, 0);
@@ -405,16 +421,23 @@ void Engine::advance(int t) {
   Tb& tb = tbs_[static_cast<size_t>(t)];
   while (!tb.done && !tb.busy) {
     const ir::Step& s = tb.steps[tb.pos];
+    const size_t slice = sliceOf(tb);
+    if (slice == SIZE_MAX) {  // a lagged step with no slice here: nothing to wait for or move
+      complete(tb);
+      continue;
+    }
     if (s.depTb >= 0) {
       const auto& ids = tbOf_[static_cast<size_t>(tb.instance * a_.ngpus + tb.rank)];
       int d = ids[static_cast<size_t>(s.depTb)];
       Tb& dep = tbs_[static_cast<size_t>(d)];
-      if (!stepDone(dep, tb.iter, s.depStep)) {
+      // Its iteration of the same slice.
+      const size_t at = slice + static_cast<size_t>(o_.instances) * dep.steps[s.depStep].lag;
+      if (!stepDone(dep, at, s.depStep)) {
         dep.waiters.push_back(t);
         return;
       }
       if (keepPath_) {
-        size_t di = tb.iter * stepsPerIter_ + dep.base + static_cast<size_t>(s.depStep);
+        size_t di = at * stepsPerIter_ + dep.base + static_cast<size_t>(s.depStep);
         satisfied(tb, di, endOf_[di], Why::kDependency);
       }
     }
@@ -491,7 +514,7 @@ void Engine::startSend(int t) {
 
 void Engine::complete(Tb& tb) {
   const ir::Step& s = tb.steps[tb.pos];
-  if (ir::receives(s.type)) {
+  if (ir::receives(s.type) && sliceOf(tb) != SIZE_MAX) {
     // Its slot is free again.
     Connection& c = conns_[static_cast<size_t>(tb.recvConn)];
     if (keepPath_) c.at(c.released).freedAt = now_;
@@ -528,7 +551,7 @@ void Engine::complete(Tb& tb) {
   if (++tb.pos == tb.nsteps) {
     tb.pos = 0;
     tb.iter += static_cast<size_t>(o_.instances);
-    if (tb.iter >= iterations_) tb.done = true;
+    if (tb.iter >= tb.end) tb.done = true;
   }
   tb.stepStart = now_;
   tb.blocker = previous;
@@ -737,7 +760,7 @@ void Engine::fillRates() {
 chorus::Status Engine::run(Result& out) {
   CHORUS_RETURN_IF_ERROR(setup(out));
   for (size_t t = 0; t < tbs_.size(); ++t) {
-    if (tbs_[t].nsteps == 0 || tbs_[t].iter >= iterations_) tbs_[t].done = true;
+    if (tbs_[t].nsteps == 0 || tbs_[t].iter >= tbs_[t].end) tbs_[t].done = true;
     ready_.push_back(static_cast<int>(t));
   }
   for (uint64_t events = 1;; ++events) {

@@ -429,7 +429,8 @@ std::vector<std::pair<const Forest*, bool>> forestsOf(bool ag, bool rs, const Fo
 bool targetAllows(Target target, DiagCode limit) {
   return target == Target::kChorus &&
          (limit == DiagCode::kLimitSteps || limit == DiagCode::kLimitCount ||
-          limit == DiagCode::kLimitOffset || limit == DiagCode::kSliceIgnored);
+          limit == DiagCode::kLimitOffset || limit == DiagCode::kSliceIgnored ||
+          limit == DiagCode::kLagIgnored);
 }
 
 lang::ProgramOptions forestProgramOptions(CollectiveKind collective, int ranks,

@@ -70,6 +70,14 @@ void StepGraph::match(DiagnosticList& diags) {
                       " has cnt=" + std::to_string(step(r).count) + " but its send (" +
                       describe(s) + ") has cnt=" + std::to_string(step(s).count));
       }
+      if (step(s).lag != step(r).lag) {
+        diags.add(DiagCode::kLagMismatch, ir::siteLocation(algo_, rankOf(r), tbOf(r), stepOf(r)),
+                  "receive #" + std::to_string(k) + " from rank " + std::to_string(from) +
+                      " on channel " + std::to_string(chan) +
+                      " has lag=" + std::to_string(step(r).lag) + " but its send (" + describe(s) +
+                      ") has lag=" + std::to_string(step(s).lag) +
+                      " (they would move different slices in one iteration)");
+      }
     }
     std::string conn = "rank " + std::to_string(from) + " -> rank " + std::to_string(to) +
                        " on channel " + std::to_string(chan);

@@ -50,6 +50,7 @@ TEST(ContentDigest, TellsApartEveryFieldTheSimulatorReads) {
   differs("dst offset", [&](Algorithm& b) { ++step(b).dstOff; });
   differs("dependency", [&](Algorithm& b) { ++step(b).depStep; });
   differs("hasdep", [&](Algorithm& b) { step(b).hasDep = !step(b).hasDep; });
+  differs("lag", [&](Algorithm& b) { step(b).lag = 3; });
   differs("type", [&](Algorithm& b) {
     step(b).type = step(b).type == StepType::kNop ? StepType::kSend : StepType::kNop;
   });

@@ -258,6 +258,30 @@ TEST(XmlWriter, WritesAllTenAlgoAttributesAndPositions) {
 
 // Chorus's own sliceBytes: read, written only where set (MSCCL's files
 // stay as they were), checked, and named as MSCCL's executor ignores it.
+// `a` reads back the same from its XML and its JSON.
+void expectRoundTrips(const Algorithm& a) {
+  ReadResult back = readXml(writeXml(a), "back.xml");
+  ASSERT_TRUE(back.algorithm);
+  EXPECT_EQ(*back.algorithm, a);
+  ReadResult json = readJson(writeJson(a), "back.json");
+  ASSERT_TRUE(json.algorithm);
+  EXPECT_EQ(*json.algorithm, a);
+}
+
+// The one executor finding `a` has: `code`, a warning MSCCL's executor
+// still runs the file under (not a limit), whose message says `says`.
+Diagnostic onlyExecutorFinding(const Algorithm& a, DiagCode code, const std::string& says) {
+  DiagnosticList limits;
+  checkExecutorLimits(a, limits);
+  EXPECT_EQ(limits.items().size(), 1u);
+  if (limits.items().empty()) return {};
+  const Diagnostic& d = limits.items()[0];
+  EXPECT_EQ(d.code, code);
+  EXPECT_FALSE(isExecutorLimit(code));
+  EXPECT_NE(d.message.find(says), std::string::npos) << d.message;
+  return d;
+}
+
 TEST(XmlReader, ReadsWritesAndChecksTheSliceChorusPipelinesBy) {
   Algorithm plain = *readXml(kPairs, "p2.xml").algorithm;
   EXPECT_EQ(plain.sliceBytes, 0u);
@@ -273,19 +297,9 @@ TEST(XmlReader, ReadsWritesAndChecksTheSliceChorusPipelinesBy) {
   EXPECT_EQ(sliceBytesOf(a), 65536u);
   EXPECT_NE(a, plain);
   EXPECT_NE(writeXml(a).find(R"(maxBytes="0" sliceBytes="65536">)"), std::string::npos);
-  ReadResult back = readXml(writeXml(a), "back.xml");
-  ASSERT_TRUE(back.algorithm);
-  EXPECT_EQ(*back.algorithm, a);
-  ReadResult json = readJson(writeJson(a), "back.json");
-  ASSERT_TRUE(json.algorithm);
-  EXPECT_EQ(*json.algorithm, a);
-
-  DiagnosticList limits;
-  checkExecutorLimits(a, limits);
-  ASSERT_EQ(limits.items().size(), 1u);
-  EXPECT_EQ(limits.items()[0].code, DiagCode::kSliceIgnored);
-  EXPECT_FALSE(isExecutorLimit(DiagCode::kSliceIgnored));  // MSCCL runs it, unpipelined
-  EXPECT_NE(limits.items()[0].message.find("sliceBytes=65536"), std::string::npos);
+  expectRoundTrips(a);
+  // MSCCL runs it, unpipelined.
+  onlyExecutorFinding(a, DiagCode::kSliceIgnored, "sliceBytes=65536");
   DiagnosticList none;
   checkExecutorLimits(plain, none);
   EXPECT_TRUE(none.items().empty());
@@ -301,6 +315,56 @@ TEST(XmlReader, ReadsWritesAndChecksTheSliceChorusPipelinesBy) {
   ReadResult bad =
       readXml(replaceOnce(kPairs, R"(maxBytes="0")", R"(maxBytes="0" sliceBytes="-4")"), "bad.xml");
   EXPECT_TRUE(bad.diagnostics.hasErrors());
+}
+
+// A step's lag (Step::lag): read, written only where set, in JSON too;
+// MSCCL's executor ignores it (W509, a warning even for that target: the
+// file's order is what it runs, and the verifier proves that order too).
+TEST(XmlReader, ReadsWritesAndChecksTheLagsChorusOrdersSlicesBy) {
+  Algorithm plain = *readXml(kPairs, "p2.xml").algorithm;
+  EXPECT_EQ(writeXml(plain).find("lag="), std::string::npos);
+  EXPECT_EQ(writeJson(plain).find("\"lag\""), std::string::npos);
+  std::string text = kPairs;
+  for (size_t at = 0; (at = text.find(R"(hasdep="0"/>)", at)) != std::string::npos;)
+    text.replace(at, 12, R"(hasdep="0" lag="3"/>)");
+  ReadResult r = readXml(text, "lagged.xml");
+  ASSERT_TRUE(r.algorithm);
+  EXPECT_FALSE(r.diagnostics.hasErrors());
+  const Algorithm& a = *r.algorithm;
+  EXPECT_TRUE(hasLags(a));
+  EXPECT_FALSE(hasLags(plain));
+  for (const Rank& rank : a.ranks)
+    for (const Step& s : rank.tbs[0].steps) EXPECT_EQ(s.lag, 3);
+  EXPECT_NE(a, plain);
+  EXPECT_NE(writeXml(a).find(R"(hasdep="0" lag="3" />)"), std::string::npos) << writeXml(a);
+  expectRoundTrips(a);
+  const Diagnostic d = onlyExecutorFinding(a, DiagCode::kLagIgnored, "6 step(s) have a lag");
+  EXPECT_EQ(d.loc.rank, 0);
+  EXPECT_EQ(d.loc.step, 0);
+
+  // One slice's order: each threadblock's steps stable-sorted by lag.
+  Algorithm mixed = a;
+  std::vector<Step>& steps = mixed.ranks[0].tbs[0].steps;
+  steps[0].lag = 2;  // s, r, re at lags 2, 3, 0: re, s, r
+  steps[2].lag = 0;
+  std::vector<std::vector<std::vector<int>>> at;
+  const Algorithm slice = sliceOrder(mixed, &at);
+  EXPECT_EQ(at[0][0], (std::vector<int>{1, 2, 0}));
+  EXPECT_EQ(at[1][0], (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(slice.ranks[0].tbs[0].steps[0].type, StepType::kReduce);
+  EXPECT_EQ(slice.ranks[0].tbs[0].steps[1].type, StepType::kSend);
+  EXPECT_FALSE(hasLags(slice));
+
+  for (const char* bad : {R"(lag="-1")", R"(lag="65536")", R"(lag="x")"}) {
+    SCOPED_TRACE(bad);
+    ReadResult b =
+        readXml(replaceOnce(kPairs, R"(hasdep="0"/>)", std::string("hasdep=\"0\" ") + bad + "/>"),
+                "bad.xml");
+    EXPECT_TRUE(b.diagnostics.hasErrors());
+  }
+  ReadResult big =
+      readJson(replaceOnce(writeJson(a), R"("lag": 3)", R"("lag": 70000)"), "big.json");
+  EXPECT_TRUE(big.diagnostics.hasErrors());
 }
 
 // The document as earlier versions wrote it, through a pugixml DOM: the

@@ -586,6 +586,48 @@ TEST(Lang, ContradictingThreadblockHintsNameTheLines) {
   EXPECT_NE(d.message.find("line " + std::to_string(first)), std::string::npos) << d.message;
 }
 
+// Hints::lag becomes each step's lag (ir::Step::lag), the same on a send
+// and its receive: a ring allgather whose odd blocks lag a slice behind
+// the even ones on every connection proves and runs in that order. An
+// operation on data a step of a larger lag makes is refused at its line.
+TEST(Lang, LagsReachTheStepsAndMayNotDecreaseAlongTheData) {
+  const int n = 4;
+  Program p({.name = "lagged_ring", .collective = "allgather", .ranks = n});
+  for (int r = 0; r < n; ++r) {
+    p.chunk(r, kInput, 0).copy(r, kOutput, r);
+    for (int hop = 1; hop < n; ++hop)
+      p.chunk((r + hop - 1) % n, kOutput, r).copy((r + hop) % n, kOutput, r, {.lag = r % 2});
+  }
+  compiler::Compiled c = compiler::compile(p);
+  ASSERT_TRUE(c.ok());
+  int lagged = 0;
+  for (const ir::Rank& r : c.algo.ranks)
+    for (const ir::Threadblock& tb : r.tbs)
+      for (const ir::Step& s : tb.steps) lagged += s.lag == 1;
+  EXPECT_EQ(lagged, 2 * n);  // two odd blocks: a send, n - 2 forwards and a receive each
+  EXPECT_TRUE(ir::hasLags(c.algo));
+  Built b = compileAndVerify(p);
+  ASSERT_NE(b.va, nullptr);
+  runBothWays(b, false, 13);
+
+  Program bad({.name = "lag_down", .collective = "allgather", .ranks = 3});
+  for (int r = 0; r < 3; ++r) bad.chunk(r, kInput, 0).copy(r, kOutput, r);
+  bad.chunk(0, kOutput, 0).copy(1, kOutput, 0, {.lag = 2});
+  const int line = __LINE__ + 1;
+  bad.chunk(1, kOutput, 0).copy(2, kOutput, 0, {.lag = 1});
+  compiler::Compiled refused = compiler::compile(bad);
+  ASSERT_FALSE(refused.ok());
+  const Diagnostic& d = refused.diagnostics.items()[0];
+  EXPECT_EQ(d.code, DiagCode::kProgramMisuse);
+  EXPECT_EQ(d.loc.line, line) << d.format();
+  EXPECT_NE(d.message.find("(lag 1) touches output chunk 0 after a step of lag 2"),
+            std::string::npos)
+      << d.message;
+  Program outOfRange({.name = "lag_range", .collective = "allgather", .ranks = 2});
+  outOfRange.chunk(0, kInput, 0).copy(1, kOutput, 0, {.lag = -1});
+  EXPECT_FALSE(compiler::compile(outOfRange).ok());
+}
+
 // Property: random journeys that implement an allgather (each block takes
 // its own random route through every rank, sometimes by way of scratch)
 // compile, verify and run, for random rank counts and instances.

@@ -36,6 +36,37 @@ TEST(StepEngineThreads, ProductionFilesOnFourThreadsWithOneSlot) {
   }
 }
 
+// Lags (ir::Step::lag) on the step engine, the CUDA executor's step code:
+// rings whose chunks lag 0, 1, 2 slices behind on every connection, and a
+// production file's steps all lagged alike, each protocol, on three threads,
+// one and three instances (a lag counts an instance's own slices); and on
+// thread ranks. Data checked.
+TEST(StepEngineThreads, LaggedStepsRunTheirSlicesLater) {
+  for (int n : {3, 4, 8}) {
+    SCOPED_TRACE("ring " + std::to_string(n));
+    auto va = VerifiedAlgorithm::make(
+        chorus::testing::lagByChunk(algorithms::ringAllReduce(n), 3, n % 2));
+    ASSERT_TRUE(va.isOk()) << va.status().toString();
+    for (int instances : {1, 3})
+      chorus::testing::runOnEngineEveryWay(*va.value(), nullptr, /*threads=*/3, /*slots=*/2,
+                                           instances);
+    chorus::testing::Case c;
+    c.count = chorus::testing::unitCount(va.value()->algo()) * 5;
+    c.options.sliceBytes = 4;
+    c.options.order = runtime::DeterministicOptions::Order::kRandom;
+    chorus::testing::runAndCheck(*va.value(), c);
+  }
+  auto file = chorus::testing::load(std::string(CHORUS_MSCCL_DIR) + "/ap4ll.xml");
+  ASSERT_TRUE(file);
+  ir::Algorithm alike = file->algo();
+  for (ir::Rank& r : alike.ranks)
+    for (ir::Threadblock& tb : r.tbs)
+      for (ir::Step& s : tb.steps) s.lag = 1;
+  auto va = VerifiedAlgorithm::make(std::move(alike));
+  ASSERT_TRUE(va.isOk()) << va.status().toString();
+  chorus::testing::runOnEngineEveryWay(*va.value(), nullptr, /*threads=*/3, /*slots=*/2, 2);
+}
+
 // Instances on several threads: one block's instances on different threads
 // share nothing but the buffers' disjoint parts (TSan checks that). Two
 // slots: some files need two messages in flight per connection.

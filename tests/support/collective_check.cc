@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "runtime/exec/check.h"
 #include "runtime/exec/engine_host.h"
 #include "tests/support/files.h"
@@ -71,6 +73,16 @@ void runOnEngineEveryWay(const VerifiedAlgorithm& va, const verify::PostConditio
         c.spec = spec;
         runAndCheck(va, c);
       }
+}
+
+ir::Algorithm lagByChunk(ir::Algorithm a, int period, int base) {
+  for (ir::Rank& r : a.ranks)
+    for (ir::Threadblock& tb : r.tbs)
+      for (ir::Step& s : tb.steps) {
+        const int chunk = std::max(0, s.srcOff >= 0 ? s.srcOff : s.dstOff);
+        s.lag = static_cast<uint16_t>(base + chunk % period);
+      }
+  return a;
 }
 
 }  // namespace chorus::testing

@@ -42,4 +42,11 @@ void runAndCheck(const runtime::VerifiedAlgorithm& va, const Case& c);
 void runOnEngineEveryWay(const runtime::VerifiedAlgorithm& va, const verify::PostCondition* spec,
                          int threads, int slots, int instances = 1);
 
+// Lags (ir::Step::lag) for tests: each step of `a` lags the index of the
+// first chunk it names, mod `period`, plus `base` slices. Valid where an
+// index names the same data on every rank and in every step (the classic
+// rings): each chunk's steps then share a lag, and every connection
+// interleaves several.
+ir::Algorithm lagByChunk(ir::Algorithm a, int period, int base = 0);
+
 }  // namespace chorus::testing

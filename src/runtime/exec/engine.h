@@ -184,15 +184,19 @@ struct CallView {
 // in this instance's iterations (ir::stepsNeeded for one instance). A
 // running block keeps that count in its Cursor (`round`); this is for
 // reports from a stopped block's position.
+// (A lagged step waits for its dependency's round of the same slice,
+// `depBack` rounds before its own.)
 CHORUS_HD_INLINE uint64_t depStepsNeeded(const PlanStep& s, uint64_t iter, int32_t instance,
                                          int32_t instances) {
   uint64_t mine = (iter - static_cast<uint64_t>(instance)) / static_cast<uint64_t>(instances);
+  mine = mine >= s.depBack ? mine - s.depBack : 0;
   return ir::stepsNeeded(static_cast<size_t>(mine), static_cast<size_t>(s.depSteps), s.depStep);
 }
 
 // A block's position, kept by every thread of the block alike.
 struct Cursor {
-  uint64_t iter = 0;   // slice iteration
+  uint64_t iter = 0;   // iteration of its loop: instance + instances x round (a step of lag L
+                       // moves the slice of iteration iter - instances x L)
   uint64_t round = 0;  // iterations this block has finished (its instance's)
   int32_t pc = 0;      // step within the iteration
   uint64_t done = 0;   // steps completed this call
@@ -229,7 +233,9 @@ class Block {
   }
 
   CHORUS_HD bool finished(const Cursor& c) const {
-    return v_.blocks[b_].nsteps == 0 || c.iter >= v_.g.iterations;
+    const PlanBlock& pb = v_.blocks[b_];
+    return pb.nsteps == 0 || c.iter >= v_.g.iterations + static_cast<uint64_t>(v_.instances) *
+                                                             static_cast<uint64_t>(pb.maxLag);
   }
 
   // Runs the next step if it can.
@@ -237,8 +243,19 @@ class Block {
     const PlanBlock& pb = v_.blocks[b_];
     if (finished(c)) return StepResult::kFinished;
     const PlanStep& s = v_.steps[pb.firstStep + c.pc];
+    // A lagged step before its instance's first slice or past its last has
+    // nothing to move; it counts as done (what waits on it waits on a slice
+    // it moves).
+    const uint64_t back = static_cast<uint64_t>(v_.instances) * s.lag;
+    if (c.iter < back || c.iter - back >= v_.g.iterations) {
+      ++c.done;
+      if (ctx_.tid() == 0) ctx_.storeRelease(&v_.completed[b_], c.base + c.done);
+      next(c);
+      return StepResult::kRan;
+    }
+    const uint64_t iter = c.iter - back;  // its slice's
     const bool snd = stepSends(s.type), rcv = stepReceives(s.type);
-    const size_t n = v_.g.sliceLen(c.iter);
+    const size_t n = v_.g.sliceLen(iter);
     const size_t chunkBytes = n * v_.g.elemSize;
     const size_t msgBytes = static_cast<size_t>(s.count) * chunkBytes;
     const bool simple = v_.protocol == ir::Protocol::kSimple;
@@ -253,7 +270,7 @@ class Block {
     if (ctx_.tid() == 0) {
       if (s.depBlock >= 0)
         ready = reached(ctx_.loadAcquire(&v_.completed[s.depBlock]), c.base,
-                        ir::stepsNeeded(static_cast<size_t>(c.round),
+                        ir::stepsNeeded(static_cast<size_t>(c.round - s.depBack),
                                         static_cast<size_t>(s.depSteps), s.depStep));
       if (ready && snd)
         ready = c.sent - ctx_.loadAcquire(&sc->ctr->tail) < static_cast<uint64_t>(v_.nslots);
@@ -266,14 +283,14 @@ class Block {
       // every thread's payload loads after the checks.
       if (rcv && !ctx_.all(ln::arrived(ctx_, v_.protocol, in, c.recvd + 1, msgBytes)))
         return StepResult::kBlocked;
-      lines(s, c, in, snd ? reinterpret_cast<uint64_t*>(slotOf(*sc, c.sent)) : nullptr, n);
+      lines(s, c, iter, in, snd ? reinterpret_cast<uint64_t*>(slotOf(*sc, c.sent)) : nullptr, n);
     } else {
       const unsigned char* in = rcv ? slotOf(*rc, c.recvd) : nullptr;
       unsigned char* out = snd ? slotOf(*sc, c.sent) : nullptr;
       for (int k = 0; k < s.count; ++k) {
         size_t at = static_cast<size_t>(k) * chunkBytes;
-        unsigned char* src = s.srcOff >= 0 ? ptr(pb.rank, s.srcBuf, s.srcOff + k, c.iter) : nullptr;
-        unsigned char* dst = s.dstOff >= 0 ? ptr(pb.rank, s.dstBuf, s.dstOff + k, c.iter) : nullptr;
+        unsigned char* src = s.srcOff >= 0 ? ptr(pb.rank, s.srcBuf, s.srcOff + k, iter) : nullptr;
+        unsigned char* dst = s.dstOff >= 0 ? ptr(pb.rank, s.dstBuf, s.dstOff + k, iter) : nullptr;
         switch (s.type) {
           case kSend:
             copy(out + at, nullptr, src, chunkBytes);
@@ -319,12 +336,17 @@ class Block {
       if (snd) ctx_.storeRelease(&sc->ctr->head, c.sent);
       ctx_.storeRelease(&v_.completed[b_], c.base + c.done);
     }
-    if (++c.pc == pb.nsteps) {
+    next(c);
+    return StepResult::kRan;
+  }
+
+  // To the block's next step, and past its iteration's last to the next.
+  CHORUS_HD void next(Cursor& c) const {
+    if (++c.pc == v_.blocks[b_].nsteps) {
       c.pc = 0;
       c.iter += static_cast<uint64_t>(v_.instances);
       ++c.round;
     }
-    return StepResult::kRan;
   }
 
   // Called by every block once it has finished (or stopped): records where
@@ -377,8 +399,8 @@ class Block {
   // lines at `out` (if it sends), in one pass (lines.h). A step whose
   // destination is another of its chunks' source runs chunk after chunk, as
   // the CPU executor does, and then packs what it wrote.
-  CHORUS_HD void lines(const PlanStep& s, const Cursor& c, const uint64_t* in, uint64_t* out,
-                       size_t n) {
+  CHORUS_HD void lines(const PlanStep& s, const Cursor& c, uint64_t iter, const uint64_t* in,
+                       uint64_t* out, size_t n) {
     const PlanBlock& pb = v_.blocks[b_];
     const bool usesSrc = s.type == kSend || s.type == kRecvReduceSend ||
                          s.type == kRecvReduceCopy || s.type == kRecvReduceCopySend;
@@ -389,8 +411,8 @@ class Block {
     j.in = in;
     j.out = out;
     j.outSeq = c.sent + 1;
-    j.src = usesSrc && s.srcOff >= 0 ? ptr(pb.rank, s.srcBuf, s.srcOff, c.iter) : nullptr;
-    j.dst = usesDst && s.dstOff >= 0 ? ptr(pb.rank, s.dstBuf, s.dstOff, c.iter) : nullptr;
+    j.src = usesSrc && s.srcOff >= 0 ? ptr(pb.rank, s.srcBuf, s.srcOff, iter) : nullptr;
+    j.dst = usesDst && s.dstOff >= 0 ? ptr(pb.rank, s.dstBuf, s.dstOff, iter) : nullptr;
     j.stride = v_.g.chunkElems * v_.g.elemSize;
     j.chunkBytes = n * v_.g.elemSize;
     j.msgBytes = static_cast<size_t>(s.count) * j.chunkBytes;

@@ -67,7 +67,13 @@ Result<std::shared_ptr<const VerifiedAlgorithm>> VerifiedAlgorithm::make(ir::Alg
   va->algo_ = std::move(algo);
   va->root_ = report.root;
   DiagnosticList none;  // the verifier has already reported on this graph
-  va->graph_ = std::make_unique<verify::StepGraph>(va->algo_, none);
+  // A message may go by reference where no write of the same slice can
+  // come between: with lags, in one slice's order, not the file's.
+  if (ir::hasLags(va->algo_))
+    va->sliceAlgo_ =
+        std::make_unique<ir::Algorithm>(ir::sliceOrder(va->algo_, &va->slicePosition_));
+  va->graph_ =
+      std::make_unique<verify::StepGraph>(va->sliceAlgo_ ? *va->sliceAlgo_ : va->algo_, none);
   return std::shared_ptr<const VerifiedAlgorithm>(std::move(va));
 }
 
@@ -89,7 +95,8 @@ std::shared_ptr<const VerifiedAlgorithm> VerifiedAlgorithm::part(int rank) const
 std::shared_ptr<const VerifiedAlgorithm> VerifiedAlgorithm::fromFamily(ir::Algorithm part, int rank,
                                                                        int root,
                                                                        std::string basis) {
-  CHORUS_CHECK(rank >= 0 && rank < part.ngpus && !basis.empty(), "fromFamily: bad arguments");
+  CHORUS_CHECK(rank >= 0 && rank < part.ngpus && !basis.empty() && !ir::hasLags(part),
+               "fromFamily: bad arguments");
   for (const ir::Rank& r : part.ranks)
     CHORUS_CHECK(r.id == rank || r.tbs.empty(), "fromFamily: not one rank's part");
   auto p = std::make_shared<VerifiedAlgorithm>();
@@ -112,7 +119,16 @@ const RefPlan& VerifiedAlgorithm::refPlan(int rank, bool inplace) const {
   auto it = plans_.find({rank, inplace});
   if (it != plans_.end()) return *it->second;
   CHORUS_CHECK(part_ < 0, "a part's plan asked for another rank");
-  auto plan = std::make_unique<RefPlan>(planReferences(algo_, *graph_, rank, inplace));
+  auto plan = std::make_unique<RefPlan>();
+  if (sliceAlgo_ == nullptr) {
+    *plan = planReferences(algo_, *graph_, rank, inplace);
+  } else {
+    const RefPlan inSlice = planReferences(*sliceAlgo_, *graph_, rank, inplace);
+    const auto& at = slicePosition_[static_cast<size_t>(rank)];
+    plan->kinds.resize(inSlice.kinds.size());
+    for (size_t t = 0; t < at.size(); ++t)
+      for (int k : at[t]) plan->kinds[t].push_back(inSlice.kinds[t][static_cast<size_t>(k)]);
+  }
   return *(plans_[{rank, inplace}] = std::move(plan));
 }
 
@@ -440,8 +456,11 @@ void RankExecutor::reset() {
   failure_ = Status::ok();
   for (size_t t = 0; t < tbs_.size(); ++t) {
     tbs_[t] = TbState{};
+    uint16_t lag = 0;
+    for (const ir::Step& s : rank_.tbs[t].steps) lag = std::max(lag, s.lag);
+    tbs_[t].end = g_.iterations + lag;
     if (rank_.tbs[t].steps.empty() || g_.iterations == 0) {
-      tbs_[t].iter = g_.iterations;
+      tbs_[t].iter = tbs_[t].end;
       ++doneTbs_;
     }
   }
@@ -456,7 +475,8 @@ std::string RankExecutor::mismatch(int t, size_t got, uint32_t mark, size_t msgB
   const TbState& st = tbs_[static_cast<size_t>(t)];
   const ir::Threadblock& tb = rank_.tbs[static_cast<size_t>(t)];
   const std::string peer = "rank " + std::to_string(tb.recvPeer);
-  const uint32_t want = messageMark(signature_, g_.iterations - st.iter);
+  const ir::Step& s = tb.steps[static_cast<size_t>(st.pc)];
+  const uint32_t want = messageMark(signature_, g_.iterations - (st.iter - s.lag));
   std::string what;
   if ((mark >> kMarkSignatureShift) != signature_) {
     what = peer + "'s call is on " + describeSignature(mark >> kMarkSignatureShift, reduces_) +
@@ -464,7 +484,7 @@ std::string RankExecutor::mismatch(int t, size_t got, uint32_t mark, size_t msgB
   } else if ((mark & kMarkLeftMask) != (want & kMarkLeftMask)) {
     what = peer + " sent a message with " + std::to_string(mark & kMarkLeftMask) +
            " slices of its call left (itself included) where this rank's call has " +
-           std::to_string(want & kMarkLeftMask) + " (iteration " + std::to_string(st.iter) +
+           std::to_string(want & kMarkLeftMask) + " (slice " + std::to_string(st.iter - s.lag) +
            " of " + std::to_string(g_.iterations) + ")";
   } else {
     what = peer + " sent " + std::to_string(got) + " bytes where this step expects " +
@@ -478,18 +498,23 @@ std::string RankExecutor::mismatch(int t, size_t got, uint32_t mark, size_t msgB
 bool RankExecutor::tryStep(int t) {
   TbState& st = tbs_[static_cast<size_t>(t)];
   const ir::Threadblock& tb = rank_.tbs[static_cast<size_t>(t)];
-  if (st.iter >= g_.iterations || !failure_.isOk()) return false;
-  (void)failpoint("step");  // fault injection (core/failpoint.h)
+  if (st.iter >= st.end || !failure_.isOk()) return false;
   const ir::Step& s = tb.steps[static_cast<size_t>(st.pc)];
+  // A lagged step before its first slice or past its last has nothing to
+  // move (what waits on it waits on a slice it does move).
+  if (st.iter < s.lag || st.iter - s.lag >= g_.iterations) return finishStep(t);
+  (void)failpoint("step");  // fault injection (core/failpoint.h)
+  const size_t slice = st.iter - s.lag;
   if (s.depTb >= 0) {
     const ir::Threadblock& dep = rank_.tbs[static_cast<size_t>(s.depTb)];
-    uint64_t need = ir::stepsNeeded(st.iter, dep.steps.size(), s.depStep);
+    const size_t depLag = dep.steps[static_cast<size_t>(s.depStep)].lag;
+    uint64_t need = ir::stepsNeeded(slice + depLag, dep.steps.size(), s.depStep);
     if (tbs_[static_cast<size_t>(s.depTb)].completed < need) return false;
   }
-  size_t n = g_.sliceLen(st.iter);
+  size_t n = g_.sliceLen(slice);
   size_t chunkBytes = n * g_.elemSize;
   size_t msgBytes = static_cast<size_t>(s.count) * chunkBytes;
-  const uint32_t mark = messageMark(signature_, g_.iterations - st.iter);
+  const uint32_t mark = messageMark(signature_, g_.iterations - slice);
   // A step's `count` chunks are contiguous in its buffers at one iteration
   // when a chunk is one slice (or there is one chunk).
   bool contiguous = g_.contiguous(s.count);
@@ -504,7 +529,7 @@ bool RankExecutor::tryStep(int t) {
     if (in == nullptr) {
       // Its dependencies are met: nothing else touches the destination
       // before this step is done (what the verifier proves of a step).
-      if (copiesIn) port.expect(chunkPtr(s.dstBuf, s.dstOff, st.iter), msgBytes);
+      if (copiesIn) port.expect(chunkPtr(s.dstBuf, s.dstOff, slice), msgBytes);
       return false;
     }
     if (got != msgBytes || port.peekedMark() != mark) {
@@ -524,12 +549,11 @@ bool RankExecutor::tryStep(int t) {
   // A message still in the sender's process: copied once, straight to its
   // destination when the step only copies it there, else into the slot.
   // One that was received at its destination is there already.
-  bool fetchedToDst = copiesIn && in == chunkPtr(s.dstBuf, s.dstOff, st.iter);
+  bool fetchedToDst = copiesIn && in == chunkPtr(s.dstBuf, s.dstOff, slice);
   if (in != nullptr && recvPorts_[static_cast<size_t>(t)]->peekedRemote()) {
     RecvPort& port = *recvPorts_[static_cast<size_t>(t)];
     fetchedToDst = copiesIn;
-    void* to =
-        fetchedToDst ? chunkPtr(s.dstBuf, s.dstOff, st.iter) : const_cast<unsigned char*>(in);
+    void* to = fetchedToDst ? chunkPtr(s.dstBuf, s.dstOff, slice) : const_cast<unsigned char*>(in);
     Status got = port.fetch(to, 0, msgBytes);
     if (!got.isOk()) {
       failure_ = Status(got.code(), "rank " + std::to_string(rank_.id) + " threadblock " +
@@ -538,15 +562,15 @@ bool RankExecutor::tryStep(int t) {
                                         got.message());
       return false;
     }
-    if (fetchedToDst) in = chunkPtr(s.dstBuf, s.dstOff, st.iter);
+    if (fetchedToDst) in = chunkPtr(s.dstBuf, s.dstOff, slice);
   }
   if (byRef) {
-    unsigned char* msg = s.type == StepType::kSend ? chunkPtr(s.srcBuf, s.srcOff, st.iter)
-                                                   : chunkPtr(s.dstBuf, s.dstOff, st.iter);
+    unsigned char* msg = s.type == StepType::kSend ? chunkPtr(s.srcBuf, s.srcOff, slice)
+                                                   : chunkPtr(s.dstBuf, s.dstOff, slice);
     for (int k = 0; k < s.count; ++k) {
       size_t at = static_cast<size_t>(k) * chunkBytes;
-      unsigned char* src = s.srcOff >= 0 ? chunkPtr(s.srcBuf, s.srcOff + k, st.iter) : nullptr;
-      unsigned char* dst = chunkPtr(s.dstBuf, s.dstOff + k, st.iter);
+      unsigned char* src = s.srcOff >= 0 ? chunkPtr(s.srcBuf, s.srcOff + k, slice) : nullptr;
+      unsigned char* dst = chunkPtr(s.dstBuf, s.dstOff + k, slice);
       if (s.type == StepType::kRecvCopySend && !fetchedToDst)
         copy(dst, in + at, chunkBytes);
       else if (s.type == StepType::kRecvReduceCopySend)
@@ -560,8 +584,8 @@ bool RankExecutor::tryStep(int t) {
   }
   for (int k = 0; k < s.count; ++k) {
     size_t at = static_cast<size_t>(k) * chunkBytes;
-    unsigned char* src = s.srcOff >= 0 ? chunkPtr(s.srcBuf, s.srcOff + k, st.iter) : nullptr;
-    unsigned char* dst = s.dstOff >= 0 ? chunkPtr(s.dstBuf, s.dstOff + k, st.iter) : nullptr;
+    unsigned char* src = s.srcOff >= 0 ? chunkPtr(s.srcBuf, s.srcOff + k, slice) : nullptr;
+    unsigned char* dst = s.dstOff >= 0 ? chunkPtr(s.dstBuf, s.dstOff + k, slice) : nullptr;
     switch (s.type) {
       case StepType::kSend:
         copy(out + at, src, chunkBytes);
@@ -640,7 +664,7 @@ bool RankExecutor::finishStep(int t) {
   ++st.completed;
   if (++st.pc == static_cast<int>(tb.steps.size())) {
     st.pc = 0;
-    if (++st.iter == g_.iterations) ++doneTbs_;
+    if (++st.iter == st.end) ++doneTbs_;
   }
   return true;
 }
@@ -654,7 +678,7 @@ Status RankExecutor::runStep(int tb, int step, size_t iteration) {
   };
   if (tb < 0 || tb >= static_cast<int>(tbs_.size())) return stepError("no such threadblock");
   const TbState& st = tbs_[static_cast<size_t>(tb)];
-  if (st.iter >= g_.iterations) return stepError("the threadblock is done");
+  if (st.iter >= st.end) return stepError("the threadblock is done");
   if (st.pc != step || st.iter != iteration)
     return stepError("the threadblock is at step " + std::to_string(st.pc) + " iteration " +
                      std::to_string(st.iter));
@@ -675,9 +699,10 @@ std::string RankExecutor::blockedOn(int t) const {
   const TbState& st = tbs_[static_cast<size_t>(t)];
   const ir::Threadblock& tb = rank_.tbs[static_cast<size_t>(t)];
   const ir::Step& s = tb.steps[static_cast<size_t>(st.pc)];
-  if (s.depTb >= 0) {
+  if (s.depTb >= 0 && st.iter >= s.lag) {
     const ir::Threadblock& dep = rank_.tbs[static_cast<size_t>(s.depTb)];
-    uint64_t need = ir::stepsNeeded(st.iter, dep.steps.size(), s.depStep);
+    const size_t depLag = dep.steps[static_cast<size_t>(s.depStep)].lag;
+    uint64_t need = ir::stepsNeeded(st.iter - s.lag + depLag, dep.steps.size(), s.depStep);
     if (tbs_[static_cast<size_t>(s.depTb)].completed < need)
       return "tb " + std::to_string(s.depTb) + " step " + std::to_string(s.depStep);
   }
@@ -700,7 +725,7 @@ std::vector<std::string> RankExecutor::waiting() const {
   std::vector<std::string> out;
   for (int t = 0; t < static_cast<int>(tbs_.size()); ++t) {
     const TbState& st = tbs_[static_cast<size_t>(t)];
-    if (st.iter >= g_.iterations) continue;
+    if (st.iter >= st.end) continue;
     const ir::Step& s = rank_.tbs[static_cast<size_t>(t)].steps[static_cast<size_t>(st.pc)];
     out.push_back("tb " + std::to_string(t) + " step " + std::to_string(st.pc) + " (" +
                   std::string(ir::stepTypeName(s.type)) + ", iteration " + std::to_string(st.iter) +

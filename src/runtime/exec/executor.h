@@ -84,7 +84,12 @@ class VerifiedAlgorithm {
   int root_ = -1;
   int part_ = -1;
   std::string basis_;
-  std::unique_ptr<verify::StepGraph> graph_;  // refers to algo_; a whole algorithm's
+  // With lags (ir::Step::lag), one slice's order (ir::sliceOrder), which
+  // references are planned on, and where each step of algo_ is in it.
+  std::unique_ptr<ir::Algorithm> sliceAlgo_;
+  std::vector<std::vector<std::vector<int>>> slicePosition_;
+  // Refers to sliceAlgo_ where set, else algo_; a whole algorithm's.
+  std::unique_ptr<verify::StepGraph> graph_;
   mutable std::mutex mu_;
   mutable std::map<std::pair<int, bool>, std::unique_ptr<RefPlan>> plans_;
 };
@@ -204,9 +209,10 @@ class RankExecutor final : public Steppable {
 
  private:
   struct TbState {
-    size_t iter = 0;         // slice iteration
+    size_t iter = 0;         // iteration of its loop (a step of lag L moves slice iter - L)
+    size_t end = 0;          // its loop's iterations: the call's slices plus its largest lag
     int pc = 0;              // step within the iteration
-    uint64_t completed = 0;  // steps completed over all iterations
+    uint64_t completed = 0;  // steps completed (or skipped, lagged) over all iterations
   };
   bool tryStep(int t);
   bool finishStep(int t);

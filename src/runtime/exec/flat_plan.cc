@@ -72,10 +72,16 @@ FlatPlan FlatPlan::lower(const VerifiedAlgorithm& va, int instances) {
           ps.srcOff = s.srcOff;
           ps.dstOff = s.dstOff;
           ps.count = s.count;
+          ps.lag = s.lag;
+          pb.maxLag = std::max<int32_t>(pb.maxLag, s.lag);
           if (s.depTb >= 0) {
+            const ir::Threadblock& dep = r.tbs[static_cast<size_t>(s.depTb)];
             ps.depBlock = first + s.depTb;
             ps.depStep = s.depStep;
-            ps.depSteps = static_cast<int32_t>(r.tbs[static_cast<size_t>(s.depTb)].steps.size());
+            ps.depSteps = static_cast<int32_t>(dep.steps.size());
+            // (The verifier's E118: a dependency's lag is at most the step's.)
+            ps.depBack =
+                static_cast<uint16_t>(s.lag - dep.steps[static_cast<size_t>(s.depStep)].lag);
           }
           if (ir::sends(s.type)) maxSend = std::max(maxSend, s.count);
           if (ir::receives(s.type)) maxRecv = std::max(maxRecv, s.count);

@@ -25,6 +25,8 @@ struct PlanStep {
   uint8_t srcBuf = 0;  // ir::Buffer
   uint8_t dstBuf = 0;  // ir::Buffer
   uint8_t pad = 0;
+  uint16_t lag = 0;  // ir::Step::lag: at its block's round r it moves its instance's slice r - lag
+  uint16_t depBack = 0;  // its lag less its dependency's: that block's round for the same slice
   int32_t srcOff = -1;
   int32_t dstOff = -1;
   int32_t count = 0;
@@ -45,6 +47,7 @@ struct PlanBlock {
   int32_t nsteps = 0;
   int32_t sendConn = -1;  // the connection it sends on (plan index), -1: none
   int32_t recvConn = -1;  // the connection it receives on
+  int32_t maxLag = 0;     // its steps' largest lag: its loop runs that many rounds more
 };
 
 // One (instance, channel, sender, receiver) connection.
