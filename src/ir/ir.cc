@@ -179,11 +179,16 @@ size_t Algorithm::totalThreadblocks() const {
   return n;
 }
 
+uint16_t Threadblock::maxLag() const {
+  uint16_t lag = 0;
+  for (const Step& s : steps) lag = std::max(lag, s.lag);
+  return lag;
+}
+
 bool hasLags(const Algorithm& a) {
   for (const Rank& r : a.ranks)
     for (const Threadblock& tb : r.tbs)
-      for (const Step& s : tb.steps)
-        if (s.lag != 0) return true;
+      if (tb.maxLag() != 0) return true;
   return false;
 }
 

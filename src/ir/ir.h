@@ -99,6 +99,9 @@ struct Threadblock {
   SourcePos pos;
 
   bool operator==(const Threadblock& o) const;
+  // Its steps' largest lag (Step::lag): its loop runs the slices' iterations
+  // and this many more.
+  uint16_t maxLag() const;
 };
 
 struct Rank {

@@ -335,9 +335,7 @@ chorus::Status Engine::setup(Result& out) {
         tb.index = irTb.id;
         tb.instance = inst;
         tb.iter = static_cast<size_t>(inst);
-        uint16_t lag = 0;
-        for (const ir::Step& st : irTb.steps) lag = std::max(lag, st.lag);
-        tb.end = iterations_ + static_cast<size_t>(k) * lag;
+        tb.end = iterations_ + static_cast<size_t>(k) * irTb.maxLag();
         loopIterations_ = std::max(loopIterations_, tb.end);
         tb.steps = irTb.steps.data();
         tb.nsteps = static_cast<int>(irTb.steps.size());

@@ -456,9 +456,7 @@ void RankExecutor::reset() {
   failure_ = Status::ok();
   for (size_t t = 0; t < tbs_.size(); ++t) {
     tbs_[t] = TbState{};
-    uint16_t lag = 0;
-    for (const ir::Step& s : rank_.tbs[t].steps) lag = std::max(lag, s.lag);
-    tbs_[t].end = g_.iterations + lag;
+    tbs_[t].end = g_.iterations + rank_.tbs[t].maxLag();
     if (rank_.tbs[t].steps.empty() || g_.iterations == 0) {
       tbs_[t].iter = tbs_[t].end;
       ++doneTbs_;
@@ -505,12 +503,7 @@ bool RankExecutor::tryStep(int t) {
   if (st.iter < s.lag || st.iter - s.lag >= g_.iterations) return finishStep(t);
   (void)failpoint("step");  // fault injection (core/failpoint.h)
   const size_t slice = st.iter - s.lag;
-  if (s.depTb >= 0) {
-    const ir::Threadblock& dep = rank_.tbs[static_cast<size_t>(s.depTb)];
-    const size_t depLag = dep.steps[static_cast<size_t>(s.depStep)].lag;
-    uint64_t need = ir::stepsNeeded(slice + depLag, dep.steps.size(), s.depStep);
-    if (tbs_[static_cast<size_t>(s.depTb)].completed < need) return false;
-  }
+  if (!dependencyMet(s, slice)) return false;
   size_t n = g_.sliceLen(slice);
   size_t chunkBytes = n * g_.elemSize;
   size_t msgBytes = static_cast<size_t>(s.count) * chunkBytes;
@@ -695,17 +688,22 @@ Progress RankExecutor::advance() {
   return moved ? Progress::kProgress : Progress::kBlocked;
 }
 
+// In slice j a step needs its dependency's step to have moved slice j of
+// its own loop, lagged by its own lag (Step::lag).
+bool RankExecutor::dependencyMet(const ir::Step& s, size_t slice) const {
+  if (s.depTb < 0) return true;
+  const ir::Threadblock& dep = rank_.tbs[static_cast<size_t>(s.depTb)];
+  const size_t depLag = dep.steps[static_cast<size_t>(s.depStep)].lag;
+  return tbs_[static_cast<size_t>(s.depTb)].completed >=
+         ir::stepsNeeded(slice + depLag, dep.steps.size(), s.depStep);
+}
+
 std::string RankExecutor::blockedOn(int t) const {
   const TbState& st = tbs_[static_cast<size_t>(t)];
   const ir::Threadblock& tb = rank_.tbs[static_cast<size_t>(t)];
   const ir::Step& s = tb.steps[static_cast<size_t>(st.pc)];
-  if (s.depTb >= 0 && st.iter >= s.lag) {
-    const ir::Threadblock& dep = rank_.tbs[static_cast<size_t>(s.depTb)];
-    const size_t depLag = dep.steps[static_cast<size_t>(s.depStep)].lag;
-    uint64_t need = ir::stepsNeeded(st.iter - s.lag + depLag, dep.steps.size(), s.depStep);
-    if (tbs_[static_cast<size_t>(s.depTb)].completed < need)
-      return "tb " + std::to_string(s.depTb) + " step " + std::to_string(s.depStep);
-  }
+  if (st.iter >= s.lag && !dependencyMet(s, st.iter - s.lag))
+    return "tb " + std::to_string(s.depTb) + " step " + std::to_string(s.depStep);
   if (ir::receives(s.type)) {
     size_t bytes = 0;
     if (recvPorts_[static_cast<size_t>(t)]->tryPeek(&bytes) == nullptr)

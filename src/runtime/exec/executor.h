@@ -227,6 +227,8 @@ class RankExecutor final : public Steppable {
   void inPieces(size_t elems, size_t elemBytes, Work work);
   unsigned char* chunkPtr(ir::Buffer b, int chunk, size_t iter) const;
   std::string blockedOn(int t) const;
+  // Whether step `s`'s dependency (if any) has moved what `slice` needs.
+  bool dependencyMet(const ir::Step& s, size_t slice) const;
   // Why threadblock t's next step cannot take the message it peeked (`got`
   // bytes marked `mark`; it expects `msgBytes`): the first of the call's
   // signature, its slices left or its bytes that differs.

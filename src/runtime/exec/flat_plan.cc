@@ -63,6 +63,7 @@ FlatPlan FlatPlan::lower(const VerifiedAlgorithm& va, int instances) {
         pb.instance = i;
         pb.firstStep = static_cast<int32_t>(p.steps.size());
         pb.nsteps = static_cast<int32_t>(tb.steps.size());
+        pb.maxLag = tb.maxLag();
         int maxSend = 0, maxRecv = 0;
         for (const ir::Step& s : tb.steps) {
           PlanStep ps;
@@ -73,7 +74,6 @@ FlatPlan FlatPlan::lower(const VerifiedAlgorithm& va, int instances) {
           ps.dstOff = s.dstOff;
           ps.count = s.count;
           ps.lag = s.lag;
-          pb.maxLag = std::max<int32_t>(pb.maxLag, s.lag);
           if (s.depTb >= 0) {
             const ir::Threadblock& dep = r.tbs[static_cast<size_t>(s.depTb)];
             ps.depBlock = first + s.depTb;
