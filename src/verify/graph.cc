@@ -307,16 +307,24 @@ bool StepGraph::computeClocks(const std::vector<int>& tracked, size_t maxCells) 
       last = std::max(last, position_[n]);
     }
   clock_.resize(size() * tracked_);
+  // A step no tracked step precedes has every clock -1: it is marked so and
+  // its clock neither written nor read (in a 64-rank direct reduce-scatter
+  // most of the span is other ranks' steps before this rank's first send).
+  std::vector<char> reached(size(), 0);
   for (int32_t i = first; i <= last; ++i) {
     const NodeId n = topo_[static_cast<size_t>(i)];
+    const int32_t col = trackedIndex_[globalTb_[n]];
+    bool any = col >= 0;
+    for (NodeId p : preds(n)) any = any || (position_[p] >= first && reached[p]);
+    if (!any) continue;
+    reached[n] = 1;
     int32_t* c = &clock_[static_cast<size_t>(n) * tracked_];
     std::fill(c, c + tracked_, -1);
     for (NodeId p : preds(n)) {
-      if (position_[p] < first) continue;
+      if (position_[p] < first || !reached[p]) continue;
       const int32_t* pc = &clock_[static_cast<size_t>(p) * tracked_];
       for (size_t g = 0; g < tracked_; ++g) c[g] = std::max(c[g], pc[g]);
     }
-    int32_t col = trackedIndex_[globalTb_[n]];
     if (col >= 0) c[col] = stepOf(n);
   }
   return true;
