@@ -310,8 +310,8 @@ bool StepGraph::computeClocks(const std::vector<int>& tracked, size_t maxCells) 
   // Only steps on a path between two tracked steps need a clock: a step
   // that precedes no tracked step is never read, and one that no tracked
   // step precedes has every clock -1 (it is marked so, and neither written
-  // nor read). In a 64-rank direct reduce-scatter that leaves a few hundred
-  // of the 8,000 steps in the span.
+  // nor read). A 64-rank direct reduce-scatter's proof took 2.6 times as
+  // long with every step of the span (docs/scale.md).
   std::vector<char> precedes(size(), 0), reached(size(), 0);
   for (int32_t i = last; i >= first; --i) {
     const NodeId n = topo_[static_cast<size_t>(i)];
