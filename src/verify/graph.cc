@@ -312,30 +312,36 @@ bool StepGraph::computeClocks(const std::vector<int>& tracked, size_t maxCells) 
   // step precedes has every clock -1 (it is marked so, and neither written
   // nor read). A 64-rank direct reduce-scatter's proof took 2.6 times as
   // long with every step of the span (docs/scale.md).
-  std::vector<char> precedes(size(), 0), reached(size(), 0);
+  // The marks are members, zero between calls: a pass per rank costs its
+  // span, not the whole graph.
+  precedes_.resize(size(), 0);
+  reached_.resize(size(), 0);
   for (int32_t i = last; i >= first; --i) {
     const NodeId n = topo_[static_cast<size_t>(i)];
-    if (trackedIndex_[globalTb_[n]] < 0 && !precedes[n]) continue;
-    precedes[n] = 1;
-    for (NodeId p : preds(n)) precedes[p] = 1;
+    if (trackedIndex_[globalTb_[n]] < 0 && !precedes_[n]) continue;
+    precedes_[n] = 1;
+    for (NodeId p : preds(n))
+      if (position_[p] >= first) precedes_[p] = 1;
   }
   for (int32_t i = first; i <= last; ++i) {
     const NodeId n = topo_[static_cast<size_t>(i)];
-    if (!precedes[n]) continue;
+    if (!precedes_[n]) continue;
     const int32_t col = trackedIndex_[globalTb_[n]];
     bool any = col >= 0;
-    for (NodeId p : preds(n)) any = any || (position_[p] >= first && reached[p]);
+    for (NodeId p : preds(n)) any = any || (position_[p] >= first && reached_[p]);
     if (!any) continue;
-    reached[n] = 1;
+    reached_[n] = 1;
     int32_t* c = &clock_[static_cast<size_t>(n) * tracked_];
     std::fill(c, c + tracked_, -1);
     for (NodeId p : preds(n)) {
-      if (position_[p] < first || !reached[p]) continue;
+      if (position_[p] < first || !reached_[p]) continue;
       const int32_t* pc = &clock_[static_cast<size_t>(p) * tracked_];
       for (size_t g = 0; g < tracked_; ++g) c[g] = std::max(c[g], pc[g]);
     }
     if (col >= 0) c[col] = stepOf(n);
   }
+  for (int32_t i = first; i <= last; ++i)
+    precedes_[topo_[static_cast<size_t>(i)]] = reached_[topo_[static_cast<size_t>(i)]] = 0;
   return true;
 }
 

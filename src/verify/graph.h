@@ -125,6 +125,9 @@ class StepGraph {
   std::vector<int32_t> clock_;
   std::vector<int32_t> position_;      // node -> its index in topo_ (computeClocks)
   std::vector<int32_t> trackedIndex_;  // global tb -> clock column, or -1
+  // computeClocks' marks per node (zero between calls): precedes a tracked
+  // step, is preceded by one.
+  std::vector<char> precedes_, reached_;
   size_t tracked_ = 0;
   bool fullyMatched_ = true;
   bool acyclic_ = true;
