@@ -336,6 +336,7 @@ class AlgorithmView {
     sim::Options so;
     so.bytes = o_.bytes;
     so.inplace = !a_.outofplace;
+    so.partsPerSlice = o_.partsPerSlice;
     so.stepTimes = true;
     auto r = sim::simulate(a_, t, so);
     if (!r.isOk()) {
@@ -407,6 +408,7 @@ class AlgorithmView {
       sim::Options co;
       co.bytes = bytes;
       co.inplace = !a_.outofplace;
+      co.partsPerSlice = o_.partsPerSlice;
       co.criticalPath = false;
       if (auto c = sim::simulate(a_, t, co); c.isOk())
         curve.push_back({bytes, c.value().busbw, ns(c.value().time)});

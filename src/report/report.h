@@ -64,6 +64,9 @@ struct Options {
   // The predicted busbw curve: minBytes, x factor, ... maxBytes.
   size_t minBytes = size_t{1} << 10, maxBytes = size_t{1} << 30;
   int factor = 4;
+  // The parts a step moves its slice in (sim::Options::partsPerSlice; 0:
+  // the protocol's, as MSCCL's executor; 1: whole, as Chorus's runtimes).
+  size_t partsPerSlice = 0;
   int timelineBuckets = 60;  // intervals of the links' utilization over time
   // An algorithm with more steps than this is drawn aggregated (a rank by
   // rank traffic matrix) with only `detailRanks`' lanes drawn step by step

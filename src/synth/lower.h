@@ -30,6 +30,13 @@ enum class Target { kMsccl, kChorus };
 bool targetAllows(Target target, DiagCode limit);
 // Steps a threadblock may take on the target; 0: no limit.
 inline int maxSteps(Target target) { return target == Target::kMsccl ? ir::kMscclMaxSteps : 0; }
+// The parts a step's slice moves in on the target, as the simulator takes
+// them (sim::Options::partsPerSlice): MSCCL's executor moves a Simple slice
+// in two, each forwarded as it arrives (0: the protocol's); Chorus's step
+// engine moves it whole, one message a slot, and starts a step once its
+// message is all there and a slot is free (runtime/exec/engine.h), as the
+// verifier's slot rule has it.
+inline size_t simulatedParts(Target target) { return target == Target::kChorus ? 1 : 0; }
 
 struct LowerOptions {
   std::string name = "chorus_synth";

@@ -47,12 +47,14 @@ constexpr double kNearShare = 0.99;
 // lost, and the proof of the one kept would start late).
 constexpr double kDoubledCost = 2.3;
 // For Chorus's runtimes, the slice (LowerOptions::sliceBytes) halves from
-// the protocol's while faster, down to this: MSCCL's LL slice. A piece
-// then moves hop by hop in slices as it would in chunks, in a schedule of
-// few steps (2 x MI250 allgather, one chunk per piece: 2 MiB slices 74.0 %,
-// 128 KiB 94.0 %, 32 KiB 95.5 %; 256 chunks of 2 MiB slices, 95.4 %, took
-// 770 times the steps and 172 MiB of XML).
-constexpr uint64_t kLeastSlice = uint64_t{32} << 10;
+// the protocol's while faster, down to this. A piece then moves hop by hop
+// in slices as it would in chunks, in a schedule of few steps (2 x MI250
+// allgather, one chunk per piece: 2 MiB slices 74.0 %, 128 KiB 94.0 %, 32
+// KiB 95.5 %; 256 chunks of 2 MiB slices, 95.4 %, took 770 times the steps
+// and 172 MiB of XML). Below it a connection's 8 slots hold too few bytes
+// to keep a link busy over a step's latency: 2 x MI250's allgather, each
+// slice moved whole (simulatedParts), 338.7 GB/s at 16 KiB, 261.6 at 8 KiB.
+constexpr uint64_t kLeastSlice = uint64_t{16} << 10;
 // Lowerings one work item's chain may run, at most: its results' order key
 // leaves this many places (far more than the fine chain takes).
 constexpr size_t kChainSlots = 1024;
@@ -131,6 +133,7 @@ Tried lowerAndSimulate(const topo::Topology& t, const SearchOptions& o, const Sh
   sim::Options so;
   so.bytes = o.bytes;
   so.inplace = o.lower.inplace;
+  so.partsPerSlice = simulatedParts(o.lower.target);
   so.criticalPath = false;
   if (stoppable) so.deadline = o.deadline;
   auto r = sim::simulate(c.algo, t, so);
@@ -554,7 +557,7 @@ class ScheduleSearch {
         // only pipeline what the slices do (2 x MI250's rail forest: 256
         // chunks 337.76 GB/s, 32 KiB slices 338.27), and are not tried.
         const bool sliced = o_.lower.target == Target::kChorus;
-        // A chain for Chorus's runtimes (slices down to 32 KiB, chunks up
+        // A chain for Chorus's runtimes (slices down to 16 KiB, chunks up
         // to 256: each step costs twice the last) goes on only while a step
         // gains more than the share within which the simpler lowering is
         // kept: DGX H100 x 4 allreduce, 512 KiB -> 32 KiB slices and 64 ->

@@ -101,6 +101,7 @@ int writeSynthReport(const SynthArgs& args, const nlohmann::ordered_json& json,
   o.title = "chorus synth " + args.collective + " on " + t.value().name;
   o.topology = &t.value();
   o.bytes = args.size;
+  o.partsPerSlice = simulatedParts(args);
   o.synth = &json;
   std::string html = report::renderHtml(report::reportData(algos, {}, o));
   if (Status st = writeTextFile(html, args.report); !st.isOk()) {

@@ -87,6 +87,13 @@ Deadline deadlineOf(const SynthArgs& args, std::chrono::steady_clock::time_point
                      std::chrono::duration<double>(0.75 * args.timeBudget));
 }
 
+synth::Target targetOf(const SynthArgs& args) {
+  return args.target == "chorus" ? synth::Target::kChorus : synth::Target::kMsccl;
+}
+// Alltoall schedules are lowered within MSCCL's limits whatever --target
+// says (buildAllToAll), and simulated as its executor runs them.
+constexpr size_t kAllToAllParts = 0;
+
 synth::SearchOptions searchOptions(const topo::Topology& t, CollectiveKind coll,
                                    const SynthArgs& args, size_t bytes, const std::string& protocol,
                                    Deadline deadline) {
@@ -102,21 +109,23 @@ synth::SearchOptions searchOptions(const topo::Topology& t, CollectiveKind coll,
   so.lower.name = args.name.empty() ? "synth_" + std::string(collectiveName(coll)) : args.name;
   so.lower.protocol = protocol;
   so.lower.inplace = args.inplace;
-  so.lower.target = args.target == "chorus" ? synth::Target::kChorus : synth::Target::kMsccl;
+  so.lower.target = targetOf(args);
   for (int r = 0; r < t.ranks(); ++r)
     so.lower.boxes.push_back(t.nodes[static_cast<size_t>(t.nodeOfRank(r))].box);
   so.deadline = deadline;
   return so;
 }
 
-// An algorithm simulated at `bytes` (no critical path).
-// Stops with kTimeout at `deadline`; `sliceBytes` 0: the protocol's.
+// An algorithm simulated at `bytes` (no critical path), its slices moved
+// in `parts` (synth::simulatedParts). Stops with kTimeout at `deadline`;
+// `sliceBytes` 0: the protocol's.
 Result<sim::Result> simulateAt(const ir::Algorithm& a, const topo::Topology& t, size_t bytes,
-                               bool inplace, Deadline deadline = std::nullopt,
+                               bool inplace, size_t parts, Deadline deadline = std::nullopt,
                                size_t sliceBytes = 0) {
   sim::Options so;
   so.bytes = bytes;
   so.inplace = inplace;
+  so.partsPerSlice = parts;
   so.criticalPath = false;
   so.deadline = deadline;
   so.sliceBytes = sliceBytes;
@@ -126,8 +135,8 @@ Result<sim::Result> simulateAt(const ir::Algorithm& a, const topo::Topology& t, 
 // Its algbw (GB/s), or 0 where it cannot run the size or deadlocks, with
 // why in `problem`.
 double simulatedAlgbw(const ir::Algorithm& a, const topo::Topology& t, size_t bytes, bool inplace,
-                      std::string* problem = nullptr) {
-  auto r = simulateAt(a, t, bytes, inplace);
+                      size_t parts, std::string* problem = nullptr) {
+  auto r = simulateAt(a, t, bytes, inplace, parts);
   if (!r.isOk() && problem != nullptr && problem->empty()) *problem = r.status().message();
   return r.isOk() ? r.value().algbw : 0;
 }
@@ -142,8 +151,8 @@ double simulatedAlgbw(const ir::Algorithm& a, const topo::Topology& t, size_t by
 // schedule of millions of steps is not simulated twice. The proof runs
 // beside the writing and reading back. Returns what went wrong, or "".
 std::string proveProgram(const lang::Program& program, const topo::Topology& t, size_t bytes,
-                         uint64_t minBytes, uint64_t maxBytes, std::string* xml, double* algbw,
-                         double* busbw, std::vector<double>* linkBytes = nullptr,
+                         size_t parts, uint64_t minBytes, uint64_t maxBytes, std::string* xml,
+                         double* algbw, double* busbw, std::vector<double>* linkBytes = nullptr,
                          int* mostSteps = nullptr, const synth::Tried* simulated = nullptr) {
   auto listed = [](const DiagnosticList& found) {
     std::string text;
@@ -178,7 +187,7 @@ std::string proveProgram(const lang::Program& program, const topo::Topology& t, 
     if (linkBytes != nullptr) *linkBytes = simulated->linkBytes;
     return "";
   }
-  auto r = simulateAt(*back.algorithm, t, bytes, program.options().inplace);
+  auto r = simulateAt(*back.algorithm, t, bytes, program.options().inplace, parts);
   if (!r.isOk()) return "simulating the written schedule: " + r.status().message() + " (a bug)";
   *algbw = r.value().algbw;
   *busbw = r.value().busbw;
@@ -248,7 +257,7 @@ Classic bestClassic(const topo::Topology& t, CollectiveKind coll, const SynthArg
     if (!c.ok()) return;
     Deadline stop = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     if (deadline) stop = std::min(*stop, *deadline);
-    auto r = simulateAt(c.algo, t, bytes, args.inplace, stop);
+    auto r = simulateAt(c.algo, t, bytes, args.inplace, simulatedParts(args), stop);
     if (!r.isOk()) return;
     each[i] = Classic{e.name, o, r.value().algbw};
     served = true;
@@ -273,8 +282,8 @@ std::string prove(const topo::Topology& t, CollectiveKind coll, const synth::Fou
   // The search simulated the kept lowering at its size: those figures hold
   // where this is that size and the same algorithm.
   const synth::Tried* simulated = bytes == found.bytes ? &found.kept() : nullptr;
-  return proveProgram(program, t, bytes, minBytes, maxBytes, xml, algbw, busbw, linkBytes,
-                      mostSteps, simulated);
+  return proveProgram(program, t, bytes, synth::simulatedParts(base.target), minBytes, maxBytes,
+                      xml, algbw, busbw, linkBytes, mostSteps, simulated);
 }
 
 // Searches the forests and their lowerings (synth/search.h), proves the
@@ -323,8 +332,8 @@ std::string buildSchedule(const topo::Topology& t, CollectiveKind coll, const Sy
     lang::findProgram(classic.name)->build(program);
     std::string xml;
     double algbw = 0, busbw = 0;
-    if (std::string bad = proveProgram(program, t, out.simBytes, 0, 0, &xml, &algbw, &busbw,
-                                       &out.simLinkBytes, &out.mostSteps);
+    if (std::string bad = proveProgram(program, t, out.simBytes, simulatedParts(args), 0, 0, &xml,
+                                       &algbw, &busbw, &out.simLinkBytes, &out.mostSteps);
         !bad.empty())
       return classic.name + ": " + bad;
     out.xml = std::move(xml);
@@ -414,8 +423,8 @@ std::vector<std::string> shortfallOf(const topo::Topology& t, const SynthArgs& a
     }
     ir::ReadResult back = ir::readXml(s.xml, "kept", compiler::readOptions());
     if (back.algorithm) {
-      auto fine =
-          simulateAt(*back.algorithm, t, s.simBytes, args.inplace, deadline, size_t{128} << 10);
+      auto fine = simulateAt(*back.algorithm, t, s.simBytes, args.inplace, simulatedParts(args),
+                             deadline, size_t{128} << 10);
       if (!fine.isOk() && fine.status().code() == StatusCode::kTimeout)
         line += " (what smaller slices would give was not simulated in the time budget)";
       if (fine.isOk() && fine.value().algbw > 1.02 * s.simAlgbw)
@@ -505,7 +514,7 @@ int synthSizes(const topo::Topology& t, CollectiveKind coll, const SynthArgs& ar
         best = Pick{bytes, protocol, std::move(found).value(), so.lower, 0};
     }
     if (!best) return fail(fmt::format("{}: {}", sizeText(static_cast<double>(bytes)), problem));
-    best->ringAlgbw = simulatedAlgbw(ring, t, bytes, args.inplace);
+    best->ringAlgbw = simulatedAlgbw(ring, t, bytes, args.inplace, simulatedParts(args));
     picks.push_back(std::move(*best));
   }
   // Sizes whose picks are the same lowering of the same kind of forest
@@ -637,7 +646,7 @@ std::string buildAllToAll(const topo::Topology& t, const SynthArgs& args,
              (c.diagnostics.items().empty() ? std::string()
                                             : c.diagnostics.items().front().format());
     }
-    const double algbw = simulatedAlgbw(c.algo, t, args.size, false, &passedOver);
+    const double algbw = simulatedAlgbw(c.algo, t, args.size, false, kAllToAllParts, &passedOver);
     if (algbw > out.algbw * (1 + 1e-9)) {
       out.algbw = algbw;
       out.pieces = k;
@@ -648,12 +657,12 @@ std::string buildAllToAll(const topo::Topology& t, const SynthArgs& args,
            ": " + passedOver;
   lang::Program program(synth::allToAllProgramOptions(n, out.pieces, lo));
   synth::recordAllToAll(program, paths);
-  if (std::string problem =
-          proveProgram(program, t, args.size, 0, 0, &out.xml, &out.algbw, &out.busbw);
+  if (std::string problem = proveProgram(program, t, args.size, kAllToAllParts, 0, 0, &out.xml,
+                                         &out.algbw, &out.busbw);
       !problem.empty())
     return problem;
   // The programs it is compared with.
-  out.allPairs = simulatedAlgbw(algorithms::directAllToAll(n), t, args.size, false);
+  out.allPairs = simulatedAlgbw(algorithms::directAllToAll(n), t, args.size, false, kAllToAllParts);
   std::map<int, int> perBox;
   for (int r = 0; r < n; ++r) ++perBox[t.nodes[static_cast<size_t>(t.nodeOfRank(r))].box];
   if (perBox.size() > 1) {
@@ -666,7 +675,7 @@ std::string buildAllToAll(const topo::Topology& t, const SynthArgs& args,
     lang::Program two(po);
     lang::findProgram("twostep_alltoall")->build(two);
     compiler::Compiled c = compiler::compile(two);
-    if (c.ok()) out.twoStep = simulatedAlgbw(c.algo, t, args.size, false);
+    if (c.ok()) out.twoStep = simulatedAlgbw(c.algo, t, args.size, false, kAllToAllParts);
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return "";
@@ -765,6 +774,8 @@ int runAllToAll(const topo::Topology& t, const SynthArgs& args, nlohmann::ordere
 }
 
 }  // namespace
+
+size_t simulatedParts(const SynthArgs& args) { return synth::simulatedParts(targetOf(args)); }
 
 int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml, std::string* error,
           bool print) {
@@ -983,9 +994,13 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
     fmt::print(
         "kept      the classic {} ({:.3f} GB/s): every synthesized lowering simulates slower\n",
         sched.classicName, sched.classicAlgbw);
-  fmt::print("simulated {} on {}: algbw {:.3f} GB/s, busbw {:.3f} GB/s ({:.1f} % of the optimum)\n",
-             sizeText(static_cast<double>(sched.simBytes)), t.name, sched.simAlgbw, sched.simBusbw,
-             100 * sched.simAlgbw / b.algbw.value());
+  fmt::print(
+      "simulated {} on {}: algbw {:.3f} GB/s, busbw {:.3f} GB/s ({:.1f} % of the optimum){}\n",
+      sizeText(static_cast<double>(sched.simBytes)), t.name, sched.simAlgbw, sched.simBusbw,
+      100 * sched.simAlgbw / b.algbw.value(),
+      simulatedParts(args) == 1 ? ", each slice moved whole as Chorus's runtimes move it "
+                                  "(chorus sim --parts 1)"
+                                : "");
   if (!sched.classicKept && sched.classicAlgbw > 0)
     fmt::print("          the best classic program, {}, {:.3f} GB/s ({:.2f}x of it)\n",
                sched.classicName, sched.classicAlgbw, sched.simAlgbw / sched.classicAlgbw);

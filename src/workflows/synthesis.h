@@ -47,6 +47,10 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
 // `json`, the schedule's XML (when one was built) into `xml`.
 int synthesize(const SynthArgs& args, std::string* json, std::string* xml, std::string* error);
 
+// The parts a slice moves in when the schedule of `args` is simulated, as
+// its target's runtime moves them (synth::simulatedParts; sim::Options).
+size_t simulatedParts(const SynthArgs& args);
+
 // A byte count for people: "64 MiB", "1.5 GiB".
 std::string sizeText(double bytes);
 

@@ -352,8 +352,15 @@ part3() {
 # the MSCCL executor ignores; it verifies and runs with checked data, and
 # MSCCL's target warns that the pipeline is lost there
 check synth-target-chorus 0 "target +Chorus's runtimes: slices of [0-9.]+ [KM]iB \(the MSCCL executor ignores sliceBytes\)" \
-  -- "$chorus" synth allreduce --topo "$src/tests/data/topo/asym6.json" --target chorus --time-budget 0 \
-  -o "$tmp/synth_chorus.xml"
+  -- bash -c 'set -o pipefail; "$0" synth allgather --topo "$1" --target chorus --time-budget 0 \
+  -o "$2" | tee "$3"' "$chorus" "$src/tests/data/topo/asym6.json" "$tmp/synth_chorus.xml" \
+  "$tmp/synth_chorus.txt"
+# simulated as Chorus's runtimes move slices (whole), as chorus sim --parts 1 does
+check synth-target-chorus-whole 0 "^simulated .*, each slice moved whole as Chorus's runtimes move it \(chorus sim --parts 1\)$" \
+  -- cat "$tmp/synth_chorus.txt"
+algbw=$(sed -nE 's/^simulated .* algbw ([0-9.]+) GB\/s.*/\1/p' "$tmp/synth_chorus.txt")
+check synth-target-chorus-sim 0 "^ +1 GiB +[0-9.]+ +${algbw:-none} " -- "$chorus" sim "$tmp/synth_chorus.xml" \
+  --topo "$src/tests/data/topo/asym6.json" --bytes 1G --parts 1
 check synth-target-chorus-run 0 'check +0 wrong' -- "$chorus" run "$tmp/synth_chorus.xml" --check -b 1M -n 1 -w 0
 check synth-target-chorus-msccl 0 'warning\[W508\]: sliceBytes=[0-9]+ is Chorus' -- "$chorus" verify --target msccl "$tmp/synth_chorus.xml"
 check synth-target-bad 2 'target: nccl not in' -- "$chorus" synth allreduce --topo ring:4 --target nccl

@@ -1,5 +1,6 @@
 // The simulator against closed forms (within 1 %), the topology model and
 // its formats, and the runtime's step semantics.
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 
 #include <chorus/lang.hpp>
@@ -8,6 +9,7 @@
 
 #include "algorithms/classic.h"
 #include "compiler/compiler.h"
+#include "ir/xml_reader.h"
 #include "runtime/exec/check.h"
 #include "runtime/exec/driver.h"
 #include "sim/simulator.h"
@@ -644,6 +646,71 @@ TEST(Sim, TheRuntimeRunsTheSimulatedOrder) {
         st = call.value()->runInOrder(wrong);
         EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.toString();
       }
+}
+
+// Chorus's runtimes move a step's slice whole, one message a slot
+// (runtime/exec/engine.h), as the verifier's slot rule counts them;
+// MSCCL's executor moves a Simple slice in two parts, each holding a slot
+// (Options::partsPerSlice, the protocol's by default). Two ranks that each
+// send 6 messages before they receive one: the verifier proves it with 8
+// slots, and the runtime's deterministic driver runs it with 8 and gives
+// the right data, as the simulator does with whole slices; in two parts,
+// 12 slots' worth, the simulator finds the deadlock, and so does the
+// runtime with 4 slots.
+TEST(Sim, ChorusRuntimesHoldOneSlotAMessage) {
+  constexpr int kAhead = 6;
+  std::string xml = fmt::format(
+      "<algo name=\"ahead\" proto=\"Simple\" nchannels=\"1\" nchunksperloop=\"{}\" "
+      "ngpus=\"2\" coll=\"allgather\" inplace=\"0\" outofplace=\"1\">\n",
+      2 * kAhead);
+  for (int r = 0; r < 2; ++r) {
+    const int peer = 1 - r;
+    xml += fmt::format("<gpu id=\"{}\" i_chunks=\"{}\" o_chunks=\"{}\" s_chunks=\"0\">\n", r,
+                       kAhead, 2 * kAhead);
+    xml += fmt::format("<tb id=\"0\" send=\"{}\" recv=\"{}\" chan=\"0\">\n", peer, peer);
+    auto step = [&](int s, const char* type, const char* src, int srcOff, const char* dst,
+                    int dstOff) {
+      xml += fmt::format(
+          "<step s=\"{}\" type=\"{}\" srcbuf=\"{}\" srcoff=\"{}\" dstbuf=\"{}\" dstoff=\"{}\" "
+          "cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>\n",
+          s, type, src, srcOff, dst, dstOff);
+    };
+    for (int k = 0; k < kAhead; ++k) step(k, "s", "i", k, "i", -1);
+    for (int k = 0; k < kAhead; ++k) step(kAhead + k, "r", "i", -1, "o", peer * kAhead + k);
+    xml += "</tb>\n<tb id=\"1\" send=\"-1\" recv=\"-1\" chan=\"0\">\n";
+    for (int k = 0; k < kAhead; ++k) step(k, "cpy", "i", k, "o", r * kAhead + k);
+    xml += "</tb>\n</gpu>\n";
+  }
+  xml += "</algo>\n";
+  ir::ReadResult read = ir::readXml(xml, "ahead.xml");
+  ASSERT_TRUE(read.algorithm) << read.diagnostics.items().front().format();
+  auto va = runtime::VerifiedAlgorithm::make(*read.algorithm);
+  ASSERT_TRUE(va.isOk()) << va.status().toString();
+  const size_t count = size_t{kAhead} << 10;  // elements per rank: 4 KiB a chunk
+  sim::Options o;
+  o.bytes = count * 4 * 2;
+  o.partsPerSlice = 1;
+  EXPECT_TRUE(sim::simulate(*read.algorithm, preset("ring:2"), o).isOk());
+  o.partsPerSlice = 2;
+  auto halves = sim::simulate(*read.algorithm, preset("ring:2"), o);
+  ASSERT_FALSE(halves.isOk());
+  EXPECT_EQ(halves.status().code(), StatusCode::kDeadlock) << halves.status().toString();
+  for (int slots : {8, 4}) {
+    SCOPED_TRACE(std::to_string(slots) + " slots");
+    auto data = runtime::CollectiveData::make(*va.value(), count, DataType::kFloat32,
+                                              ReduceOp::kSum, false);
+    ASSERT_TRUE(data.isOk()) << data.status().toString();
+    runtime::DeterministicOptions d;
+    d.slots = slots;
+    const Status st = runtime::runDeterministic(*va.value(), data.value().calls(), d);
+    if (slots == 4) {
+      EXPECT_EQ(st.code(), StatusCode::kDeadlock) << st.toString();
+      continue;
+    }
+    ASSERT_TRUE(st.isOk()) << st.toString();
+    std::string first;
+    EXPECT_EQ(data.value().countWrong(&first), 0u) << first;
+  }
 }
 
 TEST(Topo, PresetsHaveTheirShapes) {

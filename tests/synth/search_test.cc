@@ -131,8 +131,9 @@ TEST(Search, ForChorusTheAllreduceTriesItsHalvesInTurn) {
 // (LowerOptions::sliceBytes, the IR's sliceBytes) rather than by chunks:
 // an allgather's chunk chain is not tried, its slices halve while faster,
 // and the kept schedule carries its slice, verifies, and simulates as found
-// when read back, as fast as within MSCCL's limits (to 0.2 %). For MSCCL's
-// executor, which ignores the attribute, no lowering has one.
+// when read back (each slice moved whole, as Chorus's runtimes move it), as
+// fast as within MSCCL's limits (to 0.2 %). For MSCCL's executor, which
+// ignores the attribute, no lowering has one.
 TEST(Search, ForChorusPiecesArePipelinedBySlices) {
   const topo::Topology t = load("ring:6");
   double within = 0;
@@ -190,12 +191,21 @@ TEST(Search, ForChorusPiecesArePipelinedBySlices) {
     ir::ReadResult back = ir::readXml(ir::writeXml(lowered.algo), "sliced.xml");
     ASSERT_TRUE(back.algorithm);
     EXPECT_EQ(back.algorithm->sliceBytes, k.sliceBytes);
+    // Simulated as Chorus's runtimes move a slice: whole, one message a
+    // slot (simulatedParts). In MSCCL's two parts, each forwarded as it
+    // comes, the same schedule simulates otherwise.
+    ASSERT_EQ(simulatedParts(target), 1u);
     sim::Options so;
     so.bytes = o.bytes;
+    so.partsPerSlice = simulatedParts(target);
     auto r = sim::simulate(*back.algorithm, t, so);
     ASSERT_TRUE(r.isOk());
     EXPECT_EQ(r.value().algbw, k.algbw);
     EXPECT_GT(r.value().iterations, 1u);
+    so.partsPerSlice = 2;
+    auto halves = sim::simulate(*back.algorithm, t, so);
+    ASSERT_TRUE(halves.isOk());
+    EXPECT_NE(halves.value().algbw, k.algbw);
   }
 }
 

@@ -325,7 +325,8 @@ Subcommand addSim(CLI::App& app, CommandLine* cl) {
       ->transform(CLI::AsSizeValue(false));
   sm->add_option("--parts", simArgs.parts,
                  "parts a step moves its slice in, each forwarded on its own (default: the "
-                 "protocol's, Simple 2, LL/LL128 1)")
+                 "protocol's as MSCCL's executor moves them, Simple 2, LL/LL128 1; Chorus's "
+                 "runtimes move a slice whole: 1)")
       ->check(CLI::PositiveNumber);
   sm->add_option("--slots", simArgs.slots, "messages in flight per connection (default 8)")
       ->check(CLI::PositiveNumber);
