@@ -12,7 +12,8 @@
 #                        topology gpu:RANKS:COPY (N ranks sharing one GPU of
 #                        the measured copy bandwidth; docs/simulator.md), with
 #                        the same instances (INSTANCES, else 1 for the sim
-#                        and the executor's own choice on the GPU);
+#                        and the executor's own choice on the GPU) and each
+#                        slice moved whole, as the executor moves it;
 #   copy_gbs             the copy bandwidth.
 # There is no peer on one GPU (NCCL takes one rank per GPU): `mem` is the
 # fraction of the machine's limit, the figure issue 40's goals are set in.
@@ -37,7 +38,9 @@ warm=${WARMUP:-5}
 device=${DEVICE:-cuda}
 python=${PYTHON:-python3}
 perf_flags=()
-sim_flags=()
+# The executor moves a step's slice whole, one message a slot (chorus sim
+# --parts 1; the simulator's default parts are MSCCL's executor's).
+sim_flags=(--parts 1)
 if [[ -n ${INSTANCES:-} ]]; then
   perf_flags+=(--instances "$INSTANCES")
   sim_flags+=(--instances "$INSTANCES")

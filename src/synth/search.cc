@@ -39,6 +39,14 @@ constexpr size_t kMostChunksUnlimited = 256;
 // Another shape whose fastest lowering simulates within this share of the
 // kept one gets the kept one's other forms too (keptOtherForms).
 constexpr double kNearShare = 0.99;
+// An allreduce for Chorus's runtimes also tries its halves in turn on the
+// finest lowering pipelined by chunks of each shape whose fastest simulates
+// within this share of the kept one: in turn, a half runs as fast as its
+// forest alone, not as the two pipelined together (2 x MI250, each slice
+// moved whole: the rail forest's fastest, 256 chunks, 1.5 % below the
+// shortened forest's 128, simulates 168.7 GB/s in turn, 95.3 % of the
+// optimum, where the shortened one's 128 chunks in turn give 166.2).
+constexpr double kNearTurnShare = 0.98;
 // A lowering with twice the chunks of one that took s seconds takes about
 // 2 s (twice the steps to record, compile and simulate) and a little
 // more: 4 x MI250 reduce-scatter for Chorus's runtimes, 128 -> 256 chunks,
@@ -862,6 +870,29 @@ class ScheduleSearch {
     }
   }
 
+  // For each shape whose fastest lowering pipelined by chunks simulates
+  // within kNearTurnShare of `of` (its own shape's included), the one of
+  // the most chunks per piece (its chunk chain's last), of shapes whose
+  // chains ran to the end (`ranToTheEnd`).
+  template <typename RanToTheEnd>
+  std::vector<const Tried*> finestNear(const Tried& of, RanToTheEnd ranToTheEnd) const {
+    std::vector<const Tried*> fastest(out_.shapes.size(), nullptr),
+        finest(out_.shapes.size(), nullptr);
+    for (const Tried& tr : out_.tried) {
+      if (tr.sliceBytes > 0 || tr.algbw <= 0 || tr.halvesInTurn || tr.laterLocalSums > 0 ||
+          tr.fewerLocalConnections > 0 || !ranToTheEnd(tr))
+        continue;
+      const size_t sh = static_cast<size_t>(tr.shape);
+      if (fastest[sh] == nullptr || tr.algbw > fastest[sh]->algbw) fastest[sh] = &tr;
+      if (finest[sh] == nullptr || tr.chunksPerPiece > finest[sh]->chunksPerPiece) finest[sh] = &tr;
+    }
+    std::vector<const Tried*> out;
+    for (size_t sh = 0; sh < out_.shapes.size(); ++sh)
+      if (fastest[sh] != nullptr && fastest[sh]->algbw >= kNearTurnShare * of.algbw)
+        out.push_back(finest[sh]);
+    return out;
+  }
+
   // The lowering kept once more in other forms, kept where faster:
   // - Across boxes, a box's own pieces (of roots in the box, on arcs
   //   inside it) given way to those its NICs send or bring; also on
@@ -887,6 +918,8 @@ class ScheduleSearch {
   //   other half waits for it (DGX H100 x 4: 99.3 -> 92.7 %), and under
   //   MSCCL's 64 steps both halves share each threadblock's steps (4 x
   //   MI250: 81.5 -> 78.9 %).
+  //   Also, plainly, on the finest chunks of each shape near the kept one
+  //   (kNearTurnShare).
   // A lowering that does not compile is our bug, as in the pool.
   Status keptOtherForms() {
     const bool rs = coll_ == CollectiveKind::kReduceScatter;
@@ -934,6 +967,13 @@ class ScheduleSearch {
         turn.laterLocalSums = kept.chunksPerPiece / 8;
         turn.fewerLocalConnections = 4;
         variants.push_back(turn);
+      }
+      // Each near shape's finest chunks in turn (kNearTurnShare), plainly.
+      for (const Tried* finest : finestNear(kept, ranToTheEnd)) {
+        Tried t = *finest;
+        t.halvesInTurn = true;
+        t.perConnection = 1;
+        if (t.shape != kept.shape || t.chunksPerPiece != kept.chunksPerPiece) variants.push_back(t);
       }
     } else if (boxes) {
       // The kept lowering (and the fastest pipelined by chunks), each with

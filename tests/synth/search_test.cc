@@ -95,10 +95,11 @@ TEST(Search, TheKeptLoweringVerifiesAndSimulatesAsFound) {
 }
 
 // For Chorus's runtimes an allreduce's kept lowering is tried again with
-// its halves in turn (LowerOptions::halvesInTurn), the faster kept; for
-// MSCCL's executor it is not (both halves would share its 64 steps). The
-// lowering kept verifies either way, and with no limit on steps it is no
-// slower than within MSCCL's.
+// its halves in turn (LowerOptions::halvesInTurn), and so is the finest
+// lowering of each shape near it, the faster kept; for MSCCL's executor
+// it is not (both halves would share its 64 steps). The lowering kept
+// verifies either way, and with no limit on steps it is no slower than
+// within MSCCL's.
 TEST(Search, ForChorusTheAllreduceTriesItsHalvesInTurn) {
   const topo::Topology t = load("ring:6");
   double within = 0;
@@ -112,6 +113,26 @@ TEST(Search, ForChorusTheAllreduceTriesItsHalvesInTurn) {
     const auto turns = std::count_if(f.tried.begin(), f.tried.end(),
                                      [](const Tried& tr) { return tr.halvesInTurn; });
     EXPECT_EQ(turns > 0, target == Target::kChorus);
+    if (target == Target::kChorus) {
+      // In turn also on the finest chunks (the chunk chain's last) of the
+      // shape whose plain lowering pipelined by chunks is the fastest: a
+      // half in turn runs as its forest alone, and finer chunks fill it.
+      auto plain = [](const Tried& tr) {
+        return tr.sliceBytes == 0 && tr.algbw > 0 && !tr.halvesInTurn && tr.laterLocalSums == 0 &&
+               tr.fewerLocalConnections == 0;
+      };
+      const Tried* fastest = nullptr;
+      int finest = 0;
+      for (const Tried& tr : f.tried)
+        if (plain(tr) && (fastest == nullptr || tr.algbw > fastest->algbw)) fastest = &tr;
+      ASSERT_NE(fastest, nullptr);
+      for (const Tried& tr : f.tried)
+        if (plain(tr) && tr.shape == fastest->shape) finest = std::max(finest, tr.chunksPerPiece);
+      EXPECT_GE(finest, 64);
+      EXPECT_TRUE(std::any_of(f.tried.begin(), f.tried.end(), [&](const Tried& tr) {
+        return tr.halvesInTurn && tr.shape == fastest->shape && tr.chunksPerPiece == finest;
+      })) << "shape " << fastest->shape << " at " << finest << " chunks, not in turn";
+    }
     // (The kept one is the first within 0.2 % of the fastest.)
     for (const Tried& tr : f.tried) EXPECT_LE(tr.algbw * (1 - 0.002), f.kept().algbw);
     const Shape& s = f.keptShape();
