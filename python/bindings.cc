@@ -259,8 +259,8 @@ py::list run(const Algorithm& a, std::optional<std::vector<py::array>> inputs, s
 }
 
 py::dict simulate(const Algorithm& a, const std::string& topoSpec, size_t bytes, size_t elementSize,
-                  std::optional<bool> inplace, size_t sliceBytes, int slots, bool trace,
-                  double timelineStep) {
+                  std::optional<bool> inplace, size_t sliceBytes, size_t parts, int slots,
+                  bool trace, double timelineStep) {
   auto t = topo::loadTopology(topoSpec);
   if (!t.isOk()) raise(t.status().message());
   sim::Options so;
@@ -268,6 +268,7 @@ py::dict simulate(const Algorithm& a, const std::string& topoSpec, size_t bytes,
   so.elementSize = elementSize;
   so.inplace = inplace.value_or(!a.ir->outofplace);
   so.sliceBytes = sliceBytes;
+  so.partsPerSlice = parts;
   so.slots = slots;
   so.trace = trace;
   so.timelineStep = timelineStep;
@@ -884,8 +885,8 @@ PYBIND11_MODULE(_chorus, m) {
            py::arg("dtype") = "float32", py::arg("op") = "sum", py::arg("inplace") = py::none(),
            py::arg("spec") = py::none())
       .def("simulate", &simulate, py::arg("topo"), py::arg("bytes"), py::arg("element_size"),
-           py::arg("inplace"), py::arg("slice_bytes"), py::arg("slots"), py::arg("trace"),
-           py::arg("timeline_step"));
+           py::arg("inplace"), py::arg("slice_bytes"), py::arg("parts"), py::arg("slots"),
+           py::arg("trace"), py::arg("timeline_step"));
 
   m.def("load", [](const std::string& path) {
     return fromRead(ir::readAlgorithmFile(path, workflows::readOptions()), path);

@@ -220,19 +220,22 @@ def run(algorithm, inputs=None, **kw):
 
 
 def simulate(algorithm, topo, bytes=1 << 20, *, element_size=4, inplace=None, slice_bytes=0,
-             slots=8, trace=False, timeline_step=0.0):
+             parts=0, slots=8, trace=False, timeline_step=0.0):
     """Predicts how long one call takes on a topology (docs/simulator.md).
 
     ``topo``: a preset ("dgx-a100", "dgx-a100:2", "ring:8", ...) or a
-    topology JSON / NCCL topology XML file. Returns a dict: time (s), algbw
+    topology JSON / NCCL topology XML file. ``parts``: what a step moves
+    its slice in, each part holding a slot (0: the protocol's, as MSCCL's
+    executor moves it; 1: whole, as Chorus's runtimes do, and as
+    synthesize(..., target="chorus") simulates). Returns a dict: time (s), algbw
     and busbw (GB/s, nccl-tests' definitions), count, iterations,
     transfers, links (from, to, bandwidth, bytes, utilization[, timeline]),
     critical_path (rank, tb, step, type, start, end, waited), and the Chrome
     trace JSON when ``trace``.
     """
     a = _algorithm(algorithm)
-    return a._a.simulate(str(topo), int(bytes), element_size, inplace, slice_bytes, slots, trace,
-                         float(timeline_step))
+    return a._a.simulate(str(topo), int(bytes), element_size, inplace, slice_bytes, int(parts),
+                         slots, trace, float(timeline_step))
 
 
 def topology(spec):

@@ -113,6 +113,11 @@ class Package(unittest.TestCase):
         self.assertTrue(algo.verify().correct)
         self.assertGreater(info["slice_bytes"], 0)
         self.assertEqual(algo.slice_bytes, info["slice_bytes"])
+        # Simulated as Chorus's runtimes move slices: whole (parts=1).
+        whole = chorus.simulate(algo, "ring:6", bytes=info["simulated_bytes"], parts=1)
+        self.assertEqual(whole["algbw"], info["simulated_algbw"])
+        halves = chorus.simulate(algo, "ring:6", bytes=info["simulated_bytes"], parts=2)
+        self.assertNotEqual(halves["algbw"], info["simulated_algbw"])
         with self.assertRaises(chorus.Error):
             chorus.synthesize("allreduce", "ring:4", target="nccl")
 
