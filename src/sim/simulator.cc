@@ -145,9 +145,9 @@ struct Finish {
   double time;
   int route;
   uint32_t version;
-  bool operator>(const Finish& o) const {
-    return std::tie(time, route) > std::tie(o.time, o.route);
-  }
+  // (Plain comparisons, not std::tie: the heaps compare at every event,
+  // and a debug build calls each tuple helper; the order is the same.)
+  bool operator>(const Finish& o) const { return time != o.time ? time > o.time : route > o.route; }
 };
 
 struct Timer {
@@ -155,7 +155,14 @@ struct Timer {
   uint64_t seq;
   int kind;  // 0: local work done (tb), 1: a message arrives (connection)
   int id;
-  bool operator>(const Timer& o) const { return std::tie(time, seq) > std::tie(o.time, o.seq); }
+  bool operator>(const Timer& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+};
+
+// std::greater of (time or bytes, id) pairs, in plain comparisons (above).
+struct Later {
+  bool operator()(const std::pair<double, int>& a, const std::pair<double, int>& b) const {
+    return a.first != b.first ? a.first > b.first : a.second > b.second;
+  }
 };
 
 class Engine {
@@ -505,7 +512,7 @@ void Engine::startSend(int t) {
   Route& r = routes_[static_cast<size_t>(f.route)];
   settle(r);
   r.due.emplace_back(r.served + f.bytes, slot);
-  std::push_heap(r.due.begin(), r.due.end(), std::greater<>());
+  std::push_heap(r.due.begin(), r.due.end(), Later());
   ++r.flows;
   routeChanged(f.route);
 }
@@ -722,14 +729,13 @@ void Engine::fillRates() {
     route.fixed = false;
     for (int l : route.binding) count_[static_cast<size_t>(l)] += route.flows;
   }
-  using Entry = std::pair<double, int>;
   heap_.clear();
   for (int l : touched_)
     if (count_[static_cast<size_t>(l)] > 0)
       heap_.push_back({left_[static_cast<size_t>(l)] / count_[static_cast<size_t>(l)], l});
-  std::make_heap(heap_.begin(), heap_.end(), std::greater<Entry>());
+  std::make_heap(heap_.begin(), heap_.end(), Later());
   while (!heap_.empty()) {
-    std::pop_heap(heap_.begin(), heap_.end(), std::greater<Entry>());
+    std::pop_heap(heap_.begin(), heap_.end(), Later());
     auto [share, l] = heap_.back();
     heap_.pop_back();
     auto li = static_cast<size_t>(l);
@@ -748,7 +754,7 @@ void Engine::fillRates() {
         left_[l2i] -= share * route.flows;
         if ((count_[l2i] -= route.flows) > 0) {
           heap_.push_back({left_[l2i] / count_[l2i], l2});
-          std::push_heap(heap_.begin(), heap_.end(), std::greater<Entry>());
+          std::push_heap(heap_.begin(), heap_.end(), Later());
         }
       }
     }
@@ -789,7 +795,7 @@ chorus::Status Engine::run(Result& out) {
         const double left = route.due.front().first - route.served;
         if (!first && !(left <= 1e-6 || left / route.rate <= kSameTime)) break;
         const int slot = route.due.front().second;
-        std::pop_heap(route.due.begin(), route.due.end(), std::greater<>());
+        std::pop_heap(route.due.begin(), route.due.end(), Later());
         route.due.pop_back();
         --route.flows;
         freeFlows_.push_back(slot);
