@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "ir/validate.h"
+#include "lang/collectives.h"
 
 namespace chorus::synth {
 
@@ -74,6 +75,11 @@ int chunksPerStep(int sharing, int chunks, int maxSteps) {
 bool inBox(const std::vector<int>& boxes, int root, int from, int to) {
   const int box = boxes[static_cast<size_t>(root)];
   return boxes[static_cast<size_t>(from)] == box && boxes[static_cast<size_t>(to)] == box;
+}
+
+// Whether an edge's ends are in two boxes.
+bool betweenBoxes(const std::vector<int>& boxes, std::pair<int, int> edge) {
+  return boxes[static_cast<size_t>(edge.first)] != boxes[static_cast<size_t>(edge.second)];
 }
 
 // `forests`: each with whether its data flows up (reduce trees: from `to`
@@ -259,8 +265,9 @@ TreeLinks linksOf(const Tree& t, int ranks) {
 // One piece on its way: the chunks each edge has moved, in steps of
 // `group[e]` chunks (chunksPerStep). In a reduction each rank's first sum
 // comes from one edge into it, `maker[e]` for every edge into the same
-// rank: the one of finest steps (the first of them leaves first); the
-// others add to it, the chunks it has made only.
+// rank: the one of finest steps (the first of them leaves first), or
+// where the own sums lag (reduceUp) one from another box; the others add
+// to it, the chunks it has made only.
 struct PieceRun {
   const Tree* tree = nullptr;
   const TreeLinks* links = nullptr;
@@ -274,9 +281,11 @@ struct PieceRun {
 // threadblock sends in this order, and a piece's later chunk reaches the
 // sender after the other pieces' earlier ones. The pieces of a root's block
 // are numbered 0.. in units of 1/k, a piece is `chunks` consecutive chunks.
+// `crossFirst`: each rank's box, where an edge between boxes makes the sum
+// of its upper end (null: the finest steps do).
 template <typename Visit>
 void eachTree(const Forest& f, const std::vector<std::vector<std::vector<Lane>>>& lanes, int k,
-              int chunks, int ranks, Visit visit) {
+              int chunks, int ranks, const std::vector<int>* crossFirst, Visit visit) {
   std::vector<TreeLinks> links;
   for (const Tree& t : f.trees) links.push_back(linksOf(t, ranks));
   std::vector<int> maker(static_cast<size_t>(ranks), -1);  // per upper end, while a run is made
@@ -296,9 +305,15 @@ void eachTree(const Forest& f, const std::vector<std::vector<std::vector<Lane>>>
                  std::vector<int>(t.edges.size(), 0),
                  {}};
       for (const Lane& lane : *r.lanes) r.group.push_back(lane.group);
+      auto crosses = [&](size_t e) {
+        return crossFirst != nullptr && betweenBoxes(*crossFirst, t.edges[e]);
+      };
       for (size_t e = t.edges.size(); e-- > 0;) {
         int& m = maker[static_cast<size_t>(t.edges[e].first)];
-        if (m < 0 || r.group[e] < r.group[static_cast<size_t>(m)]) m = static_cast<int>(e);
+        const auto mi = static_cast<size_t>(m);
+        if (m < 0 || (crosses(e) && !crosses(mi)) ||
+            (crosses(e) == crosses(mi) && r.group[e] < r.group[mi]))
+          m = static_cast<int>(e);
       }
       for (auto [a, b] : t.edges) r.maker.push_back(maker[static_cast<size_t>(a)]);
       for (auto [a, b] : t.edges) maker[static_cast<size_t>(a)] = -1;
@@ -334,11 +349,12 @@ int blockOf(const lang::Program& p, int root, int k) {
 
 // Copies block pieces down the allgather trees from where `source(root,
 // first, size)` holds them.
+// `lag`: every step's (LowerOptions::callBytes).
 template <typename Source>
 void broadcastDown(lang::Program& p, const Forest& f, const EdgeChannels::value_type& lanes, int k,
-                   int chunks, int firstRound, Source source) {
+                   int chunks, int firstRound, int lag, Source source) {
   const int n = p.options().ranks;
-  eachTree(f, lanes, k, chunks, n, [&](PieceRun& run, int c) {
+  eachTree(f, lanes, k, chunks, n, nullptr, [&](PieceRun& run, int c) {
     const Tree& t = *run.tree;
     const int block = blockOf(p, t.root, k * chunks) + run.first;
     // Parents first: an edge moves what its upper end has (the root: all
@@ -352,7 +368,7 @@ void broadcastDown(lang::Program& p, const Forest& f, const EdgeChannels::value_
                                       : p.chunk(a, lang::kOutput, block + at, size);
         // Chunk c of a piece starts at round c (Hints::round): pipelined.
         src.copy(b, lang::kOutput, block + at,
-                 {.channel = (*run.lanes)[e].channel, .round = firstRound + at});
+                 {.channel = (*run.lanes)[e].channel, .round = firstRound + at, .lag = lag});
       });
     }
   });
@@ -361,16 +377,30 @@ void broadcastDown(lang::Program& p, const Forest& f, const EdgeChannels::value_
 // Reduces block pieces up the (reversed) reduce-scatter trees; the root's
 // sum goes to `result(root, first)` = (buffer, index), the other ranks'
 // partial sums to scratch. A sum for a root in its sender's box is `later`
-// rounds behind (LowerOptions::laterLocalSums).
+// rounds behind (LowerOptions::laterLocalSums), and with `lag` (slices:
+// LowerOptions::callBytes) the box's own sums, those whose way to the root
+// stays inside its box, lag by it: a rank adds what came over a NIC first
+// (it makes the sum), then its own children's, so the data's lag never
+// falls along its way (the compiler's E601).
 template <typename Result>
 void reduceUp(lang::Program& p, const Forest& f, const EdgeChannels::value_type& lanes, int k,
-              int chunks, lang::Buffer input, Result result, const LowerOptions& options) {
+              int chunks, lang::Buffer input, Result result, const LowerOptions& options, int lag) {
   const int later = options.boxes.empty() ? 0 : options.laterLocalSums;
+  const bool lags = later > 0 && lag > 0;
   const int n = p.options().ranks;
   lang::Buffer partial = p.scratch("partial");
-  eachTree(f, lanes, k, chunks, n, [&](PieceRun& run, int c) {
+  std::vector<char> lagged;  // per edge of the tree visited
+  eachTree(f, lanes, k, chunks, n, lags ? &options.boxes : nullptr, [&](PieceRun& run, int c) {
     const Tree& t = *run.tree;
     const int block = blockOf(p, t.root, k * chunks) + run.first;
+    lagged.assign(t.edges.size(), 0);
+    for (size_t e = 0; e < t.edges.size() && lags; ++e) {
+      bool own = inBox(options.boxes, t.root, t.edges[e].second, t.edges[e].first);
+      for (int up = run.links->into[e]; own && up >= 0;
+           up = run.links->into[static_cast<size_t>(up)])
+        own = !betweenBoxes(options.boxes, t.edges[static_cast<size_t>(up)]);
+      lagged[e] = own ? 1 : 0;
+    }
     // Leaves first: a rank sends a chunk's sum once every child has added
     // theirs; a pass again while one moved something a sibling waits for.
     for (bool again = true; again;) {
@@ -383,6 +413,10 @@ void reduceUp(lang::Program& p, const Forest& f, const EdgeChannels::value_type&
         const int maker = run.maker[e];
         const bool makes = maker == static_cast<int>(e);
         if (!makes) ready = std::min(ready, run.moved[static_cast<size_t>(maker)]);
+        // A lagging sum after every sum into the same rank that does not.
+        for (size_t other = 0; other < t.edges.size() && lagged[e] != 0; ++other)
+          if (t.edges[other].first == to && lagged[other] == 0)
+            ready = std::min(ready, run.moved[other]);
         again |= advance(run, e, ready, chunks,
                          [&](int at, int size) {
                            const int index = block + at;
@@ -393,7 +427,8 @@ void reduceUp(lang::Program& p, const Forest& f, const EdgeChannels::value_type&
                            // Chunk c of a piece starts at round c (Hints::round).
                            const bool local = later > 0 && inBox(options.boxes, t.root, from, to);
                            const lang::Hints h{.channel = (*run.lanes)[e].channel,
-                                               .round = at + (local ? later : 0)};
+                                               .round = at + (local ? later : 0),
+                                               .lag = lagged[e] != 0 ? lag : 0};
                            if (makes)
                              p.chunk(to, input, index, size).reduce(incoming, buffer, where, h);
                            else
@@ -431,6 +466,17 @@ bool targetAllows(Target target, DiagCode limit) {
          (limit == DiagCode::kLimitSteps || limit == DiagCode::kLimitCount ||
           limit == DiagCode::kLimitOffset || limit == DiagCode::kSliceIgnored ||
           limit == DiagCode::kLagIgnored);
+}
+
+int wholeCallLag(const lang::ProgramOptions& po, const LowerOptions& options) {
+  if (options.sliceBytes == 0 || options.callBytes == 0) return 0;
+  const lang::Shape shape = lang::shapeOf(po.collective, po.ranks, po.chunkFactor);
+  const auto chunks = static_cast<uint64_t>(std::max({shape.input, shape.output, 1}));
+  // A chunk holds callBytes / chunks bytes at most (ir::Slicing), a slice
+  // of it an iteration.
+  const uint64_t chunkBytes = (options.callBytes + chunks - 1) / chunks;
+  const uint64_t iterations = (chunkBytes + options.sliceBytes - 1) / options.sliceBytes;
+  return static_cast<int>(std::clamp<uint64_t>(iterations, 1, 65535));
 }
 
 lang::ProgramOptions forestProgramOptions(CollectiveKind collective, int ranks,
@@ -480,6 +526,7 @@ void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter
   const EdgeChannels channels =
       assignChannels(forestsOf(ag, rs, gather, scatter), k, p.options().ranks, options);
   const int c = std::max(1, options.chunksPerPiece);
+  const int lag = wholeCallLag(p.options(), options);
   if (ag) {
     // Each root's own block, unless the buffers are one: a copy per piece
     // on a threadblock of its own (0), as the trees send from the input
@@ -493,7 +540,7 @@ void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter
           p.chunk(r, lang::kInput, piece * c, c)
               .copy(r, lang::kOutput, blockOf(p, r, k * c) + piece * c, {.sendTb = 0});
     }
-    broadcastDown(p, *gather, channels[0], k, c, 0, [&](int root, int first, int size) {
+    broadcastDown(p, *gather, channels[0], k, c, 0, 0, [&](int root, int first, int size) {
       return p.chunk(root, lang::kInput, first, size);
     });
   } else if (rs) {
@@ -502,7 +549,7 @@ void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter
         [&](int, int first) {
           return std::pair{lang::kOutput, first};
         },
-        options);
+        options, lag);
   } else {
     // The sums land in the output (in place: the one buffer), where the
     // allgather trees pick them up (their connections after the reduce
@@ -513,15 +560,17 @@ void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter
         [&](int root, int first) {
           return std::pair{lang::kOutput, root * k * c + first};
         },
-        options);
+        options, lag);
     // Halves in turn: the allgather's first round after every
     // reduce-scatter step's (a chunk's round plus its depth in the tree,
     // below the ranks; the box's own sums `laterLocalSums` behind).
     const int firstRound =
         options.halvesInTurn ? c + std::max(0, options.laterLocalSums) + p.options().ranks : 0;
-    broadcastDown(p, *gather, channels[1], k, c, firstRound, [&](int root, int first, int size) {
-      return p.chunk(root, lang::kOutput, root * k * c + first, size);
-    });
+    // By slices, the allgather lags the whole call (LowerOptions::callBytes).
+    broadcastDown(p, *gather, channels[1], k, c, firstRound, options.halvesInTurn ? lag : 0,
+                  [&](int root, int first, int size) {
+                    return p.chunk(root, lang::kOutput, root * k * c + first, size);
+                  });
   }
 }
 

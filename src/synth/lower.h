@@ -71,6 +71,8 @@ struct LowerOptions {
   // first, so a box's links carry the sums its NICs wait for before its
   // own: as an allgather's remote pieces reach a box one hop after its
   // own, reversed (docs/synthesis.md, "Later local sums").
+  // Pipelined by slices (sliceBytes, callBytes), the own sums follow over
+  // the whole call instead: see callBytes.
   int laterLocalSums = 0;
   // In a broadcast forest (allgather), the pieces of a box's own roots take
   // 1/N of the connections of each arc inside the box, those from other
@@ -86,7 +88,21 @@ struct LowerOptions {
   // fuses a root's last receive of a sum with its first send down the
   // allgather tree: that step forwards the sum as it is made). Otherwise
   // the two forests share each arc's channels, pipelined chunk by chunk.
+  // Pipelined by slices (sliceBytes), halves in turn over the whole call
+  // instead: see callBytes.
   bool halvesInTurn = false;
+  // The call (bytes, as nccl-tests count them) a schedule pipelined by
+  // slices orders over: with laterLocalSums or halvesInTurn, the later
+  // steps lag by the call's slice iterations (ir::Step::lag; wholeCallLag),
+  // so each connection moves every slice of the earlier kind before any of
+  // the later, as rounds of chunks order them, in few steps. The sums that
+  // lag are the box's own ones whose way to their root stays in the box
+  // (those that crossed a NIC go on at once, and a rank adds them first),
+  // and the allgather. A smaller call runs as well (each later step idles
+  // the iterations it has fewer); a larger one overlaps the two kinds and
+  // runs far slower, so the schedule serves calls up to this size
+  // (workflows: its maxBytes). 0: no lags.
+  uint64_t callBytes = 0;
   // Each rank's box (topo::Node::box), or empty: arcs between boxes get a
   // connection per tree depth rather than per piece (assignChannels).
   std::vector<int> boxes;
@@ -107,6 +123,11 @@ void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter
 // so c = 64 g / busiestConnection fills them.
 int busiestConnection(CollectiveKind collective, int ranks, const Forest* gather,
                       const Forest* scatter, const LowerOptions& options);
+// The lag that puts a step of a program made with `po` after every slice
+// of a call of `options.callBytes` (LowerOptions::callBytes): the call's
+// slice iterations, an upper bound for any element size, at most 65535;
+// 0 where the lowering has no slices or no call size.
+int wholeCallLag(const lang::ProgramOptions& po, const LowerOptions& options);
 // Both, then compiles.
 compiler::Compiled lowerForests(CollectiveKind collective, int ranks, const Forest* gather,
                                 const Forest* scatter, const LowerOptions& options);

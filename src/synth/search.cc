@@ -63,6 +63,11 @@ constexpr double kDoubledCost = 2.3;
 // to keep a link busy over a step's latency: 2 x MI250's allgather, each
 // slice moved whole (simulatedParts), 338.7 GB/s at 16 KiB, 261.6 at 8 KiB.
 constexpr uint64_t kLeastSlice = uint64_t{16} << 10;
+// The first slice of the chain of forms that order over the whole call
+// (ordersWholeCall; Item::kWhole): larger ones only fill and drain longer
+// (2 x MI250 allreduce, halves in turn: 1 MiB 148.0, 512 KiB 153.9, 256
+// KiB 160.1 GB/s).
+constexpr uint64_t kWholeSlice = uint64_t{256} << 10;
 // Lowerings one work item's chain may run, at most: its results' order key
 // leaves this many places (far more than the fine chain takes).
 constexpr size_t kChainSlots = 1024;
@@ -83,8 +88,9 @@ bool sameForest(const std::optional<Forest>& a, const std::optional<Forest>& b) 
   return !a || (a->k == b->k && a->trees == b->trees);
 }
 
-// `base` with what `tried` chose (pieces per connection, chunks, ...).
-LowerOptions loweringOf(const LowerOptions& base, const Tried& tried) {
+// `base` with what `tried` chose (pieces per connection, chunks, ...), its
+// lags for calls of `bytes` (ordersWholeCall).
+LowerOptions loweringOf(const LowerOptions& base, const Tried& tried, size_t bytes) {
   LowerOptions lo = base;
   lo.piecesPerConnection = tried.perConnection;
   lo.chunksPerPiece = tried.chunksPerPiece;
@@ -93,6 +99,7 @@ LowerOptions loweringOf(const LowerOptions& base, const Tried& tried) {
   lo.fewerLocalConnections = tried.fewerLocalConnections;
   lo.halvesInTurn = tried.halvesInTurn;
   lo.sliceBytes = tried.sliceBytes;
+  lo.callBytes = ordersWholeCall(tried) ? bytes : 0;
   return lo;
 }
 
@@ -103,7 +110,7 @@ LowerOptions loweringOf(const LowerOptions& base, const Tried& tried) {
 Tried lowerAndSimulate(const topo::Topology& t, const SearchOptions& o, const Shape& shape,
                        Tried tried, bool stoppable, std::string* bug) {
   const auto t0 = Clock::now();
-  const LowerOptions lo = loweringOf(o.lower, tried);
+  const LowerOptions lo = loweringOf(o.lower, tried, o.bytes);
   const Forest* g = shape.gather ? &*shape.gather : nullptr;
   const Forest* s = shape.scatter ? &*shape.scatter : nullptr;
   compiler::Compiled c = lowerForests(o.collective, t.ranks(), g, s, lo);
@@ -207,7 +214,7 @@ class ScheduleSearch {
   // after another (instances: each needs the last one's iterations).
   struct Item {
     int shape;
-    enum Kind { kPlain, kVariant, kFine, kInstances } kind;
+    enum Kind { kPlain, kVariant, kFine, kWhole, kInstances } kind;
     int per = 1, chunks = 1;
     int slot = 0;  // its place among its shape's lowerings: the results' order
     // Cheapest first: a plain lowering by its forests' arcs, the others by the
@@ -217,7 +224,7 @@ class ScheduleSearch {
     // for its bound waits for the others' plain results (queueDeferred),
     // and must not wait for their chains too.
     double cost = 0;
-    bool chain() const { return kind == kFine || kind == kInstances; }
+    bool chain() const { return kind == kFine || kind == kWhole || kind == kInstances; }
   };
   static bool later(const Item& a, const Item& b) {
     return std::tuple(a.chain(), a.cost, a.shape, a.slot) >
@@ -489,9 +496,20 @@ class ScheduleSearch {
     for (auto [per, chunks] : {std::pair{2, 1}, {1, 2}, {2, 2}})
       queue_.push_back({shape, Item::kVariant, per, chunks, slot++, c});
     queue_.push_back({shape, Item::kFine, 1, 1, slot++, c});
+    if (wholeCallForms()) queue_.push_back({shape, Item::kWhole, 1, 1, slot++, c});
     if (o_.instances == 0) queue_.push_back({shape, Item::kInstances, 1, 1, slot++, c});
     for (size_t i = queue_.size() - static_cast<size_t>(slot - 1); i < queue_.size(); ++i)
       std::push_heap(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(i) + 1, later);
+  }
+
+  // Whether the search tries the forms by slices that order a connection
+  // over the whole call (ordersWholeCall): for Chorus's runtimes, an
+  // allreduce's halves in turn, and across boxes a reduce-scatter's own
+  // sums after the others.
+  bool wholeCallForms() const {
+    return o_.lower.target == Target::kChorus &&
+           (coll_ == CollectiveKind::kAllReduce ||
+            (coll_ == CollectiveKind::kReduceScatter && manyBoxes_ && !o_.lower.boxes.empty()));
   }
 
   // A shape whose plain lowering is near the best so far gets its other
@@ -513,13 +531,17 @@ class ScheduleSearch {
                                std::string* problem, size_t* unstarted) {
     const Shape& shape = out_.shapes[static_cast<size_t>(it.shape)];
     std::vector<Tried> chain;
-    auto one = [&](int per, int chunks, int instances, uint64_t slice = 0) -> const Tried& {
+    // `whole`: in the form that orders over the whole call (wholeCallForms).
+    auto one = [&](int per, int chunks, int instances, uint64_t slice = 0,
+                   bool whole = false) -> const Tried& {
       Tried t0;
       t0.shape = it.shape;
       t0.perConnection = per;
       t0.chunksPerPiece = chunks;
       t0.instances = instances;
       t0.sliceBytes = slice;
+      t0.halvesInTurn = whole && coll_ == CollectiveKind::kAllReduce;
+      t0.laterLocalSums = whole && coll_ == CollectiveKind::kReduceScatter ? 1 : 0;
       chain.push_back(lowerAndSimulate(t_, o_, shape, t0, anyServed_, problem));
       if (chain.back().algbw > 0) anyServed_ = true;
       for (double best = bestSimulated_; chain.back().algbw > best;)
@@ -660,6 +682,26 @@ class ScheduleSearch {
               if (full > fitted / 2 && full < fitted && !std::has_single_bit(full)) fits(full);
             }
           }
+        }
+        break;
+      }
+      case Item::kWhole: {
+        // By slices, the forms that order each connection over the whole
+        // call (ordersWholeCall), as rounds of chunks do over 128-256
+        // chunks, in a few steps: their own chain, beside the plain one,
+        // half the slice while faster, from kWholeSlice (2 x MI250
+        // allreduce, halves in turn: 1 MiB 148.0, 256 KiB 160.1, 32 KiB
+        // 168.7, 16 KiB 169.3 GB/s; reduce-scatter, own sums after the
+        // others: 64 KiB 337.0 where plain slices give 329.7).
+        double last = 0;
+        for (uint64_t slice = kWholeSlice; slice >= kLeastSlice && !stop(); slice /= 2) {
+          if (anyServed_ && chain.size() > 0 && !affords(kDoubledCost * chain.back().seconds)) {
+            ++*unstarted;
+            break;
+          }
+          const Tried& t = one(1, 1, first_, slice, true);
+          if (!t.passedOver.empty() || t.algbw <= last * (1 + kSimplerShare)) break;
+          last = t.algbw;
         }
         break;
       }
@@ -1060,7 +1102,7 @@ class ScheduleSearch {
 }  // namespace
 
 LowerOptions Found::keptLowering(const LowerOptions& base) const {
-  return loweringOf(base, kept());
+  return loweringOf(base, kept(), bytes);
 }
 
 Result<Found> searchSchedule(const topo::Topology& t, const SearchOptions& o) {

@@ -92,6 +92,13 @@ struct Tried {
   bool overSteps = false;
 };
 
+// Whether a lowering orders its connections over the whole call by lags
+// (LowerOptions::callBytes): pipelined by slices, with the halves in turn
+// or the box's own sums later.
+inline bool ordersWholeCall(const Tried& t) {
+  return t.sliceBytes > 0 && (t.halvesInTurn || t.laterLocalSums > 0);
+}
+
 struct Found {
   std::vector<Shape> shapes;
   // In the order of the search's items (shape, then its lowerings), not
@@ -107,7 +114,8 @@ struct Found {
 
   const Tried& kept() const { return tried[static_cast<size_t>(best)]; }
   const Shape& keptShape() const { return shapes[static_cast<size_t>(kept().shape)]; }
-  // The LowerOptions of the lowering kept (base: the search's).
+  // The LowerOptions of the lowering kept (base: the search's), its lags
+  // for calls of `bytes` (ordersWholeCall).
   LowerOptions keptLowering(const LowerOptions& base) const;
 };
 

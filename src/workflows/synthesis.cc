@@ -274,7 +274,14 @@ std::string prove(const topo::Topology& t, CollectiveKind coll, const synth::Fou
                   uint64_t maxBytes, std::string* xml, double* algbw, double* busbw,
                   std::vector<double>* linkBytes = nullptr, int* mostSteps = nullptr) {
   const synth::Shape& shape = found.keptShape();
-  const synth::LowerOptions lo = found.keptLowering(base);
+  synth::LowerOptions lo = found.keptLowering(base);
+  // A schedule ordered over the whole call by lags serves the calls its
+  // lags cover (LowerOptions::callBytes): up to its range's largest, or the
+  // size it was made for.
+  if (synth::ordersWholeCall(found.kept())) {
+    if (maxBytes == 0) maxBytes = bytes;
+    lo.callBytes = maxBytes;
+  }
   const synth::Forest* g = shape.gather ? &*shape.gather : nullptr;
   const synth::Forest* s = shape.scatter ? &*shape.scatter : nullptr;
   lang::Program program(synth::forestProgramOptions(coll, t.ranks(), g, s, lo));
@@ -453,9 +460,14 @@ std::vector<std::string> shortfallOf(const topo::Topology& t, const SynthArgs& a
 std::string formNote(const synth::Tried& t) {
   std::string out;
   if (t.sliceBytes > 0) out += ", slices of " + sizeText(static_cast<double>(t.sliceBytes));
-  if (t.halvesInTurn) out += ", the halves in turn";
-  if (t.laterLocalSums > 0)
-    out += fmt::format(", the box's own sums {} round(s) later", t.laterLocalSums);
+  if (synth::ordersWholeCall(t)) {
+    out += t.halvesInTurn ? ", the halves in turn over the whole call"
+                          : ", the box's own sums after the others over the whole call";
+  } else {
+    if (t.halvesInTurn) out += ", the halves in turn";
+    if (t.laterLocalSums > 0)
+      out += fmt::format(", the box's own sums {} round(s) later", t.laterLocalSums);
+  }
   if (t.fewerLocalConnections > 0)
     out +=
         fmt::format(", the box's own pieces on 1/{} of the connections", t.fewerLocalConnections);
@@ -522,9 +534,9 @@ int synthSizes(const topo::Topology& t, CollectiveKind coll, const SynthArgs& ar
   auto key = [](const Pick& p) {
     const synth::Tried& k = p.found.kept();
     const synth::Shape& s = p.found.keptShape();
-    return std::tuple{p.protocol,       s.kind,      s.headroom,       k.perConnection,
-                      k.chunksPerPiece, k.instances, k.laterLocalSums, k.fewerLocalConnections,
-                      k.sliceBytes};
+    return std::tuple{p.protocol,       s.kind,        s.headroom,       k.perConnection,
+                      k.chunksPerPiece, k.instances,   k.laterLocalSums, k.fewerLocalConnections,
+                      k.sliceBytes,     k.halvesInTurn};
   };
   std::error_code ec;
   std::filesystem::create_directories(args.output, ec);
@@ -536,7 +548,12 @@ int synthSizes(const topo::Topology& t, CollectiveKind coll, const SynthArgs& ar
     size_t b = a;
     while (b + 1 < picks.size() && key(picks[b + 1]) == key(picks[a])) ++b;
     const uint64_t lo = a == 0 ? 0 : picks[a].bytes;
-    const uint64_t hi = b + 1 == picks.size() ? 0 : picks[b + 1].bytes - 1;
+    uint64_t hi = b + 1 == picks.size() ? 0 : picks[b + 1].bytes - 1;
+    // The last range of a schedule ordered over the whole call by lags ends
+    // at its largest size: a larger call would overlap what its lags order
+    // (LowerOptions::callBytes).
+    const bool bounded = hi == 0 && synth::ordersWholeCall(picks[a].found.kept());
+    if (bounded) hi = picks[b].bytes;
     const Pick& p = picks[a];
     std::string xml;
     double algbw = 0, busbw = 0;
@@ -544,10 +561,10 @@ int synthSizes(const topo::Topology& t, CollectiveKind coll, const SynthArgs& ar
             prove(t, coll, p.found, p.lower, p.bytes, lo, hi, &xml, &algbw, &busbw);
         !problem.empty())
       return fail(problem);
-    const std::string file =
-        (std::filesystem::path(args.output) /
-         fmt::format("{}_{}_{}.xml", p.lower.name, sizeTag(lo), hi == 0 ? "max" : sizeTag(hi + 1)))
-            .string();
+    const std::string file = (std::filesystem::path(args.output) /
+                              fmt::format("{}_{}_{}.xml", p.lower.name, sizeTag(lo),
+                                          hi == 0 ? "max" : sizeTag(bounded ? hi : hi + 1)))
+                                 .string();
     Status st = writeTextFile(xml, file);
     if (!st.isOk()) return fail(st.message());
     const synth::Shape& s = p.found.keptShape();
@@ -885,6 +902,7 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
       j["later_local_sums"] = sched.lowering().laterLocalSums;
       j["fewer_local_connections"] = sched.lowering().fewerLocalConnections;
       j["halves_in_turn"] = sched.lowering().halvesInTurn;
+      j["whole_call"] = synth::ordersWholeCall(sched.lowering());
       j["target"] = args.target;
       j["most_steps_per_threadblock"] = sched.mostSteps;
       j["xml_bytes"] = sched.xml.size();
@@ -904,6 +922,7 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
         e["later_local_sums"] = tr.laterLocalSums;
         e["fewer_local_connections"] = tr.fewerLocalConnections;
         e["halves_in_turn"] = tr.halvesInTurn;
+        e["whole_call"] = synth::ordersWholeCall(tr);
         e["simulated_algbw"] = tr.algbw;
         e["seconds"] = tr.seconds;
         if (!tr.passedOver.empty()) e["passed_over"] = tr.passedOver;
@@ -968,6 +987,11 @@ int synth(const SynthArgs& args, nlohmann::ordered_json* json, std::string* xml,
         "{} steps per threadblock, {} of XML\n",
         sizeText(static_cast<double>(sched.lowering().sliceBytes)), sched.mostSteps,
         sizeText(static_cast<double>(sched.xml.size())));
+  if (synth::ordersWholeCall(sched.lowering()))
+    fmt::print(
+        "          its lags order each connection over a call of {} (maxBytes): a larger call "
+        "would overlap what they order\n",
+        sizeText(static_cast<double>(sched.simBytes)));
   for (const auto* f : {&shape.gather, &shape.scatter})
     if (f->has_value() && (*f)->algbw.value() > 0 &&
         (*f)->algbw.value() < b.algbw.value() * (1 - 1e-12) && coll != CollectiveKind::kAllReduce)

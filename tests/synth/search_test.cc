@@ -96,8 +96,9 @@ TEST(Search, TheKeptLoweringVerifiesAndSimulatesAsFound) {
 
 // For Chorus's runtimes an allreduce's kept lowering is tried again with
 // its halves in turn (LowerOptions::halvesInTurn), and so is the finest
-// lowering of each shape near it, the faster kept; for MSCCL's executor
-// it is not (both halves would share its 64 steps). The lowering kept
+// lowering of each shape near it, the faster kept, and slices in turn over
+// the whole call have a chain of their own; for MSCCL's executor none is
+// (both halves would share its 64 steps). The lowering kept
 // verifies either way, and with no limit on steps it is no slower than
 // within MSCCL's.
 TEST(Search, ForChorusTheAllreduceTriesItsHalvesInTurn) {
@@ -113,6 +114,11 @@ TEST(Search, ForChorusTheAllreduceTriesItsHalvesInTurn) {
     const auto turns = std::count_if(f.tried.begin(), f.tried.end(),
                                      [](const Tried& tr) { return tr.halvesInTurn; });
     EXPECT_EQ(turns > 0, target == Target::kChorus);
+    // By slices, in turn over the whole call (Item::kWhole's chain), for
+    // Chorus's runtimes alone.
+    const auto whole = std::count_if(f.tried.begin(), f.tried.end(),
+                                     [](const Tried& tr) { return ordersWholeCall(tr); });
+    EXPECT_EQ(whole > 0, target == Target::kChorus);
     if (target == Target::kChorus) {
       // In turn also on the finest chunks (the chunk chain's last) of the
       // shape whose plain lowering pipelined by chunks is the fastest: a
@@ -129,9 +135,12 @@ TEST(Search, ForChorusTheAllreduceTriesItsHalvesInTurn) {
       for (const Tried& tr : f.tried)
         if (plain(tr) && tr.shape == fastest->shape) finest = std::max(finest, tr.chunksPerPiece);
       EXPECT_GE(finest, 64);
-      EXPECT_TRUE(std::any_of(f.tried.begin(), f.tried.end(), [&](const Tried& tr) {
-        return tr.halvesInTurn && tr.shape == fastest->shape && tr.chunksPerPiece == finest;
-      })) << "shape " << fastest->shape << " at " << finest << " chunks, not in turn";
+      EXPECT_TRUE(std::any_of(f.tried.begin(), f.tried.end(),
+                              [&](const Tried& tr) {
+                                return tr.halvesInTurn && tr.shape == fastest->shape &&
+                                       tr.chunksPerPiece == finest;
+                              }))
+          << "shape " << fastest->shape << " at " << finest << " chunks, not in turn";
     }
     // (The kept one is the first within 0.2 % of the fastest.)
     for (const Tried& tr : f.tried) EXPECT_LE(tr.algbw * (1 - 0.002), f.kept().algbw);
