@@ -62,12 +62,15 @@ else:
            d["pieces"], d["chunks_per_piece"], d["instances"], d["lowerings_tried"], seconds,
            d["classic"] + (" (kept)" if d["classic_kept"] else ""), round(d["classic_algbw"], 3),
            "; ".join(d.get("notes", []) +
-                     (["the box\x27s own sums %d rounds later" % d["later_local_sums"]]
+                     (["the box\x27s own sums after the others over the whole call"
+                       if d.get("whole_call") else
+                       "the box\x27s own sums %d rounds later" % d["later_local_sums"]]
                       if d.get("later_local_sums") else []) +
                      (["the box\x27s own pieces on 1/%d of the connections"
                        % d["fewer_local_connections"]]
                       if d.get("fewer_local_connections") else []) +
-                     (["the halves in turn"] if d.get("halves_in_turn") else []) +
+                     (["the halves in turn" + (" over the whole call" if d.get("whole_call")
+                                               else "")] if d.get("halves_in_turn") else []) +
                      (["slices of %d bytes" % d["slice_bytes"]] if d.get("slice_bytes") else []) +
                      (["for Chorus\x27s runtimes: %d steps per threadblock at most; %.1f MiB of XML"
                        % (d["most_steps_per_threadblock"], d["xml_bytes"] / 2**20)]

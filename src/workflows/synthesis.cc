@@ -580,7 +580,9 @@ int synthSizes(const topo::Topology& t, CollectiveKind coll, const SynthArgs& ar
                       {"slice_bytes", k.sliceBytes},
                       {"instances", k.instances},
                       {"later_local_sums", k.laterLocalSums},
-                      {"fewer_local_connections", k.fewerLocalConnections}});
+                      {"fewer_local_connections", k.fewerLocalConnections},
+                      {"halves_in_turn", k.halvesInTurn},
+                      {"whole_call", synth::ordersWholeCall(k)}});
     for (size_t i = a; i <= b; ++i) {
       const double mine = picks[i].found.kept().algbw;
       rows.push_back({{"bytes", picks[i].bytes},
@@ -590,12 +592,12 @@ int synthSizes(const topo::Topology& t, CollectiveKind coll, const SynthArgs& ar
                       {"fraction_of_optimum", mine / optimum}});
       lines.push_back(fmt::format(
           "{:>10}  {:>9.3f}  {:>9.3f}  {:>6.2f}x  {:>5.1f} %  {} {} {}{}, {} per connection, {} "
-          "chunks per piece, {} instance(s)",
+          "chunks per piece, {} instance(s){}",
           sizeText(static_cast<double>(picks[i].bytes)), mine, picks[i].ringAlgbw,
           picks[i].ringAlgbw > 0 ? mine / picks[i].ringAlgbw : 0.0, 100 * mine / optimum,
           std::filesystem::path(file).filename().string(), picks[i].protocol, s.kind,
           s.headroom > 0 ? fmt::format(" ({} % headroom)", s.headroom) : "", k.perConnection,
-          k.chunksPerPiece, k.instances));
+          k.chunksPerPiece, k.instances, formNote(k)));
     }
     a = b + 1;
   }
