@@ -558,6 +558,21 @@ class ScheduleSearch {
       return (passed() && anyServed_) ||
              (bound > 0 && bound < bestSimulated_ * (1 - kSimplerShare));
     };
+    // Slices from `slice` down to kLeastSlice, each half the last, while
+    // faster than the last (at first: `last`) by more than kSimplerShare:
+    // a step costs about twice the one before (kDoubledCost), and one past
+    // the deadline is not started. `whole`: as one().
+    auto halveSlices = [&](uint64_t slice, double last, bool whole) {
+      for (; slice >= kLeastSlice && !stop(); slice /= 2) {
+        if (anyServed_ && chain.size() > 0 && !affords(kDoubledCost * chain.back().seconds)) {
+          ++*unstarted;
+          break;
+        }
+        const Tried& t = one(1, 1, first_, slice, whole);
+        if (!t.passedOver.empty() || t.algbw <= last * (1 + kSimplerShare)) break;
+        last = t.algbw;
+      }
+    };
     switch (it.kind) {
       case Item::kPlain:
       case Item::kVariant:
@@ -596,19 +611,9 @@ class ScheduleSearch {
         const bool slicesOnly =
             sliced && (coll_ == CollectiveKind::kAllGather || coll_ == CollectiveKind::kBroadcast);
         if (sliced) {
-          double last = plainAlgbw;
           const ir::Protocol protocol =
               ir::parseProtocol(o_.lower.protocol).value_or(ir::Protocol::kSimple);
-          uint64_t slice = ir::defaultSliceBytes(protocol) / 2;
-          for (; slice >= kLeastSlice && !stop(); slice /= 2) {
-            if (anyServed_ && chain.size() > 0 && !affords(kDoubledCost * chain.back().seconds)) {
-              ++*unstarted;
-              break;
-            }
-            const Tried& t = one(1, 1, first_, slice);
-            if (!t.passedOver.empty() || t.algbw <= last * (1 + gain)) break;
-            last = t.algbw;
-          }
+          halveSlices(ir::defaultSliceBytes(protocol) / 2, plainAlgbw, false);
         }
         if (!slicesOnly) {
           // (From at most MSCCL's 64 either way; past them only by doubling
@@ -700,16 +705,7 @@ class ScheduleSearch {
         // allreduce, halves in turn: 1 MiB 148.0, 256 KiB 160.1, 32 KiB
         // 168.7, 16 KiB 169.3 GB/s; reduce-scatter, own sums after the
         // others: 64 KiB 337.0 where plain slices give 329.7).
-        double last = 0;
-        for (uint64_t slice = kWholeSlice; slice >= kLeastSlice && !stop(); slice /= 2) {
-          if (anyServed_ && chain.size() > 0 && !affords(kDoubledCost * chain.back().seconds)) {
-            ++*unstarted;
-            break;
-          }
-          const Tried& t = one(1, 1, first_, slice, true);
-          if (!t.passedOver.empty() || t.algbw <= last * (1 + kSimplerShare)) break;
-          last = t.algbw;
-        }
+        halveSlices(kWholeSlice, 0, true);
         break;
       }
       case Item::kInstances:
