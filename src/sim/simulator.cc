@@ -8,6 +8,7 @@
 #include <queue>
 #include <tuple>
 
+#include "core/parallel.h"
 #include "ir/slicing.h"
 
 namespace chorus::sim {
@@ -50,6 +51,59 @@ double protocolOverhead(ir::Protocol p) {
       return 1.0;
   }
   return 1.0;
+}
+
+// Elements per rank of a call of `o.bytes` as nccl-tests counts them: the
+// most that split into the algorithm's chunks.
+chorus::Result<size_t> callCount(const ir::Algorithm& a, const topo::Topology& t,
+                                 const Options& o) {
+  if (a.ngpus > t.ranks())
+    return chorus::Status(StatusCode::kInvalidArgument,
+                          "the algorithm has " + std::to_string(a.ngpus) + " ranks; topology '" +
+                              t.name + "' has " + std::to_string(t.ranks()));
+  const size_t m = ir::countMultiplier(a), quantum = ir::countQuantum(a);
+  const size_t count = o.bytes / (o.elementSize * m) / quantum * quantum;
+  if (count == 0)
+    return chorus::Status(StatusCode::kInvalidArgument,
+                          std::to_string(o.bytes) + " bytes is below the smallest call " + a.name +
+                              " serves (" + std::to_string(quantum * m * o.elementSize) +
+                              " bytes)");
+  return count;
+}
+
+// The slots' layout the algorithm runs on (Options::protocol).
+ir::Protocol layoutOf(const ir::Algorithm& a, const Options& o) {
+  return o.protocol >= 0 ? static_cast<ir::Protocol>(o.protocol) : a.protocol;
+}
+
+// The links a transfer from rank `from` to rank `to` crosses: the
+// topology's route, then the ranks' caps, which act as one more link all
+// of a rank's flows out (in) cross: ids past the topology's links, 2 per
+// rank (capacities()).
+chorus::Result<std::vector<int>> routeLinks(const topo::Topology& t, int from, int to) {
+  std::vector<int> route = t.route(from, to);
+  if (route.empty())
+    return chorus::Status(StatusCode::kInvalidArgument,
+                          "rank " + std::to_string(from) + " cannot reach rank " +
+                              std::to_string(to) + " on topology '" + t.name + "'");
+  const int links = static_cast<int>(t.links.size());
+  if (t.nodes[static_cast<size_t>(t.nodeOfRank(from))].sendCap > 0)
+    route.push_back(links + 2 * from);
+  if (t.nodes[static_cast<size_t>(t.nodeOfRank(to))].recvCap > 0)
+    route.push_back(links + 2 * to + 1);
+  return route;
+}
+
+// Bytes per second of every id routeLinks() gives, for `ranks` ranks.
+std::vector<double> capacities(const topo::Topology& t, int ranks) {
+  std::vector<double> cap(t.links.size() + 2 * static_cast<size_t>(ranks));
+  for (size_t l = 0; l < t.links.size(); ++l) cap[l] = t.links[l].bandwidth * 1e9;
+  for (int r = 0; r < ranks; ++r) {
+    const topo::Node& node = t.nodes[static_cast<size_t>(t.nodeOfRank(r))];
+    cap[t.links.size() + 2 * static_cast<size_t>(r)] = node.sendCap * 1e9;
+    cap[t.links.size() + 2 * static_cast<size_t>(r) + 1] = node.recvCap * 1e9;
+  }
+  return cap;
 }
 
 enum class Why : uint8_t { kStart, kOrder, kDependency, kData, kSlot };
@@ -300,25 +354,16 @@ class Engine {
 
 chorus::Status Engine::setup(Result& out) {
   const int n = a_.ngpus;
-  if (n > t_.ranks())
-    return chorus::Status(StatusCode::kInvalidArgument, "the algorithm has " + std::to_string(n) +
-                                                            " ranks; topology '" + t_.name +
-                                                            "' has " + std::to_string(t_.ranks()));
-  size_t m = ir::countMultiplier(a_), quantum = ir::countQuantum(a_);
-  size_t count = o_.bytes / (o_.elementSize * m) / quantum * quantum;
-  if (count == 0)
-    return chorus::Status(StatusCode::kInvalidArgument,
-                          std::to_string(o_.bytes) + " bytes is below the smallest call " +
-                              a_.name + " serves (" + std::to_string(quantum * m * o_.elementSize) +
-                              " bytes)");
+  auto counted = callCount(a_, t_, o_);
+  if (!counted.isOk()) return counted.status();
+  const size_t count = counted.value(), m = ir::countMultiplier(a_);
   out.count = count;
   size_t slice = o_.sliceBytes > 0 ? o_.sliceBytes : ir::sliceBytesOf(a_);
   slicing_ =
       ir::Slicing::make(o_.elementSize, count * m, static_cast<size_t>(a_.nchunksPerLoop), slice);
   slicing_.splitForInstances(static_cast<size_t>(o_.instances));
   iterations_ = slicing_.iterations;
-  const ir::Protocol layout =
-      o_.protocol >= 0 ? static_cast<ir::Protocol>(o_.protocol) : a_.protocol;
+  const ir::Protocol layout = layoutOf(a_, o_);
   parts_ = o_.partsPerSlice > 0 ? o_.partsPerSlice : defaultPartsPerSlice(layout);
   out.iterations = iterations_;
   stepLatency_ = o_.stepLatency >= 0 ? o_.stepLatency : protocolLatency(layout);
@@ -374,18 +419,9 @@ chorus::Status Engine::setup(Result& out) {
     auto [it, fresh] = routeOf.try_emplace({from, to}, static_cast<int>(routes_.size()));
     c.route = it->second;
     if (fresh) {
-      std::vector<int> route = t_.route(from, to);
-      if (route.empty())
-        return chorus::Status(StatusCode::kInvalidArgument,
-                              "rank " + std::to_string(from) + " cannot reach rank " +
-                                  std::to_string(to) + " on topology '" + t_.name + "'");
-      // A rank's caps act as one more link its flows out (in) all cross.
-      const int links = static_cast<int>(t_.links.size());
-      if (t_.nodes[static_cast<size_t>(t_.nodeOfRank(from))].sendCap > 0)
-        route.push_back(links + 2 * from);
-      if (t_.nodes[static_cast<size_t>(t_.nodeOfRank(to))].recvCap > 0)
-        route.push_back(links + 2 * to + 1);
-      routes_.emplace_back().links = std::move(route);
+      auto route = routeLinks(t_, from, to);
+      if (!route.isOk()) return route.status();
+      routes_.emplace_back().links = std::move(route).value();
     }
     for (int l : routes_[static_cast<size_t>(c.route)].links)
       if (static_cast<size_t>(l) < t_.links.size())
@@ -394,17 +430,11 @@ chorus::Status Engine::setup(Result& out) {
   const size_t all = t_.links.size() + 2 * static_cast<size_t>(n);
   linkBytes_.assign(all, 0);
   if (o_.timelineStep > 0) timeline_.assign(t_.links.size(), {});
-  linkCap_.resize(all);
+  linkCap_ = capacities(t_, n);
   count_.assign(all, 0);
   left_.assign(all, 0);
   linkSeen_.assign(all, 0);
   activeOn_.assign(all, {});
-  for (size_t l = 0; l < t_.links.size(); ++l) linkCap_[l] = t_.links[l].bandwidth * 1e9;
-  for (int r = 0; r < n; ++r) {
-    const topo::Node& node = t_.nodes[static_cast<size_t>(t_.nodeOfRank(r))];
-    linkCap_[t_.links.size() + 2 * static_cast<size_t>(r)] = node.sendCap * 1e9;
-    linkCap_[t_.links.size() + 2 * static_cast<size_t>(r) + 1] = node.recvCap * 1e9;
-  }
   pruneLinks();
   size_t instances = stepsPerIter_ * loopIterations_;
   keepPath_ = (o_.criticalPath || o_.trace || o_.stepTimes) && instances <= kMostPathInstances;
@@ -911,6 +941,77 @@ chorus::Result<Result> simulate(const ir::Algorithm& algo, const topo::Topology&
   chorus::Status st = e.run(out);
   if (!st.isOk()) return st;
   return out;
+}
+
+chorus::Result<double> linkBound(const ir::Algorithm& algo, const topo::Topology& topo,
+                                 const Options& options) {
+  if (options.elementSize < 1)
+    return chorus::Status(StatusCode::kInvalidArgument, "the element size must be >= 1");
+  auto count = callCount(algo, topo, options);
+  if (!count.isOk()) return count.status();
+  const size_t m = ir::countMultiplier(algo);
+  // Every send moves its `count` chunks of each rank's whole call once,
+  // whatever the slices, instances and lags (ir::Slicing).
+  const double chunkBytes =
+      static_cast<double>(count.value() * m / static_cast<size_t>(algo.nchunksPerLoop) *
+                          options.elementSize) *
+      protocolOverhead(layoutOf(algo, options));
+  const std::vector<double> cap = capacities(topo, algo.ngpus);
+  std::vector<double> load(cap.size(), 0);
+  std::map<std::pair<int, int>, std::vector<int>> routes;
+  for (const ir::Rank& r : algo.ranks)
+    for (const ir::Threadblock& tb : r.tbs) {
+      if (tb.sendPeer < 0) continue;
+      double bytes = 0;
+      for (const ir::Step& s : tb.steps)
+        if (ir::sends(s.type)) bytes += s.count * chunkBytes;
+      if (bytes == 0) continue;
+      auto [it, fresh] = routes.try_emplace({r.id, tb.sendPeer});
+      if (fresh) {
+        auto route = routeLinks(topo, r.id, tb.sendPeer);
+        if (!route.isOk()) return route.status();
+        it->second = std::move(route).value();
+      }
+      for (int l : it->second) load[static_cast<size_t>(l)] += bytes;
+    }
+  double time = 0;  // seconds, at least
+  for (size_t l = 0; l < cap.size(); ++l)
+    if (load[l] > 0) time = std::max(time, load[l] / cap[l]);
+  return time > 0 ? static_cast<double>(count.value() * m * options.elementSize) / time / 1e9
+                  : kInf;
+}
+
+std::vector<double> fastestByBound(const std::vector<const ir::Algorithm*>& algos,
+                                   const topo::Topology& topo, const Options& options, int threads,
+                                   std::chrono::steady_clock::duration each) {
+  std::vector<double> bound(algos.size(), 0), algbw(algos.size(), 0);
+  std::vector<size_t> order;
+  for (size_t i = 0; i < algos.size(); ++i)
+    if (auto b = linkBound(*algos[i], topo, options); b.isOk()) {
+      bound[i] = b.value();
+      order.push_back(i);
+    }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return bound[a] > bound[b]; });
+  double best = 0;
+  for (size_t next = 0; next < order.size();) {
+    if (options.deadline && std::chrono::steady_clock::now() > *options.deadline && best > 0) break;
+    std::vector<size_t> round;
+    const size_t most = next == 0 ? 1 : static_cast<size_t>(std::max(1, threads));
+    // (A little over the best: a simulation cannot round past its bound.)
+    for (; next < order.size() && round.size() < most && bound[order[next]] * (1 + 1e-9) >= best;
+         ++next)
+      round.push_back(order[next]);
+    if (round.empty()) break;
+    parallelFor(round.size(), static_cast<int>(round.size()), [&](size_t k) {
+      Options o = options;
+      o.deadline = std::chrono::steady_clock::now() + each;
+      if (options.deadline) o.deadline = std::min(*o.deadline, *options.deadline);
+      if (auto r = simulate(*algos[round[k]], topo, o); r.isOk()) algbw[round[k]] = r.value().algbw;
+    });
+    for (size_t i : round) best = std::max(best, algbw[i]);
+  }
+  return algbw;
 }
 
 }  // namespace chorus::sim

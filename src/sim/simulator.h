@@ -107,4 +107,25 @@ struct Result {
 chorus::Result<Result> simulate(const ir::Algorithm& algo, const topo::Topology& topo,
                                 const Options& options);
 
+// The algbw (GB/s) no simulation of `algo` with `options` can pass: every
+// link, and every rank's send and receive cap, carries the wire bytes its
+// routes put on it at its bandwidth at most, so the busiest bounds the
+// time from below. Without running anything (steps, latencies and memory
+// are left out), so a candidate that cannot beat one simulated already
+// need not be simulated. Infinite where nothing crosses a link; the errors
+// are simulate()'s for a bad size or an unreachable peer.
+chorus::Result<double> linkBound(const ir::Algorithm& algo, const topo::Topology& topo,
+                                 const Options& options);
+
+// The fastest of `algos` with `options`, simulating as few as it can: by
+// their linkBound, highest first (the first alone, then `threads` at a
+// time), until the next one's bound is below the fastest simulated so far.
+// Each simulation stops after `each` or at options.deadline, and none
+// starts past the deadline once one has served. Returns every algorithm's
+// algbw: 0 where it was not simulated (it could not have been the
+// fastest), could not run (no bound), or stopped.
+std::vector<double> fastestByBound(const std::vector<const ir::Algorithm*>& algos,
+                                   const topo::Topology& topo, const Options& options, int threads,
+                                   std::chrono::steady_clock::duration each);
+
 }  // namespace chorus::sim

@@ -204,7 +204,8 @@ struct Classic {
   double algbw = 0;
 };
 // Each simulation stops after 1 s or at `deadline` (all-pairs on 64 ranks
-// of a torus takes 35 s to simulate at 1 GiB); one that stops is left out.
+// of a torus takes 35 s to simulate at 1 GiB); one that stops is left out,
+// and none starts past `deadline` once one has served.
 // The topology's routes must all have been asked for (they are read from
 // several threads).
 Classic bestClassic(const topo::Topology& t, CollectiveKind coll, const SynthArgs& args,
@@ -226,20 +227,23 @@ Classic bestClassic(const topo::Topology& t, CollectiveKind coll, const SynthArg
       if (!ordered) perBox = 0;
     }
   }
-  // Rings first: the cheapest to simulate, and the usual best.
+  // Rings first among equal bounds: the cheapest to simulate, and the
+  // usual best.
   std::vector<const lang::ProgramEntry*> entries;
   for (const lang::ProgramEntry& e : lang::programs())
     if (e.collective == collectiveName(coll) && e.ranksOk(t.ranks())) entries.push_back(&e);
   std::stable_partition(entries.begin(), entries.end(),
                         [](const lang::ProgramEntry* e) { return e->name.starts_with("ring_"); });
-  // In parallel (2 x MI250 allreduce: 2.2 s one after another), each
-  // entry's result in its place, so the pick does not depend on the threads.
-  std::vector<Classic> each(entries.size());
-  std::atomic<bool> served{false};
+  // Compiled in parallel, then simulated by the rates their links bound
+  // them to (sim::fastestByBound; 2 x MI250 allreduce: the halving-doubling
+  // simulates at 9.18 GB/s, and the others' links bound them to 0.6-9.1,
+  // below it: all-pairs in two steps had simulated for 1 s and stopped, in
+  // one step it simulates for 99 s). The best is what simulating them all
+  // would find.
+  std::vector<lang::ProgramOptions> options(entries.size());
+  std::vector<ir::Algorithm> algos(entries.size());
+  std::vector<char> compiled(entries.size(), 0);
   parallelFor(entries.size(), usableCores(), [&](size_t i) {
-    // Past the deadline only until one has served (compiling all-pairs on
-    // hundreds of ranks is not free either).
-    if (deadline && std::chrono::steady_clock::now() > *deadline && served) return;
     const lang::ProgramEntry& e = *entries[i];
     const bool nodes =
         std::find(e.options.begin(), e.options.end(), "gpus-per-node") != e.options.end();
@@ -247,24 +251,34 @@ Classic bestClassic(const topo::Topology& t, CollectiveKind coll, const SynthArg
     lang::ProgramOptions given{.ranks = t.ranks(), .inplace = args.inplace, .protocol = protocol};
     given.root = args.root;
     if (nodes) given.gpusPerNode = perBox;
-    lang::ProgramOptions o;
     std::string problem;
-    if (!lang::programOptions(e, given, &o, &problem)) return;
-    o.name = e.name;
-    lang::Program p(o);
+    if (!lang::programOptions(e, given, &options[i], &problem)) return;
+    options[i].name = e.name;
+    lang::Program p(options[i]);
     e.build(p);
     compiler::Compiled c = compiler::compile(p);
     if (!c.ok()) return;
-    Deadline stop = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-    if (deadline) stop = std::min(*stop, *deadline);
-    auto r = simulateAt(c.algo, t, bytes, args.inplace, simulatedParts(args), stop);
-    if (!r.isOk()) return;
-    each[i] = Classic{e.name, o, r.value().algbw};
-    served = true;
+    algos[i] = std::move(c.algo);
+    compiled[i] = 1;
   });
+  std::vector<const ir::Algorithm*> candidates;
+  std::vector<size_t> from;  // candidates' entries
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (compiled[i]) {
+      candidates.push_back(&algos[i]);
+      from.push_back(i);
+    }
+  sim::Options so;
+  so.bytes = bytes;
+  so.inplace = args.inplace;
+  so.partsPerSlice = simulatedParts(args);
+  so.criticalPath = false;
+  so.deadline = deadline;
+  const std::vector<double> algbw =
+      sim::fastestByBound(candidates, t, so, usableCores(), std::chrono::seconds(1));
   Classic best;
-  for (Classic& c : each)
-    if (c.algbw > best.algbw) best = std::move(c);
+  for (size_t k = 0; k < candidates.size(); ++k)
+    if (algbw[k] > best.algbw) best = Classic{entries[from[k]]->name, options[from[k]], algbw[k]};
   return best;
 }
 

@@ -375,6 +375,112 @@ TEST(Sim, SendAndReceiveCapsBoundARank) {
   EXPECT_FALSE(bad.validate().isOk());
 }
 
+// linkBound: a ring allreduce on a ring puts 2(n-1)/n of the call on every
+// link, so no run of it beats n B / 2(n-1); LL's 16 wire bytes for 8 halve
+// that, and a rank's send cap binds like a link. Every production file and
+// every built-in simulates at most at its bound (on NDv4 and a torus,
+// where routes share links), and the ring comes close to it.
+TEST(Sim, LinkBoundIsTheBusiestLinksTime) {
+  const int n = 8;
+  const double bw = 25;
+  topo::Topology ring = preset("ring:" + std::to_string(n) + ":" + std::to_string(bw));
+  sim::Options o = plain(size_t{1} << 26);
+  auto bound = sim::linkBound(algorithms::ringAllReduce(n), ring, o);
+  ASSERT_TRUE(bound.isOk()) << bound.status().toString();
+  const double want = n * bw / (2.0 * (n - 1));
+  EXPECT_NEAR(bound.value(), want, want * 1e-12);
+  const sim::Result r = mustSimulate(algorithms::ringAllReduce(n), ring, o);
+  EXPECT_LE(r.algbw, bound.value());
+  EXPECT_GT(r.algbw, 0.99 * bound.value());
+  o.protocol = static_cast<int>(ir::Protocol::kLL);
+  EXPECT_NEAR(sim::linkBound(algorithms::ringAllReduce(n), ring, o).value(), want / 2,
+              want * 1e-12);
+  // Rank 3's sends capped at 10 GB/s: its link carries the same bytes at
+  // that rate.
+  topo::Topology capped = ring;
+  capped.nodes[static_cast<size_t>(capped.nodeOfRank(3))].sendCap = 10;
+  ASSERT_TRUE(capped.validate().isOk());
+  EXPECT_NEAR(sim::linkBound(algorithms::ringAllReduce(n), capped, plain(size_t{1} << 26)).value(),
+              want * 10 / bw, want * 1e-12);
+  // A schedule that moves nothing over a link: no bound.
+  EXPECT_TRUE(std::isinf(
+      sim::linkBound(algorithms::ringAllReduce(1), preset("ring:2"), plain(size_t{1} << 20))
+          .value()));
+  for (const auto& [topoName, files] :
+       {std::pair{std::string("ndv4"), testing::productionFiles()},
+        std::pair{std::string("torus:4:2"), std::vector<std::string>{}}}) {
+    topo::Topology t = preset(topoName);
+    std::vector<ir::Algorithm> algos;
+    for (const std::string& f : files) algos.push_back(testing::mustRead(f));
+    for (const auto& info : algorithms::classicAlgorithms()) {
+      auto a = algorithms::makeClassic(info.name, t.ranks());
+      if (a.isOk()) algos.push_back(std::move(a).value());
+    }
+    for (const ir::Algorithm& a : algos) {
+      sim::Options big;
+      big.bytes = size_t{64} << 20;
+      big.inplace = !a.outofplace;
+      big.criticalPath = false;
+      auto limit = sim::linkBound(a, t, big);
+      ASSERT_TRUE(limit.isOk()) << a.name << ": " << limit.status().toString();
+      auto sim = sim::simulate(a, t, big);
+      ASSERT_TRUE(sim.isOk()) << a.name << ": " << sim.status().toString();
+      EXPECT_LE(sim.value().algbw, limit.value()) << a.name << " on " << topoName;
+    }
+  }
+  // simulate()'s errors: too many ranks, too small a call, no route.
+  EXPECT_FALSE(sim::linkBound(algorithms::ringAllReduce(8), preset("ring:4"), o).isOk());
+  sim::Options tiny;
+  tiny.bytes = 4;
+  EXPECT_FALSE(sim::linkBound(algorithms::ringAllReduce(4), preset("ring:4"), tiny).isOk());
+  topo::Topology split;
+  split.addRank();
+  split.addRank();
+  auto r2 = sim::linkBound(algorithms::ringAllReduce(2), split, sim::Options{});
+  ASSERT_FALSE(r2.isOk());
+  EXPECT_NE(r2.status().message().find("cannot reach"), std::string::npos);
+}
+
+// fastestByBound finds what simulating every candidate finds, simulating
+// fewer: the built-ins of each collective on a 4 x 4 torus and on NDv4.
+TEST(Sim, FastestByBoundFindsTheFastest) {
+  size_t simulated = 0, all = 0;
+  for (const std::string topoName : {"torus:4:2", "ndv4"}) {
+    const topo::Topology t = preset(topoName);
+    for (CollectiveKind coll : {CollectiveKind::kAllReduce, CollectiveKind::kAllGather,
+                                CollectiveKind::kReduceScatter, CollectiveKind::kAllToAll}) {
+      std::vector<ir::Algorithm> algos;
+      for (const auto& info : algorithms::classicAlgorithms()) {
+        if (info.collective != coll) continue;
+        if (auto a = algorithms::makeClassic(info.name, t.ranks()); a.isOk())
+          algos.push_back(std::move(a).value());
+      }
+      ASSERT_GE(algos.size(), 2u) << topoName;
+      std::vector<const ir::Algorithm*> ptrs;
+      for (const ir::Algorithm& a : algos) ptrs.push_back(&a);
+      sim::Options o;
+      o.bytes = size_t{64} << 20;
+      o.criticalPath = false;
+      const std::vector<double> fast = sim::fastestByBound(ptrs, t, o, 2, std::chrono::seconds(60));
+      ASSERT_EQ(fast.size(), algos.size());
+      double best = 0, found = 0;
+      for (size_t i = 0; i < algos.size(); ++i) {
+        const double each = mustSimulate(algos[i], t, o).algbw;
+        best = std::max(best, each);
+        found = std::max(found, fast[i]);
+        // What it simulated, it simulated as simulate() does.
+        if (fast[i] > 0) {
+          EXPECT_EQ(fast[i], each) << algos[i].name;
+          ++simulated;
+        }
+        ++all;
+      }
+      EXPECT_EQ(found, best) << collectiveName(coll) << " on " << topoName;
+    }
+  }
+  EXPECT_LT(simulated, all);
+}
+
 // Two flows into one rank through a switch share its last link: half speed each.
 TEST(Sim, FlowsSharingALinkGetHalfEach) {
   topo::Topology t;
