@@ -54,6 +54,11 @@ constexpr double kNearTurnShare = 0.98;
 // end past the deadline is not started (it would be stopped, its time
 // lost, and the proof of the one kept would start late).
 constexpr double kDoubledCost = 2.3;
+// Half the slice, the same steps: only the simulation's transfers double,
+// and it takes twice as long (2 x MI250 allreduce, halves in turn over the
+// whole call: 256 -> 128 -> 64 -> 32 KiB, 0.110, 0.221, 0.418, 0.841 s;
+// plain slices 512 -> 64 KiB, 1.7-2.0 times each).
+constexpr double kHalvedSliceCost = 2.0;
 // For Chorus's runtimes, the slice (LowerOptions::sliceBytes) halves from
 // the protocol's while faster, down to this. A piece then moves hop by hop
 // in slices as it would in chunks, in a schedule of few steps (2 x MI250
@@ -560,11 +565,11 @@ class ScheduleSearch {
     };
     // Slices from `slice` down to kLeastSlice, each half the last, while
     // faster than the last (at first: `last`) by more than kSimplerShare:
-    // a step costs about twice the one before (kDoubledCost), and one past
-    // the deadline is not started. `whole`: as one().
+    // a step costs twice the one before (kHalvedSliceCost), and one past the
+    // deadline is not started. `whole`: as one().
     auto halveSlices = [&](uint64_t slice, double last, bool whole) {
       for (; slice >= kLeastSlice && !stop(); slice /= 2) {
-        if (anyServed_ && chain.size() > 0 && !affords(kDoubledCost * chain.back().seconds)) {
+        if (anyServed_ && chain.size() > 0 && !affords(kHalvedSliceCost * chain.back().seconds)) {
           ++*unstarted;
           break;
         }

@@ -110,6 +110,35 @@ TEST(Sim, ChainsPipelineSlicesAndParts) {
 // the simulator and the runtimes cut them where not told another, so a
 // chain pipelines by them as by Options::sliceBytes; the runtime moves the
 // data right slice by slice, in the order the simulator found.
+// The timers (a message's arrival after its route's latency) come due in
+// order however many latencies there are: a chain over 24 ranks whose hops
+// each have a latency of their own (more than the simulator's lanes, one
+// per delay, so some share its heap) still pipelines as the closed form
+// says, with each hop's own latency in place of one for all.
+TEST(Sim, TimersComeDueInOrderWithManyLatencies) {
+  const int n = 24;
+  const double b = 25 * kGB;
+  topo::Topology ring = preset("ring:" + std::to_string(n) + ":25");
+  for (size_t l = 0; l < ring.links.size(); ++l)
+    ring.links[l].latency = (1 + 0.37 * static_cast<double>(l)) * 1e-6;
+  const ir::Algorithm chain = algorithms::chainBroadcast(n, 0);
+  double latencies = 0;  // along the chain
+  for (int r = 0, hops = 0; hops < n - 1; ++hops) {
+    int next = -1;
+    for (const ir::Threadblock& tb : chain.ranks[static_cast<size_t>(r)].tbs)
+      if (tb.sendPeer >= 0) next = tb.sendPeer;
+    ASSERT_GE(next, 0);
+    for (int l : ring.route(r, next)) latencies += ring.links[static_cast<size_t>(l)].latency;
+    r = next;
+  }
+  sim::Options slices = plain(size_t{8} << 20);
+  slices.sliceBytes = size_t{1} << 20;  // 8 slices, whole
+  const sim::Result r = mustSimulate(chain, ring, slices);
+  const double unit = 1 << 20;
+  const double want = latencies + (n - 1) * unit / b + 7 * unit / b;
+  EXPECT_NEAR(r.time, want, want * 1e-9);
+}
+
 TEST(Sim, AnAlgorithmsOwnSliceIsWhatItRunsBy) {
   const int n = 4;
   const double a = 1e-6, b = 25 * kGB;
