@@ -527,12 +527,28 @@ int synthSizes(const topo::Topology& t, CollectiveKind coll, const SynthArgs& ar
   };
   std::vector<Pick> picks;
   const ir::Algorithm ring = algorithms::classicRing(coll, t.ranks(), args.root);
+  const auto protocolsOf = [](size_t bytes) {
+    return bytes > (size_t{16} << 20) ? std::vector<const char*>{"Simple"}
+                                      : std::vector<const char*>{"Simple", "LL128", "LL"};
+  };
+  // Each search gets an even share of the budget left when it starts, so
+  // one that ends early leaves its time to the later ones, the largest
+  // sizes, whose simulations take longest (2 x MI250 allreduce, 64M:1G for
+  // Chorus's runtimes: with one deadline for all, the 64 MiB and 256 MiB
+  // searches took most of it, and 1 GiB kept a plain lowering at 79.6 %).
+  size_t searchesLeft = 0;
+  for (size_t bytes : sizes) searchesLeft += protocolsOf(bytes).size();
   for (size_t bytes : sizes) {
     std::optional<Pick> best;
     std::string problem;
-    for (const char* protocol : {"Simple", "LL128", "LL"}) {
-      if (std::string(protocol) != "Simple" && bytes > (size_t{16} << 20)) continue;
-      const synth::SearchOptions so = searchOptions(t, coll, args, bytes, protocol, deadline);
+    for (const char* protocol : protocolsOf(bytes)) {
+      Deadline own = deadline;
+      if (deadline) {
+        const auto now = std::chrono::steady_clock::now();
+        own = now + (*deadline - now) / static_cast<int>(searchesLeft);
+      }
+      --searchesLeft;
+      const synth::SearchOptions so = searchOptions(t, coll, args, bytes, protocol, own);
       auto found = synth::searchSchedule(t, so);
       if (!found.isOk()) {
         if (problem.empty()) problem = found.status().message();
