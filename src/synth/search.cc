@@ -64,10 +64,13 @@ constexpr double kHalvedSliceCost = 2.0;
 // in slices as it would in chunks, in a schedule of few steps (2 x MI250
 // allgather, one chunk per piece: 2 MiB slices 74.0 %, 128 KiB 94.0 %, 32
 // KiB 95.5 %; 256 chunks of 2 MiB slices, 95.4 %, took 770 times the steps
-// and 172 MiB of XML). Below it a connection's 8 slots hold too few bytes
-// to keep a link busy over a step's latency: 2 x MI250's allgather, each
-// slice moved whole (simulatedParts), 338.7 GB/s at 16 KiB, 261.6 at 8 KiB.
-constexpr uint64_t kLeastSlice = uint64_t{16} << 10;
+// and 172 MiB of XML). Smaller slices can leave a connection's 8 slots too
+// few bytes to keep a link busy over a step's latency (2 x MI250's
+// allgather, each slice moved whole, simulatedParts: 338.7 GB/s at 16 KiB,
+// 261.6 at 8 KiB; its chain stops at 16 KiB, 0.04 % over 32 KiB), but where
+// 16 KiB still gains, 8 KiB may too (4 x MI250 reduce-scatter: 32, 16, 8
+// KiB 318.1, 322.5, 324.4 GB/s, 95.04 % of the optimum).
+constexpr uint64_t kLeastSlice = uint64_t{8} << 10;
 // The first slice of the chain of forms that order over the whole call
 // (ordersWholeCall; Item::kWhole): larger ones only fill and drain longer
 // (2 x MI250 allreduce, halves in turn: 1 MiB 148.0, 512 KiB 153.9, 256
@@ -228,12 +231,20 @@ class ScheduleSearch {
     // costliest, after every plain lowering and variant: a shape deferred
     // for its bound waits for the others' plain results (queueDeferred),
     // and must not wait for their chains too.
+    // Of the chains, those that order over the whole call first: where
+    // they win (the allreduces across MI250 boxes) they need the time of
+    // their finest slices, and where they do not, they stop after a few
+    // coarse ones (4 x MI250 allreduce, default budget: the shortened
+    // forest's plain lowering had come in a few milliseconds faster, its
+    // fine chain then ran first, and the rail forest's halves in turn at 32
+    // KiB, 95.4 %, were left out in one run of two: 94.4 %).
     double cost = 0;
     bool chain() const { return kind == kFine || kind == kWhole || kind == kInstances; }
+    bool laterChain() const { return chain() && kind != kWhole; }
   };
   static bool later(const Item& a, const Item& b) {
-    return std::tuple(a.chain(), a.cost, a.shape, a.slot) >
-           std::tuple(b.chain(), b.cost, b.shape, b.slot);
+    return std::tuple(a.chain(), a.laterChain(), a.cost, a.shape, a.slot) >
+           std::tuple(b.chain(), b.laterChain(), b.cost, b.shape, b.slot);
   }
   // Shapes alike in their plain lowerings' results (4 x DGX A100: the
   // packed forest, shortened and with either headroom) are taken as alike.
