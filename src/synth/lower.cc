@@ -468,15 +468,18 @@ bool targetAllows(Target target, DiagCode limit) {
           limit == DiagCode::kLagIgnored);
 }
 
-int wholeCallLag(const lang::ProgramOptions& po, const LowerOptions& options) {
+uint64_t wholeCallIterations(const lang::ProgramOptions& po, const LowerOptions& options) {
   if (options.sliceBytes == 0 || options.callBytes == 0) return 0;
   const lang::Shape shape = lang::shapeOf(po.collective, po.ranks, po.chunkFactor);
   const auto chunks = static_cast<uint64_t>(std::max({shape.input, shape.output, 1}));
   // A chunk holds callBytes / chunks bytes at most (ir::Slicing), a slice
   // of it an iteration.
   const uint64_t chunkBytes = (options.callBytes + chunks - 1) / chunks;
-  const uint64_t iterations = (chunkBytes + options.sliceBytes - 1) / options.sliceBytes;
-  return static_cast<int>(std::clamp<uint64_t>(iterations, 1, 65535));
+  return std::max<uint64_t>(1, (chunkBytes + options.sliceBytes - 1) / options.sliceBytes);
+}
+
+int wholeCallLag(const lang::ProgramOptions& po, const LowerOptions& options) {
+  return static_cast<int>(std::min(wholeCallIterations(po, options), kMostLag));
 }
 
 lang::ProgramOptions forestProgramOptions(CollectiveKind collective, int ranks,

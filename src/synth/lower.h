@@ -123,10 +123,16 @@ void recordForests(lang::Program& p, const Forest* gather, const Forest* scatter
 // so c = 64 g / busiestConnection fills them.
 int busiestConnection(CollectiveKind collective, int ranks, const Forest* gather,
                       const Forest* scatter, const LowerOptions& options);
-// The lag that puts a step of a program made with `po` after every slice
-// of a call of `options.callBytes` (LowerOptions::callBytes): the call's
-// slice iterations, an upper bound for any element size, at most 65535;
+// The slice iterations of a call of `options.callBytes` in a program made
+// with `po` (LowerOptions::callBytes), an upper bound for any element size;
 // 0 where the lowering has no slices or no call size.
+uint64_t wholeCallIterations(const lang::ProgramOptions& po, const LowerOptions& options);
+// The most a step can lag (ir::Step::lag): a call of more slice iterations
+// cannot be ordered over the whole call (the search passes such a lowering
+// over).
+inline constexpr uint64_t kMostLag = UINT16_MAX;
+// The lag that puts a step after every slice of that call: its iterations,
+// at most kMostLag.
 int wholeCallLag(const lang::ProgramOptions& po, const LowerOptions& options);
 // Both, then compiles.
 compiler::Compiled lowerForests(CollectiveKind collective, int ranks, const Forest* gather,

@@ -121,11 +121,21 @@ Tried lowerAndSimulate(const topo::Topology& t, const SearchOptions& o, const Sh
   const LowerOptions lo = loweringOf(o.lower, tried, o.bytes);
   const Forest* g = shape.gather ? &*shape.gather : nullptr;
   const Forest* s = shape.scatter ? &*shape.scatter : nullptr;
-  compiler::Compiled c = lowerForests(o.collective, t.ranks(), g, s, lo);
   auto done = [&] {
     tried.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     return tried;
   };
+  // Lags of the whole call past the IR's largest would order part of it.
+  if (const uint64_t iterations =
+          wholeCallIterations(forestProgramOptions(o.collective, t.ranks(), g, s, lo), lo);
+      iterations > kMostLag) {
+    tried.passedOver = fmt::format(
+        "a call of {} slice iterations: its lags would order only {} of them (the most a step "
+        "lags)",
+        iterations, kMostLag);
+    return done();
+  }
+  compiler::Compiled c = lowerForests(o.collective, t.ranks(), g, s, lo);
   if (!c.ok()) {
     *bug = "the lowered forest does not compile (a bug):\n" +
            (c.diagnostics.items().empty() ? std::string() : c.diagnostics.items().front().format());

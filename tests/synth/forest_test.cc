@@ -686,8 +686,17 @@ TEST(Forest, WholeCallLagsOrderEachConnectionBySlices) {
     lo.halvesInTurn = ar;
     lo.laterLocalSums = ar ? 0 : 1;
     lo.callBytes = size_t{1} << 30;
-    const int lag = wholeCallLag(forestProgramOptions(coll, n, gather, &up, lo), lo);
+    const lang::ProgramOptions po = forestProgramOptions(coll, n, gather, &up, lo);
+    const int lag = wholeCallLag(po, lo);
     EXPECT_EQ(lag, 171);  // 1 GiB in 96 chunks, 64 KiB a slice
+    {
+      // 1 TiB: more slice iterations than a step can lag (the search
+      // passes such a lowering over).
+      LowerOptions huge = lo;
+      huge.callBytes = uint64_t{1} << 40;
+      EXPECT_EQ(wholeCallIterations(po, huge), 174763u);  // ceil(2^40 / 96 / 2^16)
+      EXPECT_EQ(static_cast<uint64_t>(wholeCallLag(po, huge)), kMostLag);
+    }
     compiler::Compiled c = lowerForests(coll, n, gather, &up, lo);
     for (const Diagnostic& diag : c.diagnostics.items()) ADD_FAILURE() << diag.format();
     ASSERT_TRUE(c.ok());
