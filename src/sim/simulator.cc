@@ -293,6 +293,87 @@ class TimerQueue {
   mutable int next_ = kUnknown;  // top()'s lane, kRest, or not known
 };
 
+// computeRates' links by fair share, least first (ties: the lower id), each
+// at most once: a link's share changes in place as the routes over it are
+// fixed. (A heap of (share, link) entries, a new one per change and the
+// old ones skipped when popped, popped two stale entries for every live one
+// on 4 x MI250's reduce-scatter.)
+class LinkHeap {
+ public:
+  void resize(size_t links) {
+    share_.assign(links, 0);
+    place_.assign(links, -1);
+  }
+  bool empty() const { return heap_.empty(); }
+  // Adds the links (none in it), then orders them.
+  template <typename Share>
+  void build(const std::vector<int>& links, Share share) {
+    for (int l : links)
+      if (const double s = share(l); s >= 0) {
+        share_[static_cast<size_t>(l)] = s;
+        place_[static_cast<size_t>(l)] = static_cast<int>(heap_.size());
+        heap_.push_back(l);
+      }
+    for (size_t i = heap_.size() / 2; i-- > 0;) down(i);
+  }
+  // The least share's link, taken out.
+  std::pair<double, int> pop() {
+    const int l = heap_.front();
+    remove(l);
+    return {share_[static_cast<size_t>(l)], l};
+  }
+  bool holds(int l) const { return place_[static_cast<size_t>(l)] >= 0; }
+  // Link l (held) has a new share.
+  void update(int l, double share) {
+    share_[static_cast<size_t>(l)] = share;
+    const auto i = static_cast<size_t>(place_[static_cast<size_t>(l)]);
+    up(i);
+    down(static_cast<size_t>(place_[static_cast<size_t>(l)]));
+  }
+  // Takes link l (held) out.
+  void remove(int l) {
+    const auto i = static_cast<size_t>(place_[static_cast<size_t>(l)]);
+    place_[static_cast<size_t>(l)] = -1;
+    const int last = heap_.back();
+    heap_.pop_back();
+    if (i == heap_.size()) return;
+    heap_[i] = last;
+    place_[static_cast<size_t>(last)] = static_cast<int>(i);
+    up(i);
+    down(static_cast<size_t>(place_[static_cast<size_t>(last)]));
+  }
+
+ private:
+  bool before(int a, int b) const {
+    const double sa = share_[static_cast<size_t>(a)], sb = share_[static_cast<size_t>(b)];
+    return sa != sb ? sa < sb : a < b;
+  }
+  void put(size_t i, int l) {
+    heap_[i] = l;
+    place_[static_cast<size_t>(l)] = static_cast<int>(i);
+  }
+  void up(size_t i) {
+    const int l = heap_[i];
+    for (; i > 0 && before(l, heap_[(i - 1) / 2]); i = (i - 1) / 2) put(i, heap_[(i - 1) / 2]);
+    put(i, l);
+  }
+  void down(size_t i) {
+    const int l = heap_[i];
+    for (;;) {
+      size_t c = 2 * i + 1;
+      if (c >= heap_.size()) break;
+      if (c + 1 < heap_.size() && before(heap_[c + 1], heap_[c])) ++c;
+      if (!before(heap_[c], l)) break;
+      put(i, heap_[c]);
+      i = c;
+    }
+    put(i, l);
+  }
+  std::vector<int> heap_;
+  std::vector<double> share_;  // per link, while held
+  std::vector<int> place_;     // per link: its index in heap_, or -1
+};
+
 // std::greater of (time or bytes, id) pairs, in plain comparisons (above).
 struct Later {
   bool operator()(const std::pair<double, int>& a, const std::pair<double, int>& b) const {
@@ -422,7 +503,7 @@ class Engine {
   std::vector<uint32_t> linkSeen_;
   uint32_t epoch_ = 0;
   std::vector<double> left_;
-  std::vector<std::pair<double, int>> heap_;
+  LinkHeap heap_;
   // Per step instance (iteration-major), for the critical path and trace.
   bool keepPath_ = false;
   std::vector<double> startOf_, endOf_;
@@ -513,6 +594,7 @@ chorus::Status Engine::setup(Result& out) {
   linkCap_ = capacities(t_, n);
   count_.assign(all, 0);
   left_.assign(all, 0);
+  heap_.resize(all);
   linkSeen_.assign(all, 0);
   activeOn_.assign(all, {});
   pruneLinks();
@@ -839,18 +921,13 @@ void Engine::fillRates() {
     route.fixed = false;
     for (int l : route.binding) count_[static_cast<size_t>(l)] += route.flows;
   }
-  heap_.clear();
-  for (int l : touched_)
-    if (count_[static_cast<size_t>(l)] > 0)
-      heap_.push_back({left_[static_cast<size_t>(l)] / count_[static_cast<size_t>(l)], l});
-  std::make_heap(heap_.begin(), heap_.end(), Later());
+  heap_.build(touched_, [&](int l) {
+    const auto li = static_cast<size_t>(l);
+    return count_[li] > 0 ? left_[li] / count_[li] : -1.0;
+  });
   while (!heap_.empty()) {
-    std::pop_heap(heap_.begin(), heap_.end(), Later());
-    auto [share, l] = heap_.back();
-    heap_.pop_back();
-    auto li = static_cast<size_t>(l);
-    if (count_[li] == 0 || share != left_[li] / count_[li]) continue;  // stale
-    for (int r : activeOn_[li]) {
+    auto [share, l] = heap_.pop();
+    for (int r : activeOn_[static_cast<size_t>(l)]) {
       Route& route = routes_[static_cast<size_t>(r)];
       if (route.fixed) continue;
       route.fixed = true;
@@ -862,10 +939,12 @@ void Engine::fillRates() {
       for (int l2 : route.binding) {
         auto l2i = static_cast<size_t>(l2);
         left_[l2i] -= share * route.flows;
-        if ((count_[l2i] -= route.flows) > 0) {
-          heap_.push_back({left_[l2i] / count_[l2i], l2});
-          std::push_heap(heap_.begin(), heap_.end(), Later());
-        }
+        count_[l2i] -= route.flows;
+        if (!heap_.holds(l2)) continue;  // l itself
+        if (count_[l2i] > 0)
+          heap_.update(l2, left_[l2i] / count_[l2i]);
+        else
+          heap_.remove(l2);
       }
     }
   }
