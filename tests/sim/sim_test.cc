@@ -508,6 +508,19 @@ TEST(Sim, FastestByBoundFindsTheFastest) {
     }
   }
   EXPECT_LT(simulated, all);
+  // One that cannot run here (more ranks than the topology) is left out,
+  // with 0, and the others are still compared; none at all gives none.
+  const topo::Topology ring4 = preset("ring:4");
+  const ir::Algorithm wide = algorithms::ringAllReduce(8), fits = algorithms::ringAllReduce(4);
+  sim::Options o;
+  o.bytes = size_t{1} << 20;
+  o.criticalPath = false;
+  const std::vector<double> mixed =
+      sim::fastestByBound({&wide, &fits}, ring4, o, 2, std::chrono::seconds(60));
+  ASSERT_EQ(mixed.size(), 2u);
+  EXPECT_EQ(mixed[0], 0);
+  EXPECT_EQ(mixed[1], mustSimulate(fits, ring4, o).algbw);
+  EXPECT_TRUE(sim::fastestByBound({}, ring4, o, 2, std::chrono::seconds(60)).empty());
 }
 
 // Two flows into one rank through a switch share its last link: half speed each.
