@@ -127,7 +127,9 @@ Tried lowerAndSimulate(const topo::Topology& t, const SearchOptions& o, const Sh
   };
   // Lags of the whole call past the IR's largest would order part of it.
   if (const uint64_t iterations =
-          wholeCallIterations(forestProgramOptions(o.collective, t.ranks(), g, s, lo), lo);
+          lo.callBytes == 0
+              ? 0
+              : wholeCallIterations(forestProgramOptions(o.collective, t.ranks(), g, s, lo), lo);
       iterations > kMostLag) {
     tried.passedOver = fmt::format(
         "a call of {} slice iterations: its lags would order only {} of them (the most a step "

@@ -5,7 +5,6 @@
 
 #include <fmt/core.h>
 
-#include <atomic>
 #include <bit>
 #include <chorus/gen.hpp>
 #include <chrono>
