@@ -117,12 +117,11 @@ synth::SearchOptions searchOptions(const topo::Topology& t, CollectiveKind coll,
   return so;
 }
 
-// An algorithm simulated at `bytes` (no critical path), its slices moved
-// in `parts` (synth::simulatedParts). Stops with kTimeout at `deadline`;
+// A simulation at `bytes` (no critical path), its slices moved in `parts`
+// (synth::simulatedParts), stopped with kTimeout at `deadline`;
 // `sliceBytes` 0: the protocol's.
-Result<sim::Result> simulateAt(const ir::Algorithm& a, const topo::Topology& t, size_t bytes,
-                               bool inplace, size_t parts, Deadline deadline = std::nullopt,
-                               size_t sliceBytes = 0) {
+sim::Options simOptions(size_t bytes, bool inplace, size_t parts, Deadline deadline = std::nullopt,
+                        size_t sliceBytes = 0) {
   sim::Options so;
   so.bytes = bytes;
   so.inplace = inplace;
@@ -130,7 +129,13 @@ Result<sim::Result> simulateAt(const ir::Algorithm& a, const topo::Topology& t, 
   so.criticalPath = false;
   so.deadline = deadline;
   so.sliceBytes = sliceBytes;
-  return sim::simulate(a, t, so);
+  return so;
+}
+// An algorithm simulated so.
+Result<sim::Result> simulateAt(const ir::Algorithm& a, const topo::Topology& t, size_t bytes,
+                               bool inplace, size_t parts, Deadline deadline = std::nullopt,
+                               size_t sliceBytes = 0) {
+  return sim::simulate(a, t, simOptions(bytes, inplace, parts, deadline, sliceBytes));
 }
 
 // Its algbw (GB/s), or 0 where it cannot run the size or deadlocks, with
@@ -269,14 +274,9 @@ Classic bestClassic(const topo::Topology& t, CollectiveKind coll, const SynthArg
       candidates.push_back(&algos[i]);
       from.push_back(i);
     }
-  sim::Options so;
-  so.bytes = bytes;
-  so.inplace = args.inplace;
-  so.partsPerSlice = simulatedParts(args);
-  so.criticalPath = false;
-  so.deadline = deadline;
-  const std::vector<double> algbw =
-      sim::fastestByBound(candidates, t, so, usableCores(), std::chrono::seconds(1));
+  const std::vector<double> algbw = sim::fastestByBound(
+      candidates, t, simOptions(bytes, args.inplace, simulatedParts(args), deadline), usableCores(),
+      std::chrono::seconds(1));
   Classic best;
   for (size_t k = 0; k < candidates.size(); ++k)
     if (algbw[k] > best.algbw) best = Classic{entries[from[k]]->name, options[from[k]], algbw[k]};
