@@ -1,5 +1,7 @@
 #include "sim/simulator.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -134,6 +136,18 @@ struct Connection {
   Message& at(size_t seq) { return messages[seq % messages.size()]; }
 };
 
+// What a step does, inline: the event loop asks at every event
+// (ir::sends and ir::receives are calls into another unit).
+bool sendsInline(ir::StepType t) {
+  using enum ir::StepType;
+  return t == kSend || t == kRecvCopySend || t == kRecvReduceSend || t == kRecvReduceCopySend;
+}
+bool receivesInline(ir::StepType t) {
+  using enum ir::StepType;
+  return t == kRecv || t == kRecvCopySend || t == kRecvReduceSend || t == kRecvReduceCopy ||
+         t == kRecvReduceCopySend;
+}
+
 // What the event loop reads at every step first (one cache line), then
 // the rest.
 struct Tb {
@@ -186,22 +200,11 @@ struct Route {
   bool changed = false;  // in Engine::changed_
   bool fixed = false;    // computeRates
   uint32_t seen = 0;     // computeRates' search, by epoch
-  uint32_t version = 0;  // of its entry in Engine::finishes_
   double rate = 0;       // per flow
   double served = 0;     // bytes per flow since the start, at `since`
   double since = 0;
   // (served at which it is done, flow slot), a min-heap.
   std::vector<std::pair<double, int>> due;
-};
-
-// When a route's first flow will be done, as of its route's `version`.
-struct Finish {
-  double time;
-  int route;
-  uint32_t version;
-  // (Plain comparisons, not std::tie: the heaps compare at every event,
-  // and a debug build calls each tuple helper; the order is the same.)
-  bool operator>(const Finish& o) const { return time != o.time ? time > o.time : route > o.route; }
 };
 
 struct Timer {
@@ -293,85 +296,102 @@ class TimerQueue {
   mutable int next_ = kUnknown;  // top()'s lane, kRest, or not known
 };
 
-// computeRates' links by fair share, least first (ties: the lower id), each
-// at most once: a link's share changes in place as the routes over it are
-// fixed. (A heap of (share, link) entries, a new one per change and the
-// old ones skipped when popped, popped two stale entries for every live one
-// on 4 x MI250's reduce-scatter.)
-class LinkHeap {
+// Ids (links, routes) by a key, least first (ties: the lower id), each at
+// most once: a key changes in place. computeRates' links by fair share,
+// which changes as the routes over them are fixed, and the routes by when
+// their next flow is done. (Heaps of (key, id) entries, a new one per
+// change and the old ones skipped when popped, popped two stale entries
+// for every live one on 4 x MI250's reduce-scatter, and the finishes'
+// heap was a sixth of its simulation.)
+class IdHeap {
  public:
-  void resize(size_t links) {
-    share_.assign(links, 0);
-    place_.assign(links, -1);
-  }
+  void resize(size_t ids) { place_.assign(ids, -1); }
   bool empty() const { return heap_.empty(); }
-  // Adds the links (none in it), then orders them.
-  template <typename Share>
-  void build(const std::vector<int>& links, Share share) {
-    for (int l : links)
-      if (const double s = share(l); s >= 0) {
-        share_[static_cast<size_t>(l)] = s;
-        place_[static_cast<size_t>(l)] = static_cast<int>(heap_.size());
-        heap_.push_back(l);
+  // The least key and its id (not empty()).
+  std::pair<double, int> top() const { return {heap_.front().key, heap_.front().id}; }
+  bool holds(int id) const { return place_[static_cast<size_t>(id)] >= 0; }
+  // Id `id` with key `key`, whether held or not.
+  void set(int id, double key) {
+    if (holds(id)) {
+      const auto i = static_cast<size_t>(place_[static_cast<size_t>(id)]);
+      const bool sooner = key < heap_[i].key;
+      heap_[i].key = key;
+      sooner ? up(i) : down(i);
+      return;
+    }
+    heap_.push_back({key, id});
+    up(heap_.size() - 1);
+  }
+  // Adds the ids (none in it) whose key is not negative, then orders them.
+  template <typename Key>
+  void build(const std::vector<int>& ids, Key keyOf) {
+    for (int id : ids)
+      if (const double k = keyOf(id); k >= 0) {
+        place_[static_cast<size_t>(id)] = static_cast<int>(heap_.size());
+        heap_.push_back({k, id});
       }
     for (size_t i = heap_.size() / 2; i-- > 0;) down(i);
   }
-  // The least share's link, taken out.
+  // The least key's id, taken out.
   std::pair<double, int> pop() {
-    const int l = heap_.front();
-    remove(l);
-    return {share_[static_cast<size_t>(l)], l};
+    const auto out = top();
+    remove(out.second);
+    return out;
   }
-  bool holds(int l) const { return place_[static_cast<size_t>(l)] >= 0; }
-  // Link l (held) has a new share.
-  void update(int l, double share) {
-    share_[static_cast<size_t>(l)] = share;
-    const auto i = static_cast<size_t>(place_[static_cast<size_t>(l)]);
-    up(i);
-    down(static_cast<size_t>(place_[static_cast<size_t>(l)]));
-  }
-  // Takes link l (held) out.
-  void remove(int l) {
-    const auto i = static_cast<size_t>(place_[static_cast<size_t>(l)]);
-    place_[static_cast<size_t>(l)] = -1;
-    const int last = heap_.back();
+  // Takes id `id` out, if held.
+  void remove(int id) {
+    if (!holds(id)) return;
+    auto i = static_cast<size_t>(place_[static_cast<size_t>(id)]);
+    place_[static_cast<size_t>(id)] = -1;
+    const Entry last = heap_.back();
     heap_.pop_back();
     if (i == heap_.size()) return;
-    heap_[i] = last;
-    place_[static_cast<size_t>(last)] = static_cast<int>(i);
-    up(i);
-    down(static_cast<size_t>(place_[static_cast<size_t>(last)]));
-  }
-
- private:
-  bool before(int a, int b) const {
-    const double sa = share_[static_cast<size_t>(a)], sb = share_[static_cast<size_t>(b)];
-    return sa != sb ? sa < sb : a < b;
-  }
-  void put(size_t i, int l) {
-    heap_[i] = l;
-    place_[static_cast<size_t>(l)] = static_cast<int>(i);
-  }
-  void up(size_t i) {
-    const int l = heap_[i];
-    for (; i > 0 && before(l, heap_[(i - 1) / 2]); i = (i - 1) / 2) put(i, heap_[(i - 1) / 2]);
-    put(i, l);
-  }
-  void down(size_t i) {
-    const int l = heap_[i];
+    // (As std::pop_heap: the hole down to a leaf by the lesser child, one
+    // comparison a level where sifting `last` down takes two, then `last`
+    // up from there.)
     for (;;) {
       size_t c = 2 * i + 1;
       if (c >= heap_.size()) break;
       if (c + 1 < heap_.size() && before(heap_[c + 1], heap_[c])) ++c;
-      if (!before(heap_[c], l)) break;
       put(i, heap_[c]);
       i = c;
     }
-    put(i, l);
+    heap_[i] = last;
+    up(i);
   }
-  std::vector<int> heap_;
-  std::vector<double> share_;  // per link, while held
-  std::vector<int> place_;     // per link: its index in heap_, or -1
+
+ private:
+  // The key beside its id, so that sifting reads one array.
+  struct Entry {
+    double key;
+    int id;
+  };
+  static bool before(const Entry& a, const Entry& b) {
+    return a.key != b.key ? a.key < b.key : a.id < b.id;
+  }
+  void put(size_t i, const Entry& e) {
+    heap_[i] = e;
+    place_[static_cast<size_t>(e.id)] = static_cast<int>(i);
+  }
+  void up(size_t i) {
+    const Entry e = heap_[i];
+    for (; i > 0 && before(e, heap_[(i - 1) / 2]); i = (i - 1) / 2) put(i, heap_[(i - 1) / 2]);
+    put(i, e);
+  }
+  void down(size_t i) {
+    const Entry e = heap_[i];
+    for (;;) {
+      size_t c = 2 * i + 1;
+      if (c >= heap_.size()) break;
+      if (c + 1 < heap_.size() && before(heap_[c + 1], heap_[c])) ++c;
+      if (!before(heap_[c], e)) break;
+      put(i, heap_[c]);
+      i = c;
+    }
+    put(i, e);
+  }
+  std::vector<Entry> heap_;
+  std::vector<int> place_;  // per id: its index in heap_, or -1
 };
 
 // std::greater of (time or bytes, id) pairs, in plain comparisons (above).
@@ -475,15 +495,29 @@ class Engine {
   const topo::Topology& t_;
   const Options& o_;
   std::vector<Tb> tbs_;
-  // [instance x ranks + rank][tb id] -> tbs_ index
-  std::vector<std::vector<int>> tbOf_;
+  // A threadblock's place among its instance's in tbs_ (instance i's
+  // follow at i x tbsPerInstance_), by rank and id: one flat table, where a
+  // table per rank and instance cost the event loop a cache miss more at
+  // every dependency.
+  std::vector<int> placeOf_;
+  std::vector<std::pair<size_t, size_t>> rankIds_;  // per rank: its first in placeOf_, how many
+  size_t tbsPerInstance_ = 0;
+  // The place of `rank`'s threadblock `id`, -1 where there is none.
+  int placeOf(int rank, int id) const {
+    const auto [first, count] = rankIds_[static_cast<size_t>(rank)];
+    return id >= 0 && static_cast<size_t>(id) < count ? placeOf_[first + static_cast<size_t>(id)]
+                                                      : -1;
+  }
+  // Whether any step lags (ir::Step::lag): where none does, a dependency's
+  // slice is the step's own, and its step is not read (a cache miss).
+  bool lagged_ = false;
   std::vector<Connection> conns_;
   std::vector<Route> routes_;
   std::vector<int> changed_;  // routes whose flows came or went since computeRates
   // Per link that can bind, the routes over it with flows (Route::place).
   std::vector<std::vector<int>> activeOn_;
-  // Routes' next finishes; an entry is stale once its route's version moved.
-  std::priority_queue<Finish, std::vector<Finish>, std::greater<>> finishes_;
+  // Routes with flows by when their first flow is done (scheduleFinish).
+  IdHeap finishes_;
   std::vector<Flow> flows_;     // moving bytes, in slots
   std::vector<int> freeFlows_;  // slots of flows_ free again
   TimerQueue timers_;
@@ -503,7 +537,7 @@ class Engine {
   std::vector<uint32_t> linkSeen_;
   uint32_t epoch_ = 0;
   std::vector<double> left_;
-  LinkHeap heap_;
+  IdHeap heap_;  // computeRates' links by fair share
   // Per step instance (iteration-major), for the critical path and trace.
   bool keepPath_ = false;
   std::vector<double> startOf_, endOf_;
@@ -530,7 +564,40 @@ chorus::Status Engine::setup(Result& out) {
   stepLatency_ = o_.stepLatency >= 0 ? o_.stepLatency : protocolLatency(layout);
   overhead_ = protocolOverhead(layout);
   const int k = o_.instances;
-  tbOf_.assign(static_cast<size_t>(n) * static_cast<size_t>(k), {});
+  // Each threadblock's place within an instance, then every dependency
+  // checked against them.
+  rankIds_.assign(static_cast<size_t>(n), {0, 0});
+  std::vector<const ir::Threadblock*> byPlace;
+  for (const ir::Rank& r : a_.ranks) {
+    int most = -1;
+    for (const ir::Threadblock& irTb : r.tbs) {
+      if (irTb.id < 0)
+        return chorus::Status(StatusCode::kInvalidArgument,
+                              fmt::format("rank {}: a threadblock's id is {}", r.id, irTb.id));
+      most = std::max(most, irTb.id);
+    }
+    const size_t first = placeOf_.size();
+    rankIds_[static_cast<size_t>(r.id)] = {first, static_cast<size_t>(most + 1)};
+    placeOf_.resize(first + static_cast<size_t>(most + 1), -1);
+    for (const ir::Threadblock& irTb : r.tbs) {
+      placeOf_[first + static_cast<size_t>(irTb.id)] = static_cast<int>(byPlace.size());
+      byPlace.push_back(&irTb);
+    }
+  }
+  tbsPerInstance_ = byPlace.size();
+  for (const ir::Rank& r : a_.ranks)
+    for (const ir::Threadblock& irTb : r.tbs)
+      for (size_t i = 0; i < irTb.steps.size(); ++i) {
+        const ir::Step& s = irTb.steps[i];
+        if (s.depTb < 0) continue;
+        const int place = placeOf(r.id, s.depTb);
+        if (place < 0 || s.depStep < 0 ||
+            static_cast<size_t>(s.depStep) >= byPlace[static_cast<size_t>(place)]->steps.size())
+          return chorus::Status(StatusCode::kInvalidArgument,
+                                fmt::format("rank {} tb {} step {}: it depends on tb {} step {}, "
+                                            "which does not exist",
+                                            r.id, irTb.id, i, s.depTb, s.depStep));
+      }
   // (from, to, channel, instance): each instance has connections of its own.
   std::map<std::tuple<int, int, int, int>, int> connOf;
   auto connection = [&](int from, int to, int channel, int instance) {
@@ -549,6 +616,7 @@ chorus::Status Engine::setup(Result& out) {
         tb.instance = inst;
         tb.iter = static_cast<size_t>(inst);
         tb.end = iterations_ + static_cast<size_t>(k) * irTb.maxLag();
+        lagged_ = lagged_ || irTb.maxLag() > 0;
         loopIterations_ = std::max(loopIterations_, tb.end);
         tb.steps = irTb.steps.data();
         tb.nsteps = static_cast<int>(irTb.steps.size());
@@ -563,10 +631,6 @@ chorus::Status Engine::setup(Result& out) {
           tb.recvConn = connection(irTb.recvPeer, r.id, irTb.channel, inst);
           conns_[static_cast<size_t>(tb.recvConn)].receiverTb = me;
         }
-        auto& ids = tbOf_[static_cast<size_t>(inst * n + r.id)];
-        if (ids.size() <= static_cast<size_t>(irTb.id))
-          ids.resize(static_cast<size_t>(irTb.id) + 1, -1);
-        ids[static_cast<size_t>(irTb.id)] = me;
         tbs_.push_back(tb);
       }
     stepsPerIter_ = base;
@@ -595,6 +659,7 @@ chorus::Status Engine::setup(Result& out) {
   count_.assign(all, 0);
   left_.assign(all, 0);
   heap_.resize(all);
+  finishes_.resize(routes_.size());
   linkSeen_.assign(all, 0);
   activeOn_.assign(all, {});
   pruneLinks();
@@ -624,11 +689,11 @@ void Engine::advance(int t) {
       continue;
     }
     if (s.depTb >= 0) {
-      const auto& ids = tbOf_[static_cast<size_t>(tb.instance * a_.ngpus + tb.rank)];
-      int d = ids[static_cast<size_t>(s.depTb)];
-      Tb& dep = tbs_[static_cast<size_t>(d)];
+      Tb& dep = tbs_[static_cast<size_t>(tb.instance) * tbsPerInstance_ +
+                     static_cast<size_t>(placeOf(tb.rank, s.depTb))];
       // Its iteration of the same slice.
-      const size_t at = slice + static_cast<size_t>(o_.instances) * dep.steps[s.depStep].lag;
+      const size_t at =
+          slice + (lagged_ ? static_cast<size_t>(o_.instances) * dep.steps[s.depStep].lag : 0);
       if (!stepDone(dep, at, s.depStep)) {
         dep.waiters.push_back(t);
         return;
@@ -638,7 +703,7 @@ void Engine::advance(int t) {
         satisfied(tb, di, endOf_[di], Why::kDependency);
       }
     }
-    if (ir::receives(s.type) && !tb.recvDone) {
+    if (receivesInline(s.type) && !tb.recvDone) {
       Connection& c = conns_[static_cast<size_t>(tb.recvConn)];
       if (c.arrived <= c.consumed) return;  // woken by the arrival
       size_t seq = c.consumed++;
@@ -654,11 +719,11 @@ void Engine::advance(int t) {
         return;
       }
     }
-    if (ir::sends(s.type)) {
+    if (sendsInline(s.type)) {
       startSend(t);
       return;
     }
-    if (!ir::receives(s.type) && s.type != ir::StepType::kNop) {
+    if (!receivesInline(s.type) && s.type != ir::StepType::kNop) {
       double cost = localCost(bytesOf(tb, s));
       if (cost > 0 && !tb.recvDone) {
         tb.recvDone = true;  // the local work is under way
@@ -711,7 +776,7 @@ void Engine::startSend(int t) {
 
 void Engine::complete(Tb& tb) {
   const ir::Step& s = tb.steps[tb.pos];
-  if (ir::receives(s.type) && sliceOf(tb) != SIZE_MAX) {
+  if (receivesInline(s.type) && sliceOf(tb) != SIZE_MAX) {
     // Its slot is free again.
     Connection& c = conns_[static_cast<size_t>(tb.recvConn)];
     if (keepPath_) c.at(c.released).freedAt = now_;
@@ -838,10 +903,12 @@ void Engine::settle(Route& route) {
 
 void Engine::scheduleFinish(int r) {
   Route& route = routes_[static_cast<size_t>(r)];
-  ++route.version;
-  if (route.flows == 0 || route.rate <= 0) return;
+  if (route.flows == 0 || route.rate <= 0) {
+    finishes_.remove(r);
+    return;
+  }
   const double left = route.due.front().first - route.served;
-  finishes_.push(Finish{route.since + std::max(0.0, left) / route.rate, r, route.version});
+  finishes_.set(r, route.since + std::max(0.0, left) / route.rate);
 }
 
 // Max-min fair rates by progressive filling: the link with the smallest
@@ -912,6 +979,25 @@ void Engine::computeRates() {
 }
 
 void Engine::fillRates() {
+  // A route's rate is fixed at `share`.
+  auto fix = [&](int r, Route& route, double share) {
+    route.fixed = true;
+    if (route.rate == share) return;
+    settle(route);  // at the rate it had
+    route.rate = share;
+    if (!route.changed) scheduleFinish(r);  // changed ones are, after
+  };
+  // A route alone (most are, once pruneLinks has left out the links that
+  // never fill): its binding links' least share.
+  if (component_.size() == 1) {
+    const int r = component_.front();
+    Route& route = routes_[static_cast<size_t>(r)];
+    double share = kInf;
+    for (int l : route.binding)
+      share = std::min(share, linkCap_[static_cast<size_t>(l)] / route.flows);
+    fix(r, route, share);
+    return;
+  }
   for (int l : touched_) {
     count_[static_cast<size_t>(l)] = 0;
     left_[static_cast<size_t>(l)] = linkCap_[static_cast<size_t>(l)];
@@ -930,19 +1016,14 @@ void Engine::fillRates() {
     for (int r : activeOn_[static_cast<size_t>(l)]) {
       Route& route = routes_[static_cast<size_t>(r)];
       if (route.fixed) continue;
-      route.fixed = true;
-      if (route.rate != share) {
-        settle(route);  // at the rate it had
-        route.rate = share;
-        if (!route.changed) scheduleFinish(r);  // changed ones are, after
-      }
+      fix(r, route, share);
       for (int l2 : route.binding) {
         auto l2i = static_cast<size_t>(l2);
         left_[l2i] -= share * route.flows;
         count_[l2i] -= route.flows;
         if (!heap_.holds(l2)) continue;  // l itself
         if (count_[l2i] > 0)
-          heap_.update(l2, left_[l2i] / count_[l2i]);
+          heap_.set(l2, left_[l2i] / count_[l2i]);
         else
           heap_.remove(l2);
       }
@@ -966,19 +1047,14 @@ chorus::Status Engine::run(Result& out) {
     }
     if (ratesDirty_) computeRates();
     double next = timers_.empty() ? kInf : timers_.top().time;
-    while (!finishes_.empty() &&
-           finishes_.top().version != routes_[static_cast<size_t>(finishes_.top().route)].version)
-      finishes_.pop();  // stale
-    if (!finishes_.empty()) next = std::min(next, finishes_.top().time);
+    if (!finishes_.empty()) next = std::min(next, finishes_.top().first);
     if (next == kInf) break;
     now_ = std::max(now_, next);
     // Finished flows (within rounding), then every timer due now.
-    while (!finishes_.empty() && finishes_.top().time <= now_ + kSameTime) {
-      const Finish due = finishes_.top();
-      finishes_.pop();
-      Route& route = routes_[static_cast<size_t>(due.route)];
-      if (due.version != route.version) continue;
-      ++route.version;  // this entry is spent; computeRates queues the next
+    while (!finishes_.empty() && finishes_.top().first <= now_ + kSameTime) {
+      // (computeRates queues its next.)
+      const int r = finishes_.pop().second;
+      Route& route = routes_[static_cast<size_t>(r)];
       settle(route);
       for (bool first = true; !route.due.empty(); first = false) {
         const double left = route.due.front().first - route.served;
@@ -991,7 +1067,7 @@ chorus::Status Engine::run(Result& out) {
         Flow done = flows_[static_cast<size_t>(slot)];
         finishFlow(done);
       }
-      routeChanged(due.route);
+      routeChanged(r);
     }
     while (!timers_.empty() && timers_.top().time <= now_ + kSameTime) {
       Timer tm = timers_.top();
@@ -1000,8 +1076,7 @@ chorus::Status Engine::run(Result& out) {
         Tb& tb = tbs_[static_cast<size_t>(tm.id)];
         tb.busy = false;
         ready_.push_back(tm.id);
-        const ir::Step& s = tb.steps[tb.pos];
-        if (!ir::sends(s.type)) complete(tb);
+        if (!sendsInline(tb.steps[tb.pos].type)) complete(tb);
       } else {
         arrive(tm.id);
       }

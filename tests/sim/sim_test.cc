@@ -1034,6 +1034,19 @@ TEST(Sim, BadInputIsAnError) {
   auto r = sim::simulate(algorithms::ringAllReduce(2), split, sim::Options{});
   ASSERT_FALSE(r.isOk());
   EXPECT_NE(r.status().message().find("cannot reach"), std::string::npos);
+  // A dependency on a threadblock, or a step, that is not there.
+  for (const auto& [tb, step] : {std::pair{7, 0}, std::pair{0, 99}}) {
+    ir::Algorithm bad = algorithms::ringAllReduce(4);
+    ir::Step& s = bad.ranks[2].tbs[0].steps[1];
+    s.depTb = tb;
+    s.depStep = step;
+    s.hasDep = true;
+    auto dep = sim::simulate(bad, ring4, sim::Options{});
+    ASSERT_FALSE(dep.isOk());
+    EXPECT_EQ(dep.status().message(),
+              fmt::format("rank 2 tb {} step 1: it depends on tb {} step {}, which does not exist",
+                          bad.ranks[2].tbs[0].id, tb, step));
+  }
 }
 
 }  // namespace
