@@ -404,9 +404,8 @@ Subcommand addSynth(CLI::App& app, CommandLine* cl) {
                  "10, 25)")
       ->check(CLI::Range(0, 90));
   sy->add_option("--time-budget", synthArgs.timeBudget,
-                 "seconds the command may take (default 30; 0: no limit): the search stops at 3/4 "
-                 "of it and the best "
-                 "lowering found by then is kept")
+                 "seconds the command may take (default 30; 0: no limit): the search stops at 85 % "
+                 "of it and the best lowering found by then is kept")
       ->check(CLI::NonNegativeNumber);
   sy->add_option("--target", synthArgs.target,
                  "what runs the schedule: msccl (default: within the MSCCL executor's limits, 64 "
