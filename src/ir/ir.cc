@@ -10,29 +10,8 @@
 #include "core/collectives.h"
 
 namespace chorus::ir {
-namespace {
-
-struct StepTypeInfo {
-  std::string_view name;
-  bool sends, receives, readsSrc, writesDst, readsDst, reduces;
-};
-
-// Columns: name, sends, receives, reads src, writes dst, reads dst, reduces.
-constexpr std::array<StepTypeInfo, 9> kStepTypes = {{
-    {"s", true, false, true, false, false, false},
-    {"r", false, true, false, true, false, false},
-    {"rcs", true, true, false, true, false, false},
-    {"rrs", true, true, true, false, false, true},
-    {"rrc", false, true, true, true, false, true},
-    {"rrcs", true, true, true, true, false, true},
-    {"cpy", false, false, true, true, false, false},
-    {"re", false, false, true, true, true, true},
-    {"nop", false, false, false, false, false, false},
-}};
-
-const StepTypeInfo& info(StepType t) { return kStepTypes[static_cast<size_t>(t)]; }
-
-}  // namespace
+using detail::info;
+using detail::kStepTypes;
 
 char bufferLetter(Buffer b) { return b == Buffer::kInput ? 'i' : b == Buffer::kOutput ? 'o' : 's'; }
 
@@ -70,13 +49,6 @@ std::optional<StepType> parseStepType(std::string_view s) {
   }
   return std::nullopt;
 }
-
-bool sends(StepType t) { return info(t).sends; }
-bool receives(StepType t) { return info(t).receives; }
-bool readsSrc(StepType t) { return info(t).readsSrc; }
-bool writesDst(StepType t) { return info(t).writesDst; }
-bool readsDst(StepType t) { return info(t).readsDst; }
-bool reduces(StepType t) { return info(t).reduces; }
 
 bool Step::operator==(const Step& o) const {
   return std::tie(type, srcBuf, srcOff, dstBuf, dstOff, count, depTb, depStep, hasDep, lag) ==

@@ -8,6 +8,7 @@
 // positions are kept for diagnostics and ignored by ==.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -41,13 +42,35 @@ enum class StepType : uint8_t {
 std::string_view stepTypeName(StepType t);  // the XML spelling
 std::optional<StepType> parseStepType(std::string_view s);
 
-// What an instruction does with its operands and connections (docs/spec/IR.md section 2).
-bool sends(StepType t);
-bool receives(StepType t);
-bool readsSrc(StepType t);   // local src operand is read
-bool writesDst(StepType t);  // dst is written
-bool readsDst(StepType t);   // dst is read (re: dst = dst + src)
-bool reduces(StepType t);    // applies the reduction op
+// What an instruction does with its operands and connections (docs/spec/IR.md
+// section 2). Inline: the simulator's event loop asks at every event.
+namespace detail {
+struct StepTypeInfo {
+  std::string_view name;
+  bool sends, receives, readsSrc, writesDst, readsDst, reduces;
+};
+// Columns: name, sends, receives, reads src, writes dst, reads dst, reduces.
+inline constexpr std::array<StepTypeInfo, 9> kStepTypes = {{
+    {"s", true, false, true, false, false, false},
+    {"r", false, true, false, true, false, false},
+    {"rcs", true, true, false, true, false, false},
+    {"rrs", true, true, true, false, false, true},
+    {"rrc", false, true, true, true, false, true},
+    {"rrcs", true, true, true, true, false, true},
+    {"cpy", false, false, true, true, false, false},
+    {"re", false, false, true, true, true, true},
+    {"nop", false, false, false, false, false, false},
+}};
+constexpr const StepTypeInfo& info(StepType t) { return kStepTypes[static_cast<size_t>(t)]; }
+}  // namespace detail
+constexpr bool sends(StepType t) { return detail::info(t).sends; }
+constexpr bool receives(StepType t) { return detail::info(t).receives; }
+// The local src operand is read; dst is written; dst is read (re: dst =
+// dst + src); the reduction op is applied.
+constexpr bool readsSrc(StepType t) { return detail::info(t).readsSrc; }
+constexpr bool writesDst(StepType t) { return detail::info(t).writesDst; }
+constexpr bool readsDst(StepType t) { return detail::info(t).readsDst; }
+constexpr bool reduces(StepType t) { return detail::info(t).reduces; }
 
 // Where an element came from in its source file (1-based; 0 = unknown).
 struct SourcePos {

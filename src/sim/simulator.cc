@@ -136,18 +136,6 @@ struct Connection {
   Message& at(size_t seq) { return messages[seq % messages.size()]; }
 };
 
-// What a step does, inline: the event loop asks at every event
-// (ir::sends and ir::receives are calls into another unit).
-bool sendsInline(ir::StepType t) {
-  using enum ir::StepType;
-  return t == kSend || t == kRecvCopySend || t == kRecvReduceSend || t == kRecvReduceCopySend;
-}
-bool receivesInline(ir::StepType t) {
-  using enum ir::StepType;
-  return t == kRecv || t == kRecvCopySend || t == kRecvReduceSend || t == kRecvReduceCopy ||
-         t == kRecvReduceCopySend;
-}
-
 // What the event loop reads at every step first (one cache line), then
 // the rest.
 struct Tb {
@@ -703,7 +691,7 @@ void Engine::advance(int t) {
         satisfied(tb, di, endOf_[di], Why::kDependency);
       }
     }
-    if (receivesInline(s.type) && !tb.recvDone) {
+    if (ir::receives(s.type) && !tb.recvDone) {
       Connection& c = conns_[static_cast<size_t>(tb.recvConn)];
       if (c.arrived <= c.consumed) return;  // woken by the arrival
       size_t seq = c.consumed++;
@@ -719,11 +707,11 @@ void Engine::advance(int t) {
         return;
       }
     }
-    if (sendsInline(s.type)) {
+    if (ir::sends(s.type)) {
       startSend(t);
       return;
     }
-    if (!receivesInline(s.type) && s.type != ir::StepType::kNop) {
+    if (!ir::receives(s.type) && s.type != ir::StepType::kNop) {
       double cost = localCost(bytesOf(tb, s));
       if (cost > 0 && !tb.recvDone) {
         tb.recvDone = true;  // the local work is under way
@@ -776,7 +764,7 @@ void Engine::startSend(int t) {
 
 void Engine::complete(Tb& tb) {
   const ir::Step& s = tb.steps[tb.pos];
-  if (receivesInline(s.type) && sliceOf(tb) != SIZE_MAX) {
+  if (ir::receives(s.type) && sliceOf(tb) != SIZE_MAX) {
     // Its slot is free again.
     Connection& c = conns_[static_cast<size_t>(tb.recvConn)];
     if (keepPath_) c.at(c.released).freedAt = now_;
@@ -1076,7 +1064,7 @@ chorus::Status Engine::run(Result& out) {
         Tb& tb = tbs_[static_cast<size_t>(tm.id)];
         tb.busy = false;
         ready_.push_back(tm.id);
-        if (!sendsInline(tb.steps[tb.pos].type)) complete(tb);
+        if (!ir::sends(tb.steps[tb.pos].type)) complete(tb);
       } else {
         arrive(tm.id);
       }
