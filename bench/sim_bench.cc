@@ -5,7 +5,7 @@
 // Or an algorithm file simulated as `chorus synth` simulates its candidates
 // (1 GiB, critical path off, each slice moved whole), three times.
 //   sim_bench [SIZE_BYTES]     prints one CSV row per case
-//   sim_bench FILE.xml TOPO    prints one CSV row per run
+//   sim_bench FILE.xml TOPO [SIZE_BYTES]   prints one CSV row per run
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -19,7 +19,7 @@
 
 namespace {
 
-int simulateFile(const char* path, const char* topoName) {
+int simulateFile(const char* path, const char* topoName, size_t bytes) {
   auto text = chorus::readTextFile(path);
   if (!text.isOk()) {
     std::fprintf(stderr, "%s\n", text.status().toString().c_str());
@@ -32,7 +32,7 @@ int simulateFile(const char* path, const char* topoName) {
     return 2;
   }
   chorus::sim::Options o;
-  o.bytes = size_t{1} << 30;
+  o.bytes = bytes;
   o.criticalPath = false;
   o.partsPerSlice = 1;
   std::printf("file,topology,bytes,transfers,iterations,sim_ms,predicted_us,algbw\n");
@@ -54,7 +54,9 @@ int simulateFile(const char* path, const char* topoName) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 3) return simulateFile(argv[1], argv[2]);
+  if (argc == 3 || argc == 4)
+    return simulateFile(argv[1], argv[2],
+                        argc == 4 ? std::strtoull(argv[3], nullptr, 10) : size_t{1} << 30);
   size_t bytes = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : size_t{1} << 30;
   struct Case {
     const char* name;

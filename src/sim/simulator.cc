@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -114,7 +115,8 @@ const char* whyName(Why w) {
   return names[static_cast<int>(w)];
 }
 
-struct Connection {
+// One cache line: the event loop reads a connection at every message.
+struct alignas(64) Connection {
   int senderTb = -1, receiverTb = -1;
   int route = -1;      // Engine::routes_: its links, then the ranks' caps
   double latency = 0;  // the route's links
@@ -122,44 +124,60 @@ struct Connection {
   // step has finished (its slot is free again then, as in the runtime).
   // And messages whose bytes have left (a sender has one flow at a time).
   size_t sent = 0, left = 0, arrived = 0, consumed = 0, released = 0;
-  // For the critical path, per message seq (at seq % slots: a message is
-  // read at most `slots` messages after it was written, since at most
-  // `slots` are between their send and their slot's release). Messages
-  // arrive in the order they were sent (one sender, one latency).
-  struct Message {
-    size_t sender = 0;  // the step instance that sent it
-    double arrivedAt = 0;
-    size_t consumer = 0;  // the step instance that took it
-    double freedAt = 0;   // when its slot was free again
-  };
-  std::vector<Message> messages;
-  Message& at(size_t seq) { return messages[seq % messages.size()]; }
+};
+static_assert(sizeof(Connection) == 64);
+
+// For the critical path, per connection and message seq (at seq % slots:
+// a message is read at most `slots` messages after it was written, since
+// at most `slots` are between their send and their slot's release).
+// Messages arrive in the order they were sent (one sender, one latency).
+struct Message {
+  size_t sender = 0;  // the step instance that sent it
+  double arrivedAt = 0;
+  size_t consumer = 0;  // the step instance that took it
+  double freedAt = 0;   // when its slot was free again
 };
 
-// What the event loop reads at every step first (one cache line), then
-// the rest.
-struct Tb {
-  // Its steps, held here: the loop reads a step of another threadblock at
-  // nearly every event, and a load less on that path is a cache miss less
-  // (4 x MI250's 256-chunk allgather: 11.9 -> 9.4 s).
+constexpr int kNotWaiting = -2;
+
+// What the event loop reads and writes at every step is in the first cache
+// line, the critical path's and the trace's in the second: a threadblock
+// woken by another's event is a cache miss, and a second line (or its
+// step, read from the algorithm) another. The current step's fields the
+// loop needs are copied in when it starts (Engine::enter).
+struct alignas(64) Tb {
+  // Its steps, held here, the current one at `pos`.
   const ir::Step* steps = nullptr;
-  size_t iter = 0;
-  size_t part = 0;  // of the current step's slice (Options::partsPerSlice)
+  // Slice iteration, and its loop's end: the slices' iterations and its
+  // largest lag's (Engine::setup refuses calls of more than 32 bits).
+  uint32_t iter = 0, end = 0;
+  uint32_t part = 0;  // of the current step's slice (Options::partsPerSlice)
   int pos = 0, nsteps = 0;
-  int rank = 0;
   int instance = 0;  // Options::instances: it runs iterations instance, + instances, ...
-  size_t end = 0;    // its loop's end: the slices' iterations and its largest lag's
   int sendConn = -1, recvConn = -1;
+  // The current step's type, dependency (its threadblock's place within
+  // an instance, -1 for none; its step), count and lag.
+  ir::StepType type = ir::StepType::kNop;
   bool recvDone = false, busy = false, done = false;
+  int depPlace = -1, depStep = 0;
+  int count = 0;
+  uint32_t lag = 0;
+  // The first threadblock waiting for a step of this one; they are linked
+  // by nextWaiter, latest first (a threadblock waits for one step at a
+  // time, and is listed once: kNotWaiting where it is in no list).
+  int waiters = -1;
+  int nextWaiter = kNotWaiting;
+  int rank = 0;
   int index = 0;
   size_t base = 0;  // first step instance id of iteration 0
+  // For the critical path and the trace: when the current step started,
+  // what let it go on last, and when.
   double stepStart = 0;
-  // What let the current step go on last, and when.
   size_t blocker = SIZE_MAX;
   Why why = Why::kStart;
   double blockTime = 0;
-  std::vector<int> waiters;  // tbs waiting for a step of this one
 };
+static_assert(offsetof(Tb, nextWaiter) == 64, "the event loop's fields fill the first cache line");
 
 struct Flow {
   double bytes = 0;  // wire bytes to move
@@ -400,7 +418,7 @@ class Engine {
   // instance's iterations `lag` before the loop's); none (SIZE_MAX) before
   // the first or past the last.
   size_t sliceOf(const Tb& tb) const {
-    const size_t back = static_cast<size_t>(o_.instances) * tb.steps[tb.pos].lag;
+    const size_t back = static_cast<size_t>(o_.instances) * tb.lag;
     return tb.iter < back || tb.iter - back >= iterations_ ? SIZE_MAX : tb.iter - back;
   }
   // Elements of a chunk in the current step's slice (0: it moves none).
@@ -410,11 +428,21 @@ class Engine {
   }
   // A step moves its slice in parts (none empty), each forwarded on its own.
   size_t partsOf(const Tb& tb) const { return std::min(parts_, sliceElems(tb)); }
-  size_t bytesOf(const Tb& tb, const ir::Step& s) const {
+  size_t bytesOf(const Tb& tb) const {
     size_t elems = sliceElems(tb), parts = partsOf(tb);
     size_t each = (elems + parts - 1) / parts;
     size_t mine = std::min(each, elems - std::min(elems, tb.part * each));
-    return static_cast<size_t>(s.count) * mine * o_.elementSize;
+    return static_cast<size_t>(tb.count) * mine * o_.elementSize;
+  }
+  // Copies the fields of the step at tb.pos the event loop reads into tb.
+  void enter(Tb& tb) const {
+    if (tb.pos >= tb.nsteps) return;  // none (an empty threadblock)
+    const ir::Step& s = tb.steps[tb.pos];
+    tb.type = s.type;
+    tb.depPlace = s.depTb >= 0 ? placeOf(tb.rank, s.depTb) : -1;
+    tb.depStep = s.depStep;
+    tb.count = s.count;
+    tb.lag = s.lag;
   }
   // A threadblock's local copies and reductions at the rank's memory
   // bandwidth, shared by its instances (which run alike at once).
@@ -436,6 +464,7 @@ class Engine {
   }
   void advance(int t);
   void complete(Tb& tb);
+  void wake(Tb& tb);
   void startSend(int t);
   void finishFlow(Flow& f);
   void arrive(int conn);
@@ -500,6 +529,11 @@ class Engine {
   // slice is the step's own, and its step is not read (a cache miss).
   bool lagged_ = false;
   std::vector<Connection> conns_;
+  std::vector<Message> messages_;  // keepPath_: per connection, its last `slots` messages
+  Message& message(const Connection& c, size_t seq) {
+    const auto slots = static_cast<size_t>(o_.slots);
+    return messages_[static_cast<size_t>(&c - conns_.data()) * slots + seq % slots];
+  }
   std::vector<Route> routes_;
   std::vector<int> changed_;  // routes whose flows came or went since computeRates
   // Per link that can bind, the routes over it with flows (Route::place).
@@ -548,6 +582,10 @@ chorus::Status Engine::setup(Result& out) {
   iterations_ = slicing_.iterations;
   const ir::Protocol layout = layoutOf(a_, o_);
   parts_ = o_.partsPerSlice > 0 ? o_.partsPerSlice : defaultPartsPerSlice(layout);
+  if (parts_ > UINT32_MAX)  // (Tb::part)
+    return chorus::Status(
+        StatusCode::kInvalidArgument,
+        fmt::format("{} parts per slice: the simulator counts at most {}", parts_, UINT32_MAX));
   out.iterations = iterations_;
   stepLatency_ = o_.stepLatency >= 0 ? o_.stepLatency : protocolLatency(layout);
   overhead_ = protocolOverhead(layout);
@@ -602,14 +640,21 @@ chorus::Status Engine::setup(Result& out) {
         tb.rank = r.id;
         tb.index = irTb.id;
         tb.instance = inst;
-        tb.iter = static_cast<size_t>(inst);
-        tb.end = iterations_ + static_cast<size_t>(k) * irTb.maxLag();
+        const size_t end = iterations_ + static_cast<size_t>(k) * irTb.maxLag();
+        if (end > UINT32_MAX)
+          return chorus::Status(
+              StatusCode::kInvalidArgument,
+              fmt::format("a call of {} slice iterations: the simulator counts at most {}", end,
+                          UINT32_MAX));
+        tb.iter = static_cast<uint32_t>(inst);
+        tb.end = static_cast<uint32_t>(end);
         lagged_ = lagged_ || irTb.maxLag() > 0;
-        loopIterations_ = std::max(loopIterations_, tb.end);
+        loopIterations_ = std::max(loopIterations_, end);
         tb.steps = irTb.steps.data();
         tb.nsteps = static_cast<int>(irTb.steps.size());
         tb.base = base;
         base += irTb.steps.size();
+        enter(tb);
         int me = static_cast<int>(tbs_.size());
         if (irTb.sendPeer >= 0) {
           tb.sendConn = connection(r.id, irTb.sendPeer, irTb.channel, inst);
@@ -658,7 +703,7 @@ chorus::Status Engine::setup(Result& out) {
     endOf_.assign(instances, -1);
     predOf_.assign(instances, kNoStep);
     whyOf_.assign(instances, Why::kStart);
-    for (Connection& c : conns_) c.messages.resize(static_cast<size_t>(o_.slots));
+    messages_.resize(conns_.size() * static_cast<size_t>(o_.slots));
   }
   return chorus::Status::ok();
 }
@@ -670,49 +715,52 @@ bool stepDone(const Tb& tb, size_t iter, int step) {
 void Engine::advance(int t) {
   Tb& tb = tbs_[static_cast<size_t>(t)];
   while (!tb.done && !tb.busy) {
-    const ir::Step& s = tb.steps[tb.pos];
     const size_t slice = sliceOf(tb);
     if (slice == SIZE_MAX) {  // a lagged step with no slice here: nothing to wait for or move
       complete(tb);
       continue;
     }
-    if (s.depTb >= 0) {
+    if (tb.depPlace >= 0) {
       Tb& dep = tbs_[static_cast<size_t>(tb.instance) * tbsPerInstance_ +
-                     static_cast<size_t>(placeOf(tb.rank, s.depTb))];
+                     static_cast<size_t>(tb.depPlace)];
       // Its iteration of the same slice.
       const size_t at =
-          slice + (lagged_ ? static_cast<size_t>(o_.instances) * dep.steps[s.depStep].lag : 0);
-      if (!stepDone(dep, at, s.depStep)) {
-        dep.waiters.push_back(t);
+          slice + (lagged_ ? static_cast<size_t>(o_.instances) * dep.steps[tb.depStep].lag : 0);
+      if (!stepDone(dep, at, tb.depStep)) {
+        if (tb.nextWaiter == kNotWaiting) {  // (woken for something else, it may be listed)
+          tb.nextWaiter = dep.waiters;
+          dep.waiters = t;
+        }
         return;
       }
       if (keepPath_) {
-        size_t di = at * stepsPerIter_ + dep.base + static_cast<size_t>(s.depStep);
+        size_t di = at * stepsPerIter_ + dep.base + static_cast<size_t>(tb.depStep);
         satisfied(tb, di, endOf_[di], Why::kDependency);
       }
     }
-    if (ir::receives(s.type) && !tb.recvDone) {
+    if (ir::receives(tb.type) && !tb.recvDone) {
       Connection& c = conns_[static_cast<size_t>(tb.recvConn)];
       if (c.arrived <= c.consumed) return;  // woken by the arrival
       size_t seq = c.consumed++;
       if (keepPath_) {
-        satisfied(tb, c.at(seq).sender, c.at(seq).arrivedAt, Why::kData);
-        c.at(seq).consumer = instance(tb);
+        Message& m = message(c, seq);
+        satisfied(tb, m.sender, m.arrivedAt, Why::kData);
+        m.consumer = instance(tb);
       }
       tb.recvDone = true;
-      double cost = localCost(bytesOf(tb, s));
+      double cost = localCost(bytesOf(tb));
       if (cost > 0) {
         tb.busy = true;
         addTimer(cost, 0, t);
         return;
       }
     }
-    if (ir::sends(s.type)) {
+    if (ir::sends(tb.type)) {
       startSend(t);
       return;
     }
-    if (!ir::receives(s.type) && s.type != ir::StepType::kNop) {
-      double cost = localCost(bytesOf(tb, s));
+    if (!ir::receives(tb.type) && tb.type != ir::StepType::kNop) {
+      double cost = localCost(bytesOf(tb));
       if (cost > 0 && !tb.recvDone) {
         tb.recvDone = true;  // the local work is under way
         tb.busy = true;
@@ -730,7 +778,7 @@ void Engine::startSend(int t) {
   if (c.sent - c.released >= static_cast<size_t>(o_.slots)) return;  // woken by a release
   if (keepPath_ && c.sent >= static_cast<size_t>(o_.slots)) {
     size_t k = c.sent - static_cast<size_t>(o_.slots);
-    satisfied(tb, c.at(k).consumer, c.at(k).freedAt, Why::kSlot);
+    satisfied(tb, message(c, k).consumer, message(c, k).freedAt, Why::kSlot);
   }
   ++c.sent;
   ++transfers_;
@@ -740,7 +788,7 @@ void Engine::startSend(int t) {
   f.route = c.route;
   f.tb = t;
   f.instance = instance(tb);
-  f.bytes = static_cast<double>(bytesOf(tb, tb.steps[tb.pos])) * overhead_;
+  f.bytes = static_cast<double>(bytesOf(tb)) * overhead_;
   if (f.bytes <= 0) {
     finishFlow(f);
     return;
@@ -763,11 +811,10 @@ void Engine::startSend(int t) {
 }
 
 void Engine::complete(Tb& tb) {
-  const ir::Step& s = tb.steps[tb.pos];
-  if (ir::receives(s.type) && sliceOf(tb) != SIZE_MAX) {
+  if (ir::receives(tb.type) && sliceOf(tb) != SIZE_MAX) {
     // Its slot is free again.
     Connection& c = conns_[static_cast<size_t>(tb.recvConn)];
-    if (keepPath_) c.at(c.released).freedAt = now_;
+    if (keepPath_) message(c, c.released).freedAt = now_;
     // Its sender waits for this slot only where every slot was taken.
     const bool full = c.sent - c.released >= static_cast<size_t>(o_.slots);
     ++c.released;
@@ -787,7 +834,7 @@ void Engine::complete(Tb& tb) {
   }
   if (o_.trace) {
     events_.push_back(
-        {{"name", std::string(ir::stepTypeName(s.type))},
+        {{"name", std::string(ir::stepTypeName(tb.type))},
          {"ph", "X"},
          {"ts", tb.stepStart * 1e6},
          {"dur", (now_ - tb.stepStart) * 1e6},
@@ -795,27 +842,43 @@ void Engine::complete(Tb& tb) {
          // Instances of a threadblock on rows of their own.
          {"tid", tb.instance * static_cast<int>(a_.ranks[static_cast<size_t>(tb.rank)].tbs.size()) +
                      tb.index},
-         {"args", {{"step", tb.pos}, {"iteration", tb.iter}, {"count", s.count}}}});
+         {"args", {{"step", tb.pos}, {"iteration", tb.iter}, {"count", tb.count}}}});
   }
-  size_t previous = instance(tb);
+  if (keepPath_ || o_.trace) {
+    tb.stepStart = now_;
+    tb.blocker = instance(tb);
+    tb.why = Why::kOrder;
+    tb.blockTime = now_;
+  }
   if (++tb.pos == tb.nsteps) {
     tb.pos = 0;
-    tb.iter += static_cast<size_t>(o_.instances);
+    tb.iter += static_cast<uint32_t>(o_.instances);
     if (tb.iter >= tb.end) tb.done = true;
   }
-  tb.stepStart = now_;
-  tb.blocker = previous;
-  tb.why = Why::kOrder;
-  tb.blockTime = now_;
-  for (int w : tb.waiters) ready_.push_back(w);
-  tb.waiters.clear();
+  enter(tb);
+  wake(tb);
+}
+
+// The threadblocks waiting for a step of `tb` try again, in the order they
+// came to wait.
+void Engine::wake(Tb& tb) {
+  if (tb.waiters < 0) return;
+  const size_t first = ready_.size();
+  for (int w = tb.waiters; w >= 0;) {
+    ready_.push_back(w);
+    Tb& waiting = tbs_[static_cast<size_t>(w)];
+    w = waiting.nextWaiter;
+    waiting.nextWaiter = kNotWaiting;
+  }
+  std::reverse(ready_.begin() + static_cast<std::ptrdiff_t>(first), ready_.end());
+  tb.waiters = -1;
 }
 
 // The sender's bytes have left: its step is done, the message arrives a
 // latency later (the protocol's per-step latency and the route's links).
 void Engine::finishFlow(Flow& f) {
   Connection& c = conns_[static_cast<size_t>(f.conn)];
-  if (keepPath_) c.at(c.left).sender = f.instance;  // only the critical path reads it
+  if (keepPath_) message(c, c.left).sender = f.instance;  // only the critical path reads it
   ++c.left;
   addTimer(stepLatency_ + c.latency, 1, f.conn);
   Tb& tb = tbs_[static_cast<size_t>(f.tb)];
@@ -827,7 +890,7 @@ void Engine::finishFlow(Flow& f) {
 // each, one sender).
 void Engine::arrive(int conn) {
   Connection& c = conns_[static_cast<size_t>(conn)];
-  if (keepPath_) c.at(c.arrived).arrivedAt = now_;
+  if (keepPath_) message(c, c.arrived).arrivedAt = now_;
   // Its receiver waits for this message only where it had taken every
   // other (it takes one as soon as it is at its receive).
   const bool awaited = c.arrived == c.consumed;
@@ -1040,8 +1103,7 @@ chorus::Status Engine::run(Result& out) {
     now_ = std::max(now_, next);
     // Finished flows (within rounding), then every timer due now.
     while (!finishes_.empty() && finishes_.top().first <= now_ + kSameTime) {
-      // (computeRates queues its next.)
-      const int r = finishes_.pop().second;
+      const int r = finishes_.top().second;
       Route& route = routes_[static_cast<size_t>(r)];
       settle(route);
       for (bool first = true; !route.due.empty(); first = false) {
@@ -1055,6 +1117,10 @@ chorus::Status Engine::run(Result& out) {
         Flow done = flows_[static_cast<size_t>(slot)];
         finishFlow(done);
       }
+      // Its next finish at the rate it has, the key changed in place (where
+      // taking it out and back cost two sifts); computeRates moves it again
+      // where the rate changes.
+      scheduleFinish(r);
       routeChanged(r);
     }
     while (!timers_.empty() && timers_.top().time <= now_ + kSameTime) {
@@ -1064,7 +1130,7 @@ chorus::Status Engine::run(Result& out) {
         Tb& tb = tbs_[static_cast<size_t>(tm.id)];
         tb.busy = false;
         ready_.push_back(tm.id);
-        if (!ir::sends(tb.steps[tb.pos].type)) complete(tb);
+        if (!ir::sends(tb.type)) complete(tb);
       } else {
         arrive(tm.id);
       }

@@ -1047,6 +1047,21 @@ TEST(Sim, BadInputIsAnError) {
               fmt::format("rank 2 tb {} step 1: it depends on tb {} step {}, which does not exist",
                           bad.ranks[2].tbs[0].id, tb, step));
   }
+  // Counts past the simulator's 32 bits: slice iterations (a TiB in
+  // slices of one element), parts per slice.
+  sim::Options many;
+  many.bytes = size_t{1} << 40;
+  many.sliceBytes = 4;
+  auto iterations = sim::simulate(algorithms::ringAllReduce(4), ring4, many);
+  ASSERT_FALSE(iterations.isOk());
+  EXPECT_NE(iterations.status().message().find("slice iterations: the simulator counts at most"),
+            std::string::npos)
+      << iterations.status().message();
+  sim::Options parts;
+  parts.partsPerSlice = size_t{1} << 33;
+  auto tooManyParts = sim::simulate(algorithms::ringAllReduce(4), ring4, parts);
+  ASSERT_FALSE(tooManyParts.isOk());
+  EXPECT_NE(tooManyParts.status().message().find("parts per slice"), std::string::npos);
 }
 
 }  // namespace
