@@ -151,8 +151,8 @@ struct alignas(64) Tb {
   // Slice iteration, and its loop's end: the slices' iterations and its
   // largest lag's (Engine::setup refuses calls of more than 32 bits).
   uint32_t iter = 0, end = 0;
-  uint32_t part = 0;  // of the current step's slice (Options::partsPerSlice)
   int pos = 0, nsteps = 0;
+  int rank = 0;
   int instance = 0;  // Options::instances: it runs iterations instance, + instances, ...
   int sendConn = -1, recvConn = -1;
   // The current step's type, dependency (its threadblock's place within
@@ -161,13 +161,11 @@ struct alignas(64) Tb {
   bool recvDone = false, busy = false, done = false;
   int depPlace = -1, depStep = 0;
   int count = 0;
-  uint32_t lag = 0;
+  uint16_t lag = 0;
+  uint16_t part = 0;  // of the current step's slice (Options::partsPerSlice)
   // The first threadblock waiting for a step of this one; they are linked
-  // by nextWaiter, latest first (a threadblock waits for one step at a
-  // time, and is listed once: kNotWaiting where it is in no list).
+  // by Engine::nextWaiter_, latest first.
   int waiters = -1;
-  int nextWaiter = kNotWaiting;
-  int rank = 0;
   int index = 0;
   size_t base = 0;  // first step instance id of iteration 0
   // For the critical path and the trace: when the current step started,
@@ -177,7 +175,7 @@ struct alignas(64) Tb {
   Why why = Why::kStart;
   double blockTime = 0;
 };
-static_assert(offsetof(Tb, nextWaiter) == 64, "the event loop's fields fill the first cache line");
+static_assert(offsetof(Tb, index) == 64, "the event loop's fields fill the first cache line");
 
 struct Flow {
   double bytes = 0;  // wire bytes to move
@@ -512,6 +510,9 @@ class Engine {
   const topo::Topology& t_;
   const Options& o_;
   std::vector<Tb> tbs_;
+  // Per threadblock, the next one waiting for the same step (Tb::waiters),
+  // or kNotWaiting: dense, where the records' second lines are not.
+  std::vector<int> nextWaiter_;
   // A threadblock's place among its instance's in tbs_ (instance i's
   // follow at i x tbsPerInstance_), by rank and id: one flat table, where a
   // table per rank and instance cost the event loop a cache miss more at
@@ -582,10 +583,10 @@ chorus::Status Engine::setup(Result& out) {
   iterations_ = slicing_.iterations;
   const ir::Protocol layout = layoutOf(a_, o_);
   parts_ = o_.partsPerSlice > 0 ? o_.partsPerSlice : defaultPartsPerSlice(layout);
-  if (parts_ > UINT32_MAX)  // (Tb::part)
+  if (parts_ > UINT16_MAX)  // (Tb::part)
     return chorus::Status(
         StatusCode::kInvalidArgument,
-        fmt::format("{} parts per slice: the simulator counts at most {}", parts_, UINT32_MAX));
+        fmt::format("{} parts per slice: the simulator counts at most {}", parts_, UINT16_MAX));
   out.iterations = iterations_;
   stepLatency_ = o_.stepLatency >= 0 ? o_.stepLatency : protocolLatency(layout);
   overhead_ = protocolOverhead(layout);
@@ -668,6 +669,7 @@ chorus::Status Engine::setup(Result& out) {
       }
     stepsPerIter_ = base;
   }
+  nextWaiter_.assign(tbs_.size(), kNotWaiting);
   std::map<std::pair<int, int>, int> routeOf;  // (from, to)
   for (auto& [key, id] : connOf) {
     auto [from, to, channel, inst] = key;
@@ -727,8 +729,10 @@ void Engine::advance(int t) {
       const size_t at =
           slice + (lagged_ ? static_cast<size_t>(o_.instances) * dep.steps[tb.depStep].lag : 0);
       if (!stepDone(dep, at, tb.depStep)) {
-        if (tb.nextWaiter == kNotWaiting) {  // (woken for something else, it may be listed)
-          tb.nextWaiter = dep.waiters;
+        // (Woken for something else, it may be listed already: a
+        // threadblock waits for one step at a time, and is listed once.)
+        if (int& next = nextWaiter_[static_cast<size_t>(t)]; next == kNotWaiting) {
+          next = dep.waiters;
           dep.waiters = t;
         }
         return;
@@ -787,7 +791,7 @@ void Engine::startSend(int t) {
   f.conn = tb.sendConn;
   f.route = c.route;
   f.tb = t;
-  f.instance = instance(tb);
+  if (keepPath_) f.instance = instance(tb);  // (base is in the record's second cache line)
   f.bytes = static_cast<double>(bytesOf(tb)) * overhead_;
   if (f.bytes <= 0) {
     finishFlow(f);
@@ -866,9 +870,9 @@ void Engine::wake(Tb& tb) {
   const size_t first = ready_.size();
   for (int w = tb.waiters; w >= 0;) {
     ready_.push_back(w);
-    Tb& waiting = tbs_[static_cast<size_t>(w)];
-    w = waiting.nextWaiter;
-    waiting.nextWaiter = kNotWaiting;
+    int& next = nextWaiter_[static_cast<size_t>(w)];
+    w = next;
+    next = kNotWaiting;
   }
   std::reverse(ready_.begin() + static_cast<std::ptrdiff_t>(first), ready_.end());
   tb.waiters = -1;
@@ -1103,7 +1107,8 @@ chorus::Status Engine::run(Result& out) {
     now_ = std::max(now_, next);
     // Finished flows (within rounding), then every timer due now.
     while (!finishes_.empty() && finishes_.top().first <= now_ + kSameTime) {
-      const int r = finishes_.top().second;
+      // (computeRates queues its next.)
+      const int r = finishes_.pop().second;
       Route& route = routes_[static_cast<size_t>(r)];
       settle(route);
       for (bool first = true; !route.due.empty(); first = false) {
@@ -1117,10 +1122,6 @@ chorus::Status Engine::run(Result& out) {
         Flow done = flows_[static_cast<size_t>(slot)];
         finishFlow(done);
       }
-      // Its next finish at the rate it has, the key changed in place (where
-      // taking it out and back cost two sifts); computeRates moves it again
-      // where the rate changes.
-      scheduleFinish(r);
       routeChanged(r);
     }
     while (!timers_.empty() && timers_.top().time <= now_ + kSameTime) {

@@ -1058,7 +1058,7 @@ TEST(Sim, BadInputIsAnError) {
             std::string::npos)
       << iterations.status().message();
   sim::Options parts;
-  parts.partsPerSlice = size_t{1} << 33;
+  parts.partsPerSlice = size_t{1} << 17;
   auto tooManyParts = sim::simulate(algorithms::ringAllReduce(4), ring4, parts);
   ASSERT_FALSE(tooManyParts.isOk());
   EXPECT_NE(tooManyParts.status().message().find("parts per slice"), std::string::npos);
