@@ -232,6 +232,7 @@ class TimerQueue {
   void push(double now, double delay, int kind, int id) {
     const Timer t{now + delay, seq_++, kind, id};
     if (next_ != kUnknown && !(t > top())) next_ = kUnknown;  // it may come first
+    ++count_;
     for (Lane& lane : lanes_)
       if (lane.delay == delay) {
         lane.timers.push_back(t);
@@ -243,7 +244,7 @@ class TimerQueue {
     }
     rest_.push(t);
   }
-  bool empty() const { return size() == 0; }
+  bool empty() const { return count_ == 0; }
   // The next due (not empty()).
   const Timer& top() const {
     if (next_ == kUnknown) {
@@ -265,6 +266,7 @@ class TimerQueue {
   }
   void pop() {
     top();
+    --count_;
     if (next_ == kRest) {
       rest_.pop();
     } else {
@@ -289,12 +291,10 @@ class TimerQueue {
     std::vector<Timer> timers;
     size_t head;  // the first not yet due
   };
-  size_t size() const {
-    size_t n = rest_.size();
-    for (const Lane& lane : lanes_) n += lane.timers.size() - lane.head;
-    return n;
-  }
   std::vector<Lane> lanes_;
+  // Timers held, in the lanes and the rest (empty() is asked at every
+  // event: summing the lanes' sizes there was 9 % of the instructions).
+  size_t count_ = 0;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> rest_;
   uint64_t seq_ = 0;
   mutable int next_ = kUnknown;  // top()'s lane, kRest, or not known
