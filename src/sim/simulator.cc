@@ -641,12 +641,13 @@ chorus::Status Engine::setup(Result& out) {
         tb.rank = r.id;
         tb.index = irTb.id;
         tb.instance = inst;
+        // (Past `end`, iter goes up by k once more: it must not wrap.)
         const size_t end = iterations_ + static_cast<size_t>(k) * irTb.maxLag();
-        if (end > UINT32_MAX)
+        if (const size_t most = UINT32_MAX - static_cast<size_t>(k); end > most)
           return chorus::Status(
               StatusCode::kInvalidArgument,
               fmt::format("a call of {} slice iterations: the simulator counts at most {}", end,
-                          UINT32_MAX));
+                          most));
         tb.iter = static_cast<uint32_t>(inst);
         tb.end = static_cast<uint32_t>(end);
         lagged_ = lagged_ || irTb.maxLag() > 0;
