@@ -1094,8 +1094,12 @@ chorus::Status Engine::run(Result& out) {
     ready_.push_back(static_cast<int>(t));
   }
   for (uint64_t events = 1;; ++events) {
-    if (o_.deadline && events % 4096 == 0 && std::chrono::steady_clock::now() > *o_.deadline)
-      return chorus::Status(StatusCode::kTimeout, "the time budget was spent");
+    if (events % 4096 == 0) {
+      if (o_.deadline && std::chrono::steady_clock::now() > *o_.deadline)
+        return chorus::Status(StatusCode::kTimeout, "the time budget was spent");
+      if (o_.abort != nullptr && o_.abort->load(std::memory_order_relaxed))
+        return chorus::Status(StatusCode::kAborted, "stopped by its caller");
+    }
     while (!ready_.empty()) {
       int t = ready_.back();
       ready_.pop_back();

@@ -16,6 +16,7 @@
 // critical path, and optionally a Chrome trace (Perfetto opens it).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -64,6 +65,9 @@ struct Options {
   bool incrementalRates = true;
   // Past it the simulation stops with kTimeout (a search's time budget).
   std::optional<std::chrono::steady_clock::time_point> deadline;
+  // Once it reads true the simulation stops with kAborted (a search that
+  // wants the core for another).
+  const std::atomic<bool>* abort = nullptr;
 };
 
 struct PathStep {

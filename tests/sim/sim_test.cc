@@ -3,7 +3,9 @@
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chorus/lang.hpp>
+#include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -1017,6 +1019,27 @@ TEST(TopologyJson, LatenciesReadBackExactly) {
     ASSERT_TRUE(back.isOk()) << back.status().toString();
     for (const topo::Link& l : back.value().links) EXPECT_EQ(l.latency, s);
   }
+}
+
+// A search stops a simulation two ways: its deadline (kTimeout) and a flag
+// another thread sets (kAborted); neither stops one left to run.
+TEST(Sim, ADeadlineOrItsCallerStopsIt) {
+  topo::Topology ring = preset("ring:8");
+  sim::Options o;
+  o.bytes = size_t{1} << 22;
+  o.sliceBytes = 4096;  // a thousand slices: well past the checks' 4096 events
+  std::atomic<bool> stop{false};
+  o.abort = &stop;
+  EXPECT_TRUE(sim::simulate(algorithms::ringAllReduce(8), ring, o).isOk());
+  stop = true;
+  auto aborted = sim::simulate(algorithms::ringAllReduce(8), ring, o);
+  ASSERT_FALSE(aborted.isOk());
+  EXPECT_EQ(aborted.status().code(), StatusCode::kAborted);
+  o.abort = nullptr;
+  o.deadline = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  auto late = sim::simulate(algorithms::ringAllReduce(8), ring, o);
+  ASSERT_FALSE(late.isOk());
+  EXPECT_EQ(late.status().code(), StatusCode::kTimeout);
 }
 
 TEST(Sim, BadInputIsAnError) {
