@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <unordered_set>
 
 #include "core/check.h"
 #include "synth/cuts.h"
@@ -44,6 +45,38 @@ class Packer {
   // Pieces per unit time each node pair can carry (the forest's direction).
   std::vector<std::vector<int64_t>> m;
   int maxflows = 0;
+
+  // Splits by the topology's routes from here on (routedForest): u -> w ->
+  // x only where some route between ranks passes u, w and x in that order
+  // (from u where u is a rank, to x where x is one), so each rank-to-rank
+  // arc left over is carried the way the simulator (and a fabric's
+  // routing) sends that pair; the switches nearest the ranks are split
+  // first, so an arc into a farther switch still says which way it came.
+  void routeBy(bool reversed) {
+    const auto v = static_cast<uint64_t>(m.size());
+    routed_.clear();
+    for (int a = 0; a < n_; ++a)
+      for (int b = 0; b < n_; ++b) {
+        if (a == b) continue;
+        std::vector<int> nodes{t_.nodeOfRank(a)};
+        for (int l : t_.route(a, b)) nodes.push_back(t_.links[static_cast<size_t>(l)].to);
+        const size_t last = nodes.size() - 1;
+        for (size_t j = 1; j < last; ++j) {
+          if (rankOf_[static_cast<size_t>(nodes[j])] >= 0) continue;  // ranks are not split
+          for (size_t i = 0; i < j; ++i) {
+            if (i > 0 && rankOf_[static_cast<size_t>(nodes[i])] >= 0) continue;
+            for (size_t k = j + 1; k <= last; ++k) {
+              if (k < last && rankOf_[static_cast<size_t>(nodes[k])] >= 0) continue;
+              // The forest's direction: reversed, the data flows x -> w -> u.
+              const auto u = static_cast<uint64_t>(reversed ? nodes[k] : nodes[i]);
+              const auto x = static_cast<uint64_t>(reversed ? nodes[i] : nodes[k]);
+              routed_.insert((u * v + static_cast<uint64_t>(nodes[j])) * v + x);
+            }
+          }
+        }
+      }
+    byRoutes_ = true;
+  }
 
   // The condition's flow network: the topology's nodes (ids as theirs), a
   // super source, the first tree's node, a node per group of the other
@@ -171,8 +204,29 @@ class Packer {
     };
     std::vector<int> deg(static_cast<size_t>(v));
     for (int w : order) deg[static_cast<size_t>(w)] = degree(w);
+    // By routes: nearest the ranks first (hops over links either way).
+    std::vector<int> hops(static_cast<size_t>(v), 0);
+    if (byRoutes_) {
+      std::fill(hops.begin(), hops.end(), -1);
+      std::vector<int> queue;
+      for (int r = 0; r < n_; ++r) {
+        hops[static_cast<size_t>(t_.nodeOfRank(r))] = 0;
+        queue.push_back(t_.nodeOfRank(r));
+      }
+      for (size_t head = 0; head < queue.size(); ++head) {
+        const int at = queue[head];
+        for (int x = 0; x < v; ++x)
+          if (hops[static_cast<size_t>(x)] < 0 &&
+              (m[static_cast<size_t>(at)][static_cast<size_t>(x)] > 0 ||
+               m[static_cast<size_t>(x)][static_cast<size_t>(at)] > 0)) {
+            hops[static_cast<size_t>(x)] = hops[static_cast<size_t>(at)] + 1;
+            queue.push_back(x);
+          }
+      }
+    }
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-      return deg[static_cast<size_t>(a)] < deg[static_cast<size_t>(b)];
+      return std::pair{hops[static_cast<size_t>(a)], deg[static_cast<size_t>(a)]} <
+             std::pair{hops[static_cast<size_t>(b)], deg[static_cast<size_t>(b)]};
     });
     for (int w : order) {
       if (late())
@@ -203,7 +257,7 @@ class Packer {
       if (m[ui][wi] == 0) continue;
       std::vector<int> outs;
       for (int x = 0; x < v; ++x)
-        if (m[wi][static_cast<size_t>(x)] > 0) outs.push_back(x);
+        if (m[wi][static_cast<size_t>(x)] > 0 && allowed(u, w, x)) outs.push_back(x);
       auto key = [&](int x) {
         return std::pair{x == u, t_.nodes[static_cast<size_t>(x)].box == t_.nodes[ui].box};
       };
@@ -385,12 +439,22 @@ class Packer {
   size_t words_ = static_cast<size_t>(n_ + 63) / 64;
   int firstRank_ = 0;
   std::vector<int> rankOf_;
+  // routeBy(): the splits the routes allow, (u * nodes + w) * nodes + x.
+  bool byRoutes_ = false;
+  std::unordered_set<uint64_t> routed_;
+  bool allowed(int u, int w, int x) const {
+    if (!byRoutes_ || u == x) return true;  // u == x: a round trip dropped, no arc made
+    const auto v = static_cast<uint64_t>(m.size());
+    return routed_.count((static_cast<uint64_t>(u) * v + static_cast<uint64_t>(w)) * v +
+                         static_cast<uint64_t>(x)) > 0;
+  }
 };
 
 // The forest's pieces, split arcs and rate, and its trees when `packTrees`.
 Result<Forest> buildForest(const topo::Topology& t, bool reversed, int maxPieces, int root,
                            bool packTrees, bool relax = false,
-                           std::optional<std::chrono::steady_clock::time_point> deadline = {}) {
+                           std::optional<std::chrono::steady_clock::time_point> deadline = {},
+                           bool routed = false) {
   const int n = t.ranks();
   if (n < 2) return Status(StatusCode::kInvalidArgument, "a forest needs at least two ranks");
   auto scaled = scaleCapacities(t);
@@ -498,6 +562,7 @@ Result<Forest> buildForest(const topo::Topology& t, bool reversed, int maxPieces
     roots.push_back(std::move(p));
   }
   CHORUS_CHECK(packer.holds(roots), "the optimum must satisfy Edmonds' condition");
+  if (routed) packer.routeBy(reversed);
   Status st = packer.splitSwitches(roots);
   if (!st.isOk()) return st;
   Forest f;
@@ -803,26 +868,10 @@ std::pair<std::map<int, std::vector<int>>, std::vector<int>> boxesOf(const topo:
   return {std::move(boxes), std::move(local)};
 }
 
-// Forest::algbw of `f` in the bandwidth model: every edge's pieces routed
-// over the links as the simulator routes them; algbw = N · k · min over
-// links of capacity / pieces carried.
-Status setRoutedRate(const topo::Topology& t, bool reversed, Forest& f) {
-  auto scaled = scaleCapacities(t);
-  if (!scaled.isOk()) return scaled.status();
-  std::vector<int64_t> load(t.links.size(), 0);
-  for (const Tree& tree : f.trees)
-    for (auto [a, b] : tree.edges)
-      for (int l : reversed ? t.route(b, a) : t.route(a, b))
-        load[static_cast<size_t>(l)] += tree.weight;
-  int64_t bestCap = 0, bestLoad = 0;  // min cap / load, as a fraction
-  for (size_t l = 0; l < load.size(); ++l)
-    if (load[l] > 0 && (bestLoad == 0 || static_cast<i128>(scaled.value().cap[l]) * bestLoad <
-                                             static_cast<i128>(bestCap) * load[l])) {
-      bestCap = scaled.value().cap[l];
-      bestLoad = load[l];
-    }
-  f.algbw =
-      times(scaled.value().unit, reduced(static_cast<i128>(bestCap) * t.ranks() * f.k, bestLoad));
+Status setRoutedRate(const topo::Topology& t, bool reversed, Forest& f, int roots) {
+  Result<Rational> rate = routedRate(t, reversed, f, roots);
+  if (!rate.isOk()) return rate.status();
+  f.algbw = rate.value();
   return Status::ok();
 }
 
@@ -896,7 +945,7 @@ Result<Forest> hierarchicalForest(const topo::Topology& t, bool reversed) {
     f.trees.push_back(std::move(g.tree));
   }
   countArcs(f, n);
-  if (Status s = setRoutedRate(t, reversed, f); !s.isOk()) return s;
+  if (Status s = setRoutedRate(t, reversed, f, t.ranks()); !s.isOk()) return s;
   return f;
 }
 
@@ -979,7 +1028,7 @@ Result<Forest> railForest(const topo::Topology& t, bool reversed, int maxPieces,
   }
   f.maxflows = inBox.value().maxflows;
   countArcs(f, n);
-  if (Status s = setRoutedRate(t, reversed, f); !s.isOk()) return s;
+  if (Status s = setRoutedRate(t, reversed, f, t.ranks()); !s.isOk()) return s;
   return f;
 }
 
@@ -1008,6 +1057,39 @@ topo::Topology withHeadroom(const topo::Topology& t, double keep) {
   for (int l : linksBetweenBoxes(t))
     out.setBandwidth(l, keep * t.links[static_cast<size_t>(l)].bandwidth);
   return out;
+}
+
+Result<Rational> routedRate(const topo::Topology& t, bool reversed, const Forest& f, int roots) {
+  auto scaled = scaleCapacities(t);
+  if (!scaled.isOk()) return scaled.status();
+  std::vector<int64_t> load(t.links.size(), 0);
+  for (const Tree& tree : f.trees)
+    for (auto [a, b] : tree.edges)
+      for (int l : reversed ? t.route(b, a) : t.route(a, b))
+        load[static_cast<size_t>(l)] += tree.weight;
+  int64_t bestCap = 0, bestLoad = 0;  // min cap / load, as a fraction
+  for (size_t l = 0; l < load.size(); ++l)
+    if (load[l] > 0 && (bestLoad == 0 || static_cast<i128>(scaled.value().cap[l]) * bestLoad <
+                                             static_cast<i128>(bestCap) * load[l])) {
+      bestCap = scaled.value().cap[l];
+      bestLoad = load[l];
+    }
+  if (bestLoad == 0) return f.algbw;  // no edges: nothing routed
+  return times(scaled.value().unit, reduced(static_cast<i128>(bestCap) * roots * f.k, bestLoad));
+}
+
+Result<Forest> routedForest(const topo::Topology& t, bool reversed, int maxPieces, int root,
+                            bool relax,
+                            std::optional<std::chrono::steady_clock::time_point> deadline) {
+  Result<Forest> f = buildForest(t, reversed, maxPieces, root, true, relax, deadline, true);
+  if (!f.isOk()) return f;
+  // What its arcs' routes allow (the splits followed them, so it is the
+  // rate unless the routes that tied differ past a split; never above it).
+  Forest& forest = f.value();
+  const Rational rate = forest.algbw;
+  if (Status s = setRoutedRate(t, reversed, forest, root < 0 ? t.ranks() : 1); !s.isOk()) return s;
+  if (i128{rate.num} * forest.algbw.den < i128{forest.algbw.num} * rate.den) forest.algbw = rate;
+  return f;
 }
 
 }  // namespace chorus::synth

@@ -64,6 +64,27 @@ Result<Forest> relaxedForest(
     const topo::Topology& t, bool reversed, int maxPieces, int root = -1,
     std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
 
+// packForest (relaxedForest where `relax`) with every switch split off
+// along the topology's routes: u -> switch -> v only where a route between
+// ranks passes u, the switch and v in that order, switches nearest the
+// ranks first. A rank-to-rank arc of the packed forest may stand for
+// paths through different switches (a fat tree's two spines) that the
+// one route a pair takes cannot all follow (MSCCL's IR names no paths);
+// here each arc's pieces took the way its pair is routed. Forest::algbw is
+// its rate with every edge routed (at most the optimum). kInvalidArgument
+// also where the routes leave too little to keep the optimum (a switch
+// cannot be split off).
+Result<Forest> routedForest(
+    const topo::Topology& t, bool reversed, int maxPieces, int root = -1, bool relax = false,
+    std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
+
+// Forest::algbw of `f` in the bandwidth model with every edge's pieces
+// carried over the links the way the simulator routes its pair: roots (N,
+// or 1 for one root's trees) x k x the least over links of capacity /
+// pieces carried. Below f.algbw where arcs split over several paths share
+// a route (routedForest).
+Result<Rational> routedRate(const topo::Topology& t, bool reversed, const Forest& f, int roots);
+
 // Whether every pair of nodes has as much bandwidth each way. Then the
 // reverse of the topology is the topology itself to the packer (the same
 // matrix of capacities), and packForest and relaxedForest of it are the

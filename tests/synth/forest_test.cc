@@ -3,6 +3,7 @@
 // more pieces than the split topology gives it.
 #include "synth/forest.h"
 
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -515,6 +516,52 @@ TEST(Forest, OneRootTakesWiderPiecesWhereUnitOnesAreTooMany) {
     ASSERT_TRUE(c.ok());
     expectCorrectData(c.algo, false, 7);
   }
+}
+
+// A fat tree's spines: a pair of ranks is routed over one of them (by its
+// source, as ECMP spreads flows), so an arc the packed forest split over
+// both puts one spine link past what the forest's rate allots it. Split
+// along the routes, every arc is carried the way its pair is routed and the
+// forest keeps the optimum with every edge routed.
+TEST(Forest, RoutedSplitsFollowTheRoutes) {
+  const topo::Topology t = topo::makePreset("fattree:4").value();
+  const int n = t.ranks();
+  for (int root : {0, -1})
+    for (bool reversed : {false, true}) {
+      SCOPED_TRACE(fmt::format("root {}, {}", root, reversed ? "reversed" : "forward"));
+      const CollectiveKind coll =
+          root >= 0 ? (reversed ? CollectiveKind::kReduce : CollectiveKind::kBroadcast)
+                    : (reversed ? CollectiveKind::kReduceScatter : CollectiveKind::kAllGather);
+      const std::string optimum = optimalBound(t, coll, std::max(root, 0)).value().algbw.str();
+      const int roots = root >= 0 ? 1 : n;
+      auto packed = packForest(t, reversed, 64, root);
+      ASSERT_TRUE(packed.isOk()) << packed.status().toString();
+      if (root >= 0) {  // one root's 8 pieces: the packed split crosses the routes
+        EXPECT_LT(routedRate(t, reversed, packed.value(), roots).value().value(),
+                  0.9 * packed.value().algbw.value());
+      }
+      auto routed = routedForest(t, reversed, 64, root);
+      ASSERT_TRUE(routed.isOk()) << routed.status().toString();
+      const Forest& f = routed.value();
+      EXPECT_EQ(f.algbw.str(), optimum);
+      EXPECT_EQ(routedRate(t, reversed, f, roots).value().str(), optimum);
+      if (root < 0) {
+        expectValidForest("routed", f, n);
+        continue;
+      }
+      int64_t weight = 0;
+      for (const Tree& tree : f.trees) {
+        EXPECT_EQ(tree.root, root);
+        EXPECT_EQ(tree.edges.size(), static_cast<size_t>(n - 1));
+        weight += tree.weight;
+      }
+      EXPECT_EQ(weight, f.k);
+      const Forest* g = reversed ? nullptr : &f;
+      const Forest* sc = reversed ? &f : nullptr;
+      compiler::Compiled c = lowerForests(coll, n, g, sc, LowerOptions{});
+      ASSERT_TRUE(c.ok());
+      expectCorrectData(c.algo, false, 11);
+    }
 }
 
 // Where a connection carries several pieces, 64 chunks per piece would put
