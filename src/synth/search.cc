@@ -452,6 +452,7 @@ class ScheduleSearch {
     const auto exact = std::find_if(made.begin(), made.end(), [](const Made& m) {
       return m.shape.kind == "packed" && m.shape.headroom == 0;
     });
+    const size_t exactAt = static_cast<size_t>(exact - made.begin());
     if (!blink_ && exact != made.end() &&
         exact->problem.find("pieces per shard") != std::string::npos) {
       const size_t from = makers.size();
@@ -464,6 +465,20 @@ class ScheduleSearch {
                           return relaxedForest(t_, reversed, most, root_, o_.deadline);
                         },
                         false, linksSymmetric(t_)});
+      made.resize(makers.size());
+      runMakers(makers, made, from, makers.size());
+    }
+    // Where the exact forest's arcs, each carried the one way its pair is
+    // routed, load a link past what the forest's rate allots it (a rank
+    // pair's arc split over both spines of a fat tree), the same forest
+    // again with every switch split along the routes (routedForest).
+    if (!blink_ && exactAt < made.size() && made[exactAt].problem.empty() &&
+        !made[exactAt].skipped && routesFallShort(made[exactAt].shape)) {
+      const size_t from = makers.size();
+      makers.push_back({"routed", 0, [this](bool reversed) {
+                          return routedForest(t_, reversed, o_.maxPieces, root_, false,
+                                              o_.deadline);
+                        }});
       made.resize(makers.size());
       runMakers(makers, made, from, makers.size());
     }
@@ -491,8 +506,8 @@ class ScheduleSearch {
       for (const auto* f : {&m.shape.gather, &m.shape.scatter})
         if (f->has_value() && !(m.mirrored && f == &m.shape.scatter))
           out_.maxflows += (*f)->maxflows;
-      const bool packed =
-          m.shape.kind == "packed" || m.shape.kind == "relaxed" || m.shape.kind == "rail";
+      const bool packed = m.shape.kind == "packed" || m.shape.kind == "relaxed" ||
+                          m.shape.kind == "rail" || m.shape.kind == "routed";
       out_.shapes.push_back(m.shape);
       // The packed forests shortened (forest.h): any may schedule best.
       if (packed) {
@@ -509,6 +524,20 @@ class ScheduleSearch {
                     fmt::format("no forest with {} % headroom needs at most {} pieces per shard",
                                 o_.headroom, o_.maxPieces));
     return Status::ok();
+  }
+
+  // Whether a forest of `shape`, every edge carried the way the simulator
+  // routes its pair, falls below the rate it was packed for.
+  bool routesFallShort(const Shape& shape) const {
+    for (const auto* f : {&shape.gather, &shape.scatter}) {
+      if (!f->has_value()) continue;
+      Result<Rational> routed = routedRate(t_, f == &shape.scatter, **f, rooted_ ? 1 : t_.ranks());
+      const Rational& packed = (*f)->algbw;
+      if (routed.isOk() &&
+          i128{routed.value().num} * packed.den < i128{packed.num} * routed.value().den)
+        return true;
+    }
+    return false;
   }
 
   // Whether each forest of `shape` moves its data at the collective's

@@ -60,7 +60,7 @@ struct SearchOptions {
 struct Shape {
   std::optional<Forest> gather, scatter;
   // "packed", "shortened", "relaxed", "relaxed shortened", "hierarchical",
-  // "rail", "rail shortened", "shallow", "blink".
+  // "rail", "rail shortened", "routed", "routed shortened", "shallow", "blink".
   std::string kind = "packed";
   int headroom = 0;  // percent of the links between boxes left idle
   // The shape this one repeats (the same forests), or -1.
