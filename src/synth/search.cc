@@ -453,6 +453,8 @@ class ScheduleSearch {
     const auto exact = std::find_if(made.begin(), made.end(), [](const Made& m) {
       return m.shape.kind == "packed" && m.shape.headroom == 0;
     });
+    // (Its index, as `made` grows below; made.size() where there is none,
+    // and then nothing is added.)
     const size_t exactAt = static_cast<size_t>(exact - made.begin());
     if (!blink_ && exact != made.end() &&
         exact->problem.find("pieces per shard") != std::string::npos) {
