@@ -453,9 +453,6 @@ class ScheduleSearch {
     const auto exact = std::find_if(made.begin(), made.end(), [](const Made& m) {
       return m.shape.kind == "packed" && m.shape.headroom == 0;
     });
-    // (Its index, as `made` grows below; made.size() where there is none,
-    // and then nothing is added.)
-    const size_t exactAt = static_cast<size_t>(exact - made.begin());
     if (!blink_ && exact != made.end() &&
         exact->problem.find("pieces per shard") != std::string::npos) {
       const size_t from = makers.size();
@@ -471,19 +468,29 @@ class ScheduleSearch {
       made.resize(makers.size());
       runMakers(makers, made, from, makers.size());
     }
-    // Where the exact forest's arcs, each carried the one way its pair is
-    // routed, load a link past what the forest's rate allots it (a rank
-    // pair's arc split over both spines of a fat tree), the same forest
-    // again with every switch split along the routes (routedForest).
-    if (!blink_ && exactAt < made.size() && made[exactAt].problem.empty() &&
-        !made[exactAt].skipped && routesFallShort(made[exactAt].shape)) {
-      const size_t from = makers.size();
-      makers.push_back({"routed", 0, [this](bool reversed) {
-                          return routedForest(t_, reversed, o_.maxPieces, root_, false,
-                                              o_.deadline);
+    // Where the exact forest's arcs (or, with --headroom, that forest's;
+    // or the relaxed one's, standing in for it),
+    // each carried the one way its pair is routed, load a link past what
+    // the forest's rate allots it (a rank pair's arc split over both spines
+    // of a fat tree), the same forest again with every switch split along
+    // the routes (routedForest).
+    // The relaxed forest likewise, with its pieces.
+    const size_t before = makers.size();
+    for (size_t i = 0; i < before && !blink_; ++i) {
+      const int h = made[i].shape.headroom;
+      const bool relax = makers[i].kind == "relaxed";
+      if ((makers[i].kind != "packed" && !relax) || (h > 0 && o_.headroom <= 0) ||
+          !made[i].problem.empty() || made[i].skipped || !routesFallShort(made[i].shape))
+        continue;
+      const int most = relax && !rooted_ ? std::min(o_.maxPieces, kRelaxedPieces) : o_.maxPieces;
+      makers.push_back({"routed", h, [this, h, most, relax](bool reversed) {
+                          return routedForest(h > 0 ? withHeadroom(t_, 1 - h / 100.0) : t_,
+                                              reversed, most, root_, relax, o_.deadline);
                         }});
+    }
+    if (makers.size() > before) {
       made.resize(makers.size());
-      runMakers(makers, made, from, makers.size());
+      runMakers(makers, made, before, makers.size());
     }
     for (size_t i = 0; i < makers.size(); ++i) {
       Made& m = made[i];

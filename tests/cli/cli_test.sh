@@ -427,14 +427,17 @@ check synth-report 0 '^report +.*s.html' -- "$chorus" synth allgather --topo dgx
 check synth-report-sizes 2 '--report draws one schedule' -- "$chorus" synth allgather --topo dgx1 \
   --sizes 1K:1M -o "$tmp/sz" --report "$tmp/s.html"
 check synth-report-alltoall 0 '^report ' -- "$chorus" synth alltoall --topo ring:4 --report "$tmp/a.html"
-# (part 3) a fat tree's broadcast with 10 % headroom: the simulator's routes
+# (part 3) a fat tree's allgather by Blink's packing: the simulator's routes
 # through the spines load one link past what the forest's split arcs allot
-# it, and that is said; by default the exact forest is split again along
-# the routes and reaches 90 % (its schedule names the routed trees)
+# it, and that is said; the exact forest (and one with headroom) is split
+# again along the routes, and a broadcast then reaches 90 % (its schedule
+# names the routed trees)
 check synth-shortfall-routes 0 'below 90 .*the simulator.s routes put [0-9]+ MiB on spine[0-9]+ -> leaf[0-9]+, [0-9.]+x what the forest.s rate allots it, which bounds this schedule to [0-9.]+ % of the optimum' \
-  -- "$chorus" synth broadcast --topo fattree:4 --headroom 10
+  -- "$chorus" synth allgather --topo fattree:4 --method blink
 check synth-routed-forest 0 '^trees +8 routed( shortened)? \(8 piece' \
   -- "$chorus" synth broadcast --topo fattree:4
+check synth-routed-headroom 0 '^trees +24 routed( shortened)?, 10 % headroom' \
+  -- "$chorus" synth broadcast --topo fattree:4 --headroom 10
 check synth-routed-share 0 '"share_of_optimum": 0\.9[0-9]*,' \
   -- "$chorus" synth broadcast --topo fattree:4 --json
 

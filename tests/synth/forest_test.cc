@@ -564,6 +564,28 @@ TEST(Forest, RoutedSplitsFollowTheRoutes) {
     }
 }
 
+// Relaxed (fewer pieces than the optimum needs, on spines oversubscribed
+// 1.6 times) and routed: valid, fewer pieces and below the optimum, and
+// with every edge routed at the rate the relaxed forest is packed for.
+TEST(Forest, RoutedRelaxedForestsKeepTheirRate) {
+  const topo::Topology t = topo::makePreset("fattree:3:8:1.6").value();
+  const int n = t.ranks();
+  for (bool reversed : {false, true}) {
+    SCOPED_TRACE(reversed ? "reversed" : "forward");
+    auto exact = packForest(t, reversed, 64);
+    ASSERT_TRUE(exact.isOk()) << exact.status().toString();
+    auto relaxed = routedForest(t, reversed, 2, -1, /*relax=*/true);
+    ASSERT_TRUE(relaxed.isOk()) << relaxed.status().toString();
+    expectValidForest("routed, relaxed", relaxed.value(), n);
+    EXPECT_LT(relaxed.value().k, exact.value().k);
+    EXPECT_LT(relaxed.value().algbw.value(), exact.value().algbw.value());
+    EXPECT_EQ(routedRate(t, reversed, relaxed.value(), n).value().str(),
+              relaxed.value().algbw.str());
+    // The routes cost it nothing: the rate the relaxed forest is packed for.
+    EXPECT_EQ(relaxed.value().algbw.str(), relaxedForest(t, reversed, 2).value().algbw.str());
+  }
+}
+
 // Where a connection carries several pieces, 64 chunks per piece would put
 // more than the executor's 64 steps on its threadblock; its steps then move
 // several consecutive chunks each (cnt > 1), while connections of one piece
