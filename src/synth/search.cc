@@ -180,7 +180,7 @@ Tried lowerAndSimulate(const topo::Topology& t, const SearchOptions& o, const Sh
   }
   auto r = sim::simulate(c.algo, t, so);
   if (!r.isOk() && r.status().code() == StatusCode::kAborted) {
-    tried.passedOver = "stopped: the time budget went to another shape's last halvings";
+    tried.passedOver = "stopped: the time budget went to another chain's last halvings";
     return done();
   }
   if (!r.isOk()) {
@@ -271,31 +271,55 @@ class ScheduleSearch {
   }
   // Shapes alike in their plain lowerings' results (4 x DGX A100: the
   // packed forest, shortened and with either headroom) are taken as alike.
+  // By how much a chain's slices lead another's for it to take both cores
+  // (leadsAt): 4 x MI250's reduce-scatter, the shortened rail forest over
+  // the rail forest, 0.5-0.6 % a slice.
+  static constexpr double kLeadShare = 0.003;
   static bool alike(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(a, b); }
 
   bool passed() const { return o_.deadline && Clock::now() > *o_.deadline; }
-  // A shape's chain of slices (whole: of the whole-call forms) runs, or
+  // A chain of slices, a shape's (whole: of its whole-call forms), runs or
   // not; what its slices simulated at (sliceRates_).
-  void chainRuns(int shape, bool whole, bool runs) {
+  using ChainId = std::pair<int, bool>;  // (shape, whole)
+  void chainRuns(ChainId chain, bool runs) {
     std::lock_guard guard(sliceMu_);
     if (runs)
-      chainsRunning_.insert({shape, whole});
+      chainsRunning_.insert(chain);
     else
-      chainsRunning_.erase({shape, whole});
+      chainsRunning_.erase(chain);
   }
-  void noteSlice(int shape, uint64_t slice, bool whole, double algbw) {
+  void noteSlice(ChainId chain, uint64_t slice, double algbw) {
     std::lock_guard guard(sliceMu_);
-    sliceRates_[{slice, whole}][shape] = algbw;
+    sliceRates_[slice][chain] = algbw;
   }
-  // Whether every other chain of the kind running has simulated `slice`,
-  // at most at `algbw`.
-  bool leadsAt(int shape, uint64_t slice, bool whole, double algbw) {
+  // Whether this chain, whose slices from its first down to `slice` are
+  // in (`slice` at `algbw`), is ahead of every other chain of its kind
+  // running: at the finest slice from `slice` up that the other has
+  // simulated, this one has too, faster by kLeadShare. (A chain behind in
+  // its steps and slower at the last it took seldom catches up: each
+  // halving gains less than the one before. Closer than that they cross:
+  // 2 x MI250's allreduce, halves in turn, 128 KiB: the shortened rail
+  // forest 165.0, the rail forest 164.7 GB/s; 32 KiB: 166.8 and 168.7.)
+  bool leadsAt(ChainId chain, uint64_t slice, double algbw) {
     std::lock_guard guard(sliceMu_);
-    const std::map<int, double>& rates = sliceRates_[{slice, whole}];
-    for (const auto& [other, w] : chainsRunning_) {
-      if (other == shape || w != whole) continue;
-      const auto found = rates.find(other);
-      if (found == rates.end() || found->second > algbw) return false;
+    for (const ChainId& other : chainsRunning_) {
+      if (other == chain || other.second != chain.second) continue;
+      bool ahead = false;
+      for (auto at = sliceRates_.lower_bound(slice); at != sliceRates_.end(); ++at) {
+        const auto theirs = at->second.find(other);
+        // Whole-call chains only at the same slice: their rates cross by
+        // more (2 x MI250's allreduce, halves in turn: the shortened rail
+        // forest 0.9 % ahead at 256 KiB, 1.1 % behind at 32 KiB).
+        if (chain.second && at->first != slice) break;
+        if (theirs == at->second.end()) continue;
+        const auto mine = at->second.find(chain);
+        const double rate = at->first == slice         ? algbw
+                            : mine != at->second.end() ? mine->second
+                                                       : 0;
+        ahead = theirs->second * (1 + kLeadShare) <= rate;
+        break;
+      }
+      if (!ahead) return false;
     }
     return true;
   }
@@ -656,7 +680,7 @@ class ScheduleSearch {
     auto one = [&](int per, int chunks, int instances, uint64_t slice = 0, bool whole = false,
                    bool yields = false) -> const Tried& {
       return keep(lowerAndSimulate(t_, o_, shape, make(per, chunks, instances, slice, whole),
-                                   anyServed_, problem, yields ? &sideBySide_ : nullptr));
+                                   anyServed_, problem, yields ? &sideBySide_[whole] : nullptr));
     };
     // A chain stops with the budget, and where its shape's forests bound it
     // below what a lowering simulates at already (less the margin within
@@ -664,9 +688,10 @@ class ScheduleSearch {
     // 2 x MI250 allgather for Chorus's runtimes, the relaxed forest's
     // slices once the rail forest's reach 338 GB/s.
     bool leading = false;  // this chain's halvings run side by side
+    const bool wholeItem = it.kind == Item::kWhole;
     auto stop = [&] {
       const double bound = bound_[static_cast<size_t>(it.shape)];
-      return (passed() && anyServed_) || (sideBySide_ && !leading) ||
+      return (passed() && anyServed_) || (sideBySide_[wholeItem] && !leading) ||
              (bound > 0 && bound < bestSimulated_ * (1 - kSimplerShare));
     };
     // Slices from `slice` down to kLeastSlice, each half the last, while
@@ -677,12 +702,15 @@ class ScheduleSearch {
     // after the other but would side by side, both at once, the second on a
     // thread of its own, for a chain whose last slice simulated fastest of
     // the chains running, each of which has simulated it (leadsAt); the
-    // others' chains stop meanwhile, leaving it both cores. A step's simulation costs twice the
-    // last, so in a slow stretch the last halving (4 x MI250's
-    // reduce-scatter, 16 -> 8 KiB: 5-7 s, 94.49 -> 95.04 % of the optimum)
-    // fits only when started beside the one before it.
+    // others' chains stop meanwhile, leaving it both cores. A step's
+    // simulation costs twice the last, so in a slow stretch the last
+    // halving (4 x MI250's reduce-scatter, 16 -> 8 KiB: 5-7 s, 94.49 ->
+    // 95.04 % of the optimum) fits only when started beside the one before
+    // it; and where even the step before those two no longer fits ahead of
+    // them (32 KiB, 1.8 s), it is left out and the two run from here (the
+    // one here then kept where it gained a share a step over the last).
     auto halveSlices = [&](uint64_t slice, double last, bool whole) {
-      chainRuns(it.shape, whole, true);
+      chainRuns({it.shape, whole}, true);
       for (; slice >= kLeastSlice && !stop(); slice /= 2) {
         const bool halved = anyServed_ && !chain.empty();
         const double next = halved ? kHalvedSliceCost * chain.back().seconds : 0;
@@ -690,34 +718,47 @@ class ScheduleSearch {
           ++*unstarted;
           break;
         }
-        if (halved && slice / 2 >= kLeastSlice && !affords(next + kHalvedSliceCost * next) &&
-            affords(kHalvedSliceCost * next) && leadsAt(it.shape, 2 * slice, whole, last) &&
-            !sideBySide_.exchange(true)) {
+        // Side by side: the next two halvings (slice, slice / 2), or, where
+        // the two after those fit so but not after the next, those two
+        // (slice / 2, slice / 4), the next one left out.
+        const double k = kHalvedSliceCost;
+        const bool jump = halved && !whole && slice / 4 >= kLeastSlice &&
+                          !affords(next + k * k * next) && affords(k * k * next);
+        const bool now =
+            halved && slice / 2 >= kLeastSlice && !affords(next + k * next) && affords(k * next);
+        if ((jump || now) && leadsAt({it.shape, whole}, 2 * slice, last) &&
+            !sideBySide_[whole].exchange(true)) {
+          const uint64_t here = jump ? slice / 2 : slice;
           leading = true;
-          Tried half = make(1, 1, first_, slice / 2, whole);
-          std::string halfProblem;
-          std::thread side(
-              [&] { half = lowerAndSimulate(t_, o_, shape, half, anyServed_, &halfProblem); });
-          const Tried& t = one(1, 1, first_, slice, whole);
-          noteSlice(it.shape, slice, whole, t.algbw);
-          const bool gained = t.passedOver.empty() && t.algbw > last * (1 + kSimplerShare);
+          Tried beside = make(1, 1, first_, here / 2, whole);
+          std::string besideProblem;
+          std::thread side([&] {
+            beside = lowerAndSimulate(t_, o_, shape, beside, anyServed_, &besideProblem);
+          });
+          const Tried& t = one(1, 1, first_, here, whole);
+          noteSlice({it.shape, whole}, here, t.algbw);
+          // Gained as the chain would have asked of it: by the share a step,
+          // for each step from the last.
+          const double steps = jump ? 2 : 1;
+          const bool gained =
+              t.passedOver.empty() && t.algbw > last * std::pow(1 + kSimplerShare, steps);
           side.join();
-          sideBySide_ = false;
+          sideBySide_[whole] = false;
           leading = false;
-          if (problem->empty()) *problem = halfProblem;
+          if (problem->empty()) *problem = besideProblem;
           // Kept where this one gained (the chain would have gone on to it).
           if (gained) {
-            noteSlice(it.shape, slice / 2, whole, half.algbw);
-            keep(std::move(half));
+            noteSlice({it.shape, whole}, here / 2, beside.algbw);
+            keep(std::move(beside));
           }
           break;
         }
         const Tried& t = one(1, 1, first_, slice, whole, true);
-        noteSlice(it.shape, slice, whole, t.algbw);
+        noteSlice({it.shape, whole}, slice, t.algbw);
         if (!t.passedOver.empty() || t.algbw <= last * (1 + kSimplerShare)) break;
         last = t.algbw;
       }
-      chainRuns(it.shape, whole, false);
+      chainRuns({it.shape, whole}, false);
     };
     switch (it.kind) {
       case Item::kPlain:
@@ -1257,12 +1298,13 @@ class ScheduleSearch {
   size_t skipped_ = 0;
   std::atomic<bool> anyServed_{false};
   // A chain's two halvings run side by side (halveSlices).
-  std::atomic<bool> sideBySide_{false};
+  // (Plain chains and whole-call ones apart: each kind yields to its own.)
+  std::atomic<bool> sideBySide_[2] = {false, false};
   // The chains of slices running, and what each shape's slices simulated
   // at (by slice, plain and whole-call apart).
   std::mutex sliceMu_;
-  std::set<std::pair<int, bool>> chainsRunning_;
-  std::map<std::pair<uint64_t, bool>, std::map<int, double>> sliceRates_;
+  std::set<ChainId> chainsRunning_;
+  std::map<uint64_t, std::map<ChainId, double>> sliceRates_;
   std::string bug_;
   std::vector<std::pair<size_t, Tried>> results_;  // (order, tried)
   std::vector<char> expanded_, chosen_;
