@@ -493,12 +493,10 @@ class ScheduleSearch {
       runMakers(makers, made, from, makers.size());
     }
     // Where the exact forest's arcs (or, with --headroom, that forest's;
-    // or the relaxed one's, standing in for it),
-    // each carried the one way its pair is routed, load a link past what
-    // the forest's rate allots it (a rank pair's arc split over both spines
-    // of a fat tree), the same forest again with every switch split along
-    // the routes (routedForest).
-    // The relaxed forest likewise, with its pieces.
+    // or the relaxed one's, standing in for it), each carried the one way
+    // its pair is routed, load a link past what the forest's rate allots
+    // it (a rank pair's arc split over both spines of a fat tree), the same
+    // forest again with every switch split along the routes (routedForest).
     const size_t before = makers.size();
     for (size_t i = 0; i < before && !blink_; ++i) {
       const int h = made[i].shape.headroom;
@@ -700,15 +698,15 @@ class ScheduleSearch {
     // deadline is not started. `whole`: as one().
     // Where the next two halvings would not both end by the deadline one
     // after the other but would side by side, both at once, the second on a
-    // thread of its own, for a chain whose last slice simulated fastest of
-    // the chains running, each of which has simulated it (leadsAt); the
-    // others' chains stop meanwhile, leaving it both cores. A step's
+    // thread of its own, for a chain ahead of the others of its kind
+    // running (leadsAt); those stop meanwhile, leaving it both cores. A step's
     // simulation costs twice the last, so in a slow stretch the last
     // halving (4 x MI250's reduce-scatter, 16 -> 8 KiB: 5-7 s, 94.49 ->
     // 95.04 % of the optimum) fits only when started beside the one before
     // it; and where even the step before those two no longer fits ahead of
-    // them (32 KiB, 1.8 s), it is left out and the two run from here (the
-    // one here then kept where it gained a share a step over the last).
+    // them (32 KiB, 1.8 s), it is left out and the two run from here (plain
+    // chains only; the one beside kept where the one here gained the share
+    // a step, twice over).
     auto halveSlices = [&](uint64_t slice, double last, bool whole) {
       chainRuns({it.shape, whole}, true);
       for (; slice >= kLeastSlice && !stop(); slice /= 2) {
@@ -1300,8 +1298,8 @@ class ScheduleSearch {
   // A chain's two halvings run side by side (halveSlices).
   // (Plain chains and whole-call ones apart: each kind yields to its own.)
   std::atomic<bool> sideBySide_[2] = {false, false};
-  // The chains of slices running, and what each shape's slices simulated
-  // at (by slice, plain and whole-call apart).
+  // The chains of slices running, and what each chain's slices simulated
+  // at, by slice.
   std::mutex sliceMu_;
   std::set<ChainId> chainsRunning_;
   std::map<uint64_t, std::map<ChainId, double>> sliceRates_;
