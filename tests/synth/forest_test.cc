@@ -473,6 +473,33 @@ TEST(Forest, BlinkRoundsToFewTrees) {
   EXPECT_FALSE(blinkForest(t.value(), false, {.treesPerRoot = 0}).isOk());
 }
 
+// One root's forest (broadcast; reversed: reduce): its trees span every
+// rank from the root, carry its k pieces in all and keep to the arcs'
+// pieces; lowered, it verifies and moves the data (`seed`).
+void expectOneRootForestRuns(const Forest& f, int root, bool reversed, uint64_t seed) {
+  const int n = static_cast<int>(f.arcs.size());
+  int64_t weight = 0;
+  std::vector<std::vector<int64_t>> used(static_cast<size_t>(n),
+                                         std::vector<int64_t>(static_cast<size_t>(n), 0));
+  for (const Tree& tree : f.trees) {
+    EXPECT_EQ(tree.root, root);
+    EXPECT_EQ(tree.edges.size(), static_cast<size_t>(n - 1));
+    weight += tree.weight;
+    for (auto [a, b] : tree.edges)
+      used[static_cast<size_t>(a)][static_cast<size_t>(b)] += tree.weight;
+  }
+  EXPECT_EQ(weight, f.k);
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      EXPECT_LE(used[static_cast<size_t>(a)][static_cast<size_t>(b)],
+                f.arcs[static_cast<size_t>(a)][static_cast<size_t>(b)]);
+  const CollectiveKind coll = reversed ? CollectiveKind::kReduce : CollectiveKind::kBroadcast;
+  compiler::Compiled c =
+      lowerForests(coll, n, reversed ? nullptr : &f, reversed ? &f : nullptr, LowerOptions{});
+  ASSERT_TRUE(c.ok());
+  expectCorrectData(c.algo, false, seed);
+}
+
 // Lowered to IR: the verifier proves it, the runtime computes the right
 // data with it (in place and not), and the simulator, which keeps every
 // link's bandwidth, predicts no more than the optimum at 1 GiB and at least
@@ -486,7 +513,6 @@ TEST(Forest, BlinkRoundsToFewTrees) {
 // pieces, and lowered they verify and move the data.
 TEST(Forest, OneRootTakesWiderPiecesWhereUnitOnesAreTooMany) {
   const topo::Topology t = topo::makePreset("mi250:2").value();
-  const int n = t.ranks();
   for (bool reversed : {false, true}) {
     SCOPED_TRACE(reversed ? "reduce" : "broadcast");
     const CollectiveKind coll = reversed ? CollectiveKind::kReduce : CollectiveKind::kBroadcast;
@@ -495,26 +521,7 @@ TEST(Forest, OneRootTakesWiderPiecesWhereUnitOnesAreTooMany) {
     ASSERT_TRUE(f.isOk()) << f.status().toString();
     EXPECT_EQ(f.value().k, 16);
     EXPECT_EQ(f.value().algbw.str(), optimalBound(t, coll, 0).value().algbw.str());
-    int64_t weight = 0;
-    std::vector<std::vector<int64_t>> used(static_cast<size_t>(n),
-                                           std::vector<int64_t>(static_cast<size_t>(n), 0));
-    for (const Tree& tree : f.value().trees) {
-      EXPECT_EQ(tree.root, 0);
-      EXPECT_EQ(tree.edges.size(), static_cast<size_t>(n - 1));
-      weight += tree.weight;
-      for (auto [a, b] : tree.edges)
-        used[static_cast<size_t>(a)][static_cast<size_t>(b)] += tree.weight;
-    }
-    EXPECT_EQ(weight, 16);
-    for (int a = 0; a < n; ++a)
-      for (int b = 0; b < n; ++b)
-        EXPECT_LE(used[static_cast<size_t>(a)][static_cast<size_t>(b)],
-                  f.value().arcs[static_cast<size_t>(a)][static_cast<size_t>(b)]);
-    const Forest* g = reversed ? nullptr : &f.value();
-    const Forest* sc = reversed ? &f.value() : nullptr;
-    compiler::Compiled c = lowerForests(coll, n, g, sc, LowerOptions{});
-    ASSERT_TRUE(c.ok());
-    expectCorrectData(c.algo, false, 7);
+    expectOneRootForestRuns(f.value(), 0, reversed, 7);
   }
 }
 
@@ -549,18 +556,7 @@ TEST(Forest, RoutedSplitsFollowTheRoutes) {
         expectValidForest("routed", f, n);
         continue;
       }
-      int64_t weight = 0;
-      for (const Tree& tree : f.trees) {
-        EXPECT_EQ(tree.root, root);
-        EXPECT_EQ(tree.edges.size(), static_cast<size_t>(n - 1));
-        weight += tree.weight;
-      }
-      EXPECT_EQ(weight, f.k);
-      const Forest* g = reversed ? nullptr : &f;
-      const Forest* sc = reversed ? &f : nullptr;
-      compiler::Compiled c = lowerForests(coll, n, g, sc, LowerOptions{});
-      ASSERT_TRUE(c.ok());
-      expectCorrectData(c.algo, false, 11);
+      expectOneRootForestRuns(f, root, reversed, 11);
     }
 }
 
