@@ -560,6 +560,25 @@ TEST(Forest, RoutedSplitsFollowTheRoutes) {
     }
 }
 
+// Two ranks joined through two switches: each pair takes one of them (by
+// its source), so the routes carry half of what the optimum needs; the
+// routed forest is refused, naming the switch, not made slower.
+TEST(Forest, RoutesThatCannotCarryTheOptimumAreRefused) {
+  topo::Topology t;
+  const int a = t.addRank(), b = t.addRank();
+  for (const char* name : {"sw0", "sw1"}) {
+    const int sw = t.addNode(name, topo::NodeKind::kSwitch);
+    t.connect(a, sw, 10, 1e-6, topo::LinkKind::kNvswitch);
+    t.connect(b, sw, 10, 1e-6, topo::LinkKind::kNvswitch);
+  }
+  ASSERT_TRUE(packForest(t, false).isOk());
+  auto routed = routedForest(t, false, 64);
+  ASSERT_FALSE(routed.isOk());
+  EXPECT_EQ(routed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(routed.status().message().find("cannot be split off"), std::string::npos)
+      << routed.status().message();
+}
+
 // Relaxed (fewer pieces than the optimum needs, on spines oversubscribed
 // 1.6 times) and routed: valid, fewer pieces and below the optimum, and
 // with every edge routed at the rate the relaxed forest is packed for.
