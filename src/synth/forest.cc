@@ -53,7 +53,6 @@ class Packer {
   // routing) sends that pair; the switches nearest the ranks are split
   // first, so an arc into a farther switch still says which way it came.
   void routeBy(bool reversed) {
-    const auto v = static_cast<uint64_t>(m.size());
     routed_.clear();
     for (int a = 0; a < n_; ++a)
       for (int b = 0; b < n_; ++b) {
@@ -70,7 +69,7 @@ class Packer {
               // The forest's direction: reversed, the data flows x -> w -> u.
               const auto u = static_cast<uint64_t>(reversed ? nodes[k] : nodes[i]);
               const auto x = static_cast<uint64_t>(reversed ? nodes[i] : nodes[k]);
-              routed_.insert((u * v + static_cast<uint64_t>(nodes[j])) * v + x);
+              routed_.insert(splitKey(u, static_cast<uint64_t>(nodes[j]), x));
             }
           }
         }
@@ -442,11 +441,14 @@ class Packer {
   // routeBy(): the splits the routes allow, (u * nodes + w) * nodes + x.
   bool byRoutes_ = false;
   std::unordered_set<uint64_t> routed_;
+  uint64_t splitKey(uint64_t u, uint64_t w, uint64_t x) const {
+    const auto v = static_cast<uint64_t>(m.size());
+    return (u * v + w) * v + x;
+  }
   bool allowed(int u, int w, int x) const {
     if (!byRoutes_ || u == x) return true;  // u == x: a round trip dropped, no arc made
-    const auto v = static_cast<uint64_t>(m.size());
-    return routed_.count((static_cast<uint64_t>(u) * v + static_cast<uint64_t>(w)) * v +
-                         static_cast<uint64_t>(x)) > 0;
+    return routed_.count(splitKey(static_cast<uint64_t>(u), static_cast<uint64_t>(w),
+                                  static_cast<uint64_t>(x))) > 0;
   }
 };
 
